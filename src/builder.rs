@@ -1,0 +1,546 @@
+//! [`OAuthLayerBuilder`]: every setting, its default, and validation.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Uri;
+
+use crate::cache::{Endpoint, Settings, TokenCache};
+use crate::client::ClientCredentials;
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::layer::OAuthLayer;
+use crate::transport::Transport;
+
+/// The token endpoint's path below `auth_url` (specification, section 4).
+const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
+
+/// Default of [`OAuthLayerBuilder::refresh_margin`].
+pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+/// Default of [`OAuthLayerBuilder::expiry_skew`].
+pub const DEFAULT_EXPIRY_SKEW: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::fetch_timeout`].
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::forced_renewal_interval`].
+pub const DEFAULT_FORCED_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::min_backoff`].
+pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
+/// Default of [`OAuthLayerBuilder::max_backoff`].
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Configures an [`OAuthLayer`].
+///
+/// Required: a URL ([`auth_url`](Self::auth_url) or
+/// [`token_url`](Self::token_url)), [`client_id`](Self::client_id) and
+/// [`client_secret`](Self::client_secret). Everything else has a default.
+/// Setters never fail; [`build`](Self::build) checks everything and names the
+/// first problem.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_oauth::{ConfigErrorKind, OAuthLayerBuilder};
+///
+/// let err = OAuthLayerBuilder::new()
+///     .auth_url("https://auth.example.com/")
+///     .client_id("my-client")
+///     .client_secret("has&ampersand")
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::InvalidClientSecret);
+/// assert!(!err.to_string().contains("has&ampersand"));
+/// ```
+#[must_use]
+#[derive(Clone, Default)]
+pub struct OAuthLayerBuilder {
+    auth_url: Option<String>,
+    token_url: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    refresh_margin: Option<Duration>,
+    expiry_skew: Option<Duration>,
+    fetch_timeout: Option<Duration>,
+    forced_renewal_interval: Option<Duration>,
+    min_backoff: Option<Duration>,
+    max_backoff: Option<Duration>,
+    allow_insecure_http: bool,
+}
+
+impl OAuthLayerBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The base URL of the authorization service; the token endpoint is
+    /// `{auth_url}/v1/oauth/accesstoken` (a trailing slash does not double).
+    /// Give this or [`token_url`](Self::token_url), not both.
+    ///
+    /// Default: none.
+    pub fn auth_url(mut self, auth_url: impl AsRef<str>) -> Self {
+        self.auth_url = Some(auth_url.as_ref().to_owned());
+        self
+    }
+
+    /// The full URL of the token endpoint, used exactly as given (no query
+    /// parameters are added). Give this or [`auth_url`](Self::auth_url), not
+    /// both.
+    ///
+    /// Default: none.
+    pub fn token_url(mut self, token_url: impl AsRef<str>) -> Self {
+        self.token_url = Some(token_url.as_ref().to_owned());
+        self
+    }
+
+    /// The client identifier. It is sent unencoded, as the specification
+    /// says, so it may not contain `&`, whitespace or control characters.
+    ///
+    /// Default: none.
+    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = Some(client_id.into());
+        self
+    }
+
+    /// The client secret. Sent unencoded, like the id, with the same
+    /// restrictions. It never appears in `Debug`, `Display`, errors or logs.
+    ///
+    /// Default: none.
+    pub fn client_secret(mut self, client_secret: impl Into<String>) -> Self {
+        self.client_secret = Some(client_secret.into());
+        self
+    }
+
+    /// How long before expiry a request starts renewing the token in the
+    /// background (it goes on at once with the current token). A small random
+    /// part (up to a tenth of the margin) is added, so that many clients do
+    /// not renew in step. Honoured up to half the token's lifetime.
+    ///
+    /// Default: 5 minutes.
+    pub fn refresh_margin(mut self, refresh_margin: Duration) -> Self {
+        self.refresh_margin = Some(refresh_margin);
+        self
+    }
+
+    /// How long before expiry a token is no longer presented, to allow for
+    /// clock drift and the request's time in flight. Honoured up to a tenth of
+    /// the token's lifetime.
+    ///
+    /// Default: 10 seconds.
+    pub fn expiry_skew(mut self, expiry_skew: Duration) -> Self {
+        self.expiry_skew = Some(expiry_skew);
+        self
+    }
+
+    /// The longest a token request may take, from connecting to reading the
+    /// last byte of the answer. Separate from any time-out on the requests it
+    /// serves. Must be more than zero.
+    ///
+    /// Default: 10 seconds.
+    pub fn fetch_timeout(mut self, fetch_timeout: Duration) -> Self {
+        self.fetch_timeout = Some(fetch_timeout);
+        self
+    }
+
+    /// After the API answers `401 Unauthorized`, the token that was sent is
+    /// dropped and a new one fetched, at most once per this interval. A 401
+    /// within the interval after such a renewal leaves the token in place: an
+    /// API that refuses every token (an application not subscribed to it, for
+    /// instance) then costs one token request per interval, not one per
+    /// request.
+    ///
+    /// Default: 10 seconds.
+    pub fn forced_renewal_interval(mut self, interval: Duration) -> Self {
+        self.forced_renewal_interval = Some(interval);
+        self
+    }
+
+    /// The first delay after a failed token request before another is made;
+    /// each further failure in a row doubles it (with jitter), up to
+    /// [`max_backoff`](Self::max_backoff). A `Retry-After` from the endpoint
+    /// takes precedence (up to one hour). Must be more than zero.
+    ///
+    /// Default: 1 second.
+    pub fn min_backoff(mut self, delay: Duration) -> Self {
+        self.min_backoff = Some(delay);
+        self
+    }
+
+    /// The longest delay between failed token requests, without
+    /// `Retry-After`. Must be at least [`min_backoff`](Self::min_backoff).
+    ///
+    /// Default: 60 seconds.
+    pub fn max_backoff(mut self, delay: Duration) -> Self {
+        self.max_backoff = Some(delay);
+        self
+    }
+
+    /// Allows a plain `http` token URL to a host that is not loopback. The
+    /// client secret then crosses the network unencrypted: only for networks
+    /// you trust. `http` to `localhost`, `127.0.0.0/8` or `::1` is always
+    /// allowed.
+    ///
+    /// Default: false.
+    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
+        self.allow_insecure_http = allow;
+        self
+    }
+
+    /// Checks the settings and builds the layer.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first problem: a missing client id,
+    /// secret or URL; both URLs given; a URL that cannot be parsed, lacks a
+    /// host, carries user information, or (for `auth_url`) a query; plain
+    /// `http` to a host that is not loopback without
+    /// [`allow_insecure_http`](Self::allow_insecure_http); an id or secret the
+    /// unencoded body cannot carry; a zero fetch timeout or back-off.
+    pub fn build(self) -> Result<OAuthLayer, ConfigError> {
+        let url = self.url()?;
+        let client_id = required(self.client_id, ConfigErrorKind::MissingClientId, "client id")?;
+        let client_secret = required(
+            self.client_secret,
+            ConfigErrorKind::MissingClientSecret,
+            "client secret",
+        )?;
+        check_unencoded(&client_id, ConfigErrorKind::InvalidClientId, "client id")?;
+        check_unencoded(
+            &client_secret,
+            ConfigErrorKind::InvalidClientSecret,
+            "client secret",
+        )?;
+
+        let settings = Settings {
+            refresh_margin: self.refresh_margin.unwrap_or(DEFAULT_REFRESH_MARGIN),
+            expiry_skew: self.expiry_skew.unwrap_or(DEFAULT_EXPIRY_SKEW),
+            fetch_timeout: self.fetch_timeout.unwrap_or(DEFAULT_FETCH_TIMEOUT),
+            forced_renewal_interval: self
+                .forced_renewal_interval
+                .unwrap_or(DEFAULT_FORCED_RENEWAL_INTERVAL),
+            backoff_min: self.min_backoff.unwrap_or(DEFAULT_MIN_BACKOFF),
+            backoff_max: self.max_backoff.unwrap_or(DEFAULT_MAX_BACKOFF),
+        };
+        if settings.fetch_timeout.is_zero() {
+            return Err(invalid_setting("fetch_timeout must be more than zero"));
+        }
+        if settings.backoff_min.is_zero() {
+            return Err(invalid_setting("min_backoff must be more than zero"));
+        }
+        if settings.backoff_max < settings.backoff_min {
+            return Err(invalid_setting(
+                "max_backoff must be at least min_backoff",
+            ));
+        }
+
+        let transport = default_transport(settings.fetch_timeout)?;
+        let endpoint = Endpoint {
+            url: url.clone(),
+            client_id: client_id.clone(),
+        };
+        let source = ClientCredentials::new(url, client_id, client_secret, transport);
+        Ok(OAuthLayer {
+            cache: Arc::new(TokenCache::new(Box::new(source), settings, endpoint)),
+        })
+    }
+
+    /// The token endpoint's URL, checked.
+    fn url(&self) -> Result<Uri, ConfigError> {
+        let (raw, is_base) = match (&self.auth_url, &self.token_url) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::ConflictingUrls,
+                    "both auth_url and token_url are set; give one",
+                ))
+            }
+            (Some(a), None) => (a.trim(), true),
+            (None, Some(t)) => (t.trim(), false),
+            (None, None) => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::MissingUrl,
+                    "no token endpoint: set auth_url or token_url",
+                ))
+            }
+        };
+        let name = if is_base { "auth_url" } else { "token_url" };
+        let bad = |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
+        if raw.contains('@') {
+            // Checked before parsing, so the message never echoes a password.
+            return Err(ConfigError::new(
+                ConfigErrorKind::InvalidUrl,
+                format!("{name} carries user information (`user@` or `user:password@`); pass credentials with client_id and client_secret"),
+            ));
+        }
+        if raw.contains('#') {
+            return Err(bad("has a fragment (`#...`)"));
+        }
+        let uri: Uri = raw
+            .parse()
+            .map_err(|e| bad(&format!("is not a valid URL ({e})")))?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(bad("is not an absolute URL (scheme and host are required)"));
+        };
+        let host = authority.host();
+        if host.is_empty() {
+            return Err(bad("has no host"));
+        }
+        match scheme {
+            "https" => {}
+            "http" if self.allow_insecure_http || is_loopback(host) => {}
+            "http" => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::InsecureUrl,
+                    format!(
+                        "{name} `{raw}` is plain http to a host that is not loopback; the client \
+                         secret would cross the network unencrypted (use https, or \
+                         allow_insecure_http(true) on a network you trust)"
+                    ),
+                ))
+            }
+            other => return Err(bad(&format!("has scheme `{other}`; use https"))),
+        }
+        if !is_base {
+            return Ok(uri);
+        }
+        if uri.query().is_some() {
+            return Err(bad("has a query; the token path cannot be appended to it (use token_url for a full endpoint URL)"));
+        }
+        let base = uri.path().trim_end_matches('/');
+        format!("{scheme}://{authority}{base}{TOKEN_PATH}")
+            .parse()
+            .map_err(|e| bad(&format!("is not a valid URL ({e})")))
+    }
+}
+
+fn invalid_setting(message: &str) -> ConfigError {
+    ConfigError::new(ConfigErrorKind::InvalidSetting, message)
+}
+
+fn required(
+    value: Option<String>,
+    kind: ConfigErrorKind,
+    what: &str,
+) -> Result<String, ConfigError> {
+    match value {
+        Some(v) if !v.is_empty() => Ok(v),
+        Some(_) => Err(ConfigError::new(kind, format!("the {what} is empty"))),
+        None => Err(ConfigError::new(kind, format!("no {what} was given"))),
+    }
+}
+
+/// The specification sends values unencoded: `&` would split the body, and
+/// whitespace or control characters are not carried intact.
+fn check_unencoded(value: &str, kind: ConfigErrorKind, what: &str) -> Result<(), ConfigError> {
+    let problem = if value.contains('&') {
+        "`&`"
+    } else if value.chars().any(char::is_whitespace) {
+        "whitespace"
+    } else if value.chars().any(char::is_control) {
+        "a control character"
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::new(
+        kind,
+        format!(
+            "the {what} contains {problem}, which the token request body cannot carry: \
+             its values are sent without encoding"
+        ),
+    ))
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(feature = "reqwest")]
+fn default_transport(fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+    Ok(Arc::new(crate::transport::ReqwestTransport::new(
+        fetch_timeout,
+    )?))
+}
+
+#[cfg(not(feature = "reqwest"))]
+fn default_transport(_fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+    Err(invalid_setting(
+        "no transport for the token request: enable the `reqwest` feature",
+    ))
+}
+
+impl fmt::Debug for OAuthLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthLayerBuilder")
+            .field("auth_url", &self.auth_url)
+            .field("token_url", &self.token_url)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("refresh_margin", &self.refresh_margin)
+            .field("expiry_skew", &self.expiry_skew)
+            .field("fetch_timeout", &self.fetch_timeout)
+            .field("forced_renewal_interval", &self.forced_renewal_interval)
+            .field("min_backoff", &self.min_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .finish()
+    }
+}
+
+#[cfg(all(test, feature = "reqwest"))]
+mod tests {
+    use super::*;
+
+    fn valid() -> OAuthLayerBuilder {
+        OAuthLayerBuilder::new()
+            .client_id("id-123")
+            .client_secret("s3cr3t!x")
+    }
+
+    fn url_of(b: OAuthLayerBuilder) -> String {
+        b.build().unwrap().token_url().to_string()
+    }
+
+    fn kind_of(b: OAuthLayerBuilder) -> ConfigErrorKind {
+        let e = b.build().unwrap_err();
+        assert!(!e.to_string().contains("s3cr3t"), "{e}");
+        assert!(!format!("{e:?}").contains("s3cr3t"), "{e:?}");
+        e.kind()
+    }
+
+    #[test]
+    fn auth_url_gets_the_token_path_once() {
+        for base in [
+            "https://auth.example.com",
+            "https://auth.example.com/",
+            "https://auth.example.com//",
+        ] {
+            assert_eq!(
+                url_of(valid().auth_url(base)),
+                "https://auth.example.com/v1/oauth/accesstoken"
+            );
+        }
+        assert_eq!(
+            url_of(valid().auth_url("https://example.com/gw/")),
+            "https://example.com/gw/v1/oauth/accesstoken"
+        );
+    }
+
+    #[test]
+    fn token_url_is_used_as_given() {
+        assert_eq!(
+            url_of(valid().token_url("https://example.com/oauth2/token?tenant=a")),
+            "https://example.com/oauth2/token?tenant=a"
+        );
+    }
+
+    #[test]
+    fn http_only_for_loopback_unless_allowed() {
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://localhost:1",
+            "http://[::1]:9",
+            "http://127.9.9.9",
+        ] {
+            valid().auth_url(ok).build().unwrap();
+        }
+        assert_eq!(
+            kind_of(valid().auth_url("http://auth.example.com")),
+            ConfigErrorKind::InsecureUrl
+        );
+        valid()
+            .auth_url("http://auth.example.com")
+            .allow_insecure_http(true)
+            .build()
+            .unwrap();
+    }
+
+    #[test]
+    fn bad_urls_are_named() {
+        assert_eq!(kind_of(valid()), ConfigErrorKind::MissingUrl);
+        assert_eq!(
+            kind_of(valid().auth_url("https://a").token_url("https://b")),
+            ConfigErrorKind::ConflictingUrls
+        );
+        for bad in [
+            "not a url",
+            "/v1/oauth",
+            "ftp://example.com",
+            "https://example.com/?x=1",
+            "https://example.com/#frag",
+        ] {
+            assert_eq!(
+                kind_of(valid().auth_url(bad)),
+                ConfigErrorKind::InvalidUrl,
+                "{bad}"
+            );
+        }
+        let e = valid()
+            .auth_url("https://user:pa55word@example.com")
+            .build()
+            .unwrap_err();
+        assert_eq!(e.kind(), ConfigErrorKind::InvalidUrl);
+        assert!(!e.to_string().contains("pa55word"));
+    }
+
+    #[test]
+    fn credentials_are_required_and_checked() {
+        let url = "https://auth.example.com";
+        assert_eq!(
+            kind_of(OAuthLayerBuilder::new().auth_url(url).client_secret("s3cr3t")),
+            ConfigErrorKind::MissingClientId
+        );
+        assert_eq!(
+            kind_of(OAuthLayerBuilder::new().auth_url(url).client_id("a")),
+            ConfigErrorKind::MissingClientSecret
+        );
+        assert_eq!(
+            kind_of(valid().auth_url(url).client_id("")),
+            ConfigErrorKind::MissingClientId
+        );
+        for secret in ["s3cr3t&x", "s3cr3t x", "s3cr3t\n", "s3cr3t\u{7f}", "s3cr3t\u{a0}"] {
+            assert_eq!(
+                kind_of(valid().auth_url(url).client_secret(secret)),
+                ConfigErrorKind::InvalidClientSecret,
+                "{secret:?}"
+            );
+        }
+        assert_eq!(
+            kind_of(valid().auth_url(url).client_id("a&b")),
+            ConfigErrorKind::InvalidClientId
+        );
+        // Characters a form decoder would read differently are still sent as
+        // given: that is what the specification asks.
+        valid().auth_url(url).client_secret("a+b/c=d%").build().unwrap();
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let url = "https://auth.example.com";
+        assert_eq!(
+            kind_of(valid().auth_url(url).fetch_timeout(Duration::ZERO)),
+            ConfigErrorKind::InvalidSetting
+        );
+        assert_eq!(
+            kind_of(
+                valid()
+                    .auth_url(url)
+                    .min_backoff(Duration::from_secs(5))
+                    .max_backoff(Duration::from_secs(1))
+            ),
+            ConfigErrorKind::InvalidSetting
+        );
+    }
+
+    #[test]
+    fn debug_redacts_the_secret() {
+        let b = valid().auth_url("https://auth.example.com");
+        assert!(!format!("{b:?}").contains("s3cr3t"));
+        let layer = b.build().unwrap();
+        let shown = format!("{layer:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("id-123"));
+    }
+}

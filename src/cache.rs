@@ -1,0 +1,437 @@
+//! The token cache: the current token and its timings, single-flight
+//! fetching, renewal ahead of expiry, back-off after failures, and dropping a
+//! token the API refused.
+//!
+//! The hot path ([`TokenCache::with_usable`]) is one lock-free load and one
+//! clock read. Everything else happens under a `std::sync::Mutex` that is
+//! never held across an `.await`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use http::HeaderValue;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::TokenSource;
+use crate::error::{TokenError, TokenErrorKind};
+use crate::token::AccessToken;
+
+/// The timing settings of a cache.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) refresh_margin: Duration,
+    pub(crate) expiry_skew: Duration,
+    pub(crate) fetch_timeout: Duration,
+    pub(crate) forced_renewal_interval: Duration,
+    pub(crate) backoff_min: Duration,
+    pub(crate) backoff_max: Duration,
+}
+
+/// Where tokens come from, for display.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) url: http::Uri,
+    pub(crate) client_id: String,
+}
+
+/// The longest `Retry-After` honoured; a longer one is cut to this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// A token ready to present, with its timings.
+pub(crate) struct CachedToken {
+    /// `Bearer <token>`, marked sensitive.
+    pub(crate) header: HeaderValue,
+    /// From here on a request starts a renewal in the background.
+    pub(crate) refresh_at: Instant,
+    /// Past this the token is never presented.
+    pub(crate) usable_until: Instant,
+    /// `sent_at + lifetime`.
+    pub(crate) expires_at: Instant,
+    /// Identifies this token within its cache (tokens are compared by it).
+    pub(crate) generation: u64,
+    /// When a renewal may next be started, in nanoseconds since the cache's
+    /// epoch; `u64::MAX` while one is claimed or under way.
+    renew_after: AtomicU64,
+}
+
+impl fmt::Debug for CachedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedToken")
+            .field("generation", &self.generation)
+            .field("refresh_at", &self.refresh_at)
+            .field("usable_until", &self.usable_until)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+type FetchResult = Result<Arc<CachedToken>, TokenError>;
+
+/// What a request that has no usable token gets from [`TokenCache::acquire`].
+pub(crate) enum Acquire {
+    /// A token or an error, at once.
+    Now(FetchResult),
+    /// Wait for the fetch under way.
+    Wait(watch::Receiver<Option<FetchResult>>),
+}
+
+/// Why a fetch was started; for logs.
+#[derive(Clone, Copy, Debug)]
+enum Reason {
+    NoToken,
+    RenewAhead,
+    Refused,
+}
+
+struct Control {
+    /// The fetch under way, if any: every caller that needs a token waits on it.
+    fetch: Option<watch::Receiver<Option<FetchResult>>>,
+    /// Failed fetches in a row.
+    failures: u32,
+    /// No new fetch before this, after a failure.
+    backoff_until: Option<Instant>,
+    last_error: Option<TokenError>,
+    /// When a token was last dropped because the API refused it.
+    last_forced: Option<Instant>,
+}
+
+/// The shared state behind one `OAuthLayer` and every service built from it.
+pub(crate) struct TokenCache {
+    current: ArcSwapOption<CachedToken>,
+    control: Mutex<Control>,
+    source: Box<dyn TokenSource>,
+    settings: Settings,
+    endpoint: Endpoint,
+    epoch: Instant,
+    generations: AtomicU64,
+}
+
+impl fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache")
+            .field("current", &self.current.load().as_deref())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenCache {
+    pub(crate) fn new(
+        source: Box<dyn TokenSource>,
+        settings: Settings,
+        endpoint: Endpoint,
+    ) -> Self {
+        TokenCache {
+            current: ArcSwapOption::const_empty(),
+            control: Mutex::new(Control {
+                fetch: None,
+                failures: 0,
+                backoff_until: None,
+                last_error: None,
+                last_forced: None,
+            }),
+            source,
+            settings,
+            endpoint,
+            epoch: Instant::now(),
+            generations: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        // Nothing panics while holding the lock; if something ever did, the
+        // state is still consistent field by field, so carry on.
+        self.control.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn offset(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// The hot path: runs `f` with the current token if it may be presented
+    /// now, and starts a background renewal once past its renewal point.
+    /// `None` when there is no usable token: call [`acquire`](Self::acquire).
+    #[inline]
+    pub(crate) fn with_usable<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&CachedToken) -> R,
+    ) -> Option<R> {
+        let guard = self.current.load();
+        let token = guard.as_deref()?;
+        let now = Instant::now();
+        if now < token.refresh_at {
+            return Some(f(token));
+        }
+        if now < token.usable_until {
+            self.renew_ahead(token, now);
+            return Some(f(token));
+        }
+        None
+    }
+
+    /// Starts a renewal of `token` unless one is claimed, under way, or
+    /// backing off. The caller goes on with `token` at once.
+    #[cold]
+    fn renew_ahead(self: &Arc<Self>, token: &CachedToken, now: Instant) {
+        let after = token.renew_after.load(Ordering::Acquire);
+        if self.offset(now) < after
+            || token
+                .renew_after
+                .compare_exchange(after, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let mut ctl = self.control();
+        if self.fetch_under_way(&mut ctl) {
+            return;
+        }
+        if let Some(until) = ctl.backoff_until.filter(|u| now < *u) {
+            token
+                .renew_after
+                .store(self.offset(until), Ordering::Release);
+            return;
+        }
+        tracing::debug!(
+            usable_for = ?token.usable_until.saturating_duration_since(now),
+            "renewing the access token ahead of expiry"
+        );
+        if self.start_fetch(&mut ctl, Reason::RenewAhead).is_err() {
+            // No runtime to run it on here; let a later request try.
+            token.renew_after.store(
+                self.offset(now + Duration::from_millis(100)),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// The slow path: a usable token that appeared meanwhile, the fetch under
+    /// way to wait on, a new fetch, or the last error while backing off.
+    pub(crate) fn acquire(self: &Arc<Self>) -> Acquire {
+        let mut ctl = self.control();
+        let now = Instant::now();
+        if let Some(token) = self.current.load_full() {
+            if now < token.usable_until {
+                return Acquire::Now(Ok(token));
+            }
+        }
+        if self.fetch_under_way(&mut ctl) {
+            if let Some(rx) = &ctl.fetch {
+                return Acquire::Wait(rx.clone());
+            }
+        }
+        if let (Some(until), Some(err)) = (ctl.backoff_until, &ctl.last_error) {
+            if now < until {
+                return Acquire::Now(Err(err.during_backoff(until - now)));
+            }
+        }
+        match self.start_fetch(&mut ctl, Reason::NoToken) {
+            Ok(rx) => Acquire::Wait(rx),
+            Err(e) => Acquire::Now(Err(e)),
+        }
+    }
+
+    /// The API refused the token of `generation` (HTTP 401). Drops it if it is
+    /// still the current one and no token was dropped within the forced
+    /// renewal interval, and starts fetching a new one.
+    pub(crate) fn refused(self: &Arc<Self>, generation: u64) {
+        if self
+            .current
+            .load()
+            .as_ref()
+            .map_or(true, |t| t.generation != generation)
+        {
+            return;
+        }
+        let mut ctl = self.control();
+        // All stores to `current` happen under the lock: this check is exact.
+        if self
+            .current
+            .load()
+            .as_ref()
+            .map_or(true, |t| t.generation != generation)
+        {
+            return;
+        }
+        let now = Instant::now();
+        if let Some(last) = ctl.last_forced {
+            let next = last + self.settings.forced_renewal_interval;
+            if now < next {
+                tracing::debug!(
+                    wait = ?next - now,
+                    "the API refused the access token again; not renewing yet \
+                     (forced renewals are rate-limited)"
+                );
+                return;
+            }
+        }
+        ctl.last_forced = Some(now);
+        self.current.store(None);
+        tracing::warn!("the API refused the access token (401); dropping it and fetching a new one");
+        if self.fetch_under_way(&mut ctl) || ctl.backoff_until.is_some_and(|u| now < u) {
+            return;
+        }
+        // Without a runtime the next request starts the fetch.
+        let _ = self.start_fetch(&mut ctl, Reason::Refused);
+    }
+
+    /// Whether a fetch is under way; forgets one whose task died.
+    fn fetch_under_way(&self, ctl: &mut Control) -> bool {
+        match &ctl.fetch {
+            // The task clears `fetch` before it sends; a closed channel with
+            // `fetch` still set means the task died (runtime shut down).
+            Some(rx) if rx.has_changed().is_ok() => true,
+            Some(_) => {
+                ctl.fetch = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn start_fetch(
+        self: &Arc<Self>,
+        ctl: &mut Control,
+        reason: Reason,
+    ) -> Result<watch::Receiver<Option<FetchResult>>, TokenError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            TokenError::new(TokenErrorKind::Runtime)
+                .with_message("a token fetch needs a Tokio runtime, and none is running here")
+        })?;
+        let (tx, rx) = watch::channel(None);
+        ctl.fetch = Some(rx.clone());
+        // The fetch runs on its own task: dropping the request that started
+        // it neither cancels it nor loses its result.
+        handle.spawn(Arc::clone(self).fetch(tx, reason));
+        Ok(rx)
+    }
+
+    async fn fetch(self: Arc<Self>, tx: watch::Sender<Option<FetchResult>>, reason: Reason) {
+        let sent_at = Instant::now();
+        let outcome =
+            match tokio::time::timeout(self.settings.fetch_timeout, self.source.fetch_token())
+                .await
+            {
+                Ok(Ok(token)) => self.prepare(token, sent_at),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                    "no complete answer within {:?}",
+                    self.settings.fetch_timeout
+                ))),
+            };
+        let outcome = outcome.map_err(|e| match self.source.secret() {
+            Some(secret) => e.scrub(secret),
+            None => e,
+        });
+        let now = Instant::now();
+        {
+            let mut ctl = self.control();
+            match &outcome {
+                Ok(token) => {
+                    tracing::debug!(
+                        ?reason,
+                        took = ?now - sent_at,
+                        lifetime = ?token.expires_at - sent_at,
+                        "access token fetched"
+                    );
+                    self.current.store(Some(Arc::clone(token)));
+                    ctl.failures = 0;
+                    ctl.backoff_until = None;
+                    ctl.last_error = None;
+                }
+                Err(e) => {
+                    ctl.failures = ctl.failures.saturating_add(1);
+                    let delay = self.backoff_delay(ctl.failures, e.retry_after());
+                    tracing::warn!(
+                        ?reason,
+                        error = %e,
+                        failures = ctl.failures,
+                        retry_in = ?delay,
+                        "access token request failed"
+                    );
+                    let until = now + delay;
+                    ctl.backoff_until = Some(until);
+                    ctl.last_error = Some(e.clone());
+                    // A still-usable token keeps serving; its renewal is tried
+                    // again once the back-off is over.
+                    if let Some(current) = self.current.load().as_deref() {
+                        current
+                            .renew_after
+                            .store(self.offset(until), Ordering::Release);
+                    }
+                }
+            }
+            ctl.fetch = None;
+        }
+        tx.send_replace(Some(outcome));
+    }
+
+    /// Turns a fetched token into a cached one with its timings, all reckoned
+    /// from `sent_at`, the moment just before the request was sent.
+    fn prepare(&self, token: AccessToken, sent_at: Instant) -> FetchResult {
+        let value = token.expose_token();
+        if value.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(TokenError::new(TokenErrorKind::InvalidResponse).with_message(
+                "`access_token` holds characters that cannot be sent in a header \
+                 (only visible ASCII is allowed)",
+            ));
+        }
+        let mut header = HeaderValue::try_from(format!("Bearer {value}")).map_err(|_| {
+            TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message("`access_token` cannot be sent in a header")
+        })?;
+        header.set_sensitive(true);
+
+        let lifetime = token.lifetime();
+        let expires_at = sent_at + lifetime;
+        let skew = self.settings.expiry_skew.min(lifetime / 10);
+        let margin = self.settings.refresh_margin.min(lifetime / 2);
+        let jitter = margin.mul_f64(random_unit() / 10.0);
+        let usable_until = expires_at - skew;
+        let refresh_at = (expires_at - margin - jitter).min(usable_until);
+        Ok(Arc::new(CachedToken {
+            header,
+            refresh_at,
+            usable_until,
+            expires_at,
+            generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+            renew_after: AtomicU64::new(0),
+        }))
+    }
+
+    /// The back-off after the `failures`-th failure in a row: the server's
+    /// `Retry-After` when it gave one, else exponential from `backoff_min`,
+    /// capped at `backoff_max`, with jitter (between half and all of it).
+    fn backoff_delay(&self, failures: u32, retry_after: Option<Duration>) -> Duration {
+        let s = &self.settings;
+        if let Some(ra) = retry_after {
+            return ra.clamp(s.backoff_min, MAX_RETRY_AFTER.max(s.backoff_min));
+        }
+        let exp = s
+            .backoff_min
+            .saturating_mul(1u32 << failures.saturating_sub(1).min(20))
+            .min(s.backoff_max);
+        exp.mul_f64(0.5 + random_unit() / 2.0).max(s.backoff_min)
+    }
+}
+
+/// A random number in `[0, 1)`, from the standard library's per-process
+/// random hash keys (jitter needs no better).
+fn random_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests;

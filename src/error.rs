@@ -1,0 +1,452 @@
+//! Errors: [`TokenError`] (a token could not be had) and [`ConfigError`]
+//! (the builder was given something it cannot use).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// The longest piece of server-provided text (error code or description) kept
+/// in a [`TokenError`]. Longer text is cut, so a proxy's HTML page cannot flood
+/// a log.
+pub(crate) const MAX_SERVER_TEXT: usize = 200;
+
+/// What kind of failure a [`TokenError`] is.
+///
+/// More kinds may be added; match with a wildcard arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TokenErrorKind {
+    /// The token request could not be sent or its response not received:
+    /// connection refused or reset, DNS, TLS. Retrying later can help.
+    Transport,
+    /// The token request did not complete within the fetch timeout.
+    /// Retrying later can help.
+    Timeout,
+    /// The token endpoint answered with a status other than success (or a
+    /// redirect, which is never followed). See [`TokenError::status`],
+    /// [`TokenError::error_code`] and [`TokenError::error_description`].
+    Status,
+    /// The token endpoint answered success, but the body is not a usable
+    /// token response: not JSON, no `access_token`, a token that cannot be
+    /// sent in a header, a body over the size limit.
+    InvalidResponse,
+    /// The token could not be fetched because the fetch task did not run to
+    /// completion (no Tokio runtime, or the runtime shut down).
+    Runtime,
+}
+
+impl TokenErrorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            TokenErrorKind::Transport => "token request failed",
+            TokenErrorKind::Timeout => "token request timed out",
+            TokenErrorKind::Status => "token endpoint refused the request",
+            TokenErrorKind::InvalidResponse => "token endpoint sent an unusable response",
+            TokenErrorKind::Runtime => "token fetch did not run",
+        }
+    }
+}
+
+/// A failure to obtain an access token.
+///
+/// The service built by [`OAuthLayer`](crate::OAuthLayer) returns
+/// [`tower::BoxError`](https://docs.rs/tower/latest/tower/type.BoxError.html);
+/// when the failure is about the token, that box holds a `TokenError`:
+///
+/// ```
+/// # use tower_oauth::{TokenError, TokenErrorKind};
+/// # fn handle(err: Box<dyn std::error::Error + Send + Sync>) {
+/// match err.downcast_ref::<TokenError>() {
+///     Some(e) if e.kind() == TokenErrorKind::Status => {
+///         eprintln!("credentials refused: {e}; retry helps: {}", e.is_retryable())
+///     }
+///     Some(e) => eprintln!("no token: {e}"),
+///     None => eprintln!("the request itself failed: {err}"),
+/// }
+/// # }
+/// ```
+///
+/// A `TokenError` is cheap to clone: one fetch's error is handed to every
+/// request that waited for it. Neither `Debug` nor `Display` ever shows the
+/// client secret or a token; text the server sent is cut to a bounded length
+/// and has the secret scrubbed from it.
+#[derive(Clone)]
+pub struct TokenError {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    kind: TokenErrorKind,
+    status: Option<StatusCode>,
+    error_code: Option<String>,
+    error_description: Option<String>,
+    retry_after: Option<Duration>,
+    message: Option<String>,
+    backing_off: Option<Duration>,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl TokenError {
+    fn from_inner(inner: Inner) -> Self {
+        TokenError {
+            inner: Arc::new(inner),
+        }
+    }
+
+    pub(crate) fn new(kind: TokenErrorKind) -> Self {
+        Self::from_inner(Inner {
+            kind,
+            status: None,
+            error_code: None,
+            error_description: None,
+            retry_after: None,
+            message: None,
+            backing_off: None,
+            source: None,
+        })
+    }
+
+    fn map_inner(self, f: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner,
+            Err(shared) => Inner {
+                kind: shared.kind,
+                status: shared.status,
+                error_code: shared.error_code.clone(),
+                error_description: shared.error_description.clone(),
+                retry_after: shared.retry_after,
+                message: shared.message.clone(),
+                backing_off: shared.backing_off,
+                // The source cannot be cloned; keep its text.
+                source: shared
+                    .source
+                    .as_ref()
+                    .map(|s| Box::<dyn StdError + Send + Sync>::from(s.to_string())),
+            },
+        };
+        f(&mut inner);
+        Self::from_inner(inner)
+    }
+
+    pub(crate) fn with_message(self, message: impl Into<String>) -> Self {
+        let message = message.into();
+        self.map_inner(|i| i.message = Some(message))
+    }
+
+    pub(crate) fn with_source(self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        let source = source.into();
+        self.map_inner(|i| i.source = Some(source))
+    }
+
+    pub(crate) fn with_status(
+        self,
+        status: StatusCode,
+        code: Option<String>,
+        description: Option<String>,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        self.map_inner(|i| {
+            i.status = Some(status);
+            i.error_code = code.map(|c| clip(&c));
+            i.error_description = description.map(|d| clip(&d));
+            i.retry_after = retry_after;
+        })
+    }
+
+    /// The same error, marked as returned while the layer backs off for `left`.
+    pub(crate) fn during_backoff(&self, left: Duration) -> Self {
+        self.clone().map_inner(|i| i.backing_off = Some(left))
+    }
+
+    /// Removes every occurrence of `secret` from server-provided text.
+    pub(crate) fn scrub(self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let hit = |s: &Option<String>| s.as_deref().is_some_and(|s| s.contains(secret));
+        if !hit(&self.inner.error_code) && !hit(&self.inner.error_description) {
+            return self;
+        }
+        self.map_inner(|i| {
+            for text in [&mut i.error_code, &mut i.error_description]
+                .into_iter()
+                .flatten()
+            {
+                *text = clip(&text.replace(secret, "[redacted]"));
+            }
+        })
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> TokenErrorKind {
+        self.inner.kind
+    }
+
+    /// The HTTP status the token endpoint answered with, for
+    /// [`TokenErrorKind::Status`].
+    pub fn status(&self) -> Option<StatusCode> {
+        self.inner.status
+    }
+
+    /// The endpoint's error code, read from any of the error body shapes in
+    /// use (`{"error": ..}`, `{"ErrorCode": ..}`, `{"fault": {"detail":
+    /// {"errorcode": ..}}}`), for example `invalid_client`.
+    pub fn error_code(&self) -> Option<&str> {
+        self.inner.error_code.as_deref()
+    }
+
+    /// The endpoint's human-readable error text (`error_description`,
+    /// `Error` or `fault.faultstring`), cut to a bounded length.
+    pub fn error_description(&self) -> Option<&str> {
+        self.inner.error_description.as_deref()
+    }
+
+    /// The delay the endpoint asked for with `Retry-After`, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.inner.retry_after
+    }
+
+    /// `Some(left)` when this error was returned without a new token request
+    /// because the layer is backing off after this failure; `left` is how long
+    /// the back-off still lasts.
+    pub fn backing_off(&self) -> Option<Duration> {
+        self.inner.backing_off
+    }
+
+    /// Whether trying again later can help.
+    ///
+    /// True for transport failures, time-outs and the statuses that signal a
+    /// passing condition (408, 429, 5xx); false for refused credentials
+    /// (400, 401, 403, ...), unusable responses and runtime failures.
+    pub fn is_retryable(&self) -> bool {
+        match self.inner.kind {
+            TokenErrorKind::Transport | TokenErrorKind::Timeout => true,
+            TokenErrorKind::Status => self.inner.status.is_some_and(|s| {
+                s == StatusCode::REQUEST_TIMEOUT
+                    || s == StatusCode::TOO_MANY_REQUESTS
+                    || s.is_server_error()
+            }),
+            TokenErrorKind::InvalidResponse | TokenErrorKind::Runtime => false,
+        }
+    }
+}
+
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= MAX_SERVER_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_SERVER_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+impl fmt::Display for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        f.write_str(i.kind.as_str())?;
+        if let Some(status) = i.status {
+            write!(f, " with HTTP {status}")?;
+        }
+        match (&i.error_code, &i.error_description) {
+            (Some(c), Some(d)) => write!(f, " ({c}: {d})")?,
+            (Some(t), None) | (None, Some(t)) => write!(f, " ({t})")?,
+            (None, None) => {}
+        }
+        if let Some(m) = &i.message {
+            write!(f, ": {m}")?;
+        }
+        if let Some(s) = &i.source {
+            write!(f, ": {s}")?;
+        }
+        if let Some(left) = i.backing_off {
+            write!(
+                f,
+                "; no new token request for {:.1}s (backing off)",
+                left.as_secs_f64()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        let mut d = f.debug_struct("TokenError");
+        d.field("kind", &i.kind);
+        if let Some(s) = i.status {
+            d.field("status", &s);
+        }
+        if let Some(c) = &i.error_code {
+            d.field("error_code", c);
+        }
+        if let Some(c) = &i.error_description {
+            d.field("error_description", c);
+        }
+        if let Some(r) = i.retry_after {
+            d.field("retry_after", &r);
+        }
+        if let Some(m) = &i.message {
+            d.field("message", m);
+        }
+        if let Some(b) = i.backing_off {
+            d.field("backing_off", &b);
+        }
+        if let Some(s) = &i.source {
+            d.field("source", &s.to_string());
+        }
+        d.finish()
+    }
+}
+
+impl StdError for TokenError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.inner
+            .source
+            .as_ref()
+            .map(|s| &**s as &(dyn StdError + 'static))
+    }
+}
+
+/// What is wrong with a configuration; see [`ConfigError::kind`].
+///
+/// More kinds may be added; match with a wildcard arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// No client id was given, or it is empty.
+    MissingClientId,
+    /// No client secret was given, or it is empty.
+    MissingClientSecret,
+    /// Neither `auth_url` nor `token_url` was given.
+    MissingUrl,
+    /// Both `auth_url` and `token_url` were given.
+    ConflictingUrls,
+    /// The URL cannot be parsed, lacks a scheme or host, carries user
+    /// information, or (for `auth_url`) has a query string.
+    InvalidUrl,
+    /// The URL is plain `http` to a host that is not loopback, and
+    /// `allow_insecure_http` was not set.
+    InsecureUrl,
+    /// The client id holds a character the unencoded request body cannot
+    /// carry (`&`, whitespace, a control character).
+    InvalidClientId,
+    /// The client secret holds a character the unencoded request body cannot
+    /// carry (`&`, whitespace, a control character).
+    InvalidClientSecret,
+    /// A duration or other setting is out of range.
+    InvalidSetting,
+}
+
+/// The configuration given to [`OAuthLayerBuilder`](crate::OAuthLayerBuilder)
+/// cannot be used. The message names the problem; it never contains the
+/// client secret.
+#[derive(Clone)]
+pub struct ConfigError {
+    kind: ConfigErrorKind,
+    message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(kind: ConfigErrorKind, message: impl Into<String>) -> Self {
+        ConfigError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What is wrong.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid OAuth configuration: {}", self.message)
+    }
+}
+
+impl fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl StdError for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_status_code_and_text() {
+        let e = TokenError::new(TokenErrorKind::Status).with_status(
+            StatusCode::UNAUTHORIZED,
+            Some("invalid_client".into()),
+            Some("ClientId is Invalid".into()),
+            None,
+        );
+        assert_eq!(
+            e.to_string(),
+            "token endpoint refused the request with HTTP 401 Unauthorized \
+             (invalid_client: ClientId is Invalid)"
+        );
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn retryable_by_status() {
+        let with = |s: u16| {
+            TokenError::new(TokenErrorKind::Status).with_status(
+                StatusCode::from_u16(s).unwrap(),
+                None,
+                None,
+                None,
+            )
+        };
+        assert!(with(429).is_retryable());
+        assert!(with(503).is_retryable());
+        assert!(with(500).is_retryable());
+        assert!(!with(400).is_retryable());
+        assert!(!with(302).is_retryable());
+        assert!(TokenError::new(TokenErrorKind::Timeout).is_retryable());
+    }
+
+    #[test]
+    fn server_text_is_clipped_and_scrubbed() {
+        let long = "x".repeat(10_000);
+        let e = TokenError::new(TokenErrorKind::Status)
+            .with_status(
+                StatusCode::BAD_REQUEST,
+                Some("bad".into()),
+                Some(format!("secret s3cr3t was wrong {long}")),
+                None,
+            )
+            .scrub("s3cr3t");
+
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("s3cr3t"));
+        assert!(shown.contains("[redacted]"));
+        assert!(e.error_description().unwrap().len() <= MAX_SERVER_TEXT + 3);
+    }
+
+    #[test]
+    fn backing_off_keeps_kind_and_says_so() {
+        let e = TokenError::new(TokenErrorKind::Timeout);
+        let b = e.during_backoff(Duration::from_millis(1500));
+        assert_eq!(b.kind(), TokenErrorKind::Timeout);
+        assert_eq!(b.backing_off(), Some(Duration::from_millis(1500)));
+        assert!(b.to_string().ends_with("no new token request for 1.5s (backing off)"));
+        assert_eq!(e.backing_off(), None);
+    }
+}
