@@ -197,7 +197,11 @@ impl OAuthLayerBuilder {
     /// unencoded body cannot carry; a zero fetch timeout or back-off.
     pub fn build(self) -> Result<OAuthLayer, ConfigError> {
         let url = self.url()?;
-        let client_id = required(self.client_id, ConfigErrorKind::MissingClientId, "client id")?;
+        let client_id = required(
+            self.client_id,
+            ConfigErrorKind::MissingClientId,
+            "client id",
+        )?;
         let client_secret = required(
             self.client_secret,
             ConfigErrorKind::MissingClientSecret,
@@ -227,9 +231,7 @@ impl OAuthLayerBuilder {
             return Err(invalid_setting("min_backoff must be more than zero"));
         }
         if settings.backoff_max < settings.backoff_min {
-            return Err(invalid_setting(
-                "max_backoff must be at least min_backoff",
-            ));
+            return Err(invalid_setting("max_backoff must be at least min_backoff"));
         }
 
         let transport = default_transport(settings.fetch_timeout)?;
@@ -262,7 +264,9 @@ impl OAuthLayerBuilder {
             }
         };
         let name = if is_base { "auth_url" } else { "token_url" };
-        let bad = |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
+        let bad = |why: &str| {
+            ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"))
+        };
         if raw.contains('@') {
             // Checked before parsing, so the message never echoes a password.
             return Err(ConfigError::new(
@@ -489,7 +493,11 @@ mod tests {
     fn credentials_are_required_and_checked() {
         let url = "https://auth.example.com";
         assert_eq!(
-            kind_of(OAuthLayerBuilder::new().auth_url(url).client_secret("s3cr3t")),
+            kind_of(
+                OAuthLayerBuilder::new()
+                    .auth_url(url)
+                    .client_secret("s3cr3t")
+            ),
             ConfigErrorKind::MissingClientId
         );
         assert_eq!(
@@ -500,7 +508,13 @@ mod tests {
             kind_of(valid().auth_url(url).client_id("")),
             ConfigErrorKind::MissingClientId
         );
-        for secret in ["s3cr3t&x", "s3cr3t x", "s3cr3t\n", "s3cr3t\u{7f}", "s3cr3t\u{a0}"] {
+        for secret in [
+            "s3cr3t&x",
+            "s3cr3t x",
+            "s3cr3t\n",
+            "s3cr3t\u{7f}",
+            "s3cr3t\u{a0}",
+        ] {
             assert_eq!(
                 kind_of(valid().auth_url(url).client_secret(secret)),
                 ConfigErrorKind::InvalidClientSecret,
@@ -513,7 +527,11 @@ mod tests {
         );
         // Characters a form decoder would read differently are still sent as
         // given: that is what the specification asks.
-        valid().auth_url(url).client_secret("a+b/c=d%").build().unwrap();
+        valid()
+            .auth_url(url)
+            .client_secret("a+b/c=d%")
+            .build()
+            .unwrap();
     }
 
     #[test]

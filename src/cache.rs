@@ -160,10 +160,7 @@ impl TokenCache {
     /// now, and starts a background renewal once past its renewal point.
     /// `None` when there is no usable token: call [`acquire`](Self::acquire).
     #[inline]
-    pub(crate) fn with_usable<R>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&CachedToken) -> R,
-    ) -> Option<R> {
+    pub(crate) fn with_usable<R>(self: &Arc<Self>, f: impl FnOnce(&CachedToken) -> R) -> Option<R> {
         let guard = self.current.load();
         let token = guard.as_deref()?;
         let now = Instant::now();
@@ -275,7 +272,9 @@ impl TokenCache {
         }
         ctl.last_forced = Some(now);
         self.current.store(None);
-        tracing::warn!("the API refused the access token (401); dropping it and fetching a new one");
+        tracing::warn!(
+            "the API refused the access token (401); dropping it and fetching a new one"
+        );
         if self.fetch_under_way(&mut ctl) || ctl.backoff_until.is_some_and(|u| now < u) {
             return;
         }
@@ -316,17 +315,21 @@ impl TokenCache {
 
     async fn fetch(self: Arc<Self>, tx: watch::Sender<Option<FetchResult>>, reason: Reason) {
         let sent_at = Instant::now();
-        let outcome =
-            match tokio::time::timeout(self.settings.fetch_timeout, self.source.fetch_token())
-                .await
-            {
-                Ok(Ok(token)) => self.prepare(token, sent_at),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+        let outcome = match tokio::time::timeout(
+            self.settings.fetch_timeout,
+            self.source.fetch_token(),
+        )
+        .await
+        {
+            Ok(Ok(token)) => self.prepare(token, sent_at),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(
+                TokenError::new(TokenErrorKind::Timeout).with_message(format!(
                     "no complete answer within {:?}",
                     self.settings.fetch_timeout
-                ))),
-            };
+                )),
+            ),
+        };
         let outcome = outcome.map_err(|e| match self.source.secret() {
             Some(secret) => e.scrub(secret),
             None => e,
@@ -379,10 +382,12 @@ impl TokenCache {
     fn prepare(&self, token: AccessToken, sent_at: Instant) -> FetchResult {
         let value = token.expose_token();
         if value.bytes().any(|b| !b.is_ascii_graphic()) {
-            return Err(TokenError::new(TokenErrorKind::InvalidResponse).with_message(
-                "`access_token` holds characters that cannot be sent in a header \
+            return Err(
+                TokenError::new(TokenErrorKind::InvalidResponse).with_message(
+                    "`access_token` holds characters that cannot be sent in a header \
                  (only visible ASCII is allowed)",
-            ));
+                ),
+            );
         }
         let mut header = HeaderValue::try_from(format!("Bearer {value}")).map_err(|_| {
             TokenError::new(TokenErrorKind::InvalidResponse)

@@ -446,7 +446,9 @@ mod tests {
         let b = e.during_backoff(Duration::from_millis(1500));
         assert_eq!(b.kind(), TokenErrorKind::Timeout);
         assert_eq!(b.backing_off(), Some(Duration::from_millis(1500)));
-        assert!(b.to_string().ends_with("no new token request for 1.5s (backing off)"));
+        assert!(b
+            .to_string()
+            .ends_with("no new token request for 1.5s (backing off)"));
         assert_eq!(e.backing_off(), None);
     }
 }

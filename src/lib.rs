@@ -22,9 +22,8 @@ mod token;
 mod transport;
 
 pub use builder::{
-    OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT,
-    DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF,
-    DEFAULT_REFRESH_MARGIN,
+    OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
 };
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;

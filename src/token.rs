@@ -82,13 +82,14 @@ impl AccessToken {
     /// string, or announces a lifetime of zero or less.
     pub fn from_json(body: &[u8]) -> Result<Self, TokenError> {
         let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| invalid(&format!(
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            invalid(&format!(
                 "body is not JSON ({:?} error at line {}, column {})",
                 e.classify(),
                 e.line(),
                 e.column()
-            )))?;
+            ))
+        })?;
         let Value::Object(map) = value else {
             return Err(invalid("body is not a JSON object"));
         };
@@ -260,12 +261,8 @@ pub(crate) fn status_error(
     };
     let (code, description) = parse_error_body(body);
     let (code, description) = (code.map(scrub), description.map(scrub));
-    let err = TokenError::new(TokenErrorKind::Status).with_status(
-        status,
-        code,
-        description,
-        retry_after,
-    );
+    let err =
+        TokenError::new(TokenErrorKind::Status).with_status(status, code, description, retry_after);
     if status.is_redirection() {
         err.with_message("redirects are not followed for token requests")
     } else {
@@ -395,7 +392,12 @@ mod tests {
             r#"{{"error":"invalid_client","error_description":"{}s3cr3t-value"}}"#,
             "y".repeat(max - 3)
         );
-        let e = status_error(StatusCode::UNAUTHORIZED, body.as_bytes(), None, "s3cr3t-value");
+        let e = status_error(
+            StatusCode::UNAUTHORIZED,
+            body.as_bytes(),
+            None,
+            "s3cr3t-value",
+        );
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("s3c"), "{shown}");
         assert_eq!(e.error_code(), Some("invalid_client"));

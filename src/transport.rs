@@ -31,7 +31,11 @@ pub(crate) trait Transport: Send + Sync + 'static {
 
 /// Parses `Retry-After`: delay-seconds or an HTTP date.
 pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let value = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }

@@ -106,7 +106,11 @@ fn status_error(status: u16, retry_after: Option<Duration>) -> TokenError {
 /// What a request would get: the usable token, or the outcome of waiting.
 async fn get(cache: &Arc<TokenCache>) -> FetchResult {
     if let Some(t) = cache.with_usable(|t| t.generation) {
-        return Ok(cache.current.load_full().filter(|c| c.generation == t).unwrap());
+        return Ok(cache
+            .current
+            .load_full()
+            .filter(|c| c.generation == t)
+            .unwrap());
     }
     match cache.acquire() {
         Acquire::Now(r) => r,
@@ -222,7 +226,10 @@ async fn renewal_ahead_does_not_make_requests_wait() {
     assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
     tokio::time::advance(Duration::from_millis(1001)).await;
     settle().await;
-    assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation + 1));
+    assert_eq!(
+        cache.with_usable(|t| t.generation),
+        Some(first.generation + 1)
+    );
     assert_eq!(script.calls(), 2);
 }
 
@@ -251,7 +258,10 @@ async fn failed_renewal_keeps_the_token_serving_and_retries_after_backoff() {
     assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
     settle().await;
     assert_eq!(script.calls(), 3);
-    assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation + 1));
+    assert_eq!(
+        cache.with_usable(|t| t.generation),
+        Some(first.generation + 1)
+    );
 }
 
 #[tokio::test(start_paused = true)]

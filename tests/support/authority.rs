@@ -1,0 +1,342 @@
+//! A loopback authority for tests and examples: a strict token endpoint
+//! (`POST /v1/oauth/accesstoken`, exactly as the specification says) and a
+//! protected product API (`/api/...`) that accepts only live tokens it
+//! issued. Real HTTP/1.1 over 127.0.0.1, served by hyper.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+pub const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
+
+/// One scripted answer from the token endpoint, instead of a token.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub status: u16,
+    pub body: String,
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Issued {
+    expires: Instant,
+    revoked: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    client_id: String,
+    client_secret: String,
+    lifetime: Mutex<Duration>,
+    delay: Mutex<Duration>,
+    faults: Mutex<Vec<Fault>>,
+    tokens: Mutex<HashMap<String, Issued>>,
+    token_requests: AtomicUsize,
+    api_requests: AtomicUsize,
+    api_refused: AtomicUsize,
+    /// Every token request that broke a rule of the specification, described.
+    violations: Mutex<Vec<String>>,
+    /// The token each accepted API request carried, in order.
+    presented: Mutex<Vec<String>>,
+}
+
+/// A running authority; stops with the runtime that started it.
+#[derive(Clone, Debug)]
+pub struct Authority {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl Authority {
+    /// Starts on an ephemeral port of 127.0.0.1; tokens live `lifetime`.
+    pub async fn start(client_id: &str, client_secret: &str, lifetime: Duration) -> Authority {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(State {
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+            lifetime: Mutex::new(lifetime),
+            delay: Mutex::new(Duration::ZERO),
+            faults: Mutex::new(Vec::new()),
+            tokens: Mutex::new(HashMap::new()),
+            token_requests: AtomicUsize::new(0),
+            api_requests: AtomicUsize::new(0),
+            api_refused: AtomicUsize::new(0),
+            violations: Mutex::new(Vec::new()),
+            presented: Mutex::new(Vec::new()),
+        });
+        let accept_state = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = Arc::clone(&accept_state);
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let state = Arc::clone(&state);
+                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Authority { addr, state }
+    }
+
+    /// `http://127.0.0.1:port`: the `auth_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The protected API's URL for `path` (which starts with `/`).
+    pub fn api_url(&self, path: &str) -> String {
+        format!("http://{}/api{path}", self.addr)
+    }
+
+    pub fn token_requests(&self) -> usize {
+        self.state.token_requests.load(Ordering::SeqCst)
+    }
+
+    pub fn api_requests(&self) -> usize {
+        self.state.api_requests.load(Ordering::SeqCst)
+    }
+
+    /// API requests answered 401.
+    pub fn api_refused(&self) -> usize {
+        self.state.api_refused.load(Ordering::SeqCst)
+    }
+
+    /// Token requests that broke a rule of the specification.
+    pub fn violations(&self) -> Vec<String> {
+        self.state.violations.lock().unwrap().clone()
+    }
+
+    /// The tokens accepted API requests carried, in order.
+    pub fn presented(&self) -> Vec<String> {
+        self.state.presented.lock().unwrap().clone()
+    }
+
+    /// Tokens issued so far.
+    pub fn issued(&self) -> Vec<String> {
+        self.state.tokens.lock().unwrap().keys().cloned().collect()
+    }
+
+    pub fn set_lifetime(&self, lifetime: Duration) {
+        *self.state.lifetime.lock().unwrap() = lifetime;
+    }
+
+    /// Every token response waits this long first.
+    pub fn set_delay(&self, delay: Duration) {
+        *self.state.delay.lock().unwrap() = delay;
+    }
+
+    /// The next token requests get these answers, in order, instead of tokens.
+    pub fn push_faults(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state.faults.lock().unwrap().extend(faults);
+    }
+
+    /// Every token issued so far is refused by the API from now on.
+    pub fn revoke_all(&self) {
+        for t in self.state.tokens.lock().unwrap().values_mut() {
+            t.revoked = true;
+        }
+    }
+}
+
+fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_owned();
+    if path == TOKEN_PATH {
+        token_endpoint(state, req).await
+    } else if path.starts_with("/api/") {
+        api(state, req).await
+    } else {
+        json(StatusCode::NOT_FOUND, r#"{"error":"not_found"}"#.into())
+    }
+}
+
+async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    state.token_requests.fetch_add(1, Ordering::SeqCst);
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    if parts.method != Method::POST {
+        problems.push(format!("method is {}", parts.method));
+    }
+    if parts.uri.query().is_some() {
+        problems.push("the URL has a query string".to_owned());
+    }
+    match parts.headers.get(header::CONTENT_TYPE) {
+        Some(v) if v == "application/x-www-form-urlencoded" => {}
+        other => problems.push(format!("Content-Type is {other:?}")),
+    }
+    let expected = format!(
+        "grant_type=client_credentials&client_id={}&client_secret={}",
+        state.client_id, state.client_secret
+    );
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let delay = *state.delay.lock().unwrap();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    if !problems.is_empty() {
+        state
+            .violations
+            .lock()
+            .unwrap()
+            .extend(problems.iter().cloned());
+        return json(
+            StatusCode::BAD_REQUEST,
+            format!(
+                r#"{{"error":"invalid_request","error_description":"{}"}}"#,
+                problems.join("; ")
+            ),
+        );
+    }
+    let fault = {
+        let mut faults = state.faults.lock().unwrap();
+        (!faults.is_empty()).then(|| faults.remove(0))
+    };
+    if let Some(fault) = fault {
+        let mut resp = Response::builder().status(fault.status);
+        for (k, v) in &fault.headers {
+            resp = resp.header(k.as_str(), v.as_str());
+        }
+        return resp.body(Full::new(Bytes::from(fault.body))).unwrap();
+    }
+    if body != expected {
+        // Only the shape is recorded, never the values.
+        if !body.starts_with("grant_type=client_credentials&client_id=") {
+            state
+                .violations
+                .lock()
+                .unwrap()
+                .push("body is not in the specification's shape".to_owned());
+        }
+        return json(
+            StatusCode::UNAUTHORIZED,
+            r#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#.into(),
+        );
+    }
+    let lifetime = *state.lifetime.lock().unwrap();
+    let n = state.token_requests.load(Ordering::SeqCst);
+    let token = format!("tok{n}x{:08x}", fastish_random());
+    state.tokens.lock().unwrap().insert(
+        token.clone(),
+        Issued {
+            expires: Instant::now() + lifetime,
+            revoked: false,
+        },
+    );
+    let issued_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    json(
+        StatusCode::OK,
+        format!(
+            r#"{{"access_token":"{token}","token_type":"bearer","expires_in":{},"scope":"","application_name":"quickstart-app","developer.email":"dev@example.com","issued_at":"{issued_at}","client_id":"{}"}}"#,
+            lifetime.as_secs(),
+            state.client_id
+        ),
+    )
+}
+
+async fn api(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    state.api_requests.fetch_add(1, Ordering::SeqCst);
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let verdict = match &token {
+        None => Err("keymanagement.service.invalid_access_token"),
+        Some(t) => match state.tokens.lock().unwrap().get(t) {
+            None => Err("keymanagement.service.invalid_access_token"),
+            Some(i) if i.revoked => Err("keymanagement.service.invalid_access_token"),
+            Some(i) if Instant::now() >= i.expires => {
+                Err("keymanagement.service.access_token_expired")
+            }
+            Some(_) => Ok(()),
+        },
+    };
+    match verdict {
+        Ok(()) => {
+            state.presented.lock().unwrap().push(token.unwrap());
+            let echo = req
+                .headers()
+                .get("x-echo")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            let (parts, body) = req.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            json(
+                StatusCode::OK,
+                format!(
+                    r#"{{"method":"{}","path":"{}","query":"{}","echo":"{}","body_len":{}}}"#,
+                    parts.method,
+                    parts.uri.path(),
+                    parts.uri.query().unwrap_or(""),
+                    echo,
+                    body.len()
+                ),
+            )
+        }
+        Err(code) => {
+            state.api_refused.fetch_add(1, Ordering::SeqCst);
+            let mut resp = json(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    r#"{{"fault":{{"faultstring":"Invalid Access Token","detail":{{"errorcode":"{code}"}}}}}}"#
+                ),
+            );
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
+            resp
+        }
+    }
+}
+
+fn fastish_random() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish() as u32
+}
