@@ -136,6 +136,7 @@ impl TokenError {
         self.map_inner(|i| i.message = Some(message))
     }
 
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) fn with_source(self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
         let source = source.into();
         self.map_inner(|i| i.source = Some(source))

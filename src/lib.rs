@@ -1,4 +1,163 @@
 //! OAuth 2.0 client-credentials authentication for any Tower HTTP client.
+//!
+//! Add one [`OAuthLayer`] to a client stack (hyper, tonic, anything that is a
+//! `tower::Service<http::Request<B>>`) and every request carries
+//! `Authorization: Bearer <token>`. The layer obtains the token from the
+//! token endpoint, reuses it while it is valid, renews it in the background
+//! before it runs out, and shares it between every clone of the layer and
+//! every service built from them.
+//!
+//! ```
+//! use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
+//! use tower_oauth::OAuthLayer;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! # let auth_url = doc_support::token_endpoint().await;
+//! // The token endpoint is `{auth_url}/v1/oauth/accesstoken`.
+//! let oauth = OAuthLayer::builder()
+//!     .auth_url(auth_url)
+//!     .client_id("my-client")
+//!     .client_secret("my-secret")
+//!     .build()?;
+//!
+//! // Any HTTP client service: here one that answers with the header it got.
+//! let api = service_fn(|req: http::Request<String>| async move {
+//!     let auth = req.headers()[http::header::AUTHORIZATION].to_str()?.to_owned();
+//!     Ok::<_, BoxError>(http::Response::new(auth))
+//! });
+//! let client = ServiceBuilder::new().layer(oauth).service(api);
+//!
+//! let response = client
+//!     .oneshot(http::Request::new(String::from("GET /products")))
+//!     .await?;
+//! assert_eq!(response.body(), "Bearer token-from-the-endpoint");
+//! # Ok(()) }
+//! # mod doc_support {
+//! #     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! #     /// A one-token endpoint on 127.0.0.1.
+//! #     pub async fn token_endpoint() -> String {
+//! #         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! #         let addr = listener.local_addr().unwrap();
+//! #         tokio::spawn(async move {
+//! #             let (mut stream, _) = listener.accept().await.unwrap();
+//! #             let mut request = Vec::new();
+//! #             let mut buf = [0u8; 1024];
+//! #             while !String::from_utf8_lossy(&request).ends_with("client_secret=my-secret") {
+//! #                 let n = stream.read(&mut buf).await.unwrap();
+//! #                 if n == 0 { return; }
+//! #                 request.extend_from_slice(&buf[..n]);
+//! #             }
+//! #             let body = r#"{"access_token":"token-from-the-endpoint","token_type":"bearer","expires_in":3599}"#;
+//! #             let response = format!(
+//! #                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+//! #                 body.len()
+//! #             );
+//! #             stream.write_all(response.as_bytes()).await.unwrap();
+//! #         });
+//! #         format!("http://{addr}")
+//! #     }
+//! # }
+//! ```
+//!
+//! # The token request
+//!
+//! Exactly the specification's: `POST {auth_url}/v1/oauth/accesstoken` (or
+//! the [`token_url`](OAuthLayerBuilder::token_url) given), `Content-Type:
+//! application/x-www-form-urlencoded`, body
+//! `grant_type=client_credentials&client_id=<id>&client_secret=<secret>` with
+//! the values as they are (no percent-encoding), no query parameters, no
+//! redirect followed. The answer is read leniently: `expires_in` as a number
+//! or a string (missing: 60 minutes), any `token_type` spelling, unknown
+//! fields ignored; only a non-empty `access_token` that can be sent in a
+//! header is required. See [`AccessToken`].
+//!
+//! # A token's life
+//!
+//! ```text
+//!   sent_at        refresh_at                usable_until  expires_at
+//!      |----- used ----|-- used; one request ----|-- never ---|
+//!      |               |   starts a renewal in   |   used     |
+//!      |               |   the background        |            |
+//!                      <------ refresh_margin (+ jitter) ----->
+//!                                                <-expiry_skew->
+//! ```
+//!
+//! - Every instant is reckoned on the local monotonic clock from the moment
+//!   the token request was sent (`issued_at` is informational only).
+//! - Before each use the token's expiry is checked: past `usable_until` it is
+//!   never presented, and requests wait for the one shared fetch.
+//! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin) (default 5 min) is
+//!   honoured up to half the lifetime and
+//!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew) (default 10 s) up to a
+//!   tenth, so even a token of a few seconds serves most of its life.
+//! - A renewal that fails leaves the current token serving until
+//!   `usable_until`, and is tried again after the back-off.
+//!
+//! # Concurrency and failures
+//!
+//! - **One fetch at a time.** However many requests need a token at once,
+//!   one token request is made; all of them wait for its result. The fetch
+//!   runs on its own task: dropping or timing out the request that started it
+//!   neither cancels it nor loses its result.
+//! - **Back-off.** After a failed token request no new one is made before the
+//!   endpoint's `Retry-After`, or else an exponential delay with jitter
+//!   ([`min_backoff`](OAuthLayerBuilder::min_backoff) 1 s to
+//!   [`max_backoff`](OAuthLayerBuilder::max_backoff) 60 s). Meanwhile a
+//!   request that needs a token fails at once with the last error (see
+//!   [`TokenError::backing_off`]).
+//! - **401 from the API.** The response goes back to the caller unchanged;
+//!   the token that was sent is dropped, if it is still the current one, and
+//!   a new one fetched. At most one such forced renewal per
+//!   [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
+//!   (10 s): an API that refuses every token causes no storm of token
+//!   requests.
+//! - **Bounded.** [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)
+//!   (10 s) covers the whole token request; its response body is capped at
+//!   64 KiB.
+//!
+//! # Errors
+//!
+//! [`OAuthService`]'s error type is `tower::BoxError`. The inner service's
+//! errors pass through unchanged; a failure to get a token is a
+//! [`TokenError`], found by downcasting, which tells its
+//! [kind](TokenErrorKind), the endpoint's status and error code, and whether
+//! a retry can help.
+//!
+//! # Where it goes in a stack
+//!
+//! Put retries *outside* the layer, so that a retried request gets the
+//! current token; put a time-out outside too if it should cover waiting for
+//! a token, inside if it should cover only the API call (the token request
+//! has its own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)).
+//!
+//! ```text
+//! ServiceBuilder::new()
+//!     .retry(policy)          // outermost: each attempt gets a fresh look at the token
+//!     .timeout(total)         // bounds the whole call, token wait included
+//!     .layer(oauth)           // sets Authorization
+//!     .service(http_client)
+//! ```
+//!
+//! # Secrets
+//!
+//! The client secret and tokens never appear in `Debug` or `Display` of any
+//! type of this crate, nor in its logs. Error text from the token endpoint is
+//! cut to a bounded length and has the secret scrubbed out. The
+//! `Authorization` header value is marked
+//! [sensitive](http::HeaderValue::set_sensitive).
+//!
+//! # Cargo features
+//!
+//! | feature | default | what it does |
+//! |---|---|---|
+//! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots) |
+//!
+//! # Logs
+//!
+//! Events go through [`tracing`](https://docs.rs/tracing): token fetched and
+//! renewal ahead at `debug`, failed token requests and refused tokens at
+//! `warn`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(
