@@ -182,10 +182,9 @@ async fn real_service() -> Result<(), BoxError> {
         .client_id(var("OAUTH_CLIENT_ID"))
         .client_secret(var("OAUTH_CLIENT_SECRET"))
         .build()?;
-    println!(
-        "tower-oauth quickstart: token endpoint {}",
-        oauth.token_url()
-    );
+    if let Some(url) = oauth.token_url() {
+        println!("tower-oauth quickstart: token endpoint {url}");
+    }
     let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
     let api = var("API_URL");
     for i in 1..=3 {

@@ -5,13 +5,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Uri;
+use bytes::Bytes;
+use http::{HeaderName, Uri};
+use tower_service::Service;
 
 use crate::cache::{Endpoint, Settings, TokenCache};
-use crate::client::ClientCredentials;
+use crate::client::{ClientAuth, ClientCredentials, TokenSource};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
-use crate::transport::Transport;
+use crate::transport::{TowerTransport, Transport};
+use crate::BoxError;
 
 /// The token endpoint's path below `auth_url` (specification, section 4).
 const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
@@ -33,7 +36,8 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 ///
 /// Required: a URL ([`auth_url`](Self::auth_url) or
 /// [`token_url`](Self::token_url)), [`client_id`](Self::client_id) and
-/// [`client_secret`](Self::client_secret). Everything else has a default.
+/// [`client_secret`](Self::client_secret); or instead of all three, a
+/// [`token_source`](Self::token_source). Everything else has a default.
 /// Setters never fail; [`build`](Self::build) checks everything and names the
 /// first problem.
 ///
@@ -57,6 +61,13 @@ pub struct OAuthLayerBuilder {
     token_url: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
+    client_auth: ClientAuth,
+    params: Vec<(String, String)>,
+    header_name: Option<HeaderName>,
+    auth_scheme: Option<String>,
+    keep_existing_header: bool,
+    transport: Option<Arc<dyn Transport>>,
+    source: Option<Arc<dyn TokenSource>>,
     refresh_margin: Option<Duration>,
     expiry_skew: Option<Duration>,
     fetch_timeout: Option<Duration>,
@@ -107,6 +118,127 @@ impl OAuthLayerBuilder {
     /// Default: none.
     pub fn client_secret(mut self, client_secret: impl Into<String>) -> Self {
         self.client_secret = Some(client_secret.into());
+        self
+    }
+
+    /// How the client authenticates to the token endpoint: the
+    /// specification's unencoded body, a form-urlencoded body, or HTTP Basic.
+    ///
+    /// Default: [`ClientAuth::UnencodedBody`].
+    pub fn client_auth(mut self, client_auth: ClientAuth) -> Self {
+        self.client_auth = client_auth;
+        self
+    }
+
+    /// Requests this `scope` (space-separated scopes; with the default
+    /// [`ClientAuth::UnencodedBody`] a value with spaces cannot be carried:
+    /// use [`ClientAuth::FormBody`]).
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn scope(self, scope: impl Into<String>) -> Self {
+        self.param("scope", scope)
+    }
+
+    /// Requests a token for this `audience`.
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn audience(self, audience: impl Into<String>) -> Self {
+        self.param("audience", audience)
+    }
+
+    /// Adds `name=value` to the token request body, after the built-in
+    /// parameters; setting a name again replaces its value. The built-in
+    /// names `grant_type`, `client_id` and `client_secret` cannot be set (a
+    /// [`ConfigError`] from [`build`](Self::build)).
+    ///
+    /// Default: none.
+    pub fn param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        match self.params.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.params.push((name, value)),
+        }
+        self
+    }
+
+    /// The request header that carries the token, for APIs that want, say,
+    /// `X-Access-Token`.
+    ///
+    /// Default: `Authorization`.
+    pub fn header_name(mut self, name: HeaderName) -> Self {
+        self.header_name = Some(name);
+        self
+    }
+
+    /// The scheme written before the token in the header; empty for the
+    /// bare token (`X-Access-Token: <token>`). The token endpoint's
+    /// `token_type` (`bearer`, `BearerToken`, ...) does not change it.
+    ///
+    /// Default: `Bearer`.
+    pub fn auth_scheme(mut self, scheme: impl Into<String>) -> Self {
+        self.auth_scheme = Some(scheme.into());
+        self
+    }
+
+    /// Whether a request that already has the token header keeps it (and is
+    /// sent without waiting for a token) rather than having it replaced.
+    ///
+    /// Default: false (replaced).
+    pub fn keep_existing_header(mut self, keep: bool) -> Self {
+        self.keep_existing_header = keep;
+        self
+    }
+
+    /// Carries the token request over `service` instead of the built-in
+    /// reqwest client: a hyper-util client with your TLS settings, or a stack
+    /// with your own retries and proxies. With `default-features = false`
+    /// (no reqwest) this is how tokens are fetched.
+    ///
+    /// The service gets a `POST` whose body converts from [`Bytes`] (so
+    /// `http_body_util::Full<Bytes>`, `reqwest::Body`, ... work) and must not
+    /// follow redirects (hyper-util's client does not). Its response body is
+    /// read up to 64 KiB; [`fetch_timeout`](Self::fetch_timeout) bounds the
+    /// whole exchange.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http_body_util::Full;
+    /// use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let http = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    /// let oauth = OAuthLayer::builder()
+    ///     .auth_url("http://127.0.0.1:8080")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .transport(http.clone())
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    ///
+    /// Default: reqwest (feature `reqwest`), following no redirects.
+    pub fn transport<S, ReqB, ResB>(mut self, service: S) -> Self
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        ReqB: From<Bytes> + Send + 'static,
+        ResB: http_body::Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<BoxError>,
+    {
+        self.transport = Some(Arc::new(TowerTransport::new(service)));
+        self
+    }
+
+    /// Takes tokens from `source` instead of the client-credentials request:
+    /// another grant, a vault, a sidecar. All caching, single flight,
+    /// renewal, back-off and 401 handling stay. Do not set a URL, client id,
+    /// secret, client authentication, parameters or transport with it.
+    ///
+    /// Default: none (the client-credentials request).
+    pub fn token_source(mut self, source: impl TokenSource) -> Self {
+        self.source = Some(Arc::new(source));
         self
     }
 
@@ -185,6 +317,52 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// A builder with the endpoint and credentials from the environment:
+    /// `OAUTH_TOKEN_URL` or `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`,
+    /// `OAUTH_CLIENT_SECRET`, and optionally `OAUTH_SCOPE`. Set anything else
+    /// on it before [`build`](Self::build).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the variable that is missing or empty.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
+        let builder = match (var("OAUTH_TOKEN_URL"), var("OAUTH_AUTH_URL")) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "both OAUTH_TOKEN_URL and OAUTH_AUTH_URL are set; set one",
+                ))
+            }
+            (Some(url), None) => Self::new().token_url(url),
+            (None, Some(url)) => Self::new().auth_url(url),
+            (None, None) => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::MissingUrl,
+                    "neither OAUTH_TOKEN_URL nor OAUTH_AUTH_URL is set",
+                ))
+            }
+        };
+        let missing = |kind, name: &str| {
+            ConfigError::new(kind, format!("environment variable {name} is not set"))
+        };
+        let id = var("OAUTH_CLIENT_ID")
+            .ok_or_else(|| missing(ConfigErrorKind::MissingClientId, "OAUTH_CLIENT_ID"))?;
+        let secret = var("OAUTH_CLIENT_SECRET")
+            .ok_or_else(|| missing(ConfigErrorKind::MissingClientSecret, "OAUTH_CLIENT_SECRET"))?;
+        let builder = builder.client_id(id).client_secret(secret);
+        Ok(match var("OAUTH_SCOPE") {
+            Some(scope) => builder.scope(scope),
+            None => builder,
+        })
+    }
+
     /// Checks the settings and builds the layer.
     ///
     /// # Errors
@@ -193,27 +371,85 @@ impl OAuthLayerBuilder {
     /// secret or URL; both URLs given; a URL that cannot be parsed, lacks a
     /// host, carries user information, or (for `auth_url`) a query; plain
     /// `http` to a host that is not loopback without
-    /// [`allow_insecure_http`](Self::allow_insecure_http); an id or secret the
-    /// unencoded body cannot carry; a zero fetch timeout or back-off.
-    pub fn build(self) -> Result<OAuthLayer, ConfigError> {
+    /// [`allow_insecure_http`](Self::allow_insecure_http); an id, secret or
+    /// parameter the chosen [`ClientAuth`] cannot carry; a reserved parameter
+    /// name; a token source together with endpoint settings; a zero fetch
+    /// timeout or back-off; an auth scheme that is not a single word.
+    pub fn build(mut self) -> Result<OAuthLayer, ConfigError> {
+        let settings = self.settings()?;
+        if let Some(source) = self.source.take() {
+            if self.auth_url.is_some()
+                || self.token_url.is_some()
+                || self.client_id.is_some()
+                || self.client_secret.is_some()
+                || self.client_auth != ClientAuth::default()
+                || !self.params.is_empty()
+                || self.transport.is_some()
+            {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "a token source was given together with endpoint settings (URL, client \
+                     id or secret, client authentication, parameters or transport); give \
+                     one or the other",
+                ));
+            }
+            return Ok(OAuthLayer {
+                cache: Arc::new(TokenCache::new(source, settings, None)),
+            });
+        }
+
         let url = self.url()?;
         let client_id = required(
-            self.client_id,
+            self.client_id.take(),
             ConfigErrorKind::MissingClientId,
             "client id",
         )?;
         let client_secret = required(
-            self.client_secret,
+            self.client_secret.take(),
             ConfigErrorKind::MissingClientSecret,
             "client secret",
         )?;
-        check_unencoded(&client_id, ConfigErrorKind::InvalidClientId, "client id")?;
-        check_unencoded(
-            &client_secret,
-            ConfigErrorKind::InvalidClientSecret,
-            "client secret",
-        )?;
+        let unencoded = self.client_auth == ClientAuth::UnencodedBody;
+        if unencoded {
+            check_unencoded(&client_id, ConfigErrorKind::InvalidClientId, "client id")?;
+            check_unencoded(
+                &client_secret,
+                ConfigErrorKind::InvalidClientSecret,
+                "client secret",
+            )?;
+        }
+        for (name, value) in &self.params {
+            check_param(name, value, unencoded)?;
+        }
 
+        let transport = match self.transport.take() {
+            Some(transport) => transport,
+            None => default_transport(settings.fetch_timeout)?,
+        };
+        let source = ClientCredentials::new(
+            url.clone(),
+            &client_id,
+            client_secret,
+            self.client_auth,
+            &self.params,
+            transport,
+        );
+        let endpoint = Endpoint { url, client_id };
+        Ok(OAuthLayer {
+            cache: Arc::new(TokenCache::new(Arc::new(source), settings, Some(endpoint))),
+        })
+    }
+
+    fn settings(&self) -> Result<Settings, ConfigError> {
+        let auth_scheme = self
+            .auth_scheme
+            .clone()
+            .unwrap_or_else(|| "Bearer".to_owned());
+        if !auth_scheme.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid_setting(
+                "auth_scheme must be a single word of visible ASCII (or empty)",
+            ));
+        }
         let settings = Settings {
             refresh_margin: self.refresh_margin.unwrap_or(DEFAULT_REFRESH_MARGIN),
             expiry_skew: self.expiry_skew.unwrap_or(DEFAULT_EXPIRY_SKEW),
@@ -223,6 +459,12 @@ impl OAuthLayerBuilder {
                 .unwrap_or(DEFAULT_FORCED_RENEWAL_INTERVAL),
             backoff_min: self.min_backoff.unwrap_or(DEFAULT_MIN_BACKOFF),
             backoff_max: self.max_backoff.unwrap_or(DEFAULT_MAX_BACKOFF),
+            header_name: self
+                .header_name
+                .clone()
+                .unwrap_or(http::header::AUTHORIZATION),
+            auth_scheme,
+            keep_existing: self.keep_existing_header,
         };
         if settings.fetch_timeout.is_zero() {
             return Err(invalid_setting("fetch_timeout must be more than zero"));
@@ -233,16 +475,7 @@ impl OAuthLayerBuilder {
         if settings.backoff_max < settings.backoff_min {
             return Err(invalid_setting("max_backoff must be at least min_backoff"));
         }
-
-        let transport = default_transport(settings.fetch_timeout)?;
-        let endpoint = Endpoint {
-            url: url.clone(),
-            client_id: client_id.clone(),
-        };
-        let source = ClientCredentials::new(url, client_id, client_secret, transport);
-        Ok(OAuthLayer {
-            cache: Arc::new(TokenCache::new(Box::new(source), settings, endpoint)),
-        })
+        Ok(settings)
     }
 
     /// The token endpoint's URL, checked.
@@ -250,7 +483,7 @@ impl OAuthLayerBuilder {
         let (raw, is_base) = match (&self.auth_url, &self.token_url) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::new(
-                    ConfigErrorKind::ConflictingUrls,
+                    ConfigErrorKind::Conflicting,
                     "both auth_url and token_url are set; give one",
                 ))
             }
@@ -347,9 +580,33 @@ fn check_unencoded(value: &str, kind: ConfigErrorKind, what: &str) -> Result<(),
         kind,
         format!(
             "the {what} contains {problem}, which the token request body cannot carry: \
-             its values are sent without encoding"
+             its values are sent without encoding (use ClientAuth::FormBody or \
+             ClientAuth::Basic for such values)"
         ),
     ))
+}
+
+/// Extra parameters: a name that is not empty or reserved, and (unencoded)
+/// a name and value the body can carry.
+fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
+    let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
+    if name.is_empty() {
+        return bad("a token request parameter has an empty name".into());
+    }
+    if ["grant_type", "client_id", "client_secret"].contains(&name) {
+        return bad(format!(
+            "`{name}` is set by the layer itself and cannot be given as a parameter"
+        ));
+    }
+    if unencoded {
+        if name.contains('=') {
+            return bad(format!("the parameter name `{name}` contains `=`"));
+        }
+        let what = format!("value of parameter `{name}`");
+        check_unencoded(name, ConfigErrorKind::InvalidParameter, "parameter name")?;
+        check_unencoded(value, ConfigErrorKind::InvalidParameter, &what)?;
+    }
+    Ok(())
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -367,8 +624,10 @@ fn default_transport(fetch_timeout: Duration) -> Result<Arc<dyn Transport>, Conf
 
 #[cfg(not(feature = "reqwest"))]
 fn default_transport(_fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
-    Err(invalid_setting(
-        "no transport for the token request: enable the `reqwest` feature",
+    Err(ConfigError::new(
+        ConfigErrorKind::MissingTransport,
+        "no transport for the token request: enable the `reqwest` feature or give one with \
+         OAuthLayerBuilder::transport",
     ))
 }
 
@@ -382,6 +641,16 @@ impl fmt::Debug for OAuthLayerBuilder {
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| "[redacted]"),
             )
+            .field("client_auth", &self.client_auth)
+            .field(
+                "params",
+                &self.params.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
+            .field("header_name", &self.header_name)
+            .field("auth_scheme", &self.auth_scheme)
+            .field("keep_existing_header", &self.keep_existing_header)
+            .field("transport", &self.transport.as_ref().map(|_| "custom"))
+            .field("token_source", &self.source.as_ref().map(|_| "custom"))
             .field("refresh_margin", &self.refresh_margin)
             .field("expiry_skew", &self.expiry_skew)
             .field("fetch_timeout", &self.fetch_timeout)
@@ -404,7 +673,7 @@ mod tests {
     }
 
     fn url_of(b: OAuthLayerBuilder) -> String {
-        b.build().unwrap().token_url().to_string()
+        b.build().unwrap().token_url().unwrap().to_string()
     }
 
     fn kind_of(b: OAuthLayerBuilder) -> ConfigErrorKind {
@@ -466,7 +735,7 @@ mod tests {
         assert_eq!(kind_of(valid()), ConfigErrorKind::MissingUrl);
         assert_eq!(
             kind_of(valid().auth_url("https://a").token_url("https://b")),
-            ConfigErrorKind::ConflictingUrls
+            ConfigErrorKind::Conflicting
         );
         for bad in [
             "not a url",

@@ -29,6 +29,12 @@ pub(crate) struct Settings {
     pub(crate) forced_renewal_interval: Duration,
     pub(crate) backoff_min: Duration,
     pub(crate) backoff_max: Duration,
+    /// The header that carries the token.
+    pub(crate) header_name: http::HeaderName,
+    /// The scheme before the token (`Bearer`); empty for the bare token.
+    pub(crate) auth_scheme: String,
+    /// Leave a request's own header of that name in place.
+    pub(crate) keep_existing: bool,
 }
 
 /// Where tokens come from, for display.
@@ -43,7 +49,7 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 
 /// A token ready to present, with its timings.
 pub(crate) struct CachedToken {
-    /// `Bearer <token>`, marked sensitive.
+    /// `Bearer <token>` (or as configured), marked sensitive.
     pub(crate) header: HeaderValue,
     /// From here on a request starts a renewal in the background.
     pub(crate) refresh_at: Instant,
@@ -53,6 +59,8 @@ pub(crate) struct CachedToken {
     pub(crate) expires_at: Instant,
     /// Identifies this token within its cache (tokens are compared by it).
     pub(crate) generation: u64,
+    /// The token and what the endpoint said about it.
+    pub(crate) token: AccessToken,
     /// When a renewal may next be started, in nanoseconds since the cache's
     /// epoch; `u64::MAX` while one is claimed or under way.
     renew_after: AtomicU64,
@@ -103,9 +111,9 @@ struct Control {
 pub(crate) struct TokenCache {
     current: ArcSwapOption<CachedToken>,
     control: Mutex<Control>,
-    source: Box<dyn TokenSource>,
+    source: Arc<dyn TokenSource>,
     settings: Settings,
-    endpoint: Endpoint,
+    endpoint: Option<Endpoint>,
     epoch: Instant,
     generations: AtomicU64,
 }
@@ -121,9 +129,9 @@ impl fmt::Debug for TokenCache {
 
 impl TokenCache {
     pub(crate) fn new(
-        source: Box<dyn TokenSource>,
+        source: Arc<dyn TokenSource>,
         settings: Settings,
-        endpoint: Endpoint,
+        endpoint: Option<Endpoint>,
     ) -> Self {
         TokenCache {
             current: ArcSwapOption::const_empty(),
@@ -142,8 +150,26 @@ impl TokenCache {
         }
     }
 
-    pub(crate) fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
+    pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A usable token, waiting for the shared fetch if need be.
+    pub(crate) async fn token(self: &Arc<Self>) -> FetchResult {
+        if let Some(token) = self
+            .with_usable(|_| ())
+            .and_then(|()| self.current.load_full())
+        {
+            return Ok(token);
+        }
+        match self.acquire() {
+            Acquire::Now(outcome) => outcome,
+            Acquire::Wait(rx) => crate::future::wait_for(rx).await,
+        }
     }
 
     fn control(&self) -> MutexGuard<'_, Control> {
@@ -244,19 +270,23 @@ impl TokenCache {
             .current
             .load()
             .as_ref()
-            .map_or(true, |t| t.generation != generation)
+            .is_some_and(|t| t.generation == generation)
         {
-            return;
+            self.force_renewal(Some(generation));
         }
+    }
+
+    /// Drops the current token (only if it is of `generation`, when given)
+    /// and starts fetching a new one, unless a token was dropped so within
+    /// the forced renewal interval. Whether it was dropped.
+    pub(crate) fn force_renewal(self: &Arc<Self>, generation: Option<u64>) -> bool {
         let mut ctl = self.control();
         // All stores to `current` happen under the lock: this check is exact.
-        if self
-            .current
-            .load()
-            .as_ref()
-            .map_or(true, |t| t.generation != generation)
-        {
-            return;
+        let Some(current) = self.current.load_full() else {
+            return false;
+        };
+        if generation.is_some_and(|g| g != current.generation) {
+            return false;
         }
         let now = Instant::now();
         if let Some(last) = ctl.last_forced {
@@ -264,22 +294,20 @@ impl TokenCache {
             if now < next {
                 tracing::debug!(
                     wait = ?next - now,
-                    "the API refused the access token again; not renewing yet \
+                    "the access token was refused again; not renewing yet \
                      (forced renewals are rate-limited)"
                 );
-                return;
+                return false;
             }
         }
         ctl.last_forced = Some(now);
         self.current.store(None);
-        tracing::warn!(
-            "the API refused the access token (401); dropping it and fetching a new one"
-        );
-        if self.fetch_under_way(&mut ctl) || ctl.backoff_until.is_some_and(|u| now < u) {
-            return;
+        tracing::warn!("the access token was refused; dropping it and fetching a new one");
+        if !self.fetch_under_way(&mut ctl) && !ctl.backoff_until.is_some_and(|u| now < u) {
+            // Without a runtime the next request starts the fetch.
+            let _ = self.start_fetch(&mut ctl, Reason::Refused);
         }
-        // Without a runtime the next request starts the fetch.
-        let _ = self.start_fetch(&mut ctl, Reason::Refused);
+        true
     }
 
     /// Whether a fetch is under way; forgets one whose task died.
@@ -330,10 +358,6 @@ impl TokenCache {
                 )),
             ),
         };
-        let outcome = outcome.map_err(|e| match self.source.secret() {
-            Some(secret) => e.scrub(secret),
-            None => e,
-        });
         let now = Instant::now();
         {
             let mut ctl = self.control();
@@ -389,7 +413,13 @@ impl TokenCache {
                 ),
             );
         }
-        let mut header = HeaderValue::try_from(format!("Bearer {value}")).map_err(|_| {
+        let scheme = &self.settings.auth_scheme;
+        let text = if scheme.is_empty() {
+            value.to_owned()
+        } else {
+            format!("{scheme} {value}")
+        };
+        let mut header = HeaderValue::try_from(text).map_err(|_| {
             TokenError::new(TokenErrorKind::InvalidResponse)
                 .with_message("`access_token` cannot be sent in a header")
         })?;
@@ -408,6 +438,7 @@ impl TokenCache {
             usable_until,
             expires_at,
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+            token,
             renew_after: AtomicU64::new(0),
         }))
     }

@@ -1,57 +1,147 @@
-//! The client-credentials token request of the specification, and the
-//! [`TokenSource`] seam the cache fetches through.
+//! The client-credentials token request, and the [`TokenSource`] seam the
+//! cache fetches through.
 
 use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
+use crate::encoding::{base64, form_urlencode};
 use crate::error::TokenError;
 use crate::token::{status_error, AccessToken};
 use crate::transport::{retry_after, BoxFuture, Transport, MAX_RESPONSE_BODY};
 
-/// Anything that can produce an access token. The cache calls it once per
-/// fetch, never concurrently with itself for one cache.
-pub(crate) trait TokenSource: Send + Sync + 'static {
+/// Anything that can produce an access token: the seam for another grant, a
+/// vault, a sidecar, or a test double.
+///
+/// An [`OAuthLayer`](crate::OAuthLayer) built with
+/// [`OAuthLayerBuilder::token_source`](crate::OAuthLayerBuilder::token_source)
+/// keeps all its caching, single flight, renewal ahead, back-off and 401
+/// handling for the source; the source only fetches. The layer calls it at
+/// most once at a time, on a task of its own, under
+/// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenErrorKind, TokenSource};
+///
+/// /// Tokens from a file a sidecar keeps fresh.
+/// struct FromFile(std::path::PathBuf);
+///
+/// impl TokenSource for FromFile {
+///     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+///         Box::pin(async move {
+///             let token = tokio::fs::read_to_string(&self.0)
+///                 .await
+///                 .map_err(|e| TokenError::custom(TokenErrorKind::Transport, e))?;
+///             Ok(AccessToken::new(token.trim()).with_expires_in(Duration::from_secs(300)))
+///         })
+///     }
+/// }
+///
+/// let oauth = OAuthLayer::builder()
+///     .token_source(FromFile("/run/secrets/token".into()))
+///     .build()
+///     .unwrap();
+/// ```
+pub trait TokenSource: Send + Sync + 'static {
+    /// Fetches a new token.
+    ///
+    /// # Errors
+    ///
+    /// A [`TokenError`] saying what went wrong; its
+    /// [`retry_after`](TokenError::retry_after) sets the back-off.
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>>;
-
-    /// The secret to scrub from any error text, if the source has one.
-    fn secret(&self) -> Option<&str> {
-        None
-    }
 }
 
-/// The specification's token request (section 4):
-/// `POST {url}` with `Content-Type: application/x-www-form-urlencoded` and the
-/// body `grant_type=client_credentials&client_id=<id>&client_secret=<secret>`,
-/// values as they are, no query parameters added.
+/// How the client authenticates to the token endpoint.
+///
+/// ```
+/// use tower_oauth::{ClientAuth, OAuthLayer};
+///
+/// let oauth = OAuthLayer::builder()
+///     .token_url("https://idp.example.com/oauth2/token")
+///     .client_id("my-client")
+///     .client_secret("a secret with + / & = and spaces")
+///     .client_auth(ClientAuth::Basic)
+///     .scope("read:products write:orders")
+///     .build()
+///     .unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClientAuth {
+    /// The specification's request: id and secret in the body, values sent
+    /// as they are, without encoding. Values with `&`, whitespace or control
+    /// characters cannot be carried (a [`ConfigError`](crate::ConfigError)).
+    #[default]
+    UnencodedBody,
+    /// Id and secret in the body, every name and value form-urlencoded
+    /// (RFC 6749 section 2.3.1 and appendix B): carries any value.
+    FormBody,
+    /// HTTP Basic authentication (RFC 6749 section 2.3.1): id and secret
+    /// form-urlencoded, joined with `:`, base64-encoded in the
+    /// `Authorization` header; the body holds `grant_type` and any extra
+    /// parameters, form-urlencoded.
+    Basic,
+}
+
+/// The token request of the specification (section 4) and its variants.
 pub(crate) struct ClientCredentials {
     url: Uri,
-    client_id: String,
     client_secret: String,
     body: Bytes,
+    basic: Option<HeaderValue>,
     transport: Arc<dyn Transport>,
 }
 
 impl ClientCredentials {
-    /// `client_id` and `client_secret` must already be checked to be carried
-    /// unencoded (no `&`, whitespace or control characters).
+    /// The values must already be checked to fit `auth` (see the builder).
     pub(crate) fn new(
         url: Uri,
-        client_id: String,
+        client_id: &str,
         client_secret: String,
+        auth: ClientAuth,
+        params: &[(String, String)],
         transport: Arc<dyn Transport>,
     ) -> Self {
-        let body = Bytes::from(format!(
-            "grant_type=client_credentials&client_id={client_id}&client_secret={client_secret}"
-        ));
+        let encode = |v: &str| match auth {
+            ClientAuth::UnencodedBody => v.to_owned(),
+            ClientAuth::FormBody | ClientAuth::Basic => form_urlencode(v),
+        };
+        let mut body = String::from("grant_type=client_credentials");
+        let mut basic = None;
+        match auth {
+            ClientAuth::UnencodedBody | ClientAuth::FormBody => {
+                body.push_str(&format!(
+                    "&client_id={}&client_secret={}",
+                    encode(client_id),
+                    encode(&client_secret)
+                ));
+            }
+            ClientAuth::Basic => {
+                let credentials = format!(
+                    "{}:{}",
+                    form_urlencode(client_id),
+                    form_urlencode(&client_secret)
+                );
+                let mut value =
+                    HeaderValue::try_from(format!("Basic {}", base64(credentials.as_bytes())))
+                        .expect("base64 is a valid header value");
+                value.set_sensitive(true);
+                basic = Some(value);
+            }
+        }
+        for (name, value) in params {
+            body.push_str(&format!("&{}={}", encode(name), encode(value)));
+        }
         ClientCredentials {
             url,
-            client_id,
             client_secret,
-            body,
+            body: Bytes::from(body),
+            basic,
             transport,
         }
     }
@@ -66,6 +156,9 @@ impl ClientCredentials {
             HeaderValue::from_static("application/x-www-form-urlencoded"),
         );
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        if let Some(basic) = &self.basic {
+            headers.insert(AUTHORIZATION, basic.clone());
+        }
         request
     }
 }
@@ -90,18 +183,13 @@ impl TokenSource for ClientCredentials {
             }
         })
     }
-
-    fn secret(&self) -> Option<&str> {
-        Some(&self.client_secret)
-    }
 }
 
 impl fmt::Debug for ClientCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientCredentials")
             .field("url", &self.url)
-            .field("client_id", &self.client_id)
             .field("client_secret", &"[redacted]")
-            .finish()
+            .finish_non_exhaustive()
     }
 }

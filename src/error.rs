@@ -71,8 +71,8 @@ impl TokenErrorKind {
 ///
 /// A `TokenError` is cheap to clone: one fetch's error is handed to every
 /// request that waited for it. Neither `Debug` nor `Display` ever shows the
-/// client secret or a token; text the server sent is cut to a bounded length
-/// and has the secret scrubbed from it.
+/// client secret or a token: text the token endpoint sent is scrubbed of the
+/// secret and cut to a bounded length.
 #[derive(Clone)]
 pub struct TokenError {
     inner: Arc<Inner>,
@@ -94,6 +94,16 @@ impl TokenError {
         TokenError {
             inner: Arc::new(inner),
         }
+    }
+
+    /// An error of `kind` caused by `source`: for [`TokenSource`](crate::TokenSource)
+    /// implementations. `source`'s text becomes part of this error's
+    /// `Display`: keep secrets out of it.
+    pub fn custom(
+        kind: TokenErrorKind,
+        source: impl Into<Box<dyn StdError + Send + Sync>>,
+    ) -> Self {
+        Self::new(kind).with_source(source)
     }
 
     pub(crate) fn new(kind: TokenErrorKind) -> Self {
@@ -136,7 +146,6 @@ impl TokenError {
         self.map_inner(|i| i.message = Some(message))
     }
 
-    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) fn with_source(self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
         let source = source.into();
         self.map_inner(|i| i.source = Some(source))
@@ -160,25 +169,6 @@ impl TokenError {
     /// The same error, marked as returned while the layer backs off for `left`.
     pub(crate) fn during_backoff(&self, left: Duration) -> Self {
         self.clone().map_inner(|i| i.backing_off = Some(left))
-    }
-
-    /// Removes every occurrence of `secret` from server-provided text.
-    pub(crate) fn scrub(self, secret: &str) -> Self {
-        if secret.is_empty() {
-            return self;
-        }
-        let hit = |s: &Option<String>| s.as_deref().is_some_and(|s| s.contains(secret));
-        if !hit(&self.inner.error_code) && !hit(&self.inner.error_description) {
-            return self;
-        }
-        self.map_inner(|i| {
-            for text in [&mut i.error_code, &mut i.error_description]
-                .into_iter()
-                .flatten()
-            {
-                *text = clip(&text.replace(secret, "[redacted]"));
-            }
-        })
     }
 
     /// What kind of failure this is.
@@ -327,8 +317,9 @@ pub enum ConfigErrorKind {
     MissingClientSecret,
     /// Neither `auth_url` nor `token_url` was given.
     MissingUrl,
-    /// Both `auth_url` and `token_url` were given.
-    ConflictingUrls,
+    /// Settings that exclude each other were given: both `auth_url` and
+    /// `token_url`, or a token source together with endpoint settings.
+    Conflicting,
     /// The URL cannot be parsed, lacks a scheme or host, carries user
     /// information, or (for `auth_url`) has a query string.
     InvalidUrl,
@@ -336,11 +327,20 @@ pub enum ConfigErrorKind {
     /// `allow_insecure_http` was not set.
     InsecureUrl,
     /// The client id holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character).
+    /// carry (`&`, whitespace, a control character); see
+    /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientId,
     /// The client secret holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character).
+    /// carry (`&`, whitespace, a control character); see
+    /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientSecret,
+    /// An extra token request parameter has an empty or reserved name
+    /// (`grant_type`, `client_id`, `client_secret`), or a name or value the
+    /// chosen [`ClientAuth`](crate::ClientAuth) cannot carry.
+    InvalidParameter,
+    /// No transport for the token request: the `reqwest` feature is off and
+    /// no [`transport`](crate::OAuthLayerBuilder::transport) was given.
+    MissingTransport,
     /// A duration or other setting is out of range.
     InvalidSetting,
 }
@@ -424,20 +424,14 @@ mod tests {
     }
 
     #[test]
-    fn server_text_is_clipped_and_scrubbed() {
+    fn server_text_is_clipped() {
         let long = "x".repeat(10_000);
-        let e = TokenError::new(TokenErrorKind::Status)
-            .with_status(
-                StatusCode::BAD_REQUEST,
-                Some("bad".into()),
-                Some(format!("secret s3cr3t was wrong {long}")),
-                None,
-            )
-            .scrub("s3cr3t");
-
-        let shown = format!("{e} {e:?}");
-        assert!(!shown.contains("s3cr3t"));
-        assert!(shown.contains("[redacted]"));
+        let e = TokenError::new(TokenErrorKind::Status).with_status(
+            StatusCode::BAD_REQUEST,
+            Some("bad".into()),
+            Some(format!("wrong {long}")),
+            None,
+        );
         assert!(e.error_description().unwrap().len() <= MAX_SERVER_TEXT + 3);
     }
 

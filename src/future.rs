@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use http::header::AUTHORIZATION;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tokio::sync::watch;
@@ -45,11 +44,12 @@ pin_project! {
             svc: Option<S>,
             req: Option<Request<B>>,
         },
-        // The inner service was called with the token of `generation`.
+        // The inner service was called with the token of `generation` (none
+        // when the request kept its own credential).
         Calling {
             #[pin]
             fut: S::Future,
-            generation: u64,
+            generation: Option<u64>,
         },
         // No token can be had now.
         Failed {
@@ -62,7 +62,7 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn calling(fut: S::Future, generation: u64, cache: Arc<TokenCache>) -> Self {
+    pub(crate) fn calling(fut: S::Future, generation: Option<u64>, cache: Arc<TokenCache>) -> Self {
         ResponseFuture {
             state: State::Calling { fut, generation },
             cache,
@@ -128,18 +128,22 @@ where
                     let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    req.headers_mut()
-                        .insert(AUTHORIZATION, token.header.clone());
+                    req.headers_mut().insert(
+                        this.cache.settings().header_name.clone(),
+                        token.header.clone(),
+                    );
                     let fut = svc.call(req);
                     this.state.set(State::Calling {
                         fut,
-                        generation: token.generation,
+                        generation: Some(token.generation),
                     });
                 }
                 StateProj::Calling { fut, generation } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;
-                    if response.status() == StatusCode::UNAUTHORIZED {
-                        this.cache.refused(*generation);
+                    if let Some(generation) = *generation {
+                        if response.status() == StatusCode::UNAUTHORIZED {
+                            this.cache.refused(generation);
+                        }
                     }
                     return Poll::Ready(Ok(response));
                 }

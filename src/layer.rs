@@ -7,7 +7,9 @@ use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::TokenCache;
+use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
+use crate::token::AccessToken;
 
 /// Adds a client-credentials access token to every request of the service it
 /// wraps.
@@ -28,7 +30,7 @@ use crate::service::OAuthService;
 ///     .refresh_margin(Duration::from_secs(120))
 ///     .build()?;
 /// assert_eq!(
-///     oauth.token_url().to_string(),
+///     oauth.token_url().unwrap(),
 ///     "https://auth.example.com/v1/oauth/accesstoken"
 /// );
 /// # Ok(()) }
@@ -45,14 +47,59 @@ impl OAuthLayer {
         OAuthLayerBuilder::new()
     }
 
-    /// The token endpoint the layer requests tokens from.
-    pub fn token_url(&self) -> &http::Uri {
-        &self.cache.endpoint().url
+    /// A layer configured from the environment: `OAUTH_TOKEN_URL` or
+    /// `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`, and
+    /// optionally `OAUTH_SCOPE`; every other setting at its default. Use
+    /// [`OAuthLayerBuilder::from_env`] to change others.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the missing variable, or any problem
+    /// [`OAuthLayerBuilder::build`] finds.
+    pub fn from_env() -> Result<OAuthLayer, ConfigError> {
+        OAuthLayerBuilder::from_env()?.build()
     }
 
-    /// The client id the layer authenticates as.
-    pub fn client_id(&self) -> &str {
-        &self.cache.endpoint().client_id
+    /// The token endpoint the layer requests tokens from; `None` for a layer
+    /// built on a [`TokenSource`](crate::TokenSource).
+    pub fn token_url(&self) -> Option<&http::Uri> {
+        self.cache.endpoint().map(|e| &e.url)
+    }
+
+    /// The client id the layer authenticates as; `None` for a layer built on
+    /// a [`TokenSource`](crate::TokenSource).
+    pub fn client_id(&self) -> Option<&str> {
+        self.cache.endpoint().map(|e| e.client_id.as_str())
+    }
+
+    /// The current token, for code outside a Tower stack (a websocket
+    /// handshake, a hand-built request): the cached one while it is usable,
+    /// or the result of the shared fetch (started if none is under way),
+    /// exactly as a request through the layer would get it.
+    ///
+    /// ```
+    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// let token = oauth.token().await?;
+    /// let header = format!("Bearer {}", token.expose_token());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The [`TokenError`] of a failed fetch, or the last one while backing
+    /// off.
+    pub async fn token(&self) -> Result<AccessToken, TokenError> {
+        self.cache.token().await.map(|t| t.token.clone())
+    }
+
+    /// Drops the current token because the API refused it, and starts
+    /// fetching a new one; the next [`token`](Self::token) or request waits
+    /// for it. Rate-limited like the layer's own reaction to a 401: within
+    /// [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
+    /// of the last forced renewal this does nothing. Returns whether the token
+    /// was dropped.
+    pub fn force_renewal(&self) -> bool {
+        self.cache.force_renewal(None)
     }
 }
 
@@ -67,7 +114,7 @@ impl<S> Layer<S> for OAuthLayer {
 impl fmt::Debug for OAuthLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthLayer")
-            .field("token_url", self.token_url())
+            .field("token_url", &self.token_url())
             .field("client_id", &self.client_id())
             .field("client_secret", &"[redacted]")
             .field("cache", &self.cache)

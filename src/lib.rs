@@ -173,6 +173,7 @@
 mod builder;
 mod cache;
 mod client;
+mod encoding;
 mod error;
 mod future;
 mod layer;
@@ -184,11 +185,13 @@ pub use builder::{
     OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
     DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
 };
+pub use client::{ClientAuth, TokenSource};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;
 pub use layer::OAuthLayer;
 pub use service::OAuthService;
 pub use token::{AccessToken, DEFAULT_LIFETIME};
+pub use transport::BoxFuture;
 
 /// The error type of [`OAuthService`]: the same type as `tower::BoxError`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -5,7 +5,6 @@ use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::AUTHORIZATION;
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -14,8 +13,9 @@ use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::BoxError;
 
-/// Sets `Authorization: Bearer <token>` on every request and passes it to the
-/// inner service; built by [`OAuthLayer`].
+/// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
+/// on every request and passes it to the inner service; built by
+/// [`OAuthLayer`].
 ///
 /// With a token at hand (the usual case) [`call`](Service::call) inserts the
 /// header and calls the inner service at once: no lock, no allocation of its
@@ -100,12 +100,18 @@ where
 
     #[inline]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let settings = self.cache.settings();
+        if settings.keep_existing && req.headers().contains_key(&settings.header_name) {
+            // The caller brought its own credential: no token needed.
+            let fut = self.inner.call(req);
+            return ResponseFuture::calling(fut, None, Arc::clone(&self.cache));
+        }
         let generation = self.cache.with_usable(|token| {
             req.headers_mut()
-                .insert(AUTHORIZATION, token.header.clone());
+                .insert(settings.header_name.clone(), token.header.clone());
             token.generation
         });
-        if let Some(generation) = generation {
+        if generation.is_some() {
             let fut = self.inner.call(req);
             return ResponseFuture::calling(fut, generation, Arc::clone(&self.cache));
         }
@@ -123,10 +129,12 @@ impl<S> OAuthService<S> {
         let cache = Arc::clone(&self.cache);
         match self.cache.acquire() {
             Acquire::Now(Ok(token)) => {
-                req.headers_mut()
-                    .insert(AUTHORIZATION, token.header.clone());
+                req.headers_mut().insert(
+                    self.cache.settings().header_name.clone(),
+                    token.header.clone(),
+                );
                 let fut = self.inner.call(req);
-                ResponseFuture::calling(fut, token.generation, cache)
+                ResponseFuture::calling(fut, Some(token.generation), cache)
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error, cache),
             Acquire::Wait(rx) => {

@@ -2,18 +2,24 @@
 //!
 //! The built-in transport is reqwest (feature `reqwest`, on by default), set
 //! up so that it never follows a redirect: a redirect must not carry the
-//! client secret to another host.
+//! client secret to another host. Any `tower::Service` for HTTP can carry it
+//! instead ([`TowerTransport`]).
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use http_body::Body;
+use tower_service::Service;
 
-use crate::error::TokenError;
+use crate::error::{TokenError, TokenErrorKind};
+use crate::BoxError;
 
-/// A boxed, sendable future.
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future, as [`TokenSource`](crate::TokenSource) returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The largest token response body read. A larger one is refused, so a broken
 /// proxy cannot make the client buffer megabytes.
@@ -46,13 +52,90 @@ pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     )
 }
 
+/// The token request carried by any HTTP `tower::Service`: a hyper-util
+/// client with the user's TLS, a stack with its own retries. The service
+/// must not follow redirects (hyper-util's client does not).
+pub(crate) struct TowerTransport<S, ReqB, ResB> {
+    service: Mutex<S>,
+    _bodies: PhantomData<fn(ReqB) -> ResB>,
+}
+
+impl<S, ReqB, ResB> TowerTransport<S, ReqB, ResB> {
+    pub(crate) fn new(service: S) -> Self {
+        TowerTransport {
+            service: Mutex::new(service),
+            _bodies: PhantomData,
+        }
+    }
+}
+
+impl<S, ReqB, ResB> Transport for TowerTransport<S, ReqB, ResB>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    ReqB: From<Bytes> + Send + 'static,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    fn send(
+        &self,
+        request: http::Request<Bytes>,
+        max_body: usize,
+    ) -> BoxFuture<'_, Result<http::Response<Bytes>, TokenError>> {
+        let mut service = self
+            .service
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let failed = |e: BoxError| TokenError::custom(TokenErrorKind::Transport, e);
+        Box::pin(async move {
+            poll_fn(|cx| service.poll_ready(cx))
+                .await
+                .map_err(|e| failed(e.into()))?;
+            let response = service
+                .call(request.map(ReqB::from))
+                .await
+                .map_err(|e| failed(e.into()))?;
+            let (parts, body) = response.into_parts();
+            // A declared length over the cap is refused before reading.
+            if body.size_hint().lower() > max_body as u64 {
+                return Err(too_large(max_body));
+            }
+            let mut body = std::pin::pin!(body);
+            let mut bytes = Vec::new();
+            while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                let frame = frame.map_err(|e| failed(e.into()))?;
+                if let Ok(mut data) = frame.into_data() {
+                    if bytes.len() + data.remaining() > max_body {
+                        return Err(too_large(max_body));
+                    }
+                    while data.has_remaining() {
+                        let chunk = data.chunk();
+                        bytes.extend_from_slice(chunk);
+                        let n = chunk.len();
+                        data.advance(n);
+                    }
+                }
+            }
+            Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+        })
+    }
+}
+
+fn too_large(max: usize) -> TokenError {
+    TokenError::new(TokenErrorKind::InvalidResponse)
+        .with_message(format!("response body is larger than {max} bytes"))
+}
+
 #[cfg(feature = "reqwest")]
 pub(crate) use self::reqwest_transport::ReqwestTransport;
 
 #[cfg(feature = "reqwest")]
 mod reqwest_transport {
     use super::*;
-    use crate::error::{ConfigError, ConfigErrorKind, TokenErrorKind};
+    use crate::error::{ConfigError, ConfigErrorKind};
 
     /// The token request carried by a reqwest client that follows no
     /// redirect.
@@ -119,11 +202,6 @@ mod reqwest_transport {
                 Ok(out)
             })
         }
-    }
-
-    fn too_large(max: usize) -> TokenError {
-        TokenError::new(TokenErrorKind::InvalidResponse)
-            .with_message(format!("response body is larger than {max} bytes"))
     }
 }
 

@@ -84,7 +84,7 @@ async fn no_secret_or_token_in_any_output() {
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(logs.contains("access token fetched"), "{logs}");
     assert!(logs.contains("access token request failed"), "{logs}");
-    assert!(logs.contains("refused the access token"), "{logs}");
+    assert!(logs.contains("access token was refused"), "{logs}");
     assert!(logs.contains("renewing the access token ahead"), "{logs}");
     let everything = format!("{logs}\n{}", shown.join("\n"));
     assert!(!everything.contains(CLIENT_SECRET), "secret leaked");
