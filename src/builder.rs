@@ -662,14 +662,19 @@ impl fmt::Debug for OAuthLayerBuilder {
     }
 }
 
-#[cfg(all(test, feature = "reqwest"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn valid() -> OAuthLayerBuilder {
+        // A transport that is never called: these tests only build.
+        let unused = tower::service_fn(|_: http::Request<Bytes>| async {
+            Err::<http::Response<String>, BoxError>("not called".into())
+        });
         OAuthLayerBuilder::new()
             .client_id("id-123")
             .client_secret("s3cr3t!x")
+            .transport(unused)
     }
 
     fn url_of(b: OAuthLayerBuilder) -> String {
@@ -819,6 +824,53 @@ mod tests {
             ),
             ConfigErrorKind::InvalidSetting
         );
+    }
+
+    #[test]
+    fn environment_variables_are_read_and_named() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let err = OAuthLayerBuilder::from_lookup(env(&[])).unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::MissingUrl);
+        let err = OAuthLayerBuilder::from_lookup(env(&[
+            ("OAUTH_AUTH_URL", "https://a.example"),
+            ("OAUTH_CLIENT_ID", "id"),
+            ("OAUTH_CLIENT_SECRET", ""),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::MissingClientSecret);
+        assert!(err.to_string().contains("OAUTH_CLIENT_SECRET"));
+        let b = OAuthLayerBuilder::from_lookup(env(&[
+            ("OAUTH_TOKEN_URL", "https://a.example/token"),
+            ("OAUTH_CLIENT_ID", "id"),
+            ("OAUTH_CLIENT_SECRET", "s3cr3t"),
+            ("OAUTH_SCOPE", "read"),
+        ]))
+        .unwrap();
+        assert_eq!(b.token_url.as_deref(), Some("https://a.example/token"));
+        assert_eq!(b.params, vec![("scope".to_owned(), "read".to_owned())]);
+    }
+
+    #[test]
+    fn without_a_transport_the_default_is_reqwest_or_an_error() {
+        let b = OAuthLayerBuilder::new()
+            .auth_url("https://a.example")
+            .client_id("id")
+            .client_secret("s");
+        if cfg!(feature = "reqwest") {
+            assert!(b.build().is_ok());
+        } else {
+            assert_eq!(
+                b.build().unwrap_err().kind(),
+                ConfigErrorKind::MissingTransport
+            );
+        }
     }
 
     #[test]

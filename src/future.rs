@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tokio::sync::watch;
 use tower_service::Service;
@@ -141,7 +141,7 @@ where
                 StateProj::Calling { fut, generation } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;
                     if let Some(generation) = *generation {
-                        if response.status() == StatusCode::UNAUTHORIZED {
+                        if crate::retry::is_unauthorized(&response) {
                             this.cache.refused(generation);
                         }
                     }

@@ -147,11 +147,27 @@
 //! `Authorization` header value is marked
 //! [sensitive](http::HeaderValue::set_sensitive).
 //!
+//! # Beyond the specification
+//!
+//! - [`ClientAuth`]: the specification's unencoded body (default), a
+//!   form-urlencoded body, or HTTP Basic, for endpoints and secrets the
+//!   unencoded body cannot serve; [`scope`](OAuthLayerBuilder::scope),
+//!   [`audience`](OAuthLayerBuilder::audience) and
+//!   [`param`](OAuthLayerBuilder::param) for extra parameters.
+//! - Where the token goes: [`header_name`](OAuthLayerBuilder::header_name),
+//!   [`auth_scheme`](OAuthLayerBuilder::auth_scheme),
+//!   [`keep_existing_header`](OAuthLayerBuilder::keep_existing_header).
+//! - Seams: a [`TokenSource`] instead of the client-credentials request; a
+//!   [`transport`](OAuthLayerBuilder::transport) (any HTTP `tower::Service`)
+//!   instead of reqwest; [`OAuthLayer::from_env`]; [`OAuthLayer::token`] and
+//!   [`OAuthLayer::force_renewal`] for code outside a Tower stack; and
+//!   [`RetryUnauthorized`] to resend a request refused with 401.
+//!
 //! # Cargo features
 //!
 //! | feature | default | what it does |
 //! |---|---|---|
-//! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots) |
+//! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
 //!
 //! # Logs
 //!
@@ -177,6 +193,7 @@ mod encoding;
 mod error;
 mod future;
 mod layer;
+mod retry;
 mod service;
 mod token;
 mod transport;
@@ -189,6 +206,7 @@ pub use client::{ClientAuth, TokenSource};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;
 pub use layer::OAuthLayer;
+pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
 pub use token::{AccessToken, DEFAULT_LIFETIME};
 pub use transport::BoxFuture;

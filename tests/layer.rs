@@ -42,12 +42,14 @@ async fn the_token_request_is_exactly_the_specifications() {
 #[tokio::test]
 async fn token_url_is_used_exactly_as_given() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let oauth = OAuthLayer::builder()
-        .token_url(format!("{}{}", authority.base_url(), authority::TOKEN_PATH))
-        .client_id(CLIENT_ID)
-        .client_secret(CLIENT_SECRET)
-        .build()
-        .unwrap();
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{}{}", authority.base_url(), authority::TOKEN_PATH))
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
     let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
     let resp = client
         .ready()
@@ -366,12 +368,14 @@ async fn an_unreachable_endpoint_is_a_transport_error() {
         l.local_addr().unwrap().port()
     };
     let api = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let oauth = OAuthLayer::builder()
-        .auth_url(format!("http://127.0.0.1:{port}"))
-        .client_id(CLIENT_ID)
-        .client_secret(CLIENT_SECRET)
-        .build()
-        .unwrap();
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .auth_url(format!("http://127.0.0.1:{port}"))
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
     let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
     let err = client.oneshot(get(&api.api_url("/p"))).await.unwrap_err();
     let e = token_error(&err);

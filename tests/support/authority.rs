@@ -30,6 +30,18 @@ pub struct Fault {
     pub headers: Vec<(String, String)>,
 }
 
+/// How the authority expects the client to authenticate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// The specification: the exact unencoded body.
+    Unencoded,
+    /// Id and secret in a form-urlencoded body.
+    Form,
+    /// HTTP Basic with form-urlencoded id and secret; only `grant_type` and
+    /// extras in the body.
+    Basic,
+}
+
 #[derive(Debug)]
 struct Issued {
     expires: Instant,
@@ -40,6 +52,8 @@ struct Issued {
 struct State {
     client_id: String,
     client_secret: String,
+    style: Mutex<Style>,
+    extras: Mutex<Vec<(String, String)>>,
     lifetime: Mutex<Duration>,
     delay: Mutex<Duration>,
     faults: Mutex<Vec<Fault>>,
@@ -70,6 +84,8 @@ impl Authority {
         let state = Arc::new(State {
             client_id: client_id.into(),
             client_secret: client_secret.into(),
+            style: Mutex::new(Style::Unencoded),
+            extras: Mutex::new(Vec::new()),
             lifetime: Mutex::new(lifetime),
             delay: Mutex::new(Duration::ZERO),
             faults: Mutex::new(Vec::new()),
@@ -139,6 +155,16 @@ impl Authority {
         self.state.tokens.lock().unwrap().keys().cloned().collect()
     }
 
+    /// Expect this client authentication and these extra body parameters
+    /// (in this order, for the unencoded style).
+    pub fn expect(&self, style: Style, extras: &[(&str, &str)]) {
+        *self.state.style.lock().unwrap() = style;
+        *self.state.extras.lock().unwrap() = extras
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     pub fn set_lifetime(&self, lifetime: Duration) {
         *self.state.lifetime.lock().unwrap() = lifetime;
     }
@@ -199,11 +225,8 @@ async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<
         Some(v) if v == "application/x-www-form-urlencoded" => {}
         other => problems.push(format!("Content-Type is {other:?}")),
     }
-    let expected = format!(
-        "grant_type=client_credentials&client_id={}&client_secret={}",
-        state.client_id, state.client_secret
-    );
     let body = String::from_utf8_lossy(&body).into_owned();
+    let credentials_ok = check_credentials(state, &parts.headers, &body, &mut problems);
     let delay = *state.delay.lock().unwrap();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -233,15 +256,7 @@ async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<
         }
         return resp.body(Full::new(Bytes::from(fault.body))).unwrap();
     }
-    if body != expected {
-        // Only the shape is recorded, never the values.
-        if !body.starts_with("grant_type=client_credentials&client_id=") {
-            state
-                .violations
-                .lock()
-                .unwrap()
-                .push("body is not in the specification's shape".to_owned());
-        }
+    if !credentials_ok {
         return json(
             StatusCode::UNAUTHORIZED,
             r#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#.into(),
@@ -332,6 +347,149 @@ async fn api(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
             resp
         }
     }
+}
+
+/// Checks the request the way a strict server of the expected style would.
+/// Shape problems go to `problems`; whether the credentials are right is
+/// returned. Problems never quote the secret.
+fn check_credentials(
+    state: &State,
+    headers: &http::HeaderMap,
+    body: &str,
+    problems: &mut Vec<String>,
+) -> bool {
+    let style = *state.style.lock().unwrap();
+    let extras = state.extras.lock().unwrap().clone();
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "));
+    match style {
+        Style::Unencoded => {
+            if basic.is_some() {
+                problems.push("unexpected Authorization header".into());
+            }
+            let mut expected = format!(
+                "grant_type=client_credentials&client_id={}&client_secret={}",
+                state.client_id, state.client_secret
+            );
+            for (k, v) in &extras {
+                expected.push_str(&format!("&{k}={v}"));
+            }
+            if !body.starts_with("grant_type=client_credentials&client_id=") {
+                problems.push("body is not in the specification's shape".into());
+            }
+            body == expected
+        }
+        Style::Form | Style::Basic => {
+            let Some(pairs) = form_decode(body) else {
+                problems.push("body is not valid form-urlencoded".into());
+                return false;
+            };
+            let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+            if get("grant_type").as_deref() != Some("client_credentials") {
+                problems.push("grant_type is not client_credentials".into());
+            }
+            for (k, v) in &extras {
+                if get(k).as_deref() != Some(v.as_str()) {
+                    problems.push(format!("parameter {k} is missing or wrong"));
+                }
+            }
+            let expected_len = 1 + extras.len() + if style == Style::Form { 2 } else { 0 };
+            if pairs.len() != expected_len {
+                problems.push(format!(
+                    "{} body parameters, expected {expected_len}",
+                    pairs.len()
+                ));
+            }
+            if style == Style::Form {
+                if basic.is_some() {
+                    problems.push("unexpected Authorization header".into());
+                }
+                return get("client_id").as_deref() == Some(state.client_id.as_str())
+                    && get("client_secret").as_deref() == Some(state.client_secret.as_str());
+            }
+            if get("client_secret").is_some() || get("client_id").is_some() {
+                problems.push("credentials in the body with Basic authentication".into());
+            }
+            let Some(decoded) = basic.and_then(base64_decode) else {
+                problems.push("no valid Basic Authorization header".into());
+                return false;
+            };
+            let decoded = String::from_utf8_lossy(&decoded).into_owned();
+            let Some((id, secret)) = decoded.split_once(':') else {
+                problems.push("Basic credentials without `:`".into());
+                return false;
+            };
+            // RFC 6749 2.3.1: both parts are form-urlencoded before base64.
+            match (form_decode_value(id), form_decode_value(secret)) {
+                (Some(id), Some(secret)) => id == state.client_id && secret == state.client_secret,
+                _ => {
+                    problems.push("Basic credentials are not form-urlencoded".into());
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// Decodes `application/x-www-form-urlencoded`; `None` when malformed.
+pub fn form_decode(body: &str) -> Option<Vec<(String, String)>> {
+    if body.is_empty() {
+        return Some(Vec::new());
+    }
+    body.split('&')
+        .map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            Some((form_decode_value(k)?, form_decode_value(v)?))
+        })
+        .collect()
+}
+
+/// Decodes one form-urlencoded value; `None` on a bad escape, or a raw
+/// character that a form encoder would have escaped.
+pub fn form_decode_value(v: &str) -> Option<String> {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b if b.is_ascii_alphanumeric() || b"*-._".contains(&b) => out.push(b),
+            _ => return None,
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Decodes standard base64 with padding.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if s.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    for chunk in s.as_bytes().chunks(4) {
+        let mut n = 0u32;
+        let mut pad = 0;
+        for &c in chunk {
+            n <<= 6;
+            if c == b'=' {
+                pad += 1;
+            } else {
+                n |= ALPHABET.iter().position(|&a| a == c)? as u32;
+            }
+        }
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..3 - pad]);
+    }
+    Some(out)
 }
 
 fn fastish_random() -> u32 {

@@ -20,12 +20,24 @@ pub fn hyper_client() -> HyperClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
-/// A builder pointed at `authority` with the right credentials.
+/// A builder pointed at `authority` with the right credentials. Without the
+/// `reqwest` feature the token request goes over a hyper-util client.
 pub fn builder(authority: &Authority) -> OAuthLayerBuilder {
-    tower_oauth::OAuthLayer::builder()
-        .auth_url(authority.base_url())
-        .client_id(CLIENT_ID)
-        .client_secret(CLIENT_SECRET)
+    with_transport(
+        tower_oauth::OAuthLayer::builder()
+            .auth_url(authority.base_url())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+}
+
+/// The builder with a transport when the crate has no default one.
+pub fn with_transport(builder: OAuthLayerBuilder) -> OAuthLayerBuilder {
+    if cfg!(feature = "reqwest") {
+        builder
+    } else {
+        builder.transport(hyper_client())
+    }
 }
 
 pub fn get(url: &str) -> http::Request<Full<Bytes>> {

@@ -1,0 +1,89 @@
+//! [`RetryUnauthorized`]: resend a request once after the API refused its
+//! token.
+
+use std::future::{ready, Ready};
+
+use http::{Request, Response, StatusCode};
+use tower::retry::Policy;
+
+/// A [`tower::retry::Policy`] that resends a request after a
+/// `401 Unauthorized`, once by default.
+///
+/// Put it *outside* the [`OAuthLayer`](crate::OAuthLayer): the layer drops the
+/// refused token when the 401 comes back, so the resent request waits for a
+/// new one. A revoked or prematurely expired token then costs the caller one
+/// extra round trip instead of an error. Forced renewals stay rate-limited
+/// (see [`forced_renewal_interval`](crate::OAuthLayerBuilder::forced_renewal_interval)):
+/// if the API refuses the new token too, that 401 is returned.
+///
+/// Only requests whose body can be cloned (`B: Clone`, such as
+/// `http_body_util::Full<Bytes>` or `String`) can be resent.
+///
+/// ```
+/// use tower::ServiceBuilder;
+/// use tower::retry::RetryLayer;
+/// use tower_oauth::{OAuthLayer, RetryUnauthorized};
+/// # fn stack(oauth: OAuthLayer, client: tower::util::BoxCloneService<http::Request<String>, http::Response<String>, tower::BoxError>) {
+/// let client = ServiceBuilder::new()
+///     .layer(RetryLayer::new(RetryUnauthorized::default()))
+///     .layer(oauth)
+///     .service(client);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RetryUnauthorized {
+    remaining: usize,
+}
+
+impl RetryUnauthorized {
+    /// Resends a refused request up to `attempts` times (`0` never resends).
+    pub fn new(attempts: usize) -> Self {
+        RetryUnauthorized {
+            remaining: attempts,
+        }
+    }
+}
+
+impl Default for RetryUnauthorized {
+    /// Resends a refused request once.
+    fn default() -> Self {
+        RetryUnauthorized::new(1)
+    }
+}
+
+/// Whether the API refused the credential: HTTP 401.
+pub(crate) fn is_unauthorized<B>(response: &Response<B>) -> bool {
+    response.status() == StatusCode::UNAUTHORIZED
+}
+
+impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthorized {
+    type Future = Ready<()>;
+
+    fn retry(
+        &mut self,
+        _req: &mut Request<B>,
+        result: &mut Result<Response<ResB>, E>,
+    ) -> Option<Self::Future> {
+        match result {
+            Ok(response) if self.remaining > 0 && is_unauthorized(response) => {
+                self.remaining -= 1;
+                tracing::debug!("the API refused the token; resending the request");
+                Some(ready(()))
+            }
+            _ => None,
+        }
+    }
+
+    fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let mut clone = Request::new(req.body().clone());
+        *clone.method_mut() = req.method().clone();
+        *clone.uri_mut() = req.uri().clone();
+        *clone.version_mut() = req.version();
+        *clone.headers_mut() = req.headers().clone();
+        *clone.extensions_mut() = req.extensions().clone();
+        Some(clone)
+    }
+}

@@ -1,0 +1,491 @@
+//! Client authentication styles, extra parameters, token placement, and the
+//! seams: token source, transport, environment, token handle, retry policy.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, Response};
+use http_body_util::Full;
+use support::authority::Style;
+use support::*;
+use tower::retry::RetryLayer;
+use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
+use tower_oauth::{
+    AccessToken, BoxFuture, ClientAuth, ConfigErrorKind, OAuthLayer, RetryUnauthorized, TokenError,
+    TokenErrorKind, TokenSource,
+};
+
+const HOUR: Duration = Duration::from_secs(3600);
+/// Every character an unencoded body or a naive Basic header gets wrong.
+const HARD_SECRET: &str = "p+a/s&s:w=o rd%25é";
+
+async fn call_api(oauth: OAuthLayer, authority: &Authority) -> Result<u16, BoxError> {
+    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let resp = client.oneshot(get(&authority.api_url("/p"))).await?;
+    Ok(resp.status().as_u16())
+}
+
+#[tokio::test]
+async fn form_body_carries_any_secret() {
+    let authority = Authority::start("id:with+chars", HARD_SECRET, HOUR).await;
+    authority.expect(Style::Form, &[("scope", "read write")]);
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .auth_url(authority.base_url())
+            .client_id("id:with+chars")
+            .client_secret(HARD_SECRET)
+            .client_auth(ClientAuth::FormBody)
+            .scope("read write"),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    assert_eq!(authority.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn basic_auth_encodes_before_base64() {
+    let authority = Authority::start("id:with+chars", HARD_SECRET, HOUR).await;
+    authority.expect(
+        Style::Basic,
+        &[
+            ("scope", "read:products"),
+            ("audience", "https://api.example"),
+        ],
+    );
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .auth_url(authority.base_url())
+            .client_id("id:with+chars")
+            .client_secret(HARD_SECRET)
+            .client_auth(ClientAuth::Basic)
+            .scope("read:products")
+            .audience("https://api.example"),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    assert_eq!(authority.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn wrong_secret_with_basic_is_refused() {
+    let authority = Authority::start("id", HARD_SECRET, HOUR).await;
+    authority.expect(Style::Basic, &[]);
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .auth_url(authority.base_url())
+            .client_id("id")
+            .client_secret("p+a/s&s:w=o rd%25") // one character short
+            .client_auth(ClientAuth::Basic),
+    )
+    .build()
+    .unwrap();
+    let err = call_api(oauth, &authority).await.unwrap_err();
+    let e = err.downcast_ref::<TokenError>().unwrap();
+    assert_eq!(e.status(), Some(http::StatusCode::UNAUTHORIZED));
+    assert_eq!(authority.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn unencoded_body_appends_extra_parameters_in_order() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.expect(
+        Style::Unencoded,
+        &[
+            ("scope", "read"),
+            ("audience", "products"),
+            ("resource", "urn:x"),
+        ],
+    );
+    let oauth = builder(&authority)
+        .scope("read")
+        .audience("products")
+        .param("resource", "urn:old")
+        .param("resource", "urn:x")
+        .build()
+        .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    assert_eq!(authority.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn parameters_and_styles_are_checked_at_build() {
+    let base = || {
+        with_transport(
+            OAuthLayer::builder()
+                .auth_url("https://auth.example.com")
+                .client_id("id")
+                .client_secret("secret"),
+        )
+    };
+    let kind = |b: tower_oauth::OAuthLayerBuilder| b.build().unwrap_err().kind();
+    for reserved in ["grant_type", "client_id", "client_secret"] {
+        assert_eq!(
+            kind(base().param(reserved, "x")),
+            ConfigErrorKind::InvalidParameter
+        );
+    }
+    assert_eq!(
+        kind(base().param("", "x")),
+        ConfigErrorKind::InvalidParameter
+    );
+    // The unencoded body cannot carry a space or `&`; the encoded styles can.
+    assert_eq!(kind(base().scope("a b")), ConfigErrorKind::InvalidParameter);
+    assert_eq!(
+        kind(base().param("a", "b&c")),
+        ConfigErrorKind::InvalidParameter
+    );
+    assert_eq!(
+        kind(base().client_secret(HARD_SECRET)),
+        ConfigErrorKind::InvalidClientSecret
+    );
+    for style in [ClientAuth::FormBody, ClientAuth::Basic] {
+        assert!(base()
+            .client_auth(style)
+            .client_secret(HARD_SECRET)
+            .scope("a b")
+            .build()
+            .is_ok());
+    }
+    assert_eq!(
+        kind(base().auth_scheme("Two words")),
+        ConfigErrorKind::InvalidSetting
+    );
+}
+
+type Seen = Arc<Mutex<Vec<http::HeaderMap>>>;
+type Inner = tower::util::BoxCloneService<Request<Full<Bytes>>, Response<Full<Bytes>>, BoxError>;
+
+/// An inner service that records the headers it got and answers 200.
+fn recorder() -> (Inner, Seen) {
+    let seen = Seen::default();
+    let record = Arc::clone(&seen);
+    let svc = service_fn(move |req: Request<Full<Bytes>>| {
+        record.lock().unwrap().push(req.headers().clone());
+        async { Ok::<_, BoxError>(Response::new(Full::default())) }
+    });
+    (Inner::new(svc), seen)
+}
+
+#[tokio::test]
+async fn the_token_goes_in_the_configured_header_and_scheme() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority)
+        .header_name(HeaderName::from_static("x-access-token"))
+        .auth_scheme("")
+        .build()
+        .unwrap();
+    let (inner, seen) = recorder();
+    let client = ServiceBuilder::new().layer(oauth).service(inner);
+    client.oneshot(get("http://api.example/")).await.unwrap();
+    let headers = seen.lock().unwrap()[0].clone();
+    let token = headers["x-access-token"].to_str().unwrap();
+    assert_eq!(authority.issued(), vec![token.to_owned()]);
+    assert!(headers["x-access-token"].is_sensitive());
+    assert!(!headers.contains_key(http::header::AUTHORIZATION));
+
+    let oauth = builder(&authority).auth_scheme("Token").build().unwrap();
+    let (inner, seen) = recorder();
+    ServiceBuilder::new()
+        .layer(oauth)
+        .service(inner)
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
+    let value = seen.lock().unwrap()[0][http::header::AUTHORIZATION].clone();
+    assert!(value.to_str().unwrap().starts_with("Token tok"));
+}
+
+#[tokio::test]
+async fn an_existing_header_is_replaced_unless_kept() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let mine = || {
+        Request::get("http://api.example/")
+            .header(http::header::AUTHORIZATION, "Bearer mine")
+            .body(Full::default())
+            .unwrap()
+    };
+
+    let (inner, seen) = recorder();
+    let client = ServiceBuilder::new()
+        .layer(builder(&authority).build().unwrap())
+        .service(inner);
+    client.oneshot(mine()).await.unwrap();
+    assert_ne!(
+        seen.lock().unwrap()[0][http::header::AUTHORIZATION],
+        "Bearer mine"
+    );
+    assert_eq!(authority.token_requests(), 1);
+
+    let (inner, seen) = recorder();
+    let client = ServiceBuilder::new()
+        .layer(
+            builder(&authority)
+                .keep_existing_header(true)
+                .build()
+                .unwrap(),
+        )
+        .service(inner);
+    client.clone().oneshot(mine()).await.unwrap();
+    assert_eq!(
+        seen.lock().unwrap()[0][http::header::AUTHORIZATION],
+        "Bearer mine"
+    );
+    // Kept, and no token was needed for it.
+    assert_eq!(authority.token_requests(), 1);
+    // A request without the header still gets the layer's token.
+    client.oneshot(get("http://api.example/")).await.unwrap();
+    assert_ne!(
+        seen.lock().unwrap()[1][http::header::AUTHORIZATION],
+        "Bearer mine"
+    );
+}
+
+/// A token source that counts its calls and can be told to fail.
+#[derive(Clone, Default)]
+struct Counting {
+    calls: Arc<AtomicUsize>,
+    fail: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TokenSource for Counting {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        Box::pin(async move {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(TokenError::custom(
+                    TokenErrorKind::Transport,
+                    "vault sealed",
+                ));
+            }
+            Ok(AccessToken::new(format!("vault-{n}")).with_expires_in(Duration::from_secs(2)))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_token_source_keeps_caching_single_flight_renewal_and_backoff() {
+    let source = Counting::default();
+    let oauth = OAuthLayer::builder()
+        .token_source(source.clone())
+        .min_backoff(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    assert!(oauth.token_url().is_none());
+    let (inner, seen) = recorder();
+    let client = ServiceBuilder::new().layer(oauth).service(inner);
+
+    // Single flight.
+    let tasks: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://api.example/"))))
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        seen.lock().unwrap()[49][http::header::AUTHORIZATION],
+        "Bearer vault-0"
+    );
+
+    // Renewal ahead: a 2 s token renews after about 1 s, without a wait.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
+    assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        seen.lock().unwrap().last().unwrap()[http::header::AUTHORIZATION],
+        "Bearer vault-1"
+    );
+
+    // Failures back off, with the source's error kind.
+    source.fail.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let err = client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap_err();
+    let e = err.downcast_ref::<TokenError>().unwrap();
+    assert_eq!(e.kind(), TokenErrorKind::Transport);
+    assert!(e.to_string().contains("vault sealed"));
+    let calls = source.calls.load(Ordering::SeqCst);
+    let err = client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap_err();
+    assert!(err
+        .downcast_ref::<TokenError>()
+        .unwrap()
+        .backing_off()
+        .is_some());
+    assert_eq!(source.calls.load(Ordering::SeqCst), calls);
+}
+
+#[test]
+fn a_token_source_excludes_endpoint_settings() {
+    let err = OAuthLayer::builder()
+        .token_source(Counting::default())
+        .auth_url("https://auth.example.com")
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+}
+
+#[tokio::test]
+async fn a_hyper_client_can_carry_the_token_request() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = OAuthLayer::builder()
+        .auth_url(authority.base_url())
+        .client_id(CLIENT_ID)
+        .client_secret(CLIENT_SECRET)
+        .transport(hyper_client())
+        .build()
+        .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    assert_eq!(authority.violations(), Vec::<String>::new());
+    assert_eq!(authority.token_requests(), 1);
+}
+
+#[tokio::test]
+async fn a_custom_transport_is_bounded_too() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let huge = format!(r#"{{"access_token":"{}"}}"#, "a".repeat(100 * 1024));
+    authority.push_faults([fault(200, &huge)]);
+    let oauth = OAuthLayer::builder()
+        .auth_url(authority.base_url())
+        .client_id(CLIENT_ID)
+        .client_secret(CLIENT_SECRET)
+        .transport(hyper_client())
+        .build()
+        .unwrap();
+    let err = call_api(oauth.clone(), &authority).await.unwrap_err();
+    let e = err.downcast_ref::<TokenError>().unwrap();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+
+    // A transport that fails is a transport error.
+    let broken = service_fn(|_: Request<Full<Bytes>>| async {
+        Err::<Response<Full<Bytes>>, BoxError>("no route".into())
+    });
+    let oauth = OAuthLayer::builder()
+        .auth_url(authority.base_url())
+        .client_id(CLIENT_ID)
+        .client_secret(CLIENT_SECRET)
+        .transport(broken)
+        .build()
+        .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::Transport);
+    assert!(e.to_string().contains("no route"));
+}
+
+#[tokio::test]
+async fn the_token_handle_shares_the_cache_and_forces_renewal() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let first = oauth.token().await.unwrap();
+    assert_eq!(first.application_name(), Some("quickstart-app"));
+    // The layer's requests use the same token.
+    let client = ServiceBuilder::new()
+        .layer(oauth.clone())
+        .service(hyper_client());
+    client
+        .clone()
+        .oneshot(get(&authority.api_url("/p")))
+        .await
+        .unwrap();
+    assert_eq!(authority.presented(), vec![first.expose_token().to_owned()]);
+    assert_eq!(authority.token_requests(), 1);
+
+    assert!(oauth.force_renewal());
+    let second = oauth.token().await.unwrap();
+    assert_ne!(first, second);
+    assert_eq!(authority.token_requests(), 2);
+    // Rate-limited.
+    assert!(!oauth.force_renewal());
+    assert_eq!(oauth.token().await.unwrap(), second);
+}
+
+#[tokio::test]
+async fn retry_unauthorized_turns_a_revoked_token_into_a_renewal() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryUnauthorized::default()))
+        .layer(oauth)
+        .service(hyper_client());
+    let post = || {
+        Request::post(authority.api_url("/orders"))
+            .header("x-echo", "resent")
+            .body(Full::new(Bytes::from_static(b"{\"qty\":1}")))
+            .unwrap()
+    };
+    assert_eq!(client.clone().oneshot(post()).await.unwrap().status(), 200);
+    authority.revoke_all();
+    let (status, body) = read(client.clone().oneshot(post()).await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    // The resent request was the same request.
+    assert!(body.contains(r#""method":"POST""#) && body.contains(r#""echo":"resent""#));
+    assert!(body.contains(r#""body_len":9"#), "{body}");
+    assert_eq!(authority.api_refused(), 1);
+    assert_eq!(authority.token_requests(), 2);
+
+    // An API that refuses every token: one resend, then the 401 is returned.
+    let refusing = service_fn(|_: Request<Full<Bytes>>| async {
+        let mut r = Response::new(Full::<Bytes>::default());
+        *r.status_mut() = http::StatusCode::UNAUTHORIZED;
+        Ok::<_, BoxError>(r)
+    });
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let calls = Arc::clone(&calls);
+        tower::util::MapRequestLayer::new(move |r: Request<Full<Bytes>>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            r
+        })
+    };
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryUnauthorized::default()))
+        .layer(builder(&authority).build().unwrap())
+        .layer(counted)
+        .service(refusing);
+    let resp = client.oneshot(get("http://api.example/")).await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn retry_unauthorized_needs_no_token_for_other_answers() {
+    use tower::retry::Policy;
+    let mut policy = RetryUnauthorized::default();
+    let mut req = Request::new(String::from("body"));
+    req.headers_mut()
+        .insert("x-a", HeaderValue::from_static("1"));
+    let clone = Policy::<_, Response<()>, ()>::clone_request(&mut policy, &req).unwrap();
+    assert_eq!(clone.headers()["x-a"], "1");
+    assert_eq!(clone.body(), "body");
+    let mut ok: Result<Response<()>, ()> = Ok(Response::new(()));
+    assert!(policy.retry(&mut req, &mut ok).is_none());
+    let mut err: Result<Response<()>, ()> = Err(());
+    assert!(policy.retry(&mut req, &mut err).is_none());
+    let mut refused: Result<Response<()>, ()> =
+        Ok(Response::builder().status(401).body(()).unwrap());
+    assert!(policy.retry(&mut req, &mut refused).is_some());
+    assert!(policy.retry(&mut req, &mut refused).is_none());
+}
