@@ -164,6 +164,21 @@ impl OAuthLayerBuilder {
     /// The request header that carries the token, for APIs that want, say,
     /// `X-Access-Token`.
     ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// // Requests get `X-Access-Token: <token>`.
+    /// let oauth = OAuthLayer::builder()
+    ///     .auth_url("https://auth.example.com")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .header_name(HeaderName::from_static("x-access-token"))
+    ///     .auth_scheme("")
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    ///
     /// Default: `Authorization`.
     pub fn header_name(mut self, name: HeaderName) -> Self {
         self.header_name = Some(name);

@@ -52,6 +52,16 @@ impl OAuthLayer {
     /// optionally `OAUTH_SCOPE`; every other setting at its default. Use
     /// [`OAuthLayerBuilder::from_env`] to change others.
     ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// match OAuthLayer::from_env() {
+    ///     Ok(oauth) => println!("tokens from {:?}", oauth.token_url()),
+    ///     // For example: "environment variable OAUTH_CLIENT_ID is not set".
+    ///     Err(e) => eprintln!("{e}"),
+    /// }
+    /// ```
+    ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming the missing variable, or any problem
@@ -98,6 +108,18 @@ impl OAuthLayer {
     /// [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
     /// of the last forced renewal this does nothing. Returns whether the token
     /// was dropped.
+    ///
+    /// ```
+    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// let token = oauth.token().await?;
+    /// # let refused = true;
+    /// // ... the websocket server refused `token` ...
+    /// if refused {
+    ///     oauth.force_renewal();
+    ///     let fresh = oauth.token().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn force_renewal(&self) -> bool {
         self.cache.force_renewal(None)
     }
