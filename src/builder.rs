@@ -409,7 +409,7 @@ impl OAuthLayerBuilder {
                 ));
             }
             return Ok(OAuthLayer {
-                cache: Arc::new(TokenCache::new(source, settings, None)),
+                cache: TokenCache::new(source, settings, None),
             });
         }
 
@@ -451,7 +451,7 @@ impl OAuthLayerBuilder {
         );
         let endpoint = Endpoint { url, client_id };
         Ok(OAuthLayer {
-            cache: Arc::new(TokenCache::new(Arc::new(source), settings, Some(endpoint))),
+            cache: TokenCache::new(Arc::new(source), settings, Some(endpoint)),
         })
     }
 

@@ -7,8 +7,8 @@
 //! never held across an `.await`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -64,6 +64,25 @@ pub(crate) struct CachedToken {
     /// When a renewal may next be started, in nanoseconds since the cache's
     /// epoch; `u64::MAX` while one is claimed or under way.
     renew_after: AtomicU64,
+    /// True until `refresh_at`, cleared by a timer (see [`fresh_until`]):
+    /// while it holds, the hot path needs no clock read.
+    fresh: AtomicBool,
+}
+
+/// Clears `token.fresh` at `token.refresh_at`, or as soon as the timer can no
+/// longer run (its runtime shuts down and drops it): after that, every use
+/// reads the clock.
+async fn fresh_until(token: Weak<CachedToken>, at: Instant) {
+    struct ClearOnDrop(Weak<CachedToken>);
+    impl Drop for ClearOnDrop {
+        fn drop(&mut self) {
+            if let Some(token) = self.0.upgrade() {
+                token.fresh.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    let _clear = ClearOnDrop(token);
+    tokio::time::sleep_until(at).await;
 }
 
 impl fmt::Debug for CachedToken {
@@ -107,8 +126,39 @@ struct Control {
     last_forced: Option<Instant>,
 }
 
+/// Names a token sent with a request: its cache and generation. Plain
+/// numbers, so a response future holds no reference count (a shared count
+/// touched on every request would be a contended cache line across threads).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    cache: u64,
+    generation: u64,
+}
+
+/// A per-service view of the current token: `arc_swap::Cache` checks it with
+/// one relaxed pointer load and keeps its own reference, so the hot path
+/// takes no reference count and writes no shared memory.
+pub(crate) type CurrentCache = arc_swap::Cache<Current, Option<Arc<CachedToken>>>;
+
+/// Derefs a cache to its current token, for [`CurrentCache`].
+#[derive(Clone)]
+pub(crate) struct Current(pub(crate) Arc<TokenCache>);
+
+impl std::ops::Deref for Current {
+    type Target = ArcSwapOption<CachedToken>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0.current
+    }
+}
+
+/// Every live cache, by id: the rare 401 path finds its cache here.
+static CACHES: Mutex<Vec<(u64, Weak<TokenCache>)>> = Mutex::new(Vec::new());
+static CACHE_IDS: AtomicU64 = AtomicU64::new(0);
+
 /// The shared state behind one `OAuthLayer` and every service built from it.
 pub(crate) struct TokenCache {
+    id: u64,
     current: ArcSwapOption<CachedToken>,
     control: Mutex<Control>,
     source: Arc<dyn TokenSource>,
@@ -127,13 +177,24 @@ impl fmt::Debug for TokenCache {
     }
 }
 
+impl Drop for TokenCache {
+    fn drop(&mut self) {
+        CACHES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
 impl TokenCache {
     pub(crate) fn new(
         source: Arc<dyn TokenSource>,
         settings: Settings,
         endpoint: Option<Endpoint>,
-    ) -> Self {
-        TokenCache {
+    ) -> Arc<Self> {
+        let id = CACHE_IDS.fetch_add(1, Ordering::Relaxed);
+        let cache = Arc::new(TokenCache {
+            id,
             current: ArcSwapOption::const_empty(),
             control: Mutex::new(Control {
                 fetch: None,
@@ -147,6 +208,20 @@ impl TokenCache {
             endpoint,
             epoch: Instant::now(),
             generations: AtomicU64::new(0),
+        });
+        CACHES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, Arc::downgrade(&cache)));
+        cache
+    }
+
+    /// What a response future keeps to report a refusal of `token`.
+    #[inline]
+    pub(crate) fn sent(&self, token: &CachedToken) -> Sent {
+        Sent {
+            cache: self.id,
+            generation: token.generation,
         }
     }
 
@@ -187,8 +262,22 @@ impl TokenCache {
     /// `None` when there is no usable token: call [`acquire`](Self::acquire).
     #[inline]
     pub(crate) fn with_usable<R>(self: &Arc<Self>, f: impl FnOnce(&CachedToken) -> R) -> Option<R> {
-        let guard = self.current.load();
-        let token = guard.as_deref()?;
+        self.check_usable(self.current.load().as_deref(), f)
+    }
+
+    /// [`with_usable`](Self::with_usable) for a token already loaded (by a
+    /// [`CurrentCache`]).
+    #[inline]
+    pub(crate) fn check_usable<R>(
+        self: &Arc<Self>,
+        token: Option<&CachedToken>,
+        f: impl FnOnce(&CachedToken) -> R,
+    ) -> Option<R> {
+        let token = token?;
+        if token.fresh.load(Ordering::Relaxed) {
+            // Before the renewal point: the timer has not fired yet.
+            return Some(f(token));
+        }
         let now = Instant::now();
         if now < token.refresh_at {
             return Some(f(token));
@@ -265,7 +354,19 @@ impl TokenCache {
     /// The API refused the token of `generation` (HTTP 401). Drops it if it is
     /// still the current one and no token was dropped within the forced
     /// renewal interval, and starts fetching a new one.
-    pub(crate) fn refused(self: &Arc<Self>, generation: u64) {
+    pub(crate) fn refused(sent: Sent) {
+        let cache = CACHES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(id, _)| *id == sent.cache)
+            .and_then(|(_, cache)| cache.upgrade());
+        if let Some(cache) = cache {
+            cache.refused_generation(sent.generation);
+        }
+    }
+
+    fn refused_generation(self: &Arc<Self>, generation: u64) {
         if self
             .current
             .load()
@@ -370,6 +471,7 @@ impl TokenCache {
                         "access token fetched"
                     );
                     self.current.store(Some(Arc::clone(token)));
+                    self.arm_fresh_timer(token);
                     ctl.failures = 0;
                     ctl.backoff_until = None;
                     ctl.last_error = None;
@@ -399,6 +501,18 @@ impl TokenCache {
             ctl.fetch = None;
         }
         tx.send_replace(Some(outcome));
+    }
+
+    /// Marks `token` fresh until its renewal point, with a timer on the
+    /// current runtime to clear the mark. Without a runtime the mark is never
+    /// set, and every use reads the clock.
+    fn arm_fresh_timer(&self, token: &Arc<CachedToken>) {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            if Instant::now() < token.refresh_at {
+                token.fresh.store(true, Ordering::Relaxed);
+                handle.spawn(fresh_until(Arc::downgrade(token), token.refresh_at));
+            }
+        }
     }
 
     /// Turns a fetched token into a cached one with its timings, all reckoned
@@ -440,6 +554,7 @@ impl TokenCache {
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
             token,
             renew_after: AtomicU64::new(0),
+            fresh: AtomicBool::new(false),
         }))
     }
 

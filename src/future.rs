@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::sync::watch;
 use tower_service::Service;
 
-use crate::cache::{CachedToken, TokenCache};
+use crate::cache::{CachedToken, Sent, TokenCache};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::transport::BoxFuture;
 use crate::BoxError;
@@ -27,7 +27,6 @@ pin_project! {
     {
         #[pin]
         state: State<S, B>,
-        cache: Arc<TokenCache>,
     }
 }
 
@@ -37,19 +36,17 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
-        // No usable token when called: wait for the shared fetch, holding the
-        // inner service that was made ready for this request.
+        // No usable token when called: wait for the shared fetch. Boxed, so
+        // that the common state below keeps the future small.
         Waiting {
-            wait: BoxFuture<'static, FetchResult>,
-            svc: Option<S>,
-            req: Option<Request<B>>,
+            waiting: Box<Waiting<S, B>>,
         },
-        // The inner service was called with the token of `generation` (none
-        // when the request kept its own credential).
+        // The inner service was called; `sent` names the token it carries
+        // (none when the request kept its own credential).
         Calling {
             #[pin]
             fut: S::Future,
-            generation: Option<u64>,
+            sent: Option<Sent>,
         },
         // No token can be had now.
         Failed {
@@ -58,21 +55,28 @@ pin_project! {
     }
 }
 
+/// A request waiting for the shared fetch, holding the inner service that
+/// was made ready for it.
+struct Waiting<S, B> {
+    wait: BoxFuture<'static, FetchResult>,
+    svc: Option<S>,
+    req: Option<Request<B>>,
+    cache: Arc<TokenCache>,
+}
+
 impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn calling(fut: S::Future, generation: Option<u64>, cache: Arc<TokenCache>) -> Self {
+    pub(crate) fn calling(fut: S::Future, sent: Option<Sent>) -> Self {
         ResponseFuture {
-            state: State::Calling { fut, generation },
-            cache,
+            state: State::Calling { fut, sent },
         }
     }
 
-    pub(crate) fn failed(error: TokenError, cache: Arc<TokenCache>) -> Self {
+    pub(crate) fn failed(error: TokenError) -> Self {
         ResponseFuture {
             state: State::Failed { error: Some(error) },
-            cache,
         }
     }
 
@@ -84,11 +88,13 @@ where
     ) -> Self {
         ResponseFuture {
             state: State::Waiting {
-                wait: Box::pin(wait_for(rx)),
-                svc: Some(svc),
-                req: Some(req),
+                waiting: Box::new(Waiting {
+                    wait: Box::pin(wait_for(rx)),
+                    svc: Some(svc),
+                    req: Some(req),
+                    cache,
+                }),
             },
-            cache,
         }
     }
 }
@@ -120,29 +126,28 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Waiting { wait, svc, req } => {
-                    let token = match ready!(wait.as_mut().poll(cx)) {
+                StateProj::Waiting { waiting } => {
+                    let token = match ready!(waiting.wait.as_mut().poll(cx)) {
                         Ok(token) => token,
                         Err(error) => return Poll::Ready(Err(error.into())),
                     };
-                    let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
+                    let (Some(mut svc), Some(mut req)) = (waiting.svc.take(), waiting.req.take())
+                    else {
                         panic!("ResponseFuture polled after completion");
                     };
                     req.headers_mut().insert(
-                        this.cache.settings().header_name.clone(),
+                        waiting.cache.settings().header_name.clone(),
                         token.header.clone(),
                     );
+                    let sent = Some(waiting.cache.sent(&token));
                     let fut = svc.call(req);
-                    this.state.set(State::Calling {
-                        fut,
-                        generation: Some(token.generation),
-                    });
+                    this.state.set(State::Calling { fut, sent });
                 }
-                StateProj::Calling { fut, generation } => {
+                StateProj::Calling { fut, sent } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;
-                    if let Some(generation) = *generation {
+                    if let Some(sent) = *sent {
                         if crate::retry::is_unauthorized(&response) {
-                            this.cache.refused(generation);
+                            TokenCache::refused(sent);
                         }
                     }
                     return Poll::Ready(Ok(response));

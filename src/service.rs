@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::cache::{Acquire, TokenCache};
+use crate::cache::{Acquire, Current, CurrentCache, TokenCache};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::BoxError;
@@ -33,6 +33,7 @@ use crate::BoxError;
 pub struct OAuthService<S> {
     inner: S,
     cache: Arc<TokenCache>,
+    current: CurrentCache,
 }
 
 impl<S> OAuthService<S> {
@@ -40,6 +41,7 @@ impl<S> OAuthService<S> {
     pub fn new(inner: S, layer: OAuthLayer) -> Self {
         OAuthService {
             inner,
+            current: CurrentCache::new(Current(Arc::clone(&layer.cache))),
             cache: layer.cache,
         }
     }
@@ -71,6 +73,7 @@ impl<S: Clone> Clone for OAuthService<S> {
         OAuthService {
             inner: self.inner.clone(),
             cache: Arc::clone(&self.cache),
+            current: self.current.clone(),
         }
     }
 }
@@ -103,17 +106,16 @@ where
         let settings = self.cache.settings();
         if settings.keep_existing && req.headers().contains_key(&settings.header_name) {
             // The caller brought its own credential: no token needed.
-            let fut = self.inner.call(req);
-            return ResponseFuture::calling(fut, None, Arc::clone(&self.cache));
+            return ResponseFuture::calling(self.inner.call(req), None);
         }
-        let generation = self.cache.with_usable(|token| {
+        let current = self.current.load().as_deref();
+        let sent = self.cache.check_usable(current, |token| {
             req.headers_mut()
                 .insert(settings.header_name.clone(), token.header.clone());
-            token.generation
+            self.cache.sent(token)
         });
-        if generation.is_some() {
-            let fut = self.inner.call(req);
-            return ResponseFuture::calling(fut, generation, Arc::clone(&self.cache));
+        if sent.is_some() {
+            return ResponseFuture::calling(self.inner.call(req), sent);
         }
         self.call_without_token(req)
     }
@@ -126,23 +128,22 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        let cache = Arc::clone(&self.cache);
         match self.cache.acquire() {
             Acquire::Now(Ok(token)) => {
                 req.headers_mut().insert(
                     self.cache.settings().header_name.clone(),
                     token.header.clone(),
                 );
-                let fut = self.inner.call(req);
-                ResponseFuture::calling(fut, Some(token.generation), cache)
+                let sent = Some(self.cache.sent(&token));
+                ResponseFuture::calling(self.inner.call(req), sent)
             }
-            Acquire::Now(Err(error)) => ResponseFuture::failed(error, cache),
+            Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(rx) => {
                 // The inner service was made ready for this request; take
                 // that ready instance along and leave a clone in its place.
                 let clone = self.inner.clone();
                 let ready = mem::replace(&mut self.inner, clone);
-                ResponseFuture::waiting(rx, ready, req, cache)
+                ResponseFuture::waiting(rx, ready, req, Arc::clone(&self.cache))
             }
         }
     }

@@ -81,7 +81,7 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn cache_with(script: &Script, settings: Settings) -> Arc<TokenCache> {
-    Arc::new(TokenCache::new(Arc::new(script.clone()), settings, None))
+    TokenCache::new(Arc::new(script.clone()), settings, None)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -108,6 +108,12 @@ async fn get(cache: &Arc<TokenCache>) -> FetchResult {
         Acquire::Now(r) => r,
         Acquire::Wait(rx) => crate::future::wait_for(rx).await,
     }
+}
+
+/// Moves paused time on and lets the timers and tasks it wakes run.
+async fn advance(by: Duration) {
+    tokio::time::advance(by).await;
+    settle().await;
 }
 
 /// Lets spawned fetches run to their next wait.
@@ -145,7 +151,7 @@ async fn a_token_is_reused_until_its_renewal_point() {
     let script = Script::default().then_ok(HOUR);
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
-    tokio::time::advance(Duration::from_secs(3000)).await;
+    advance(Duration::from_secs(3000)).await;
     for _ in 0..1000 {
         assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
     }
@@ -186,7 +192,7 @@ async fn missing_lifetime_means_sixty_minutes() {
             Box::pin(async { AccessToken::from_json(br#"{"access_token":"x"}"#) })
         }
     }
-    let cache = Arc::new(TokenCache::new(Arc::new(Bare), settings(), None));
+    let cache = TokenCache::new(Arc::new(Bare), settings(), None);
     let sent = Instant::now();
     let t = get(&cache).await.unwrap();
     assert_eq!(t.expires_at, sent + HOUR);
@@ -199,7 +205,8 @@ async fn renewal_ahead_does_not_make_requests_wait() {
         .then(Duration::from_secs(2), Ok(HOUR));
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
-    tokio::time::advance(first.refresh_at - Instant::now()).await;
+    // Timers have millisecond resolution: 1 ms past the renewal point.
+    advance(first.refresh_at - Instant::now() + Duration::from_millis(1)).await;
     // Past the renewal point: every request goes on with the current token,
     // and exactly one renewal starts.
     for _ in 0..100 {
@@ -207,9 +214,9 @@ async fn renewal_ahead_does_not_make_requests_wait() {
     }
     settle().await;
     assert_eq!(script.calls(), 2);
-    tokio::time::advance(Duration::from_secs(1)).await;
+    advance(Duration::from_secs(1)).await;
     assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
-    tokio::time::advance(Duration::from_millis(1001)).await;
+    advance(Duration::from_millis(1001)).await;
     settle().await;
     assert_eq!(
         cache.with_usable(|t| t.generation),
@@ -226,7 +233,8 @@ async fn failed_renewal_keeps_the_token_serving_and_retries_after_backoff() {
         .then_ok(HOUR);
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
-    tokio::time::advance(first.refresh_at - Instant::now()).await;
+    // Timers have millisecond resolution: 1 ms past the renewal point.
+    advance(first.refresh_at - Instant::now() + Duration::from_millis(1)).await;
     assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
     settle().await;
     assert_eq!(script.calls(), 2);
@@ -239,7 +247,7 @@ async fn failed_renewal_keeps_the_token_serving_and_retries_after_backoff() {
     settle().await;
     assert_eq!(script.calls(), 2);
     // After the back-off (at most the minimum, 1 s), the next request renews.
-    tokio::time::advance(Duration::from_secs(1)).await;
+    advance(Duration::from_secs(1)).await;
     assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
     settle().await;
     assert_eq!(script.calls(), 3);
@@ -256,7 +264,7 @@ async fn an_expired_token_is_never_presented() {
         .then_err(status_error(503, None));
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
-    tokio::time::advance(first.usable_until - Instant::now()).await;
+    advance(first.usable_until - Instant::now()).await;
     assert_eq!(cache.with_usable(|t| t.generation), None);
     let err = get(&cache).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
@@ -292,7 +300,7 @@ async fn failures_back_off_exponentially_and_fail_fast_meanwhile() {
             get(&cache).await.unwrap_err();
         }
         assert_eq!(script.calls(), expected_calls);
-        tokio::time::advance(left).await;
+        advance(left).await;
     }
 }
 
@@ -303,12 +311,12 @@ async fn retry_after_is_honoured() {
         .then_ok(HOUR);
     let cache = cache(&script);
     get(&cache).await.unwrap_err();
-    tokio::time::advance(Duration::from_millis(29_999)).await;
+    advance(Duration::from_millis(29_999)).await;
     let err = get(&cache).await.unwrap_err();
     assert_eq!(err.backing_off(), Some(Duration::from_millis(1)));
     assert_eq!(err.retry_after(), Some(Duration::from_secs(30)));
     assert!(err.is_retryable());
-    tokio::time::advance(Duration::from_millis(1)).await;
+    advance(Duration::from_millis(1)).await;
     get(&cache).await.unwrap();
     assert_eq!(script.calls(), 2);
 }
@@ -322,11 +330,11 @@ async fn success_resets_the_backoff() {
         .then_err(status_error(500, None));
     let cache = cache(&script);
     get(&cache).await.unwrap_err();
-    tokio::time::advance(Duration::from_secs(1)).await;
+    advance(Duration::from_secs(1)).await;
     get(&cache).await.unwrap_err();
-    tokio::time::advance(Duration::from_secs(2)).await;
+    advance(Duration::from_secs(2)).await;
     let t = get(&cache).await.unwrap();
-    tokio::time::advance(t.usable_until - Instant::now()).await;
+    advance(t.usable_until - Instant::now()).await;
     get(&cache).await.unwrap_err();
     let left = get(&cache).await.unwrap_err().backing_off().unwrap();
     assert!(left <= Duration::from_secs(1), "{left:?}");
@@ -339,23 +347,23 @@ async fn refusal_drops_the_current_token_once_and_is_rate_limited() {
     let first = get(&cache).await.unwrap();
     // A hundred concurrent 401s for the same token: one drop, one fetch.
     for _ in 0..100 {
-        cache.refused(first.generation);
+        cache.refused_generation(first.generation);
     }
     let second = get(&cache).await.unwrap();
     assert_eq!(second.generation, first.generation + 1);
     assert_eq!(script.calls(), 2);
     // A late 401 for the old token changes nothing.
-    cache.refused(first.generation);
+    cache.refused_generation(first.generation);
     assert_eq!(cache.with_usable(|t| t.generation), Some(second.generation));
     // The new token is refused too, within the interval: kept, no request.
-    tokio::time::advance(Duration::from_secs(9)).await;
-    cache.refused(second.generation);
+    advance(Duration::from_secs(9)).await;
+    cache.refused_generation(second.generation);
     assert_eq!(cache.with_usable(|t| t.generation), Some(second.generation));
     settle().await;
     assert_eq!(script.calls(), 2);
     // Past the interval, a refusal renews again.
-    tokio::time::advance(Duration::from_secs(1)).await;
-    cache.refused(second.generation);
+    advance(Duration::from_secs(1)).await;
+    cache.refused_generation(second.generation);
     assert_eq!(cache.with_usable(|t| t.generation), None);
     assert_eq!(get(&cache).await.unwrap().generation, second.generation + 1);
     assert_eq!(script.calls(), 3);
@@ -368,8 +376,8 @@ async fn an_api_refusing_every_token_costs_one_fetch_per_interval() {
     // One minute of requests every 10 ms, each answered 401.
     for _ in 0..6000 {
         let t = get(&cache).await.unwrap();
-        cache.refused(t.generation);
-        tokio::time::advance(Duration::from_millis(10)).await;
+        cache.refused_generation(t.generation);
+        advance(Duration::from_millis(10)).await;
     }
     // 60 s / 10 s interval, plus the first fetch.
     assert!(script.calls() <= 7, "{}", script.calls());
@@ -384,7 +392,7 @@ async fn a_dropped_waiter_does_not_cancel_the_fetch() {
     };
     drop(rx);
     settle().await;
-    tokio::time::advance(Duration::from_secs(1)).await;
+    advance(Duration::from_secs(1)).await;
     settle().await;
     assert!(cache.with_usable(|t| t.generation).is_some());
     assert_eq!(script.calls(), 1);
@@ -416,11 +424,7 @@ async fn a_token_that_cannot_be_a_header_is_refused() {
                 Box::pin(async move { Ok(t) })
             }
         }
-        let cache = Arc::new(TokenCache::new(
-            Arc::new(Fixed(bad.clone())),
-            settings(),
-            None,
-        ));
+        let cache = TokenCache::new(Arc::new(Fixed(bad.clone())), settings(), None);
         let err = get(&cache).await.unwrap_err();
         assert_eq!(err.kind(), TokenErrorKind::InvalidResponse, "{bad:?}");
         assert!(!format!("{err} {err:?}").contains(&bad));
@@ -435,4 +439,37 @@ fn no_runtime_is_an_error_not_a_panic() {
         Acquire::Now(Err(e)) => assert_eq!(e.kind(), TokenErrorKind::Runtime),
         _ => panic!("expected a runtime error"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fresh_mark_is_cleared_at_the_renewal_point() {
+    let script = Script::default().then_ok(HOUR);
+    let cache = cache(&script);
+    let t = get(&cache).await.unwrap();
+    settle().await;
+    assert!(t.fresh.load(Ordering::Relaxed));
+    advance(t.refresh_at - Instant::now() - Duration::from_millis(1)).await;
+    assert!(t.fresh.load(Ordering::Relaxed));
+    advance(Duration::from_millis(2)).await;
+    assert!(!t.fresh.load(Ordering::Relaxed));
+}
+
+#[test]
+fn a_token_outliving_its_runtime_falls_back_to_the_clock() {
+    let script = Script::default().then_ok(HOUR);
+    let cache = cache(&script);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let t = rt.block_on(async {
+        let t = get(&cache).await.unwrap();
+        settle().await;
+        t
+    });
+    assert!(t.fresh.load(Ordering::Relaxed));
+    drop(rt);
+    // The timer went with its runtime, and cleared the mark as it went.
+    assert!(!t.fresh.load(Ordering::Relaxed));
+    assert_eq!(cache.with_usable(|t| t.generation), Some(t.generation));
 }

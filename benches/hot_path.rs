@@ -1,0 +1,143 @@
+//! The warm path: `OAuthService` against tower-http's `SetRequestHeader`
+//! with a fixed `Authorization` value (the floor) and the bare inner service.
+//!
+//! `cargo bench --bench hot_path`
+
+use std::convert::Infallible;
+use std::future::{ready, Future, Ready};
+use std::pin::pin;
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http::{HeaderValue, Request, Response};
+use tower::{Layer, Service};
+use tower_http::set_header::SetRequestHeaderLayer;
+use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenSource};
+
+/// A no-op inner service: answers at once.
+#[derive(Clone, Copy)]
+struct Noop;
+
+impl Service<Request<()>> for Noop {
+    type Response = Response<()>;
+    type Error = Infallible;
+    type Future = Ready<Result<Response<()>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        drop(req);
+        ready(Ok(Response::new(())))
+    }
+}
+
+const TOKEN: &str = "MTQ0NjJkZmQ5OTM2NDE1ZTZjNGZmZjI3";
+
+struct Fixed;
+
+impl TokenSource for Fixed {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        Box::pin(async { Ok(AccessToken::new(TOKEN).with_expires_in(Duration::from_secs(3600))) })
+    }
+}
+
+/// One request through `svc`, the way a caller drives it: readiness, call,
+/// the response future polled to completion.
+#[inline]
+fn one<S>(svc: &mut S, cx: &mut Context<'_>)
+where
+    S: Service<Request<()>, Response = Response<()>>,
+    S::Error: std::fmt::Debug,
+{
+    assert!(svc.poll_ready(cx).is_ready());
+    let req = Request::get("http://api.example/products/42")
+        .body(())
+        .unwrap();
+    let fut = pin!(svc.call(req));
+    match fut.poll(cx) {
+        Poll::Ready(r) => {
+            std::hint::black_box(r.unwrap());
+        }
+        Poll::Pending => panic!("the warm path must not wait"),
+    }
+}
+
+/// A warm layer: its token fetched, its runtime kept alive by the caller.
+fn warm_layer(rt: &tokio::runtime::Runtime) -> OAuthLayer {
+    let oauth = OAuthLayer::builder().token_source(Fixed).build().unwrap();
+    rt.block_on(oauth.token()).unwrap();
+    oauth
+}
+
+fn fixed_value() -> HeaderValue {
+    // Built at run time, as a configured token would be.
+    HeaderValue::from_str(&format!("Bearer {TOKEN}")).unwrap()
+}
+
+fn single_thread(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let oauth = warm_layer(&rt);
+    let mut cx = Context::from_waker(Waker::noop());
+
+    let mut group = c.benchmark_group("warm_path_1_thread");
+    let mut bare = Noop;
+    group.bench_function("bare", |b| b.iter(|| one(&mut bare, &mut cx)));
+    let mut fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_value()).layer(Noop);
+    group.bench_function("set_request_header", |b| {
+        b.iter(|| one(&mut fixed, &mut cx))
+    });
+    let mut svc = oauth.layer(Noop);
+    group.bench_function("oauth", |b| b.iter(|| one(&mut svc, &mut cx)));
+    group.finish();
+}
+
+/// Two threads, each with its own clone of the service, on one layer.
+fn run_two<S>(svc: S, iters: u64) -> Duration
+where
+    S: Service<Request<()>, Response = Response<()>> + Clone + Send + 'static,
+    S::Error: std::fmt::Debug,
+{
+    let barrier = Arc::new(Barrier::new(3));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let mut svc = svc.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                barrier.wait();
+                for _ in 0..iters {
+                    one(&mut svc, &mut cx);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+fn two_threads(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let oauth = warm_layer(&rt);
+    let mut group = c.benchmark_group("warm_path_2_threads");
+    group.bench_function("bare", |b| b.iter_custom(|n| run_two(Noop, n)));
+    let fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_value()).layer(Noop);
+    group.bench_function("set_request_header", |b| {
+        b.iter_custom(|n| run_two(fixed.clone(), n))
+    });
+    let svc = oauth.layer(Noop);
+    group.bench_function("oauth", |b| b.iter_custom(|n| run_two(svc.clone(), n)));
+    group.finish();
+}
+
+criterion_group!(benches, single_thread, two_threads);
+criterion_main!(benches);
