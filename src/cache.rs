@@ -404,7 +404,7 @@ impl TokenCache {
         ctl.last_forced = Some(now);
         self.current.store(None);
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
-        if !self.fetch_under_way(&mut ctl) && !ctl.backoff_until.is_some_and(|u| now < u) {
+        if !self.fetch_under_way(&mut ctl) && ctl.backoff_until.is_none_or(|u| now >= u) {
             // Without a runtime the next request starts the fetch.
             let _ = self.start_fetch(&mut ctl, Reason::Refused);
         }
