@@ -86,7 +86,12 @@
 //! - Every instant is reckoned on the local monotonic clock from the moment
 //!   the token request was sent (`issued_at` is informational only).
 //! - Before each use the token's expiry is checked: past `usable_until` it is
-//!   never presented, and requests wait for the one shared fetch.
+//!   never presented, and requests wait for the one shared fetch. Until
+//!   `refresh_at` the check is a flag that a timer clears at `refresh_at`
+//!   (a clock read would cost a tenth of a whole request); from then on it
+//!   reads the clock. The timer runs on the runtime that fetched the token
+//!   and clears the flag early if that runtime drops it. See BENCHMARKS.md
+//!   for figures and the trade-off.
 //! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin) (default 5 min) is
 //!   honoured up to half the lifetime and
 //!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew) (default 10 s) up to a

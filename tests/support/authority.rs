@@ -65,6 +65,8 @@ struct State {
     violations: Mutex<Vec<String>>,
     /// The token each accepted API request carried, in order.
     presented: Mutex<Vec<String>>,
+    /// When each token request arrived.
+    token_times: Mutex<Vec<Instant>>,
 }
 
 /// A running authority; stops with the runtime that started it.
@@ -95,6 +97,7 @@ impl Authority {
             api_refused: AtomicUsize::new(0),
             violations: Mutex::new(Vec::new()),
             presented: Mutex::new(Vec::new()),
+            token_times: Mutex::new(Vec::new()),
         });
         let accept_state = Arc::clone(&state);
         tokio::spawn(async move {
@@ -129,6 +132,11 @@ impl Authority {
 
     pub fn token_requests(&self) -> usize {
         self.state.token_requests.load(Ordering::SeqCst)
+    }
+
+    /// When each token request arrived.
+    pub fn token_request_times(&self) -> Vec<Instant> {
+        self.state.token_times.lock().unwrap().clone()
     }
 
     pub fn api_requests(&self) -> usize {
@@ -208,6 +216,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
 
 async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     state.token_requests.fetch_add(1, Ordering::SeqCst);
+    state.token_times.lock().unwrap().push(Instant::now());
     let (parts, body) = req.into_parts();
     let body = body
         .collect()

@@ -1,0 +1,114 @@
+//! Cold start: 10,000 concurrent requests on a fresh layer against a real
+//! loopback token endpoint. Exactly one token request is made (checked on
+//! every iteration); the time for all 10,000 is compared with one request on
+//! a fresh layer (one token round trip), measured in the same run.
+//!
+//! `cargo bench --bench cold_start`
+
+#[path = "../tests/support/authority.rs"]
+mod authority;
+
+use std::convert::Infallible;
+use std::future::{ready, Ready};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http::{Request, Response};
+use tower::{Layer, Service, ServiceExt};
+use tower_oauth::OAuthLayer;
+
+#[derive(Clone, Copy)]
+struct Noop;
+
+impl Service<Request<()>> for Noop {
+    type Response = Response<()>;
+    type Error = Infallible;
+    type Future = Ready<Result<Response<()>, Infallible>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        ready(Ok(Response::new(())))
+    }
+}
+
+/// Runs `concurrency` requests at once on a fresh layer (or, `warm`, one
+/// that already has its token); the time until the last completes.
+async fn burst(authority: &authority::Authority, concurrency: usize, warm: bool) -> Duration {
+    let oauth = OAuthLayer::builder()
+        .auth_url(authority.base_url())
+        .client_id("bench")
+        .client_secret("bench-secret")
+        .build()
+        .unwrap();
+    if warm {
+        oauth.token().await.unwrap();
+    }
+    let svc = oauth.layer(Noop);
+    let before = authority.token_requests();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let svc = svc.clone();
+            tokio::spawn(async move { svc.oneshot(Request::new(())).await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let took = start.elapsed();
+    let expected = if warm { 0 } else { 1 };
+    assert_eq!(
+        authority.token_requests() - before,
+        expected,
+        "one token request per cold burst"
+    );
+    took
+}
+
+fn cold_start(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let authority = rt.block_on(authority::Authority::start(
+        "bench",
+        "bench-secret",
+        Duration::from_secs(3600),
+    ));
+    // A token endpoint 20 ms away.
+    authority.set_delay(Duration::from_millis(20));
+
+    let mut group = c.benchmark_group("cold_start");
+    group.sample_size(20);
+    // One token round trip (and one request).
+    group.bench_function("cold_1_request", |b| {
+        b.iter_custom(|n| {
+            (0..n)
+                .map(|_| rt.block_on(burst(&authority, 1, false)))
+                .sum()
+        })
+    });
+    // What 10,000 concurrent tasks cost here without any token to wait for.
+    group.bench_function("warm_10000_concurrent", |b| {
+        b.iter_custom(|n| {
+            (0..n)
+                .map(|_| rt.block_on(burst(&authority, 10_000, true)))
+                .sum()
+        })
+    });
+    // Both together: the target is the sum of the two above, plus a little.
+    group.bench_function("cold_10000_concurrent", |b| {
+        b.iter_custom(|n| {
+            (0..n)
+                .map(|_| rt.block_on(burst(&authority, 10_000, false)))
+                .sum()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold_start);
+criterion_main!(benches);
