@@ -15,8 +15,10 @@ use arc_swap::ArcSwapOption;
 use http::HeaderValue;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::client::TokenSource;
+use crate::stats::{Counters, Stats};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
@@ -166,6 +168,7 @@ pub(crate) struct TokenCache {
     endpoint: Option<Endpoint>,
     epoch: Instant,
     generations: AtomicU64,
+    counters: Counters,
 }
 
 impl fmt::Debug for TokenCache {
@@ -208,12 +211,31 @@ impl TokenCache {
             endpoint,
             epoch: Instant::now(),
             generations: AtomicU64::new(0),
+            counters: Counters::default(),
         });
         CACHES
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((id, Arc::downgrade(&cache)));
         cache
+    }
+
+    /// The counters and the token's state now.
+    pub(crate) fn stats(&self) -> Stats {
+        let mut stats = self.counters.snapshot();
+        let now = Instant::now();
+        stats.token_usable_for = self
+            .current
+            .load()
+            .as_ref()
+            .map(|t| t.usable_until.saturating_duration_since(now))
+            .filter(|d| !d.is_zero());
+        stats.backing_off = self
+            .control()
+            .backoff_until
+            .map(|u| u.saturating_duration_since(now))
+            .filter(|d| !d.is_zero());
+        stats
     }
 
     /// What a response future keeps to report a refusal of `token`.
@@ -316,7 +338,9 @@ impl TokenCache {
             usable_for = ?token.usable_until.saturating_duration_since(now),
             "renewing the access token ahead of expiry"
         );
-        if self.start_fetch(&mut ctl, Reason::RenewAhead).is_err() {
+        if self.start_fetch(&mut ctl, Reason::RenewAhead).is_ok() {
+            Counters::bump(&self.counters.renewals_ahead);
+        } else {
             // No runtime to run it on here; let a later request try.
             token.renew_after.store(
                 self.offset(now + Duration::from_millis(100)),
@@ -337,6 +361,7 @@ impl TokenCache {
         }
         if self.fetch_under_way(&mut ctl) {
             if let Some(rx) = &ctl.fetch {
+                Counters::bump(&self.counters.waited_for_token);
                 return Acquire::Wait(rx.clone());
             }
         }
@@ -346,7 +371,10 @@ impl TokenCache {
             }
         }
         match self.start_fetch(&mut ctl, Reason::NoToken) {
-            Ok(rx) => Acquire::Wait(rx),
+            Ok(rx) => {
+                Counters::bump(&self.counters.waited_for_token);
+                Acquire::Wait(rx)
+            }
             Err(e) => Acquire::Now(Err(e)),
         }
     }
@@ -403,6 +431,7 @@ impl TokenCache {
         }
         ctl.last_forced = Some(now);
         self.current.store(None);
+        Counters::bump(&self.counters.forced_renewals);
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
         if !self.fetch_under_way(&mut ctl) && ctl.backoff_until.is_none_or(|u| now >= u) {
             // Without a runtime the next request starts the fetch.
@@ -436,9 +465,15 @@ impl TokenCache {
         })?;
         let (tx, rx) = watch::channel(None);
         ctl.fetch = Some(rx.clone());
+        Counters::bump(&self.counters.token_requests);
         // The fetch runs on its own task: dropping the request that started
         // it neither cancels it nor loses its result.
-        handle.spawn(Arc::clone(self).fetch(tx, reason));
+        let span = tracing::debug_span!(
+            "oauth_token_fetch",
+            ?reason,
+            token_url = ?self.endpoint.as_ref().map(|e| &e.url),
+        );
+        handle.spawn(Arc::clone(self).fetch(tx, reason).instrument(span));
         Ok(rx)
     }
 
@@ -477,6 +512,7 @@ impl TokenCache {
                     ctl.last_error = None;
                 }
                 Err(e) => {
+                    Counters::bump(&self.counters.failed_token_requests);
                     ctl.failures = ctl.failures.saturating_add(1);
                     let delay = self.backoff_delay(ctl.failures, e.retry_after());
                     tracing::warn!(

@@ -9,6 +9,7 @@ use crate::builder::OAuthLayerBuilder;
 use crate::cache::TokenCache;
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
+use crate::stats::Stats;
 use crate::token::AccessToken;
 
 /// Adds a client-credentials access token to every request of the service it
@@ -80,6 +81,12 @@ impl OAuthLayer {
     /// a [`TokenSource`](crate::TokenSource).
     pub fn client_id(&self) -> Option<&str> {
         self.cache.endpoint().map(|e| e.client_id.as_str())
+    }
+
+    /// What the layer has done so far, and the state of its token: for
+    /// health checks and dashboards. Cheap: a few atomic loads.
+    pub fn stats(&self) -> Stats {
+        self.cache.stats()
     }
 
     /// The current token, for code outside a Tower stack (a websocket

@@ -200,6 +200,7 @@ mod future;
 mod layer;
 mod retry;
 mod service;
+mod stats;
 mod token;
 mod transport;
 
@@ -213,6 +214,7 @@ pub use future::ResponseFuture;
 pub use layer::OAuthLayer;
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
+pub use stats::Stats;
 pub use token::{AccessToken, DEFAULT_LIFETIME};
 pub use transport::BoxFuture;
 

@@ -3,11 +3,12 @@
 
 use std::future::{ready, Ready};
 
-use http::{Request, Response, StatusCode};
+use http::{HeaderName, Request, Response, StatusCode};
 use tower::retry::Policy;
 
 /// A [`tower::retry::Policy`] that resends a request after a
-/// `401 Unauthorized`, once by default.
+/// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only
+/// response), once by default.
 ///
 /// Put it *outside* the [`OAuthLayer`](crate::OAuthLayer): the layer drops the
 /// refused token when the 401 comes back, so the resent request waits for a
@@ -51,9 +52,21 @@ impl Default for RetryUnauthorized {
     }
 }
 
-/// Whether the API refused the credential: HTTP 401.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// Whether the API refused the credential: HTTP 401, or a gRPC
+/// trailers-only response with `grpc-status: 16` (UNAUTHENTICATED), which
+/// gRPC servers send with HTTP 200.
+#[inline]
 pub(crate) fn is_unauthorized<B>(response: &Response<B>) -> bool {
-    response.status() == StatusCode::UNAUTHORIZED
+    match response.status() {
+        StatusCode::UNAUTHORIZED => true,
+        StatusCode::OK => response
+            .headers()
+            .get(GRPC_STATUS)
+            .is_some_and(|status| status == "16"),
+        _ => false,
+    }
 }
 
 impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthorized {
@@ -85,5 +98,28 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
         *clone.headers_mut() = req.headers().clone();
         *clone.extensions_mut() = req.extensions().clone();
         Some(clone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unauthorized_is_401_or_grpc_unauthenticated() {
+        let with = |status: u16, grpc: Option<&'static str>| {
+            let mut r = Response::builder().status(status);
+            if let Some(g) = grpc {
+                r = r.header("grpc-status", g);
+            }
+            is_unauthorized(&r.body(()).unwrap())
+        };
+        assert!(with(401, None));
+        assert!(with(200, Some("16")));
+        assert!(!with(200, Some("0")));
+        assert!(!with(200, Some("7"))); // PERMISSION_DENIED: a new token will not help
+        assert!(!with(200, None));
+        assert!(!with(403, None));
+        assert!(!with(500, Some("16")));
     }
 }

@@ -89,7 +89,7 @@ async fn concurrent_cold_start_causes_one_token_request() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(200));
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = ServiceBuilder::new().layer(oauth.clone()).service(hyper_client());
     let tasks: Vec<_> = (0..200)
         .map(|i| {
             let client = client.clone();
@@ -102,6 +102,11 @@ async fn concurrent_cold_start_causes_one_token_request() {
     }
     assert_eq!(authority.token_requests(), 1);
     assert_eq!(authority.api_requests(), 200);
+    let stats = oauth.stats();
+    assert_eq!(stats.token_requests, 1);
+    assert_eq!(stats.failed_token_requests, 0);
+    assert!(stats.waited_for_token >= 1 && stats.waited_for_token <= 200);
+    assert!(stats.token_usable_for.unwrap() > Duration::from_secs(3000));
 }
 
 #[tokio::test]
@@ -125,7 +130,7 @@ async fn clones_of_the_layer_share_one_token() {
 async fn short_tokens_are_renewed_ahead_and_never_refused() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = ServiceBuilder::new().layer(oauth.clone()).service(hyper_client());
     let deadline = tokio::time::Instant::now() + Duration::from_millis(4500);
     let mut n = 0;
     while tokio::time::Instant::now() < deadline {
@@ -143,13 +148,15 @@ async fn short_tokens_are_renewed_ahead_and_never_refused() {
     let fetched = authority.token_requests();
     assert!((3..=6).contains(&fetched), "{fetched} token requests");
     assert!(n > 50);
+    // Every renewal after the first token was ahead of expiry.
+    assert_eq!(oauth.stats().renewals_ahead as usize, fetched - 1);
 }
 
 #[tokio::test]
 async fn a_revoked_token_gets_its_401_through_and_is_replaced() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = ServiceBuilder::new().layer(oauth.clone()).service(hyper_client());
     let send = || client.clone().oneshot(get(&authority.api_url("/p")));
     assert_eq!(send().await.unwrap().status(), 200);
     authority.revoke_all();
@@ -160,6 +167,7 @@ async fn a_revoked_token_gets_its_401_through_and_is_replaced() {
     assert_eq!(authority.token_requests(), 2);
     let presented = authority.presented();
     assert_ne!(presented[0], presented[1]);
+    assert_eq!(oauth.stats().forced_renewals, 1);
 }
 
 #[tokio::test]
@@ -212,7 +220,7 @@ async fn a_failing_endpoint_backs_off_and_fails_fast() {
         .min_backoff(Duration::from_millis(400))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = ServiceBuilder::new().layer(oauth.clone()).service(hyper_client());
     let send = || client.clone().oneshot(get(&authority.api_url("/p")));
     let err = send().await.unwrap_err();
     let e = token_error(&err);
@@ -230,6 +238,10 @@ async fn a_failing_endpoint_backs_off_and_fails_fast() {
         assert!(e.backing_off().is_some());
     }
     assert_eq!(authority.token_requests(), 1);
+    let stats = oauth.stats();
+    assert_eq!(stats.failed_token_requests, 1);
+    assert!(stats.backing_off.is_some());
+    assert!(stats.token_usable_for.is_none());
     // Recovered once the back-off is over.
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert_eq!(send().await.unwrap().status(), 200);

@@ -1,0 +1,72 @@
+//! [`Stats`]: what a layer has done, for health checks and dashboards.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A snapshot of a layer's counters and token state, from
+/// [`OAuthLayer::stats`](crate::OAuthLayer::stats). Reading it takes a few
+/// relaxed atomic loads and one clock read; the counters count since the
+/// layer was built, across all its clones.
+///
+/// ```
+/// # async fn example(oauth: tower_oauth::OAuthLayer) {
+/// let stats = oauth.stats();
+/// let healthy = stats.token_usable_for.is_some() || stats.backing_off.is_none();
+/// println!(
+///     "{} token requests ({} failed), {} renewed ahead, {} forced; healthy: {healthy}",
+///     stats.token_requests, stats.failed_token_requests, stats.renewals_ahead, stats.forced_renewals
+/// );
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Token requests started.
+    pub token_requests: u64,
+    /// Token requests that failed (any kind).
+    pub failed_token_requests: u64,
+    /// Renewals started ahead of expiry, while the current token still served.
+    pub renewals_ahead: u64,
+    /// Tokens dropped because the API refused them (401 or gRPC
+    /// UNAUTHENTICATED) or [`force_renewal`](crate::OAuthLayer::force_renewal)
+    /// was called.
+    pub forced_renewals: u64,
+    /// Requests (and [`token`](crate::OAuthLayer::token) calls) that had to
+    /// wait for a token request.
+    pub waited_for_token: u64,
+    /// How much longer the current token may be presented; `None` without a
+    /// usable token.
+    pub token_usable_for: Option<Duration>,
+    /// How much longer the layer backs off after a failure; `None` when it
+    /// does not.
+    pub backing_off: Option<Duration>,
+}
+
+/// The counters behind [`Stats`]; touched only off the hot path.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) token_requests: AtomicU64,
+    pub(crate) failed_token_requests: AtomicU64,
+    pub(crate) renewals_ahead: AtomicU64,
+    pub(crate) forced_renewals: AtomicU64,
+    pub(crate) waited_for_token: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            token_requests: get(&self.token_requests),
+            failed_token_requests: get(&self.failed_token_requests),
+            renewals_ahead: get(&self.renewals_ahead),
+            forced_renewals: get(&self.forced_renewals),
+            waited_for_token: get(&self.waited_for_token),
+            token_usable_for: None,
+            backing_off: None,
+        }
+    }
+}
