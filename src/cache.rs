@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::TokenSource;
-use crate::stats::{Counters, Stats};
 use crate::error::{TokenError, TokenErrorKind};
+use crate::stats::{Counters, Stats};
 use crate::token::AccessToken;
 
 /// The timing settings of a cache.

@@ -158,6 +158,16 @@ impl Authority {
         self.state.presented.lock().unwrap().clone()
     }
 
+    /// Whether the protected API would accept `token` now.
+    pub fn accepts(&self, token: &str) -> bool {
+        self.state
+            .tokens
+            .lock()
+            .unwrap()
+            .get(token)
+            .is_some_and(|i| !i.revoked && Instant::now() < i.expires)
+    }
+
     /// Tokens issued so far.
     pub fn issued(&self) -> Vec<String> {
         self.state.tokens.lock().unwrap().keys().cloned().collect()

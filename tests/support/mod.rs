@@ -1,6 +1,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod authority;
+pub mod grpc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
