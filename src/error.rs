@@ -249,11 +249,18 @@ impl fmt::Display for TokenError {
             (Some(t), None) | (None, Some(t)) => write!(f, " ({t})")?,
             (None, None) => {}
         }
+        // The message, when there is one, already tells the source's story.
         if let Some(m) = &i.message {
             write!(f, ": {m}")?;
-        }
-        if let Some(s) = &i.source {
+        } else if let Some(s) = &i.source {
             write!(f, ": {s}")?;
+        }
+        if let Some(after) = i.retry_after {
+            write!(
+                f,
+                "; the endpoint asked to retry after {}s",
+                after.as_secs()
+            )?;
         }
         if let Some(left) = i.backing_off {
             write!(

@@ -131,18 +131,36 @@
 //!
 //! # Where it goes in a stack
 //!
-//! Put retries *outside* the layer, so that a retried request gets the
-//! current token; put a time-out outside too if it should cover waiting for
-//! a token, inside if it should cover only the API call (the token request
-//! has its own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)).
-//!
 //! ```text
 //! ServiceBuilder::new()
-//!     .retry(policy)          // outermost: each attempt gets a fresh look at the token
+//!     .layer(RetryLayer::new(RetryUnauthorized::default()))
+//!                             // outermost: each attempt gets a fresh look at the token
 //!     .timeout(total)         // bounds the whole call, token wait included
 //!     .layer(oauth)           // sets Authorization
+//!     .concurrency_limit(n)   // limits what reaches the API, not token waits
 //!     .service(http_client)
 //! ```
+//!
+//! - **Retry outside.** A retried request passes the layer again and gets the
+//!   current token; [`RetryUnauthorized`] relies on this (the layer drops a
+//!   refused token before the retry sees the 401).
+//! - **Timeout outside or inside.** Outside, it bounds waiting for a token as
+//!   well as the call; inside, only the API call. The token request has its
+//!   own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout) either way, and
+//!   a request that times out while waiting does not cancel the fetch.
+//! - **Buffer and concurrency limits.** Inside the layer they limit API
+//!   calls; outside, requests waiting for a token hold their slot while they
+//!   wait. The layer itself never queues: readiness is the inner service's.
+//! - **gRPC.** Wrap a tonic `Channel` directly: `UNAUTHENTICATED` in a
+//!   trailers-only response counts as a 401.
+//!
+//! # Observability
+//!
+//! [`OAuthLayer::stats`] gives counters and the token's state for health
+//! checks. Events go through [`tracing`](https://docs.rs/tracing): token
+//! fetched and renewal ahead at `debug`, failed token requests (with the
+//! back-off delay) and refused tokens at `warn`, each token request in an
+//! `oauth_token_fetch` span. No secret or token is ever logged.
 //!
 //! # Secrets
 //!
@@ -173,12 +191,6 @@
 //! | feature | default | what it does |
 //! |---|---|---|
 //! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
-//!
-//! # Logs
-//!
-//! Events go through [`tracing`](https://docs.rs/tracing): token fetched and
-//! renewal ahead at `debug`, failed token requests and refused tokens at
-//! `warn`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(

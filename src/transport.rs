@@ -167,7 +167,17 @@ mod reqwest_transport {
         } else {
             TokenErrorKind::Transport
         };
-        TokenError::new(kind).with_source(e.without_url())
+        let e = e.without_url();
+        // reqwest's own text is vague ("error sending request"); the cause,
+        // such as "Connection refused", is further down the chain.
+        let mut chain = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            chain.push_str(": ");
+            chain.push_str(&c.to_string());
+            cause = c.source();
+        }
+        TokenError::new(kind).with_message(chain).with_source(e)
     }
 
     impl Transport for ReqwestTransport {
