@@ -3,36 +3,14 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::*;
 use tower::{ServiceBuilder, ServiceExt};
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn no_secret_or_token_in_any_output() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (_guard, captured) = capture_logs();
 
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(3600)).await;
     // A failure whose body echoes the secret, then a rate limit, then tokens.
@@ -81,7 +59,7 @@ async fn no_secret_or_token_in_any_output() {
     assert!(outcomes.contains(&401), "{outcomes:?}");
     assert!(authority.issued().len() >= 2);
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(logs.contains("access token fetched"), "{logs}");
     assert!(logs.contains("access token request failed"), "{logs}");
     assert!(logs.contains("access token was refused"), "{logs}");

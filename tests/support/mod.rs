@@ -1,6 +1,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod authority;
+pub mod chaos;
 pub mod grpc;
 
 use bytes::Bytes;
@@ -61,5 +62,37 @@ pub fn fault(status: u16, body: &str) -> Fault {
         status,
         body: body.into(),
         headers: vec![("content-type".into(), "application/json".into())],
+    }
+}
+
+/// Captures every tracing event of the current thread, at every level.
+pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Captured) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    (tracing::subscriber::set_default(subscriber), captured)
+}
+
+/// Log output captured by [`capture_logs`].
+#[derive(Clone, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
