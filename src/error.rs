@@ -106,6 +106,28 @@ impl TokenError {
         Self::new(kind).with_source(source)
     }
 
+    /// The error for a token endpoint's non-success answer, read the way the
+    /// layer reads it: the error code and text from any of the three body
+    /// shapes in use (`{"error", "error_description"}`, `{"ErrorCode",
+    /// "Error"}`, `{"fault": {"faultstring", "detail": {"errorcode"}}}`),
+    /// anything else (HTML, XML, empty) giving neither, and `Retry-After` from
+    /// the headers. For [`TokenSource`](crate::TokenSource) implementations
+    /// that talk to endpoints of the same family. Never panics, whatever the
+    /// bytes.
+    ///
+    /// ```
+    /// use http::{HeaderMap, StatusCode};
+    /// use tower_oauth::{TokenError, TokenErrorKind};
+    ///
+    /// let body = br#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#;
+    /// let e = TokenError::from_response(StatusCode::UNAUTHORIZED, &HeaderMap::new(), body);
+    /// assert_eq!(e.kind(), TokenErrorKind::Status);
+    /// assert_eq!(e.error_code(), Some("invalid_client"));
+    /// ```
+    pub fn from_response(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) -> Self {
+        crate::token::status_error(status, body, crate::transport::retry_after(headers), "")
+    }
+
     pub(crate) fn new(kind: TokenErrorKind) -> Self {
         Self::from_inner(Inner {
             kind,

@@ -102,7 +102,11 @@ async fn a_panicking_inner_service_leaves_the_layer_sound() {
     assert!(joined.unwrap_err().is_panic());
 
     for _ in 0..10 {
-        client.clone().oneshot(get("http://api.example/")).await.unwrap();
+        client
+            .clone()
+            .oneshot(get("http://api.example/"))
+            .await
+            .unwrap();
     }
     let stats = oauth.stats();
     assert_eq!(stats.token_requests, 1);

@@ -24,7 +24,9 @@ async fn twenty_seconds_of_traffic_with_two_second_tokens() {
         .refresh_margin(Duration::from_millis(300))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new().layer(oauth.clone()).service(hyper_client());
+    let client = ServiceBuilder::new()
+        .layer(oauth.clone())
+        .service(hyper_client());
     let ok = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -37,7 +39,8 @@ async fn twenty_seconds_of_traffic_with_two_second_tokens() {
             let (ok, refused, failed) = (ok.clone(), refused.clone(), failed.clone());
             tokio::spawn(async move {
                 // Spread the tasks over the first second.
-                tokio::time::sleep(Duration::from_micros((i as u64 * 1_000_000) / TASKS as u64)).await;
+                tokio::time::sleep(Duration::from_micros((i as u64 * 1_000_000) / TASKS as u64))
+                    .await;
                 while start.elapsed() < RUN {
                     match client.clone().oneshot(get(&url)).await {
                         Ok(r) if r.status() == 200 => ok.fetch_add(1, Ordering::Relaxed),
