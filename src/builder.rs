@@ -13,6 +13,7 @@ use crate::cache::{Endpoint, Settings, TokenCache};
 use crate::client::{ClientAuth, ClientCredentials, TokenSource};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
+use crate::store::{identity, TokenStore};
 use crate::transport::{TowerTransport, Transport};
 use crate::BoxError;
 
@@ -68,6 +69,7 @@ pub struct OAuthLayerBuilder {
     keep_existing_header: bool,
     transport: Option<Arc<dyn Transport>>,
     source: Option<Arc<dyn TokenSource>>,
+    store: Option<Arc<dyn TokenStore>>,
     refresh_margin: Option<Duration>,
     expiry_skew: Option<Duration>,
     fetch_timeout: Option<Duration>,
@@ -257,6 +259,19 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// Shares tokens, and token requests, with other replicas through
+    /// `store`, such as [`RedisStore`](crate::RedisStore) (feature `redis`).
+    /// Layers with the same token URL, client id, client authentication and
+    /// parameters share one token; layers built on a
+    /// [`token_source`](Self::token_source) all share one key (give each
+    /// source's store its own prefix).
+    ///
+    /// Default: none (each layer keeps its token in memory).
+    pub fn token_store(mut self, store: impl TokenStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
     /// How long before expiry a request starts renewing the token in the
     /// background (it goes on at once with the current token). A small random
     /// part (up to a tenth of the margin) is added, so that many clients do
@@ -408,8 +423,12 @@ impl OAuthLayerBuilder {
                      one or the other",
                 ));
             }
+            let store = self
+                .store
+                .take()
+                .map(|store| (store, identity(&["token-source"])));
             return Ok(OAuthLayer {
-                cache: TokenCache::new(source, settings, None),
+                cache: TokenCache::new(source, settings, None, store),
             });
         }
 
@@ -449,9 +468,19 @@ impl OAuthLayerBuilder {
             &self.params,
             transport,
         );
+        let store = self.store.take().map(|store| {
+            let url = url.to_string();
+            let auth = format!("{:?}", self.client_auth);
+            let mut parts = vec![url.as_str(), client_id.as_str(), auth.as_str()];
+            for (name, value) in &self.params {
+                parts.push(name);
+                parts.push(value);
+            }
+            (store, identity(&parts))
+        });
         let endpoint = Endpoint { url, client_id };
         Ok(OAuthLayer {
-            cache: TokenCache::new(Arc::new(source), settings, Some(endpoint)),
+            cache: TokenCache::new(Arc::new(source), settings, Some(endpoint), store),
         })
     }
 
@@ -666,6 +695,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("keep_existing_header", &self.keep_existing_header)
             .field("transport", &self.transport.as_ref().map(|_| "custom"))
             .field("token_source", &self.source.as_ref().map(|_| "custom"))
+            .field("token_store", &self.store.as_ref().map(|_| "custom"))
             .field("refresh_margin", &self.refresh_margin)
             .field("expiry_skew", &self.expiry_skew)
             .field("fetch_timeout", &self.fetch_timeout)

@@ -18,6 +18,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::TokenSource;
+use crate::store::{FetchContext, TokenStore};
+use crate::transport::BoxFuture;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::stats::{Counters, Stats};
 use crate::token::AccessToken;
@@ -166,6 +168,8 @@ pub(crate) struct TokenCache {
     source: Arc<dyn TokenSource>,
     settings: Settings,
     endpoint: Option<Endpoint>,
+    /// A store shared with other replicas, and this layer's identity in it.
+    store: Option<(Arc<dyn TokenStore>, String)>,
     epoch: Instant,
     generations: AtomicU64,
     counters: Counters,
@@ -194,6 +198,7 @@ impl TokenCache {
         source: Arc<dyn TokenSource>,
         settings: Settings,
         endpoint: Option<Endpoint>,
+        store: Option<(Arc<dyn TokenStore>, String)>,
     ) -> Arc<Self> {
         let id = CACHE_IDS.fetch_add(1, Ordering::Relaxed);
         let cache = Arc::new(TokenCache {
@@ -209,6 +214,7 @@ impl TokenCache {
             source,
             settings,
             endpoint,
+            store,
             epoch: Instant::now(),
             generations: AtomicU64::new(0),
             counters: Counters::default(),
@@ -435,7 +441,7 @@ impl TokenCache {
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
         if !self.fetch_under_way(&mut ctl) && ctl.backoff_until.is_none_or(|u| now >= u) {
             // Without a runtime the next request starts the fetch.
-            let _ = self.start_fetch(&mut ctl, Reason::Refused);
+            let _ = self.start_fetch_after(&mut ctl, Reason::Refused, Some(current.token.clone()));
         }
         true
     }
@@ -459,6 +465,17 @@ impl TokenCache {
         ctl: &mut Control,
         reason: Reason,
     ) -> Result<watch::Receiver<Option<FetchResult>>, TokenError> {
+        self.start_fetch_after(ctl, reason, None)
+    }
+
+    /// [`start_fetch`](Self::start_fetch), telling the store first that
+    /// `refused` was refused.
+    fn start_fetch_after(
+        self: &Arc<Self>,
+        ctl: &mut Control,
+        reason: Reason,
+        refused: Option<AccessToken>,
+    ) -> Result<watch::Receiver<Option<FetchResult>>, TokenError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| {
             TokenError::new(TokenErrorKind::Runtime)
                 .with_message("a token fetch needs a Tokio runtime, and none is running here")
@@ -473,26 +490,52 @@ impl TokenCache {
             ?reason,
             token_url = ?self.endpoint.as_ref().map(|e| &e.url),
         );
-        handle.spawn(Arc::clone(self).fetch(tx, reason).instrument(span));
+        handle.spawn(Arc::clone(self).fetch(tx, reason, refused).instrument(span));
         Ok(rx)
     }
 
-    async fn fetch(self: Arc<Self>, tx: watch::Sender<Option<FetchResult>>, reason: Reason) {
+    async fn fetch(
+        self: Arc<Self>,
+        tx: watch::Sender<Option<FetchResult>>,
+        reason: Reason,
+        refused: Option<AccessToken>,
+    ) {
         let sent_at = Instant::now();
-        let outcome = match tokio::time::timeout(
-            self.settings.fetch_timeout,
-            self.source.fetch_token(),
-        )
-        .await
-        {
-            Ok(Ok(token)) => self.prepare(token, sent_at),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(
-                TokenError::new(TokenErrorKind::Timeout).with_message(format!(
-                    "no complete answer within {:?}",
-                    self.settings.fetch_timeout
-                )),
-            ),
+        let outcome = match &self.store {
+            None => self
+                .fetch_from_source()
+                .await
+                .and_then(|token| {
+                    let expires_at = sent_at + token.lifetime();
+                    self.prepare(token, expires_at)
+                }),
+            Some((store, identity)) => {
+                if let Some(refused) = &refused {
+                    store.refused(identity, refused).await;
+                }
+                let fetch = || -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+                    Box::pin(self.fetch_from_source())
+                };
+                let refresh_before =
+                    |lifetime: Duration| self.margin_for(lifetime).saturating_sub(self.skew_for(lifetime));
+                let skew = |lifetime: Duration| self.skew_for(lifetime);
+                let ctx = FetchContext {
+                    identity,
+                    fetch: &fetch,
+                    refresh_before: &refresh_before,
+                    skew: &skew,
+                    fetch_timeout: self.settings.fetch_timeout,
+                };
+                match store.get_or_fetch(&ctx).await {
+                    Ok(shared) => {
+                        let lifetime = shared.token.lifetime();
+                        let expires_at =
+                            Instant::now() + shared.usable_for + self.skew_for(lifetime);
+                        self.prepare(shared.token, expires_at)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
         };
         let now = Instant::now();
         {
@@ -502,7 +545,8 @@ impl TokenCache {
                     tracing::debug!(
                         ?reason,
                         took = ?now - sent_at,
-                        lifetime = ?token.expires_at - sent_at,
+                        lifetime = ?token.token.lifetime(),
+                        usable_for = ?token.usable_until.saturating_duration_since(now),
                         "access token fetched"
                     );
                     self.current.store(Some(Arc::clone(token)));
@@ -551,9 +595,31 @@ impl TokenCache {
         }
     }
 
+    /// One token request, bounded by the fetch timeout.
+    async fn fetch_from_source(&self) -> Result<AccessToken, TokenError> {
+        match tokio::time::timeout(self.settings.fetch_timeout, self.source.fetch_token()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                "no complete answer within {:?}",
+                self.settings.fetch_timeout
+            ))),
+        }
+    }
+
+    /// The expiry skew for a token of `lifetime`: up to a tenth of it.
+    fn skew_for(&self, lifetime: Duration) -> Duration {
+        self.settings.expiry_skew.min(lifetime / 10)
+    }
+
+    /// The refresh margin for a token of `lifetime`: up to half of it.
+    fn margin_for(&self, lifetime: Duration) -> Duration {
+        self.settings.refresh_margin.min(lifetime / 2)
+    }
+
     /// Turns a fetched token into a cached one with its timings, all reckoned
-    /// from `sent_at`, the moment just before the request was sent.
-    fn prepare(&self, token: AccessToken, sent_at: Instant) -> FetchResult {
+    /// back from `expires_at` (for a token fetched here: the moment just
+    /// before the request was sent, plus its lifetime).
+    fn prepare(&self, token: AccessToken, expires_at: Instant) -> FetchResult {
         let value = token.expose_token();
         if value.bytes().any(|b| !b.is_ascii_graphic()) {
             return Err(
@@ -576,9 +642,8 @@ impl TokenCache {
         header.set_sensitive(true);
 
         let lifetime = token.lifetime();
-        let expires_at = sent_at + lifetime;
-        let skew = self.settings.expiry_skew.min(lifetime / 10);
-        let margin = self.settings.refresh_margin.min(lifetime / 2);
+        let skew = self.skew_for(lifetime);
+        let margin = self.margin_for(lifetime);
         let jitter = margin.mul_f64(random_unit() / 10.0);
         let usable_until = expires_at - skew;
         let refresh_at = (expires_at - margin - jitter).min(usable_until);
@@ -608,6 +673,13 @@ impl TokenCache {
             .min(s.backoff_max);
         exp.mul_f64(0.5 + random_unit() / 2.0).max(s.backoff_min)
     }
+}
+
+/// 128 random bits as hex, for lock values.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) fn random_hex() -> String {
+    let bits = |_| (random_unit() * (1u64 << 53) as f64) as u64;
+    format!("{:014x}{:014x}{:014x}", bits(0), bits(1), bits(2))
 }
 
 /// A random number in `[0, 1)`, from the standard library's per-process

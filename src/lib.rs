@@ -213,6 +213,7 @@ mod layer;
 mod retry;
 mod service;
 mod stats;
+mod store;
 mod token;
 mod transport;
 
@@ -227,6 +228,10 @@ pub use layer::OAuthLayer;
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
 pub use stats::Stats;
+pub use store::{FetchContext, SharedToken, TokenStore};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 pub use token::{AccessToken, DEFAULT_LIFETIME};
 pub use transport::BoxFuture;
 

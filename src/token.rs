@@ -187,6 +187,31 @@ impl AccessToken {
     }
 }
 
+impl AccessToken {
+    /// The token as JSON in the token endpoint's shape, for a shared store;
+    /// `expires_in` is the lifetime first announced.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn to_json(&self) -> String {
+        let mut map = Map::new();
+        map.insert("access_token".into(), Value::from(self.access_token.as_str()));
+        let mut put = |k: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                map.insert(k.into(), Value::from(v.as_str()));
+            }
+        };
+        put("token_type", &self.token_type);
+        put("scope", &self.scope);
+        put("application_name", &self.application_name);
+        put("developer.email", &self.developer_email);
+        put("issued_at", &self.issued_at);
+        put("client_id", &self.client_id);
+        if let Some(e) = self.expires_in {
+            map.insert("expires_in".into(), Value::from(e.as_secs_f64()));
+        }
+        Value::Object(map).to_string()
+    }
+}
+
 impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AccessToken")
@@ -408,6 +433,17 @@ mod tests {
         let e = status_error(StatusCode::FOUND, b"", None, "");
         assert_eq!(e.kind(), TokenErrorKind::Status);
         assert!(e.to_string().contains("redirects are not followed"), "{e}");
+    }
+
+    #[test]
+    fn to_json_round_trips() {
+        let t = AccessToken::from_json(
+            br#"{"access_token":"abc","token_type":"BearerToken","expires_in":"1799",
+                 "scope":"","application_name":"app","developer.email":"d@example.com",
+                 "issued_at":"1416157639014","client_id":"cid","unknown":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(AccessToken::from_json(t.to_json().as_bytes()).unwrap(), t);
     }
 
     #[test]

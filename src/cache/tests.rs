@@ -81,7 +81,7 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn cache_with(script: &Script, settings: Settings) -> Arc<TokenCache> {
-    TokenCache::new(Arc::new(script.clone()), settings, None)
+    TokenCache::new(Arc::new(script.clone()), settings, None, None)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -192,7 +192,7 @@ async fn missing_lifetime_means_sixty_minutes() {
             Box::pin(async { AccessToken::from_json(br#"{"access_token":"x"}"#) })
         }
     }
-    let cache = TokenCache::new(Arc::new(Bare), settings(), None);
+    let cache = TokenCache::new(Arc::new(Bare), settings(), None, None);
     let sent = Instant::now();
     let t = get(&cache).await.unwrap();
     assert_eq!(t.expires_at, sent + HOUR);
@@ -424,7 +424,7 @@ async fn a_token_that_cannot_be_a_header_is_refused() {
                 Box::pin(async move { Ok(t) })
             }
         }
-        let cache = TokenCache::new(Arc::new(Fixed(bad.clone())), settings(), None);
+        let cache = TokenCache::new(Arc::new(Fixed(bad.clone())), settings(), None, None);
         let err = get(&cache).await.unwrap_err();
         assert_eq!(err.kind(), TokenErrorKind::InvalidResponse, "{bad:?}");
         assert!(!format!("{err} {err:?}").contains(&bad));

@@ -1,0 +1,140 @@
+//! Where tokens live beyond one process: the [`TokenStore`] seam, and with
+//! feature `redis`, [`RedisStore`].
+//!
+//! Without a store (the default) each layer keeps its token in memory and
+//! fetches its own. With one, every fetch of the layer (first token, renewal
+//! ahead, renewal after a refusal) goes through the store, which may hand out
+//! a token another replica fetched, or make sure only one replica fetches.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::TokenError;
+use crate::token::AccessToken;
+use crate::transport::BoxFuture;
+
+/// A token as a store hands it out: the token, and how much longer it may be
+/// presented.
+#[derive(Clone, Debug)]
+pub struct SharedToken {
+    /// The token, with the lifetime it was first announced with.
+    pub token: AccessToken,
+    /// How much longer it may be presented (its remaining usable time).
+    pub usable_for: Duration,
+}
+
+/// What a [`TokenStore`] gets for one fetch: the layer's own way to fetch a
+/// token, and its view of when a shared token is fresh enough to take.
+pub struct FetchContext<'a> {
+    pub(crate) identity: &'a str,
+    pub(crate) fetch: &'a (dyn Fn() -> BoxFuture<'a, Result<AccessToken, TokenError>> + Send + Sync),
+    pub(crate) refresh_before: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
+    pub(crate) skew: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
+    pub(crate) fetch_timeout: Duration,
+}
+
+impl<'a> FetchContext<'a> {
+    /// A stable name for what the token is for: a hash of the token URL,
+    /// client id, client authentication and extra parameters (never the
+    /// secret). Layers with the same identity can share a token.
+    pub fn identity(&self) -> &str {
+        self.identity
+    }
+
+    /// Fetches a new token from the token endpoint (bounded by the layer's
+    /// fetch timeout). Returns the token and how long it may be presented
+    /// from now.
+    ///
+    /// # Errors
+    ///
+    /// The token request's [`TokenError`].
+    pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
+        let started = tokio::time::Instant::now();
+        let token = (self.fetch)().await?;
+        let usable_for = self.usable_for(token.lifetime(), started.elapsed());
+        Ok(SharedToken { token, usable_for })
+    }
+
+    /// How long a token of `lifetime`, fetched `elapsed` ago, may be
+    /// presented from now: its lifetime less the layer's expiry skew.
+    pub fn usable_for(&self, lifetime: Duration, elapsed: Duration) -> Duration {
+        lifetime
+            .saturating_sub((self.skew)(lifetime))
+            .saturating_sub(elapsed)
+    }
+
+    /// Whether the layer would take `shared` rather than renew it: it stays
+    /// usable for longer than the layer's refresh margin (less the skew).
+    pub fn is_fresh(&self, shared: &SharedToken) -> bool {
+        shared.usable_for > (self.refresh_before)(shared.token.lifetime())
+    }
+
+    /// The longest a token request may take.
+    pub fn fetch_timeout(&self) -> Duration {
+        self.fetch_timeout
+    }
+}
+
+impl fmt::Debug for FetchContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FetchContext")
+            .field("identity", &self.identity)
+            .field("fetch_timeout", &self.fetch_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where tokens live, shared by the replicas of a service.
+///
+/// The layer calls [`get_or_fetch`](TokenStore::get_or_fetch) whenever it
+/// needs a token (at most once at a time per layer), and
+/// [`refused`](TokenStore::refused) when the API refused a token before it
+/// renews. A store must never fail a request because of itself: when it
+/// cannot reach its backend, it fetches with [`FetchContext::fetch`].
+pub trait TokenStore: Send + Sync + 'static {
+    /// A token for `ctx`: a shared one that [`is_fresh`](FetchContext::is_fresh),
+    /// or one fetched (by this replica or another) and shared.
+    ///
+    /// # Errors
+    ///
+    /// The token request's [`TokenError`] when a fetch failed.
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<SharedToken, TokenError>>;
+
+    /// The API refused `token`: forget it if the store still holds that same
+    /// token (and not a newer one).
+    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()>;
+}
+
+/// A stable 64-bit FNV-1a hash, hex: the same in every process and version.
+pub(crate) fn identity(parts: &[&str]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(std::iter::once(&0xff)) {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
+#[cfg(feature = "redis")]
+pub use self::redis_store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
+
+#[cfg(feature = "redis")]
+mod redis_store;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_stable_and_separates_parts() {
+        assert_eq!(identity(&["a", "b"]), identity(&["a", "b"]));
+        assert_ne!(identity(&["ab", ""]), identity(&["a", "b"]));
+        // Fixed value: the same in every build, so replicas agree.
+        assert_eq!(identity(&[]), "cbf29ce484222325");
+    }
+}

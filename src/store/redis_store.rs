@@ -1,0 +1,362 @@
+//! [`RedisStore`]: one token, and one token request, for a whole fleet.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError, Script};
+use tokio::time::{sleep, timeout, Instant};
+
+use super::{FetchContext, SharedToken, TokenStore};
+use crate::error::{ConfigError, ConfigErrorKind, TokenError};
+use crate::token::AccessToken;
+use crate::transport::BoxFuture;
+
+/// Default of [`RedisStore::prefix`].
+pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
+/// Default of [`RedisStore::timeout`].
+pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How often a replica waiting for another one's token looks again.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Deletes the lock only for its holder.
+const RELEASE: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("DEL", KEYS[1])
+end
+return 0
+"#;
+
+/// Deletes the shared token only if it is still the refused one.
+const FORGET_IF_SAME: &str = r#"
+local value = redis.call("GET", KEYS[1])
+if not value then return 0 end
+local ok, decoded = pcall(cjson.decode, value)
+if (not ok) or type(decoded) ~= "table" or decoded["access_token"] == ARGV[1] then
+    return redis.call("DEL", KEYS[1])
+end
+return 0
+"#;
+
+/// Shares tokens among the replicas of a service through Redis (feature
+/// `redis`).
+///
+/// Replicas whose layers have the same token URL, client id, client
+/// authentication and parameters share one token under one key
+/// (`{prefix}{hash}`, never containing the secret), stored with a
+/// time-to-live equal to its remaining usable time. A replica that needs a
+/// token reads Redis first; only when there is no fresh one does it fetch,
+/// under a lock (`SET NX PX` with a value of its own, released only by its
+/// holder), so that concurrent cold starts and renewals across the fleet make
+/// one token request. The others wait briefly for the token to appear. A lock
+/// whose holder died expires on its own after the fetch timeout plus a
+/// second. A token the API refused is deleted from Redis only if Redis still
+/// holds that same token.
+///
+/// Redis never fails a request: when it is unreachable, slow (each operation
+/// is bounded by [`timeout`](RedisStore::timeout)) or holds garbage, the
+/// replica fetches and caches on its own, warns once, and goes back to Redis
+/// when it answers again.
+///
+/// **Security**: the stored token is a bearer credential; anyone who can read
+/// the key can use it. Protect Redis with a password (`redis://:password@host`
+/// or `redis://user:password@host`, ACLs) and, across networks, TLS
+/// (`rediss://`, which needs one of the `redis` crate's TLS features enabled
+/// in your build, e.g. `redis = { version = "1", features =
+/// ["tokio-rustls-comp"] }`).
+///
+/// ```no_run
+/// use tower_oauth::{OAuthLayer, RedisStore};
+///
+/// # fn main() -> Result<(), tower_oauth::ConfigError> {
+/// let oauth = OAuthLayer::builder()
+///     .auth_url("https://auth.example.com")
+///     .client_id("my-client")
+///     .client_secret("my-secret")
+///     .token_store(RedisStore::new("redis://:password@redis.internal:6379")?.prefix("billing:"))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct RedisStore {
+    client: Client,
+    connection: OnceLock<ConnectionManager>,
+    prefix: String,
+    timeout: Duration,
+    degraded: AtomicBool,
+}
+
+/// What went wrong: Redis (fall back), or the token request (report).
+enum Problem {
+    Redis(String),
+    Token(TokenError),
+}
+
+impl From<RedisError> for Problem {
+    fn from(e: RedisError) -> Self {
+        // Redis errors name the command and the server's answer, never our
+        // values; the URL (with a password) is not part of them.
+        Problem::Redis(format!("{:?}: {}", e.kind(), e.detail().unwrap_or("")))
+    }
+}
+
+impl RedisStore {
+    /// A store on the Redis at `url` (`redis://`, `rediss://`, `unix://`;
+    /// a password may be given in the URL). No connection is made until a
+    /// token is needed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when the URL cannot be used (the message never
+    /// shows a password).
+    pub fn new(url: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let client = Client::open(url.as_ref()).map_err(|e| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidUrl,
+                format!("the Redis URL cannot be used ({:?})", e.kind()),
+            )
+        })?;
+        Ok(RedisStore {
+            client,
+            connection: OnceLock::new(),
+            prefix: DEFAULT_REDIS_PREFIX.to_owned(),
+            timeout: DEFAULT_REDIS_TIMEOUT,
+            degraded: AtomicBool::new(false),
+        })
+    }
+
+    /// The start of every key this store writes, to keep apart applications
+    /// sharing one Redis.
+    ///
+    /// Default: `tower-oauth:`.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest one Redis operation may take before the replica stops
+    /// waiting for Redis and fetches on its own.
+    ///
+    /// Default: 250 ms.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The key of the shared token for `identity`.
+    pub fn key(&self, identity: &str) -> String {
+        format!("{}{}", self.prefix, identity)
+    }
+
+    fn connection(&self) -> Result<ConnectionManager, Problem> {
+        if let Some(c) = self.connection.get() {
+            return Ok(c.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(1));
+        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
+        Ok(self.connection.get_or_init(|| manager).clone())
+    }
+
+    /// Runs one Redis operation, bounded by the store's timeout.
+    async fn bounded<T>(
+        &self,
+        op: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, Problem> {
+        match timeout(self.timeout, op).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Problem::Redis(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    /// The shared token and its remaining time, if Redis holds a readable one.
+    async fn read(&self, key: &str) -> Result<Option<SharedToken>, Problem> {
+        let mut con = self.connection()?;
+        let (value, pttl): (Option<String>, i64) = self
+            .bounded(
+                redis::pipe()
+                    .atomic()
+                    .get(key)
+                    .pttl(key)
+                    .query_async(&mut con),
+            )
+            .await?;
+        let (Some(value), Ok(ms)) = (value, u64::try_from(pttl)) else {
+            return Ok(None);
+        };
+        // Garbage under the key counts as no token; a fetch overwrites it.
+        Ok(AccessToken::from_json(value.as_bytes())
+            .ok()
+            .map(|token| SharedToken {
+                token,
+                usable_for: Duration::from_millis(ms),
+            }))
+    }
+
+    async fn shared(&self, ctx: &FetchContext<'_>) -> Result<SharedToken, Problem> {
+        let key = self.key(ctx.identity());
+        let lock = format!("{key}:lock");
+        let lock_ttl = ctx.fetch_timeout() + Duration::from_secs(1);
+        let nonce = crate::cache::random_hex();
+        let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
+        loop {
+            if let Some(shared) = self.read(&key).await? {
+                if ctx.is_fresh(&shared) {
+                    return Ok(shared);
+                }
+            }
+            let mut con = self.connection()?;
+            let acquired: Option<String> = self
+                .bounded(
+                    redis::cmd("SET")
+                        .arg(&lock)
+                        .arg(&nonce)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(lock_ttl))
+                        .query_async(&mut con),
+                )
+                .await?;
+            if acquired.is_some() {
+                return self.fetch_under_lock(ctx, &key, &lock, &nonce).await;
+            }
+            // Another replica is fetching: wait for its token to appear, or
+            // its lock to go (released, or expired with a dead holder).
+            if Instant::now() >= give_up {
+                return Err(Problem::Redis(
+                    "waited too long for another replica's token".into(),
+                ));
+            }
+            sleep(POLL).await;
+        }
+    }
+
+    async fn fetch_under_lock(
+        &self,
+        ctx: &FetchContext<'_>,
+        key: &str,
+        lock: &str,
+        nonce: &str,
+    ) -> Result<SharedToken, Problem> {
+        // Another replica may have stored a token just before we locked.
+        let fresh = match self.read(key).await {
+            Ok(Some(shared)) if ctx.is_fresh(&shared) => Some(shared),
+            _ => None,
+        };
+        let outcome = match fresh {
+            Some(shared) => Ok(shared),
+            None => ctx.fetch().await,
+        };
+        let mut con = self.connection()?;
+        if let Ok(shared) = &outcome {
+            let stored = self
+                .bounded(
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(shared.token.to_json())
+                        .arg("PX")
+                        .arg(millis(shared.usable_for).max(1))
+                        .query_async::<()>(&mut con),
+                )
+                .await;
+            if let Err(Problem::Redis(e)) = stored {
+                // The token is good; only sharing it failed.
+                self.redis_failed(&e);
+            }
+        }
+        let _ = self
+            .bounded(
+                Script::new(RELEASE)
+                    .key(lock)
+                    .arg(nonce)
+                    .invoke_async::<i64>(&mut con),
+            )
+            .await;
+        outcome.map_err(Problem::Token)
+    }
+
+    fn redis_failed(&self, why: &str) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %why,
+                "Redis token store unavailable; fetching and caching tokens locally until it answers"
+            );
+        }
+    }
+
+    fn redis_answered(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            tracing::info!("Redis token store answers again; sharing tokens through it");
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl TokenStore for RedisStore {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+        Box::pin(async move {
+            match self.shared(ctx).await {
+                Ok(shared) => {
+                    self.redis_answered();
+                    Ok(shared)
+                }
+                Err(Problem::Token(e)) => {
+                    self.redis_answered();
+                    Err(e)
+                }
+                Err(Problem::Redis(why)) => {
+                    self.redis_failed(&why);
+                    ctx.fetch().await
+                }
+            }
+        })
+    }
+
+    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key = self.key(identity);
+            let Ok(mut con) = self.connection() else {
+                return;
+            };
+            let forgot = self
+                .bounded(
+                    Script::new(FORGET_IF_SAME)
+                        .key(&key)
+                        .arg(token.expose_token())
+                        .invoke_async::<i64>(&mut con),
+                )
+                .await;
+            if let Err(Problem::Redis(why)) = forgot {
+                self.redis_failed(&why);
+            }
+        })
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The connection info holds the password: not shown.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("degraded", &self.degraded.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
