@@ -18,11 +18,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::TokenSource;
-use crate::store::{FetchContext, TokenStore};
-use crate::transport::BoxFuture;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::stats::{Counters, Stats};
+use crate::store::{FetchContext, TokenStore};
 use crate::token::AccessToken;
+use crate::transport::BoxFuture;
 
 /// The timing settings of a cache.
 #[derive(Clone, Debug)]
@@ -502,13 +502,10 @@ impl TokenCache {
     ) {
         let sent_at = Instant::now();
         let outcome = match &self.store {
-            None => self
-                .fetch_from_source()
-                .await
-                .and_then(|token| {
-                    let expires_at = sent_at + token.lifetime();
-                    self.prepare(token, expires_at)
-                }),
+            None => self.fetch_from_source().await.and_then(|token| {
+                let expires_at = sent_at + token.lifetime();
+                self.prepare(token, expires_at)
+            }),
             Some((store, identity)) => {
                 if let Some(refused) = &refused {
                     store.refused(identity, refused).await;
@@ -516,8 +513,10 @@ impl TokenCache {
                 let fetch = || -> BoxFuture<'_, Result<AccessToken, TokenError>> {
                     Box::pin(self.fetch_from_source())
                 };
-                let refresh_before =
-                    |lifetime: Duration| self.margin_for(lifetime).saturating_sub(self.skew_for(lifetime));
+                let refresh_before = |lifetime: Duration| {
+                    self.margin_for(lifetime)
+                        .saturating_sub(self.skew_for(lifetime))
+                };
                 let skew = |lifetime: Duration| self.skew_for(lifetime);
                 let ctx = FetchContext {
                     identity,
@@ -599,10 +598,12 @@ impl TokenCache {
     async fn fetch_from_source(&self) -> Result<AccessToken, TokenError> {
         match tokio::time::timeout(self.settings.fetch_timeout, self.source.fetch_token()).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
-                "no complete answer within {:?}",
-                self.settings.fetch_timeout
-            ))),
+            Err(_) => Err(
+                TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                    "no complete answer within {:?}",
+                    self.settings.fetch_timeout
+                )),
+            ),
         }
     }
 

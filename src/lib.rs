@@ -185,12 +185,16 @@
 //!   instead of reqwest; [`OAuthLayer::from_env`]; [`OAuthLayer::token`] and
 //!   [`OAuthLayer::force_renewal`] for code outside a Tower stack; and
 //!   [`RetryUnauthorized`] to resend a request refused with 401.
+//! - Fleets: a [`TokenStore`] shared by replicas
+//!   ([`token_store`](OAuthLayerBuilder::token_store)); with feature `redis`,
+//!   `RedisStore` makes one token request per lifetime for a whole fleet.
 //!
 //! # Cargo features
 //!
 //! | feature | default | what it does |
 //! |---|---|---|
 //! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
+//! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`]) |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(

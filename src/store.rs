@@ -27,7 +27,8 @@ pub struct SharedToken {
 /// token, and its view of when a shared token is fresh enough to take.
 pub struct FetchContext<'a> {
     pub(crate) identity: &'a str,
-    pub(crate) fetch: &'a (dyn Fn() -> BoxFuture<'a, Result<AccessToken, TokenError>> + Send + Sync),
+    pub(crate) fetch:
+        &'a (dyn Fn() -> BoxFuture<'a, Result<AccessToken, TokenError>> + Send + Sync),
     pub(crate) refresh_before: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
     pub(crate) skew: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
     pub(crate) fetch_timeout: Duration,

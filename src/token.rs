@@ -193,7 +193,10 @@ impl AccessToken {
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn to_json(&self) -> String {
         let mut map = Map::new();
-        map.insert("access_token".into(), Value::from(self.access_token.as_str()));
+        map.insert(
+            "access_token".into(),
+            Value::from(self.access_token.as_str()),
+        );
         let mut put = |k: &str, v: &Option<String>| {
             if let Some(v) = v {
                 map.insert(k.into(), Value::from(v.as_str()));

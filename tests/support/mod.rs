@@ -3,6 +3,8 @@
 pub mod authority;
 pub mod chaos;
 pub mod grpc;
+#[cfg(feature = "redis")]
+pub mod redis_server;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

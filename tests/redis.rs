@@ -1,0 +1,299 @@
+//! Fleets: replicas share one token, and one token request, through Redis.
+//! Each test runs its own `redis-server` on a free port of 127.0.0.1.
+
+#![cfg(feature = "redis")]
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use support::redis_server::RedisServer;
+use support::*;
+use tower::{ServiceBuilder, ServiceExt};
+use tower_oauth::{OAuthLayer, RedisStore};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn replica(authority: &Authority, redis: &str, prefix: &str) -> OAuthLayer {
+    builder(authority)
+        .token_store(RedisStore::new(redis).unwrap().prefix(prefix))
+        .fetch_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// The keys under `prefix`.
+fn keys(server: &RedisServer, prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = server.connection().keys(format!("{prefix}*")).unwrap();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_cold_starting_together_make_one_token_request() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.set_delay(Duration::from_millis(100));
+    let replicas: Vec<_> = (0..8)
+        .map(|_| replica(&authority, &server.url(), "t1:"))
+        .collect();
+    let tasks: Vec<_> = replicas
+        .iter()
+        .map(|r| {
+            let r = r.clone();
+            tokio::spawn(async move { r.token().await.unwrap() })
+        })
+        .collect();
+    let mut tokens = Vec::new();
+    for t in tasks {
+        tokens.push(t.await.unwrap());
+    }
+    assert_eq!(authority.token_requests(), 1);
+    assert!(tokens.iter().all(|t| t == &tokens[0]));
+    // Stored under the prefix and a hash; the lock is gone; no secret in keys.
+    let keys = keys(&server, "t1:");
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(!keys[0].contains(CLIENT_SECRET) && !keys[0].contains(CLIENT_ID));
+    let ttl: i64 = server.connection().pttl(&keys[0]).unwrap();
+    assert!(ttl > 3_500_000 && ttl <= 3_590_000, "{ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_renews_once_per_renewal() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(3)).await;
+    let replicas: Vec<_> = (0..4)
+        .map(|_| replica(&authority, &server.url(), "t2:"))
+        .collect();
+    let start = Instant::now();
+    let tasks: Vec<_> = replicas
+        .iter()
+        .map(|r| {
+            let (r, authority) = (r.clone(), authority.clone());
+            tokio::spawn(async move {
+                let mut refused = 0;
+                while start.elapsed() < Duration::from_secs(7) {
+                    let t = r.token().await.unwrap();
+                    if !authority.accepts(t.expose_token()) {
+                        refused += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                refused
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 0, "a replica held an expired token");
+    }
+    // 3 s tokens renewed about halfway: 1 + about 4 renewals in 7 s, for
+    // the whole fleet (each replica on its own would make about 20).
+    let n = authority.token_requests();
+    assert!((3..=7).contains(&n), "{n} token requests for 4 replicas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lock_holder_delays_but_does_not_block_the_fleet() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    // Learn the key, then leave a lock as a crashed holder would.
+    replica(&authority, &server.url(), "t3:")
+        .token()
+        .await
+        .unwrap();
+    let key = keys(&server, "t3:").remove(0);
+    let mut con = server.connection();
+    let _: () = con.del(&key).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{key}:lock"))
+        .arg("crashed-holder")
+        .arg("PX")
+        .arg(1500)
+        .query(&mut con)
+        .unwrap();
+
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let r = replica(&authority, &server.url(), "t3:");
+            tokio::spawn(async move { r.token().await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "{waited:?}: the lock was ignored"
+    );
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    assert_eq!(
+        authority.token_requests(),
+        2,
+        "one for the fleet after the lock expired"
+    );
+}
+
+#[tokio::test]
+async fn redis_going_away_and_coming_back() {
+    let (_logs, captured) = capture_logs();
+    let mut server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
+    let a = replica(&authority, &server.url(), "t4:");
+    let b = replica(&authority, &server.url(), "t4:");
+    a.token().await.unwrap();
+    b.token().await.unwrap();
+    assert_eq!(authority.token_requests(), 1);
+
+    // Redis dies: tokens keep coming, each replica on its own.
+    server.stop();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        for r in [&a, &b] {
+            let t = tokio::time::timeout(Duration::from_secs(2), r.token())
+                .await
+                .expect("bounded")
+                .expect("Redis down must not fail requests");
+            assert!(authority.accepts(t.expose_token()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let warnings = captured
+        .text()
+        .matches("Redis token store unavailable")
+        .count();
+    assert!(
+        (1..=2).contains(&warnings),
+        "warned {warnings} times, once per replica at most"
+    );
+
+    // Redis is back: the fleet shares again.
+    server.restart();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        a.token().await.unwrap();
+        b.token().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(keys(&server, "t4:").len(), 1);
+    assert!(captured.text().contains("Redis token store answers again"));
+    let logs = captured.text();
+    assert!(!logs.contains(CLIENT_SECRET));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_in_redis_does_not_fail_requests() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    replica(&authority, &server.url(), "t5:")
+        .token()
+        .await
+        .unwrap();
+    let key = keys(&server, "t5:").remove(0);
+    let _: () = server.connection().set(&key, "\u{0}not json{").unwrap();
+    let t = replica(&authority, &server.url(), "t5:")
+        .token()
+        .await
+        .unwrap();
+    assert!(authority.accepts(t.expose_token()));
+    assert_eq!(authority.token_requests(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refused_on_one_replica_is_renewed_once_for_all() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let a = replica(&authority, &server.url(), "t6:");
+    let b = replica(&authority, &server.url(), "t6:");
+    let client = |r: &OAuthLayer| {
+        ServiceBuilder::new()
+            .layer(r.clone())
+            .service(hyper_client())
+    };
+    let url = authority.api_url("/p");
+    assert_eq!(client(&a).oneshot(get(&url)).await.unwrap().status(), 200);
+    assert_eq!(client(&b).oneshot(get(&url)).await.unwrap().status(), 200);
+    assert_eq!(authority.token_requests(), 1);
+
+    authority.revoke_all();
+    // Both replicas meet the refusal; only the first renews.
+    assert_eq!(client(&a).oneshot(get(&url)).await.unwrap().status(), 401);
+    assert_eq!(client(&a).oneshot(get(&url)).await.unwrap().status(), 200);
+    assert_eq!(client(&b).oneshot(get(&url)).await.unwrap().status(), 401);
+    assert_eq!(client(&b).oneshot(get(&url)).await.unwrap().status(), 200);
+    assert_eq!(authority.token_requests(), 2);
+    assert_eq!(a.token().await.unwrap(), b.token().await.unwrap());
+}
+
+/// Run as a separate process by `replicas_in_separate_processes`.
+#[tokio::test]
+#[ignore = "a helper: run by replicas_in_separate_processes"]
+async fn replica_process() {
+    let auth_url = std::env::var("REPLICA_AUTH_URL").unwrap();
+    let redis_url = std::env::var("REPLICA_REDIS_URL").unwrap();
+    let layer = with_transport(
+        OAuthLayer::builder()
+            .auth_url(auth_url)
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .token_store(RedisStore::new(redis_url).unwrap().prefix("procs:"))
+    .build()
+    .unwrap();
+    let token = layer.token().await.unwrap();
+    // A digest, so that the token itself is not printed.
+    let digest = token
+        .expose_token()
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    println!("REPLICA-TOKEN {digest:x}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_in_separate_processes_make_one_token_request() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.set_delay(Duration::from_millis(300));
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "replica_process",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("REPLICA_AUTH_URL", authority.base_url())
+                .env("REPLICA_REDIS_URL", server.url())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut digests = Vec::new();
+    for child in children {
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let digest = stdout
+            .lines()
+            .find_map(|l| l.split("REPLICA-TOKEN ").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no token line in {stdout}"))
+            .to_owned();
+        digests.push(digest);
+    }
+    assert_eq!(
+        authority.token_requests(),
+        1,
+        "four processes, one token request"
+    );
+    assert!(digests.iter().all(|d| d == &digests[0]));
+}
