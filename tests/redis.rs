@@ -26,7 +26,8 @@ fn replica(authority: &Authority, redis: &str, prefix: &str) -> OAuthLayer {
 
 /// The keys under `prefix`.
 fn keys(server: &RedisServer, prefix: &str) -> Vec<String> {
-    let mut keys: Vec<String> = server.connection().keys(format!("{prefix}*")).unwrap();
+    let mut con = server.connection();
+    let mut keys: Vec<String> = con.keys(format!("{prefix}*")).unwrap();
     keys.sort();
     keys
 }
@@ -226,6 +227,32 @@ async fn a_token_refused_on_one_replica_is_renewed_once_for_all() {
     assert_eq!(client(&b).oneshot(get(&url)).await.unwrap().status(), 200);
     assert_eq!(authority.token_requests(), 2);
     assert_eq!(a.token().await.unwrap(), b.token().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_url_is_used_and_never_shown() {
+    let server = RedisServer::start_with_password("r3dis-pa55");
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let store = RedisStore::new(server.url()).unwrap().prefix("t7:");
+    assert!(!format!("{store:?}").contains("r3dis-pa55"));
+    let oauth = builder(&authority).token_store(store).build().unwrap();
+    assert!(!format!("{oauth:?}").contains("r3dis-pa55"));
+    oauth.token().await.unwrap();
+    replica(&authority, &server.url(), "t7:")
+        .token()
+        .await
+        .unwrap();
+    // Shared through the password-protected server: one token request.
+    assert_eq!(authority.token_requests(), 1);
+    assert_eq!(keys(&server, "t7:").len(), 1);
+
+    // The wrong password: requests still succeed, on the replica's own.
+    let wrong = format!("redis://:wrong@127.0.0.1:{}", server.port);
+    let t = replica(&authority, &wrong, "t7:").token().await.unwrap();
+    assert!(authority.accepts(t.expose_token()));
+    // A URL that cannot be used is a ConfigError that does not echo it.
+    let err = RedisStore::new("redis://:s3cret@[not a host").unwrap_err();
+    assert!(!err.to_string().contains("s3cret"), "{err}");
 }
 
 /// Run as a separate process by `replicas_in_separate_processes`.

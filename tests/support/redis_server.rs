@@ -8,31 +8,53 @@ use std::time::{Duration, Instant};
 
 pub struct RedisServer {
     pub port: u16,
+    password: Option<String>,
     child: Option<Child>,
 }
 
 impl RedisServer {
     /// Starts a fresh server; panics with what to install if there is none.
     pub fn start() -> RedisServer {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that requires `password` (`requirepass`).
+    pub fn start_with_password(password: &str) -> RedisServer {
+        Self::start_with(Some(password.to_owned()))
+    }
+
+    fn start_with(password: Option<String>) -> RedisServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let mut server = RedisServer { port, child: None };
+        let mut server = RedisServer {
+            port,
+            password,
+            child: None,
+        };
         server.restart();
         server
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     /// Starts the server (again) on its port and waits until it accepts.
     pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        command
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"]);
+        if let Some(p) = &self.password {
+            command.args(["--requirepass", p]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
