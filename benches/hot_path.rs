@@ -3,47 +3,21 @@
 //!
 //! `cargo bench --bench hot_path`
 
-use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/support/services.rs"]
+mod services;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::{HeaderValue, Request, Response};
+use services::{FixedToken, Noop, FIXED_TOKEN};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
-use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenSource};
-
-/// A no-op inner service: answers at once.
-#[derive(Clone, Copy)]
-struct Noop;
-
-impl Service<Request<()>> for Noop {
-    type Response = Response<()>;
-    type Error = Infallible;
-    type Future = Ready<Result<Response<()>, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<()>) -> Self::Future {
-        drop(req);
-        ready(Ok(Response::new(())))
-    }
-}
-
-const TOKEN: &str = "MTQ0NjJkZmQ5OTM2NDE1ZTZjNGZmZjI3";
-
-struct Fixed;
-
-impl TokenSource for Fixed {
-    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
-        Box::pin(async { Ok(AccessToken::new(TOKEN).with_expires_in(Duration::from_secs(3600))) })
-    }
-}
+use tower_oauth::OAuthLayer;
 
 /// One request through `svc`, the way a caller drives it: readiness, call,
 /// the response future polled to completion.
@@ -68,14 +42,17 @@ where
 
 /// A warm layer: its token fetched, its runtime kept alive by the caller.
 fn warm_layer(rt: &tokio::runtime::Runtime) -> OAuthLayer {
-    let oauth = OAuthLayer::builder().token_source(Fixed).build().unwrap();
+    let oauth = OAuthLayer::builder()
+        .token_source(FixedToken)
+        .build()
+        .unwrap();
     rt.block_on(oauth.token()).unwrap();
     oauth
 }
 
 fn fixed_value() -> HeaderValue {
     // Built at run time, as a configured token would be.
-    HeaderValue::from_str(&format!("Bearer {TOKEN}")).unwrap()
+    HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap()
 }
 
 fn single_thread(c: &mut Criterion) {

@@ -12,30 +12,15 @@
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
+#[path = "../tests/support/services.rs"]
+mod services;
 
-use std::convert::Infallible;
-use std::future::{ready, Ready};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use http::{Request, Response};
-use tower::{Layer, Service, ServiceExt};
+use http::Request;
+use services::Noop;
+use tower::{Layer, ServiceExt};
 use tower_oauth::OAuthLayer;
-
-#[derive(Clone, Copy)]
-struct Noop;
-
-impl Service<Request<()>> for Noop {
-    type Response = Response<()>;
-    type Error = Infallible;
-    type Future = Ready<Result<Response<()>, Infallible>>;
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        ready(Ok(Response::new(())))
-    }
-}
 
 const DELAY: Duration = Duration::from_millis(200);
 const RUN: Duration = Duration::from_secs(6);

@@ -2,18 +2,20 @@
 //! Allocation counts are deterministic, so this is an exact test; time is
 //! measured by `benches/hot_path.rs`, never here.
 
+#[path = "support/services.rs"]
+mod services;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use http::{HeaderValue, Request, Response};
+use services::{FixedToken, Noop, FIXED_TOKEN};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
-use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenSource};
+use tower_oauth::OAuthLayer;
 
 /// Counts the allocations made on the current thread.
 struct Counting;
@@ -43,31 +45,6 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-#[derive(Clone, Copy)]
-struct Noop;
-
-impl Service<Request<()>> for Noop {
-    type Response = Response<()>;
-    type Error = Infallible;
-    type Future = Ready<Result<Response<()>, Infallible>>;
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        ready(Ok(Response::new(())))
-    }
-}
-
-struct Fixed;
-
-impl TokenSource for Fixed {
-    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
-        Box::pin(async {
-            Ok(AccessToken::new("abc123").with_expires_in(Duration::from_secs(3600)))
-        })
-    }
-}
-
 /// Allocations made by `n` requests through `svc`, requests included.
 fn allocations_for<S>(svc: &mut S, n: u64) -> u64
 where
@@ -95,12 +72,15 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
         .enable_time()
         .build()
         .unwrap();
-    let oauth = OAuthLayer::builder().token_source(Fixed).build().unwrap();
+    let oauth = OAuthLayer::builder()
+        .token_source(FixedToken)
+        .build()
+        .unwrap();
     rt.block_on(oauth.token()).unwrap();
 
     let mut fixed = SetRequestHeaderLayer::overriding(
         http::header::AUTHORIZATION,
-        HeaderValue::from_str("Bearer abc123").unwrap(),
+        HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap(),
     )
     .layer(Noop);
     let mut svc = oauth.layer(Noop);
