@@ -2,9 +2,10 @@
 //! fetching, renewal ahead of expiry, back-off after failures, and dropping a
 //! token the API refused.
 //!
-//! The hot path ([`TokenCache::with_usable`]) is one lock-free load and one
-//! clock read. Everything else happens under a `std::sync::Mutex` that is
-//! never held across an `.await`.
+//! The hot path ([`TokenCache::check_usable`], fed by a per-service
+//! [`CurrentCache`]) is a relaxed pointer check and a flag read until the
+//! token's renewal point, and a clock read after it. Everything else happens
+//! under a `std::sync::Mutex` that is never held across an `.await`.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
