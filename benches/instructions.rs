@@ -34,7 +34,9 @@ where
     let mut cx = Context::from_waker(Waker::noop());
     for _ in 0..n {
         assert!(svc.poll_ready(&mut cx).is_ready());
-        let req = Request::get("http://api.example/products/42").body(()).unwrap();
+        let req = Request::get("http://api.example/products/42")
+            .body(())
+            .unwrap();
         let fut = pin!(svc.call(req));
         match fut.poll(&mut cx) {
             Poll::Ready(r) => {
@@ -54,7 +56,10 @@ fn main() {
         .enable_time()
         .build()
         .unwrap();
-    let oauth = OAuthLayer::builder().token_source(FixedToken).build().unwrap();
+    let oauth = OAuthLayer::builder()
+        .token_source(FixedToken)
+        .build()
+        .unwrap();
     rt.block_on(oauth.token()).unwrap();
     let fixed = HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap();
     match mode.as_str() {

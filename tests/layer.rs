@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use support::*;
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{ServiceBuilder, ServiceExt};
 use tower_oauth::{OAuthLayer, TokenError, TokenErrorKind};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -22,12 +22,7 @@ fn token_error(err: &tower_oauth::BoxError) -> &TokenError {
 async fn the_token_request_is_exactly_the_specifications() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
-    let resp = client
-        .ready()
-        .await
-        .unwrap()
-        .call(get(&authority.api_url("/products/42")))
+    let resp = send(&oauth, &authority.api_url("/products/42"))
         .await
         .unwrap();
     let (status, body) = read(resp).await;
@@ -50,14 +45,7 @@ async fn token_url_is_used_exactly_as_given() {
     )
     .build()
     .unwrap();
-    let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
-    let resp = client
-        .ready()
-        .await
-        .unwrap()
-        .call(get(&authority.api_url("/x")))
-        .await
-        .unwrap();
+    let resp = send(&oauth, &authority.api_url("/x")).await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(authority.violations(), Vec::<String>::new());
 }
@@ -66,14 +54,7 @@ async fn token_url_is_used_exactly_as_given() {
 async fn wrong_credentials_are_a_status_error_with_the_endpoints_code() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).client_secret("wrong").build().unwrap();
-    let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
-    let err = client
-        .ready()
-        .await
-        .unwrap()
-        .call(get(&authority.api_url("/x")))
-        .await
-        .unwrap_err();
+    let err = send(&oauth, &authority.api_url("/x")).await.unwrap_err();
     let e = token_error(&err);
     assert_eq!(e.kind(), TokenErrorKind::Status);
     assert_eq!(e.status(), Some(http::StatusCode::UNAUTHORIZED));
@@ -118,7 +99,7 @@ async fn clones_of_the_layer_share_one_token() {
     let a = ServiceBuilder::new()
         .layer(oauth.clone())
         .service(hyper_client());
-    let b = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let b = client(&oauth);
     for svc in [a.clone(), b.clone(), a, b] {
         let resp = svc.oneshot(get(&authority.api_url("/x"))).await.unwrap();
         assert_eq!(resp.status(), 200);
@@ -180,7 +161,7 @@ async fn a_revoked_token_gets_its_401_through_and_is_replaced() {
 async fn an_api_that_refuses_every_token_causes_no_storm() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     // A token the API refuses again and again (revoked after each issue).
     for _ in 0..50 {
         authority.revoke_all();
@@ -199,7 +180,7 @@ async fn an_api_that_refuses_every_token_causes_no_storm() {
 async fn the_request_passes_through_untouched() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     let req = http::Request::put(authority.api_url("/products/7?lang=en&x=a%20b"))
         .header("x-echo", "kept")
         .header(http::header::AUTHORIZATION, "Bearer stale")
@@ -266,7 +247,7 @@ async fn retry_after_from_the_endpoint_is_honoured() {
     f.headers.push(("retry-after".into(), "2".into()));
     authority.push_faults([f]);
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     let err = client
         .clone()
         .oneshot(get(&authority.api_url("/p")))
@@ -294,7 +275,7 @@ async fn fetch_timeout_bounds_a_stalled_endpoint() {
         .fetch_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     let started = std::time::Instant::now();
     let err = client
         .oneshot(get(&authority.api_url("/p")))
@@ -315,7 +296,7 @@ async fn a_redirect_is_not_followed() {
     ));
     authority.push_faults([f]);
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     let err = client
         .oneshot(get(&authority.api_url("/p")))
         .await
@@ -340,7 +321,7 @@ async fn an_oversized_or_unusable_answer_is_refused() {
         .max_backoff(Duration::from_millis(10))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     for _ in 0..3 {
         let err = client
             .clone()
@@ -359,7 +340,7 @@ async fn a_dropped_request_does_not_cancel_the_fetch() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(300));
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     // The first request gives up while the token is being fetched.
     let gave_up = tokio::time::timeout(
         Duration::from_millis(50),
@@ -396,7 +377,7 @@ async fn an_unreachable_endpoint_is_a_transport_error() {
     )
     .build()
     .unwrap();
-    let client = ServiceBuilder::new().layer(oauth).service(hyper_client());
+    let client = client(&oauth);
     let err = client.oneshot(get(&api.api_url("/p"))).await.unwrap_err();
     let e = token_error(&err);
     assert_eq!(e.kind(), TokenErrorKind::Transport);

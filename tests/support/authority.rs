@@ -213,6 +213,14 @@ fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         .unwrap()
 }
 
+/// A request body, whole (empty if it broke off).
+async fn whole(body: Incoming) -> Bytes {
+    body.collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default()
+}
+
 async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     if path == TOKEN_PATH {
@@ -228,11 +236,7 @@ async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<
     state.token_requests.fetch_add(1, Ordering::SeqCst);
     state.token_times.lock().unwrap().push(Instant::now());
     let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = whole(body).await;
     let mut problems = Vec::new();
     if parts.method != Method::POST {
         problems.push(format!("method is {}", parts.method));
@@ -334,11 +338,7 @@ async fn api(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
                 .unwrap_or("")
                 .to_owned();
             let (parts, body) = req.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
+            let body = whole(body).await;
             json(
                 StatusCode::OK,
                 format!(

@@ -44,6 +44,22 @@ pub fn with_transport(builder: OAuthLayerBuilder) -> OAuthLayerBuilder {
     }
 }
 
+/// The layer in front of a plain hyper-util client.
+pub fn client(oauth: &tower_oauth::OAuthLayer) -> tower_oauth::OAuthService<HyperClient> {
+    tower::ServiceBuilder::new()
+        .layer(oauth.clone())
+        .service(hyper_client())
+}
+
+/// One GET of `url` through `oauth` and a hyper-util client.
+pub async fn send(
+    oauth: &tower_oauth::OAuthLayer,
+    url: &str,
+) -> Result<http::Response<hyper::body::Incoming>, tower::BoxError> {
+    use tower::ServiceExt;
+    client(oauth).oneshot(get(url)).await
+}
+
 pub fn get(url: &str) -> http::Request<Full<Bytes>> {
     http::Request::get(url).body(Full::default()).unwrap()
 }
