@@ -261,6 +261,10 @@ async fn a_password_in_the_url_is_used_and_never_shown() {
 async fn replica_process() {
     let auth_url = std::env::var("REPLICA_AUTH_URL").unwrap();
     let redis_url = std::env::var("REPLICA_REDIS_URL").unwrap();
+    let fetch_timeout = std::env::var("REPLICA_FETCH_TIMEOUT_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::from_secs(10), Duration::from_millis);
     let layer = with_transport(
         OAuthLayer::builder()
             .auth_url(auth_url)
@@ -268,6 +272,7 @@ async fn replica_process() {
             .client_secret(CLIENT_SECRET),
     )
     .token_store(RedisStore::new(redis_url).unwrap().prefix("procs:"))
+    .fetch_timeout(fetch_timeout)
     .build()
     .unwrap();
     let token = layer.token().await.unwrap();
@@ -277,6 +282,79 @@ async fn replica_process() {
         .bytes()
         .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
     println!("REPLICA-TOKEN {digest:x}");
+}
+
+/// Starts `replica_process` as a child process.
+fn spawn_replica(authority: &Authority, server: &RedisServer) -> std::process::Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "replica_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("REPLICA_AUTH_URL", authority.base_url())
+        .env("REPLICA_REDIS_URL", server.url())
+        .stdout(std::process::Stdio::piped());
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_holder_process_killed_mid_fetch_does_not_block_the_fleet() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    // The holder's token request hangs; the holder is killed while it waits.
+    authority.set_delay(Duration::from_secs(30));
+    let mut holder = spawn_replica(&authority, &server)
+        .env("REPLICA_FETCH_TIMEOUT_MS", "1000")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while authority.token_requests() == 0 {
+        assert!(Instant::now() < deadline, "the holder never fetched");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder.kill().unwrap();
+    let _ = holder.wait();
+    authority.set_delay(Duration::ZERO);
+    assert_eq!(
+        keys(&server, "procs:").len(),
+        1,
+        "the dead holder's lock is left behind"
+    );
+
+    // Replicas starting now wait for the orphaned lock to expire (the
+    // holder's fetch timeout plus a second), then one of them fetches.
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let layer = with_transport(
+                OAuthLayer::builder()
+                    .auth_url(authority.base_url())
+                    .client_id(CLIENT_ID)
+                    .client_secret(CLIENT_SECRET),
+            )
+            .token_store(RedisStore::new(server.url()).unwrap().prefix("procs:"))
+            .build()
+            .unwrap();
+            tokio::spawn(async move { layer.token().await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        authority.token_requests(),
+        2,
+        "the dead holder's, then one for all"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
