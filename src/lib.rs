@@ -239,5 +239,10 @@ pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 pub use token::{AccessToken, DEFAULT_LIFETIME};
 pub use transport::BoxFuture;
 
+/// The README's examples, compiled as doctests so that they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The error type of [`OAuthService`]: the same type as `tower::BoxError`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
