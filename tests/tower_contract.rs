@@ -156,3 +156,20 @@ async fn a_token_failure_does_not_call_the_inner_service() {
             .is_err()
     );
 }
+
+#[test]
+fn the_layer_service_and_future_are_send_and_sync_where_the_inner_ones_are() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<tower_oauth::OAuthLayer>();
+    send_sync::<tower_oauth::OAuthService<HyperClient>>();
+    send::<tower_oauth::ResponseFuture<HyperClient, Full<Bytes>>>();
+    send_sync::<tower_oauth::TokenError>();
+    send_sync::<tower_oauth::ConfigError>();
+    send_sync::<tower_oauth::AccessToken>();
+    // Clone is one reference count: the layer is a single Arc.
+    assert_eq!(
+        std::mem::size_of::<tower_oauth::OAuthLayer>(),
+        std::mem::size_of::<usize>()
+    );
+}
