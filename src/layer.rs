@@ -84,7 +84,8 @@ impl OAuthLayer {
     }
 
     /// What the layer has done so far, and the state of its token: for
-    /// health checks and dashboards. Cheap: a few atomic loads.
+    /// health checks and dashboards. Cheap: a few atomic loads, a clock read
+    /// and a brief lock that the hot path never takes.
     pub fn stats(&self) -> Stats {
         self.cache.stats()
     }

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 /// A snapshot of a layer's counters and token state, from
 /// [`OAuthLayer::stats`](crate::OAuthLayer::stats). Reading it takes a few
-/// relaxed atomic loads and one clock read; the counters count since the
-/// layer was built, across all its clones.
+/// relaxed atomic loads, one clock read and a brief lock that requests do not
+/// take on their hot path; the counters count since the layer was built,
+/// across all its clones.
 ///
 /// ```
 /// # async fn example(oauth: tower_oauth::OAuthLayer) {
