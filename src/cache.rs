@@ -4,7 +4,8 @@
 //!
 //! The hot path ([`TokenCache::check_usable`], fed by a per-service
 //! [`CurrentCache`]) is a relaxed pointer check and a flag read until the
-//! token's renewal point, and a clock read after it. Everything else happens
+//! token's renewal point, and a clock read after it (and on every
+//! [`CLOCK_SAMPLE`]-th request of a service, as a safety net). Everything else happens
 //! under a `std::sync::Mutex` that is never held across an `.await`.
 
 use std::fmt;
@@ -48,6 +49,11 @@ pub(crate) struct Endpoint {
     pub(crate) url: http::Uri,
     pub(crate) client_id: String,
 }
+
+/// A service reads the clock on its first request and every this many
+/// requests after, even while the token is marked fresh: the mark is kept by
+/// a timer, and a timer can be late when its runtime is not driving timers.
+pub(crate) const CLOCK_SAMPLE: u32 = 16;
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
@@ -291,25 +297,32 @@ impl TokenCache {
     /// `None` when there is no usable token: call [`acquire`](Self::acquire).
     #[inline]
     pub(crate) fn with_usable<R>(self: &Arc<Self>, f: impl FnOnce(&CachedToken) -> R) -> Option<R> {
-        self.check_usable(self.current.load().as_deref(), f)
+        self.check_usable(self.current.load().as_deref(), true, f)
     }
 
     /// [`with_usable`](Self::with_usable) for a token already loaded (by a
-    /// [`CurrentCache`]).
+    /// [`CurrentCache`]). With `read_clock`, the clock is read even while the
+    /// token is marked fresh: a safety net in case its timer is late (its
+    /// runtime not driving timers), which then clears the mark itself.
     #[inline]
     pub(crate) fn check_usable<R>(
         self: &Arc<Self>,
         token: Option<&CachedToken>,
+        read_clock: bool,
         f: impl FnOnce(&CachedToken) -> R,
     ) -> Option<R> {
         let token = token?;
-        if token.fresh.load(Ordering::Relaxed) {
+        if !read_clock && token.fresh.load(Ordering::Relaxed) {
             // Before the renewal point: the timer has not fired yet.
             return Some(f(token));
         }
         let now = Instant::now();
         if now < token.refresh_at {
             return Some(f(token));
+        }
+        if token.fresh.load(Ordering::Relaxed) {
+            // Past the renewal point, whatever the (late) timer says.
+            token.fresh.store(false, Ordering::Relaxed);
         }
         if now < token.usable_until {
             self.renew_ahead(token, now);

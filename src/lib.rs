@@ -90,8 +90,10 @@
 //!   `refresh_at` the check is a flag that a timer clears at `refresh_at`
 //!   (a clock read would cost a tenth of a whole request); from then on it
 //!   reads the clock. The timer runs on the runtime that fetched the token
-//!   and clears the flag early if that runtime drops it. See BENCHMARKS.md
-//!   for figures and the trade-off.
+//!   and clears the flag early if that runtime drops it; as a safety net
+//!   against a late timer, each service also reads the clock on its first
+//!   request and every 16th. See BENCHMARKS.md for figures and the
+//!   trade-off.
 //! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin) (default 5 min) is
 //!   honoured up to half the lifetime and
 //!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew) (default 10 s) up to a

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::cache::{Acquire, Current, CurrentCache, TokenCache};
+use crate::cache::{Acquire, Current, CurrentCache, TokenCache, CLOCK_SAMPLE};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::BoxError;
@@ -34,6 +34,8 @@ pub struct OAuthService<S> {
     inner: S,
     cache: Arc<TokenCache>,
     current: CurrentCache,
+    /// Requests made through this instance, for the clock sample.
+    calls: u32,
 }
 
 impl<S> OAuthService<S> {
@@ -43,6 +45,7 @@ impl<S> OAuthService<S> {
             inner,
             current: CurrentCache::new(Current(Arc::clone(&layer.cache))),
             cache: layer.cache,
+            calls: 0,
         }
     }
 
@@ -74,6 +77,7 @@ impl<S: Clone> Clone for OAuthService<S> {
             inner: self.inner.clone(),
             cache: Arc::clone(&self.cache),
             current: self.current.clone(),
+            calls: 0,
         }
     }
 }
@@ -108,8 +112,10 @@ where
             // The caller brought its own credential: no token needed.
             return ResponseFuture::calling(self.inner.call(req), None);
         }
+        let read_clock = self.calls % CLOCK_SAMPLE == 0;
+        self.calls = self.calls.wrapping_add(1);
         let current = self.current.load().as_deref();
-        let sent = self.cache.check_usable(current, |token| {
+        let sent = self.cache.check_usable(current, read_clock, |token| {
             req.headers_mut()
                 .insert(settings.header_name.clone(), token.header.clone());
             self.cache.sent(token)

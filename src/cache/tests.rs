@@ -473,3 +473,67 @@ fn a_token_outliving_its_runtime_falls_back_to_the_clock() {
     assert!(!t.fresh.load(Ordering::Relaxed));
     assert_eq!(cache.with_usable(|t| t.generation), Some(t.generation));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_late_timer_is_caught_by_the_clock_sample() {
+    let script = Script::default().then_ok(HOUR).then_ok(HOUR);
+    let cache = cache(&script);
+    let t = get(&cache).await.unwrap();
+    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
+    // As if the timer had not run (its runtime not driving timers).
+    t.fresh.store(true, Ordering::Relaxed);
+    // Without a clock read the mark is trusted...
+    assert_eq!(
+        cache.check_usable(Some(&t), false, |t| t.generation),
+        Some(t.generation)
+    );
+    // ...the sampled clock read sees the token is past its usable point, and
+    // clears the mark.
+    assert_eq!(cache.check_usable(Some(&t), true, |t| t.generation), None);
+    assert!(!t.fresh.load(Ordering::Relaxed));
+    assert_eq!(cache.check_usable(Some(&t), false, |t| t.generation), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_reads_the_clock_on_its_first_request_and_every_sixteenth() {
+    use tower::{Service, ServiceExt};
+    let script = Script::default().then_ok(HOUR);
+    let layer = crate::OAuthLayer {
+        cache: cache(&script),
+    };
+    let inner = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    });
+    let mut svc = crate::OAuthService::new(inner, layer.clone());
+    let call = |svc: &mut crate::OAuthService<_>| {
+        let fut = svc.call(http::Request::new(()));
+        async move { fut.await.unwrap() }
+    };
+    svc.ready().await.unwrap();
+    call(&mut svc).await;
+    let t = layer.cache.current.load_full().unwrap();
+    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
+
+    // A late timer: the token is past its usable point but still marked.
+    t.fresh.store(true, Ordering::Relaxed);
+    // A new clone reads the clock on its first request: no expired token.
+    let mut clone = svc.clone();
+    clone.ready().await.unwrap();
+    call(&mut clone).await;
+    assert_eq!(script.calls(), 2);
+
+    // The first instance catches it within the sample too.
+    let t = layer.cache.current.load_full().unwrap();
+    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
+    t.fresh.store(true, Ordering::Relaxed);
+    let mut trusted = 0;
+    while script.calls() == 2 {
+        svc.ready().await.unwrap();
+        call(&mut svc).await;
+        trusted += 1;
+        assert!(
+            trusted <= CLOCK_SAMPLE,
+            "no clock read in {trusted} requests"
+        );
+    }
+}
