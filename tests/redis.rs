@@ -255,6 +255,124 @@ async fn a_password_in_the_url_is_used_and_never_shown() {
     assert!(!err.to_string().contains("s3cret"), "{err}");
 }
 
+/// Runs openssl (Debian's `openssl` package) in `dir`.
+#[cfg(feature = "reqwest")]
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let ok = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is needed for the TLS test (apt-get install openssl)")
+        .success();
+    assert!(ok, "openssl {args:?}");
+}
+
+#[cfg(feature = "reqwest")] // rustls's crypto provider (ring) comes with it
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_through_redis_over_tls() {
+    // A throwaway CA and a server certificate for 127.0.0.1.
+    let dir = std::env::temp_dir().join(format!("tower-oauth-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &dir,
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=test-ca",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &dir,
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let server = RedisServer::start_tls(&path("server.crt"), &path("server.key"), &path("ca.crt"));
+    let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let url = format!("rediss://127.0.0.1:{}", server.port);
+    let tls_replica = || {
+        let client = redis::Client::build_with_tls(
+            url.as_str(),
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.clone()),
+            },
+        )
+        .unwrap();
+        builder(&authority)
+            .token_store(RedisStore::from_client(client).prefix("tls:"))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (tls_replica(), tls_replica());
+    let (ta, tb) = (a.token().await.unwrap(), b.token().await.unwrap());
+    assert_eq!(ta, tb);
+    assert_eq!(authority.token_requests(), 1, "shared over TLS");
+
+    // A replica that does not trust the server's certificate is refused by
+    // TLS, and fetches on its own.
+    let untrusting = builder(&authority)
+        .token_store(RedisStore::new(&url).unwrap().prefix("tls:"))
+        .build()
+        .unwrap();
+    untrusting.token().await.unwrap();
+    assert_eq!(authority.token_requests(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Run as a separate process by `replicas_in_separate_processes`.
 #[tokio::test]
 #[ignore = "a helper: run by replicas_in_separate_processes"]

@@ -64,10 +64,12 @@ return 0
 ///
 /// **Security**: the stored token is a bearer credential; anyone who can read
 /// the key can use it. Protect Redis with a password (`redis://:password@host`
-/// or `redis://user:password@host`, ACLs) and, across networks, TLS
-/// (`rediss://`, which needs one of the `redis` crate's TLS features enabled
-/// in your build, e.g. `redis = { version = "1", features =
-/// ["tokio-rustls-comp"] }`).
+/// or `redis://user:password@host`, ACLs) and, across networks, TLS:
+/// `rediss://` URLs work once one of the `redis` crate's TLS features is
+/// enabled in your build (e.g. `redis = { version = "1", features =
+/// ["tokio-rustls-comp"] }`, with a rustls crypto provider); for your own CA
+/// or client certificates build the client with `Client::build_with_tls` and
+/// pass it to [`from_client`](RedisStore::from_client).
 ///
 /// ```no_run
 /// use tower_oauth::{OAuthLayer, RedisStore};
@@ -119,13 +121,21 @@ impl RedisStore {
                 format!("the Redis URL cannot be used ({:?})", e.kind()),
             )
         })?;
-        Ok(RedisStore {
+        Ok(Self::from_client(client))
+    }
+
+    /// A store on an already configured [`redis::Client`] (of the `redis`
+    /// crate, version 1): for TLS with your own roots or client certificates
+    /// (`Client::build_with_tls`), or any other connection setting. No
+    /// connection is made until a token is needed.
+    pub fn from_client(client: Client) -> Self {
+        RedisStore {
             client,
             connection: OnceLock::new(),
             prefix: DEFAULT_REDIS_PREFIX.to_owned(),
             timeout: DEFAULT_REDIS_TIMEOUT,
             degraded: AtomicBool::new(false),
-        })
+        }
     }
 
     /// The start of every key this store writes, to keep apart applications

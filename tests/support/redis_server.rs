@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     pub port: u16,
     password: Option<String>,
+    /// Certificate files (cert, key, CA) when serving TLS only.
+    tls: Option<[String; 3]>,
     child: Option<Child>,
 }
 
@@ -23,19 +25,33 @@ impl RedisServer {
         Self::start_with(Some(password.to_owned()))
     }
 
+    /// Starts a server that speaks TLS only, with the given certificate,
+    /// key and CA files.
+    pub fn start_tls(cert: &str, key: &str, ca: &str) -> RedisServer {
+        let mut server = Self::unstarted(None);
+        server.tls = Some([cert.into(), key.into(), ca.into()]);
+        server.restart();
+        server
+    }
+
     fn start_with(password: Option<String>) -> RedisServer {
+        let mut server = Self::unstarted(password);
+        server.restart();
+        server
+    }
+
+    fn unstarted(password: Option<String>) -> RedisServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let mut server = RedisServer {
+        RedisServer {
             port,
             password,
+            tls: None,
             child: None,
-        };
-        server.restart();
-        server
+        }
     }
 
     pub fn url(&self) -> String {
@@ -48,9 +64,15 @@ impl RedisServer {
     /// Starts the server (again) on its port and waits until it accepts.
     pub fn restart(&mut self) {
         let mut command = Command::new("redis-server");
-        command
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"]);
+        command.args(["--bind", "127.0.0.1"]);
+        match &self.tls {
+            None => command.args(["--port", &self.port.to_string()]),
+            Some([cert, key, ca]) => command
+                .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                .args(["--tls-cert-file", cert, "--tls-key-file", key])
+                .args(["--tls-ca-cert-file", ca, "--tls-auth-clients", "no"]),
+        };
+        command.args(["--save", "", "--appendonly", "no", "--protected-mode", "no"]);
         if let Some(p) = &self.password {
             command.args(["--requirepass", p]);
         }
