@@ -92,6 +92,56 @@ impl fmt::Debug for FetchContext<'_> {
 /// [`refused`](TokenStore::refused) when the API refused a token before it
 /// renews. A store must never fail a request because of itself: when it
 /// cannot reach its backend, it fetches with [`FetchContext::fetch`].
+///
+/// A store shared by several layers in one process (say, one per tenant
+/// connection pool), keeping the token with the instant it stops being
+/// usable:
+///
+/// ```
+/// use std::sync::Mutex;
+/// use std::time::Instant;
+/// use tower_oauth::{AccessToken, BoxFuture, FetchContext, SharedToken, TokenError, TokenStore};
+///
+/// #[derive(Default)]
+/// struct InProcess(Mutex<Option<(AccessToken, Instant)>>);
+///
+/// impl TokenStore for InProcess {
+///     fn get_or_fetch<'a>(
+///         &'a self,
+///         ctx: &'a FetchContext<'a>,
+///     ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+///         Box::pin(async move {
+///             let held = self.0.lock().unwrap().clone();
+///             if let Some((token, until)) = held {
+///                 let shared = SharedToken {
+///                     token,
+///                     usable_for: until.saturating_duration_since(Instant::now()),
+///                 };
+///                 if ctx.is_fresh(&shared) {
+///                     return Ok(shared);
+///                 }
+///             }
+///             let fetched = ctx.fetch().await?;
+///             let until = Instant::now() + fetched.usable_for;
+///             *self.0.lock().unwrap() = Some((fetched.token.clone(), until));
+///             Ok(fetched)
+///         })
+///     }
+///
+///     fn refused<'a>(&'a self, _identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+///         let mut held = self.0.lock().unwrap();
+///         if held.as_ref().is_some_and(|(t, _)| t == token) {
+///             *held = None;
+///         }
+///         Box::pin(async {})
+///     }
+/// }
+/// ```
+///
+/// (A real store shared by processes also needs what `RedisStore` (feature
+/// `redis`) does: a
+/// lock so that one replica fetches while the others wait, keyed by
+/// [`FetchContext::identity`].)
 pub trait TokenStore: Send + Sync + 'static {
     /// A token for `ctx`: a shared one that [`is_fresh`](FetchContext::is_fresh),
     /// or one fetched (by this replica or another) and shared.
@@ -107,6 +157,21 @@ pub trait TokenStore: Send + Sync + 'static {
     /// The API refused `token`: forget it if the store still holds that same
     /// token (and not a newer one).
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()>;
+}
+
+/// A store behind an `Arc` is a store: one instance can serve several
+/// layers.
+impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+        (**self).get_or_fetch(ctx)
+    }
+
+    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+        (**self).refused(identity, token)
+    }
 }
 
 /// A stable 64-bit FNV-1a hash, hex: the same in every process and version.

@@ -489,3 +489,74 @@ fn retry_unauthorized_needs_no_token_for_other_answers() {
     assert!(policy.retry(&mut req, &mut refused).is_some());
     assert!(policy.retry(&mut req, &mut refused).is_none());
 }
+
+/// A store shared by layers of one process: the seam, without Redis.
+#[derive(Default)]
+struct InProcess {
+    held: Mutex<Option<(AccessToken, std::time::Instant)>>,
+    fetches: AtomicUsize,
+}
+
+impl tower_oauth::TokenStore for InProcess {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a tower_oauth::FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        Box::pin(async move {
+            let held = self.held.lock().unwrap().clone();
+            if let Some((token, until)) = held {
+                let shared = tower_oauth::SharedToken {
+                    token,
+                    usable_for: until.saturating_duration_since(std::time::Instant::now()),
+                };
+                if ctx.is_fresh(&shared) {
+                    return Ok(shared);
+                }
+            }
+            self.fetches.fetch_add(1, Ordering::SeqCst);
+            let fetched = ctx.fetch().await?;
+            let until = std::time::Instant::now() + fetched.usable_for;
+            *self.held.lock().unwrap() = Some((fetched.token.clone(), until));
+            Ok(fetched)
+        })
+    }
+
+    fn refused<'a>(&'a self, _identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+        let mut held = self.held.lock().unwrap();
+        if held.as_ref().is_some_and(|(t, _)| t == token) {
+            *held = None;
+        }
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_custom_token_store_shares_one_token_between_layers() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let store = Arc::new(InProcess::default());
+    let a = builder(&authority)
+        .token_store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let b = builder(&authority)
+        .token_store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    assert_eq!(a.token().await.unwrap(), b.token().await.unwrap());
+    assert_eq!(authority.token_requests(), 1);
+
+    // Refused on one layer: the store forgets it, one renewal serves both.
+    authority.revoke_all();
+    assert_eq!(
+        send(&a, &authority.api_url("/p")).await.unwrap().status(),
+        401
+    );
+    let renewed = a.token().await.unwrap();
+    assert_eq!(
+        send(&b, &authority.api_url("/p")).await.unwrap().status(),
+        401
+    );
+    assert_eq!(b.token().await.unwrap(), renewed);
+    assert_eq!(authority.token_requests(), 2);
+    assert_eq!(store.fetches.load(Ordering::SeqCst), 2);
+}
