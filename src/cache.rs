@@ -527,9 +527,13 @@ impl TokenCache {
                 let fetch = || -> BoxFuture<'_, Result<AccessToken, TokenError>> {
                     Box::pin(self.fetch_from_source())
                 };
+                // A shared token is stale once any replica may have reached its
+                // renewal point: margin plus the largest jitter, less the skew.
+                // So the first replica there renews for all, and the others
+                // find a fresh token when their turn comes.
                 let refresh_before = |lifetime: Duration| {
-                    self.margin_for(lifetime)
-                        .saturating_sub(self.skew_for(lifetime))
+                    let margin = self.margin_for(lifetime);
+                    (margin + margin / 10).saturating_sub(self.skew_for(lifetime))
                 };
                 let skew = |lifetime: Duration| self.skew_for(lifetime);
                 let ctx = FetchContext {
@@ -659,6 +663,7 @@ impl TokenCache {
         let lifetime = token.lifetime();
         let skew = self.skew_for(lifetime);
         let margin = self.margin_for(lifetime);
+        // Up to a tenth of the margin (the store's freshness test counts on it).
         let jitter = margin.mul_f64(random_unit() / 10.0);
         let usable_until = expires_at - skew;
         let refresh_at = (expires_at - margin - jitter).min(usable_until);

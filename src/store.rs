@@ -65,7 +65,8 @@ impl<'a> FetchContext<'a> {
     }
 
     /// Whether the layer would take `shared` rather than renew it: it stays
-    /// usable for longer than the layer's refresh margin (less the skew).
+    /// usable for longer than the layer's refresh margin with its largest
+    /// jitter (less the skew), so no replica is past its renewal point yet.
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
         shared.usable_for > (self.refresh_before)(shared.token.lifetime())
     }

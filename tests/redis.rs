@@ -92,6 +92,7 @@ async fn the_fleet_renews_once_per_renewal() {
     // 3 s tokens renewed about halfway: 1 + about 4 renewals in 7 s, for
     // the whole fleet (each replica on its own would make about 20).
     let n = authority.token_requests();
+    println!("fleet of 4, 7 s of 3 s tokens: {n} token requests");
     assert!((3..=7).contains(&n), "{n} token requests for 4 replicas");
 }
 
