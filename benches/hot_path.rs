@@ -3,57 +3,18 @@
 //!
 //! `cargo bench --bench hot_path`
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
-
 #[path = "../tests/support/services.rs"]
 mod services;
 
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
 use criterion::{criterion_group, criterion_main, Criterion};
-use http::{HeaderValue, Request, Response};
-use services::{FixedToken, Noop, FIXED_TOKEN};
+use http::{Request, Response};
+use services::{drive, fixed_header, warm_layer, Noop};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
-use tower_oauth::OAuthLayer;
-
-/// One request through `svc`, the way a caller drives it: readiness, call,
-/// the response future polled to completion.
-#[inline]
-fn one<S>(svc: &mut S, cx: &mut Context<'_>)
-where
-    S: Service<Request<()>, Response = Response<()>>,
-    S::Error: std::fmt::Debug,
-{
-    assert!(svc.poll_ready(cx).is_ready());
-    let req = Request::get("http://api.example/products/42")
-        .body(())
-        .unwrap();
-    let fut = pin!(svc.call(req));
-    match fut.poll(cx) {
-        Poll::Ready(r) => {
-            std::hint::black_box(r.unwrap());
-        }
-        Poll::Pending => panic!("the warm path must not wait"),
-    }
-}
-
-/// A warm layer: its token fetched, its runtime kept alive by the caller.
-fn warm_layer(rt: &tokio::runtime::Runtime) -> OAuthLayer {
-    let oauth = OAuthLayer::builder()
-        .token_source(FixedToken)
-        .build()
-        .unwrap();
-    rt.block_on(oauth.token()).unwrap();
-    oauth
-}
-
-fn fixed_value() -> HeaderValue {
-    // Built at run time, as a configured token would be.
-    HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap()
-}
 
 fn single_thread(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -62,14 +23,14 @@ fn single_thread(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("warm_path_1_thread");
     let mut bare = Noop;
-    group.bench_function("bare", |b| b.iter(|| one(&mut bare, &mut cx)));
+    group.bench_function("bare", |b| b.iter(|| drive(&mut bare, &mut cx)));
     let mut fixed =
-        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_value()).layer(Noop);
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
     group.bench_function("set_request_header", |b| {
-        b.iter(|| one(&mut fixed, &mut cx))
+        b.iter(|| drive(&mut fixed, &mut cx))
     });
     let mut svc = oauth.layer(Noop);
-    group.bench_function("oauth", |b| b.iter(|| one(&mut svc, &mut cx)));
+    group.bench_function("oauth", |b| b.iter(|| drive(&mut svc, &mut cx)));
     group.finish();
 }
 
@@ -88,7 +49,7 @@ where
                 let mut cx = Context::from_waker(Waker::noop());
                 barrier.wait();
                 for _ in 0..iters {
-                    one(&mut svc, &mut cx);
+                    drive(&mut svc, &mut cx);
                 }
             })
         })
@@ -107,7 +68,7 @@ fn two_threads(c: &mut Criterion) {
     let mut group = c.benchmark_group("warm_path_2_threads");
     group.bench_function("bare", |b| b.iter_custom(|n| run_two(Noop, n)));
     let fixed =
-        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_value()).layer(Noop);
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
     group.bench_function("set_request_header", |b| {
         b.iter_custom(|n| run_two(fixed.clone(), n))
     });

@@ -16,15 +16,12 @@
 #[path = "../tests/support/services.rs"]
 mod services;
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 
-use http::{HeaderValue, Request, Response};
-use services::{FixedToken, Noop, FIXED_TOKEN};
+use http::{Request, Response};
+use services::{drive, fixed_header, warm_layer, Noop};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
-use tower_oauth::OAuthLayer;
 
 fn run<S>(mut svc: S, n: u64)
 where
@@ -33,17 +30,7 @@ where
 {
     let mut cx = Context::from_waker(Waker::noop());
     for _ in 0..n {
-        assert!(svc.poll_ready(&mut cx).is_ready());
-        let req = Request::get("http://api.example/products/42")
-            .body(())
-            .unwrap();
-        let fut = pin!(svc.call(req));
-        match fut.poll(&mut cx) {
-            Poll::Ready(r) => {
-                std::hint::black_box(r.unwrap());
-            }
-            Poll::Pending => panic!("the warm path must not wait"),
-        }
+        drive(&mut svc, &mut cx);
     }
 }
 
@@ -56,12 +43,8 @@ fn main() {
         .enable_time()
         .build()
         .unwrap();
-    let oauth = OAuthLayer::builder()
-        .token_source(FixedToken)
-        .build()
-        .unwrap();
-    rt.block_on(oauth.token()).unwrap();
-    let fixed = HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap();
+    let oauth = warm_layer(&rt);
+    let fixed = fixed_header();
     match mode.as_str() {
         "bare" => run(Noop, n),
         "set_request_header" => run(

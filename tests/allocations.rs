@@ -7,15 +7,12 @@ mod services;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 
-use http::{HeaderValue, Request, Response};
-use services::{FixedToken, Noop, FIXED_TOKEN};
+use http::{Request, Response};
+use services::{drive, fixed_header, warm_layer, Noop};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
-use tower_oauth::OAuthLayer;
 
 /// Counts the allocations made on the current thread.
 struct Counting;
@@ -54,14 +51,7 @@ where
     let mut cx = Context::from_waker(Waker::noop());
     let before = allocations();
     for _ in 0..n {
-        assert!(svc.poll_ready(&mut cx).is_ready());
-        let fut = pin!(svc.call(Request::new(())));
-        match fut.poll(&mut cx) {
-            Poll::Ready(r) => {
-                r.unwrap();
-            }
-            Poll::Pending => panic!("the warm path must not wait"),
-        }
+        drive(svc, &mut cx);
     }
     allocations() - before
 }
@@ -72,17 +62,10 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
         .enable_time()
         .build()
         .unwrap();
-    let oauth = OAuthLayer::builder()
-        .token_source(FixedToken)
-        .build()
-        .unwrap();
-    rt.block_on(oauth.token()).unwrap();
+    let oauth = warm_layer(&rt);
 
-    let mut fixed = SetRequestHeaderLayer::overriding(
-        http::header::AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap(),
-    )
-    .layer(Noop);
+    let mut fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
     let mut svc = oauth.layer(Noop);
     // Warm both once (first clones of a header value may promote its buffer).
     allocations_for(&mut fixed, 1);

@@ -45,3 +45,43 @@ impl TokenSource for FixedToken {
         })
     }
 }
+
+/// One request through `svc`, the way a caller drives it: readiness, call,
+/// the response future polled once, which must complete (a warm path never
+/// waits).
+#[inline]
+pub fn drive<S>(svc: &mut S, cx: &mut Context<'_>)
+where
+    S: Service<Request<()>, Response = Response<()>>,
+    S::Error: std::fmt::Debug,
+{
+    use std::future::Future;
+    assert!(svc.poll_ready(cx).is_ready());
+    let req = Request::get("http://api.example/products/42")
+        .body(())
+        .unwrap();
+    let fut = std::pin::pin!(svc.call(req));
+    match fut.poll(cx) {
+        Poll::Ready(r) => {
+            std::hint::black_box(r.unwrap());
+        }
+        Poll::Pending => panic!("the warm path must not wait"),
+    }
+}
+
+/// A layer on [`FixedToken`] with its token already fetched. Keep `rt`
+/// alive while the layer is used: the token's timer runs there.
+pub fn warm_layer(rt: &tokio::runtime::Runtime) -> tower_oauth::OAuthLayer {
+    let oauth = tower_oauth::OAuthLayer::builder()
+        .token_source(FixedToken)
+        .build()
+        .unwrap();
+    rt.block_on(oauth.token()).unwrap();
+    oauth
+}
+
+/// The fixed header a `SetRequestHeader` baseline inserts: the same token,
+/// built at run time as a configured token would be.
+pub fn fixed_header() -> http::HeaderValue {
+    http::HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap()
+}
