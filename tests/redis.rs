@@ -32,6 +32,16 @@ fn keys(server: &RedisServer, prefix: &str) -> Vec<String> {
     keys
 }
 
+/// The key replicas with `prefix` use: one replica fetches, the key is read
+/// back (it is a hash, not something a test can know in advance).
+async fn learn_key(authority: &Authority, server: &RedisServer, prefix: &str) -> String {
+    replica(authority, &server.url(), prefix)
+        .token()
+        .await
+        .unwrap();
+    keys(server, prefix).remove(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_cold_starting_together_make_one_token_request() {
     let server = RedisServer::start();
@@ -101,11 +111,7 @@ async fn a_dead_lock_holder_delays_but_does_not_block_the_fleet() {
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     // Learn the key, then leave a lock as a crashed holder would.
-    replica(&authority, &server.url(), "t3:")
-        .token()
-        .await
-        .unwrap();
-    let key = keys(&server, "t3:").remove(0);
+    let key = learn_key(&authority, &server, "t3:").await;
     let mut con = server.connection();
     let _: () = con.del(&key).unwrap();
     let _: () = redis::cmd("SET")
@@ -190,11 +196,7 @@ async fn redis_going_away_and_coming_back() {
 async fn garbage_in_redis_does_not_fail_requests() {
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    replica(&authority, &server.url(), "t5:")
-        .token()
-        .await
-        .unwrap();
-    let key = keys(&server, "t5:").remove(0);
+    let key = learn_key(&authority, &server, "t5:").await;
     let _: () = server.connection().set(&key, "\u{0}not json{").unwrap();
     let t = replica(&authority, &server.url(), "t5:")
         .token()
