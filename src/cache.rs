@@ -542,6 +542,7 @@ impl TokenCache {
                     refresh_before: &refresh_before,
                     skew: &skew,
                     fetch_timeout: self.settings.fetch_timeout,
+                    min_backoff: self.settings.backoff_min,
                 };
                 match store.get_or_fetch(&ctx).await {
                     Ok(shared) => {

@@ -188,6 +188,22 @@ impl TokenError {
         })
     }
 
+    /// Sets how long the endpoint (or another replica) asks to wait.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn with_retry_after(self, after: Duration) -> Self {
+        self.map_inner(|i| i.retry_after = Some(after))
+    }
+
+    /// The detail after the kind in `Display`: the message, or else the
+    /// source's text.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn detail(&self) -> Option<String> {
+        let i = &self.inner;
+        i.message
+            .clone()
+            .or_else(|| i.source.as_ref().map(|s| s.to_string()))
+    }
+
     /// The same error, marked as returned while the layer backs off for `left`.
     pub(crate) fn during_backoff(&self, left: Duration) -> Self {
         self.clone().map_inner(|i| i.backing_off = Some(left))
@@ -278,11 +294,7 @@ impl fmt::Display for TokenError {
             write!(f, ": {s}")?;
         }
         if let Some(after) = i.retry_after {
-            write!(
-                f,
-                "; the endpoint asked to retry after {}s",
-                after.as_secs()
-            )?;
+            write!(f, "; retry after {:.1}s", after.as_secs_f64())?;
         }
         if let Some(left) = i.backing_off {
             write!(

@@ -32,6 +32,7 @@ pub struct FetchContext<'a> {
     pub(crate) refresh_before: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
     pub(crate) skew: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
     pub(crate) fetch_timeout: Duration,
+    pub(crate) min_backoff: Duration,
 }
 
 impl<'a> FetchContext<'a> {
@@ -74,6 +75,13 @@ impl<'a> FetchContext<'a> {
     /// The longest a token request may take.
     pub fn fetch_timeout(&self) -> Duration {
         self.fetch_timeout
+    }
+
+    /// The layer's shortest back-off after a failed token request: how long
+    /// a store may keep other replicas from retrying after a failure that
+    /// gave no `Retry-After`.
+    pub fn min_backoff(&self) -> Duration {
+        self.min_backoff
     }
 }
 

@@ -523,3 +523,52 @@ async fn replicas_in_separate_processes_make_one_token_request() {
     );
     assert!(digests.iter().all(|d| d == &digests[0]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_is_shared_so_the_fleet_backs_off_together() {
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    // The endpoint fails once, slowly: every replica starts while it does.
+    authority.set_delay(Duration::from_millis(200));
+    authority.push_faults([fault(
+        503,
+        r#"{"fault":{"faultstring":"Service Unavailable","detail":{"errorcode":"messaging.adaptors.http.flow.ServiceUnavailable"}}}"#,
+    )]);
+    let replicas: Vec<_> = (0..4)
+        .map(|_| {
+            builder(&authority)
+                .token_store(RedisStore::new(server.url()).unwrap().prefix("t8:"))
+                .min_backoff(Duration::from_millis(500))
+                .max_backoff(Duration::from_millis(500))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let tasks: Vec<_> = replicas
+        .iter()
+        .map(|r| {
+            let r = r.clone();
+            tokio::spawn(async move { r.token().await })
+        })
+        .collect();
+    for t in tasks {
+        let e = t.await.unwrap().unwrap_err();
+        assert_eq!(e.status().map(|s| s.as_u16()), Some(503));
+        assert_eq!(
+            e.error_code(),
+            Some("messaging.adaptors.http.flow.ServiceUnavailable")
+        );
+    }
+    // One failing request for the fleet, not one per replica (had the others
+    // asked, the single fault would have been used up and they would hold
+    // tokens now).
+    assert_eq!(authority.token_requests(), 1);
+
+    // After the back-off the fleet recovers, with one more request.
+    authority.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for r in &replicas {
+        r.token().await.unwrap();
+    }
+    assert_eq!(authority.token_requests(), 2);
+}

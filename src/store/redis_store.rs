@@ -11,7 +11,7 @@ use redis::{Client, RedisError, Script};
 use tokio::time::{sleep, timeout, Instant};
 
 use super::{FetchContext, SharedToken, TokenStore};
-use crate::error::{ConfigError, ConfigErrorKind, TokenError};
+use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::BoxFuture;
 
@@ -55,7 +55,9 @@ return 0
 /// one token request. The others wait briefly for the token to appear. A lock
 /// whose holder died expires on its own after the fetch timeout plus a
 /// second. A token the API refused is deleted from Redis only if Redis still
-/// holds that same token.
+/// holds that same token. A failed fetch is recorded for its back-off (the
+/// endpoint's `Retry-After`, or the layer's minimum back-off): meanwhile the
+/// other replicas get the same error without asking the endpoint.
 ///
 /// Redis never fails a request: when it is unreachable, slow (each operation
 /// is bounded by [`timeout`](RedisStore::timeout)) or holds garbage, the
@@ -190,28 +192,39 @@ impl RedisStore {
         }
     }
 
-    /// The shared token and its remaining time, if Redis holds a readable one.
-    async fn read(&self, key: &str) -> Result<Option<SharedToken>, Problem> {
+    /// What Redis holds for `key`: the shared token and its remaining time
+    /// (if readable), and a failure another replica reported (if recent).
+    async fn read(&self, key: &str) -> Result<Shared, Problem> {
         let mut con = self.connection()?;
-        let (value, pttl): (Option<String>, i64) = self
+        let failure_key = failure_key(key);
+        let (value, pttl, failure, failure_pttl): (Option<String>, i64, Option<String>, i64) = self
             .bounded(
                 redis::pipe()
                     .atomic()
                     .get(key)
                     .pttl(key)
+                    .get(&failure_key)
+                    .pttl(&failure_key)
                     .query_async(&mut con),
             )
             .await?;
-        let (Some(value), Ok(ms)) = (value, u64::try_from(pttl)) else {
-            return Ok(None);
-        };
         // Garbage under the key counts as no token; a fetch overwrites it.
-        Ok(AccessToken::from_json(value.as_bytes())
-            .ok()
-            .map(|token| SharedToken {
-                token,
-                usable_for: Duration::from_millis(ms),
-            }))
+        let token = match (value, u64::try_from(pttl)) {
+            (Some(value), Ok(ms)) => {
+                AccessToken::from_json(value.as_bytes())
+                    .ok()
+                    .map(|token| SharedToken {
+                        token,
+                        usable_for: Duration::from_millis(ms),
+                    })
+            }
+            _ => None,
+        };
+        let failure = match (failure, u64::try_from(failure_pttl)) {
+            (Some(f), Ok(ms)) => decode_failure(&f, Duration::from_millis(ms)),
+            _ => None,
+        };
+        Ok(Shared { token, failure })
     }
 
     async fn shared(&self, ctx: &FetchContext<'_>) -> Result<SharedToken, Problem> {
@@ -221,10 +234,14 @@ impl RedisStore {
         let nonce = crate::cache::random_hex();
         let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
         loop {
-            if let Some(shared) = self.read(&key).await? {
-                if ctx.is_fresh(&shared) {
-                    return Ok(shared);
-                }
+            let now = self.read(&key).await?;
+            if let Some(shared) = now.token.filter(|t| ctx.is_fresh(t)) {
+                return Ok(shared);
+            }
+            if let Some(failure) = now.failure {
+                // Another replica just failed: do not ask the endpoint again
+                // before its back-off is over.
+                return Err(Problem::Token(failure));
             }
             let mut con = self.connection()?;
             let acquired: Option<String> = self
@@ -241,8 +258,9 @@ impl RedisStore {
             if acquired.is_some() {
                 return self.fetch_under_lock(ctx, &key, &lock, &nonce).await;
             }
-            // Another replica is fetching: wait for its token to appear, or
-            // its lock to go (released, or expired with a dead holder).
+            // Another replica is fetching: wait for its token (or failure)
+            // to appear, or its lock to go (released, or expired with a dead
+            // holder).
             if Instant::now() >= give_up {
                 return Err(Problem::Redis(
                     "waited too long for another replica's token".into(),
@@ -259,31 +277,56 @@ impl RedisStore {
         lock: &str,
         nonce: &str,
     ) -> Result<SharedToken, Problem> {
-        // Another replica may have stored a token just before we locked.
-        let fresh = match self.read(key).await {
-            Ok(Some(shared)) if ctx.is_fresh(&shared) => Some(shared),
-            _ => None,
-        };
-        let outcome = match fresh {
-            Some(shared) => Ok(shared),
-            None => ctx.fetch().await,
+        // Another replica may have stored a token, or a failure, just before
+        // we locked.
+        let outcome = match self.read(key).await {
+            Ok(Shared {
+                token: Some(shared),
+                ..
+            }) if ctx.is_fresh(&shared) => Ok(shared),
+            Ok(Shared {
+                failure: Some(failure),
+                ..
+            }) => Err(failure),
+            _ => ctx.fetch().await,
         };
         let mut con = self.connection()?;
-        if let Ok(shared) = &outcome {
-            let stored = self
-                .bounded(
-                    redis::cmd("SET")
+        let shared = match &outcome {
+            Ok(shared) => {
+                self.bounded(
+                    redis::pipe()
+                        .cmd("SET")
                         .arg(key)
                         .arg(shared.token.to_json())
                         .arg("PX")
                         .arg(millis(shared.usable_for).max(1))
+                        .ignore()
+                        .del(failure_key(key))
+                        .ignore()
                         .query_async::<()>(&mut con),
                 )
-                .await;
-            if let Err(Problem::Redis(e)) = stored {
-                // The token is good; only sharing it failed.
-                self.redis_failed(&e);
+                .await
             }
+            Err(e) => {
+                // The fleet holds back as long as this replica will.
+                let hold = e
+                    .retry_after()
+                    .unwrap_or(ctx.min_backoff())
+                    .clamp(ctx.min_backoff(), Duration::from_secs(3600));
+                self.bounded(
+                    redis::cmd("SET")
+                        .arg(failure_key(key))
+                        .arg(encode_failure(e))
+                        .arg("PX")
+                        .arg(millis(hold).max(1))
+                        .query_async::<()>(&mut con),
+                )
+                .await
+            }
+        };
+        if let Err(Problem::Redis(e)) = shared {
+            // The outcome stands; only sharing it failed.
+            self.redis_failed(&e);
         }
         let _ = self
             .bounded(
@@ -309,6 +352,76 @@ impl RedisStore {
         if self.degraded.swap(false, Ordering::Relaxed) {
             tracing::info!("Redis token store answers again; sharing tokens through it");
         }
+    }
+}
+
+/// What Redis holds for one identity.
+struct Shared {
+    token: Option<SharedToken>,
+    failure: Option<TokenError>,
+}
+
+fn failure_key(key: &str) -> String {
+    format!("{key}:failure")
+}
+
+/// A failed fetch as JSON, for the other replicas: its kind, status, the
+/// endpoint's code and text (already scrubbed of the secret) and message.
+fn encode_failure(e: &TokenError) -> String {
+    let mut map = serde_json::Map::new();
+    map.insert("kind".into(), kind_name(e.kind()).into());
+    if let Some(status) = e.status() {
+        map.insert("status".into(), status.as_u16().into());
+    }
+    if let Some(code) = e.error_code() {
+        map.insert("error".into(), code.into());
+    }
+    if let Some(text) = e.error_description() {
+        map.insert("error_description".into(), text.into());
+    }
+    if let Some(detail) = e.detail() {
+        map.insert("message".into(), detail.into());
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+/// The failure another replica reported; `left` is how long the fleet still
+/// holds back. Anything unreadable counts as no failure.
+fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    let kind = match text("kind")?.as_str() {
+        "transport" => TokenErrorKind::Transport,
+        "timeout" => TokenErrorKind::Timeout,
+        "status" => TokenErrorKind::Status,
+        "invalid_response" => TokenErrorKind::InvalidResponse,
+        _ => TokenErrorKind::Runtime,
+    };
+    let status = value
+        .get("status")
+        .and_then(|s| s.as_u64())
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| http::StatusCode::from_u16(s).ok());
+    let by_another = "reported by another replica sharing this token";
+    let error = TokenError::new(kind).with_message(match text("message") {
+        Some(detail) => format!("{detail} ({by_another})"),
+        None => by_another.to_owned(),
+    });
+    Some(match (kind, status) {
+        (TokenErrorKind::Status, Some(status)) => {
+            error.with_status(status, text("error"), text("error_description"), Some(left))
+        }
+        _ => error.with_retry_after(left),
+    })
+}
+
+fn kind_name(kind: TokenErrorKind) -> &'static str {
+    match kind {
+        TokenErrorKind::Transport => "transport",
+        TokenErrorKind::Timeout => "timeout",
+        TokenErrorKind::Status => "status",
+        TokenErrorKind::InvalidResponse => "invalid_response",
+        TokenErrorKind::Runtime => "runtime",
     }
 }
 
