@@ -483,23 +483,8 @@ async fn replicas_in_separate_processes_make_one_token_request() {
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(300));
-    let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..4)
-        .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "replica_process",
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("REPLICA_AUTH_URL", authority.base_url())
-                .env("REPLICA_REDIS_URL", server.url())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| spawn_replica(&authority, &server).spawn().unwrap())
         .collect();
     let mut digests = Vec::new();
     for child in children {
