@@ -9,7 +9,8 @@ use bytes::Bytes;
 use http::{HeaderName, Uri};
 use tower_service::Service;
 
-use crate::cache::{Endpoint, Settings, TokenCache};
+use crate::authorize::Placement;
+use crate::cache::{Endpoint, Policy, TokenCache};
 use crate::client::{ClientAuth, ClientCredentials, TokenSource};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
@@ -406,7 +407,7 @@ impl OAuthLayerBuilder {
     /// name; a token source together with endpoint settings; a zero fetch
     /// timeout or back-off; an auth scheme that is not a single word.
     pub fn build(mut self) -> Result<OAuthLayer, ConfigError> {
-        let settings = self.settings()?;
+        let (policy, placement) = self.settings()?;
         if let Some(source) = self.source.take() {
             if self.auth_url.is_some()
                 || self.token_url.is_some()
@@ -428,7 +429,7 @@ impl OAuthLayerBuilder {
                 .take()
                 .map(|store| (store, identity(&["token-source"])));
             return Ok(OAuthLayer {
-                cache: TokenCache::new(source, settings, None, store),
+                cache: TokenCache::new(source, policy, placement, None, store),
             });
         }
 
@@ -458,7 +459,7 @@ impl OAuthLayerBuilder {
 
         let transport = match self.transport.take() {
             Some(transport) => transport,
-            None => default_transport(settings.fetch_timeout)?,
+            None => default_transport(policy.fetch_timeout)?,
         };
         let source = ClientCredentials::new(
             url.clone(),
@@ -480,11 +481,11 @@ impl OAuthLayerBuilder {
         });
         let endpoint = Endpoint { url, client_id };
         Ok(OAuthLayer {
-            cache: TokenCache::new(Arc::new(source), settings, Some(endpoint), store),
+            cache: TokenCache::new(Arc::new(source), policy, placement, Some(endpoint), store),
         })
     }
 
-    fn settings(&self) -> Result<Settings, ConfigError> {
+    fn settings(&self) -> Result<(Policy, Placement), ConfigError> {
         let auth_scheme = self
             .auth_scheme
             .clone()
@@ -494,15 +495,26 @@ impl OAuthLayerBuilder {
                 "auth_scheme must be a single word of visible ASCII (or empty)",
             ));
         }
-        let settings = Settings {
+        let policy = Policy {
             refresh_margin: self.refresh_margin.unwrap_or(DEFAULT_REFRESH_MARGIN),
             expiry_skew: self.expiry_skew.unwrap_or(DEFAULT_EXPIRY_SKEW),
             fetch_timeout: self.fetch_timeout.unwrap_or(DEFAULT_FETCH_TIMEOUT),
             forced_renewal_interval: self
                 .forced_renewal_interval
                 .unwrap_or(DEFAULT_FORCED_RENEWAL_INTERVAL),
-            backoff_min: self.min_backoff.unwrap_or(DEFAULT_MIN_BACKOFF),
-            backoff_max: self.max_backoff.unwrap_or(DEFAULT_MAX_BACKOFF),
+            min_backoff: self.min_backoff.unwrap_or(DEFAULT_MIN_BACKOFF),
+            max_backoff: self.max_backoff.unwrap_or(DEFAULT_MAX_BACKOFF),
+        };
+        if policy.fetch_timeout.is_zero() {
+            return Err(invalid_setting("fetch_timeout must be more than zero"));
+        }
+        if policy.min_backoff.is_zero() {
+            return Err(invalid_setting("min_backoff must be more than zero"));
+        }
+        if policy.max_backoff < policy.min_backoff {
+            return Err(invalid_setting("max_backoff must be at least min_backoff"));
+        }
+        let placement = Placement {
             header_name: self
                 .header_name
                 .clone()
@@ -510,16 +522,7 @@ impl OAuthLayerBuilder {
             auth_scheme,
             keep_existing: self.keep_existing_header,
         };
-        if settings.fetch_timeout.is_zero() {
-            return Err(invalid_setting("fetch_timeout must be more than zero"));
-        }
-        if settings.backoff_min.is_zero() {
-            return Err(invalid_setting("min_backoff must be more than zero"));
-        }
-        if settings.backoff_max < settings.backoff_min {
-            return Err(invalid_setting("max_backoff must be at least min_backoff"));
-        }
-        Ok(settings)
+        Ok((policy, placement))
     }
 
     /// The token endpoint's URL, checked.

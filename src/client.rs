@@ -10,8 +10,8 @@ use http::{HeaderValue, Method, Uri};
 
 use crate::encoding::{base64, form_urlencode};
 use crate::error::TokenError;
-use crate::token::{status_error, AccessToken};
-use crate::transport::{retry_after, BoxFuture, Transport, MAX_RESPONSE_BODY};
+use crate::token::AccessToken;
+use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
 
 /// Anything that can produce an access token: the seam for another grant, a
 /// vault, a sidecar, or a test double.
@@ -170,17 +170,7 @@ impl TokenSource for ClientCredentials {
                 .transport
                 .send(self.request(), MAX_RESPONSE_BODY)
                 .await?;
-            let status = response.status();
-            if status.is_success() {
-                AccessToken::from_json(response.body())
-            } else {
-                Err(status_error(
-                    status,
-                    response.body(),
-                    retry_after(response.headers()),
-                    &self.client_secret,
-                ))
-            }
+            crate::answer::read(&response, &self.client_secret)
         })
     }
 }

@@ -22,7 +22,8 @@ pub enum TokenErrorKind {
     /// The token request could not be sent or its response not received:
     /// connection refused or reset, DNS, TLS. Retrying later can help.
     Transport,
-    /// The token request did not complete within the fetch timeout.
+    /// The token request did not complete within the fetch timeout, or its
+    /// answer arrived so late that the token in it had already run out.
     /// Retrying later can help.
     Timeout,
     /// The token endpoint answered with a status other than success (or a
@@ -33,9 +34,14 @@ pub enum TokenErrorKind {
     /// token response: not JSON, no `access_token`, a token that cannot be
     /// sent in a header, a body over the size limit.
     InvalidResponse,
-    /// The token could not be fetched because the fetch task did not run to
-    /// completion (no Tokio runtime, or the runtime shut down).
+    /// The token could not be fetched because of the runtime: no Tokio
+    /// runtime, one without timers (`enable_time()` missing), or one that
+    /// shut down.
     Runtime,
+    /// The token source, the transport or the token store panicked while
+    /// fetching; the message holds the panic's text. The layer backs off as
+    /// for any failure, and a usable token keeps serving meanwhile.
+    Panic,
 }
 
 impl TokenErrorKind {
@@ -46,6 +52,7 @@ impl TokenErrorKind {
             TokenErrorKind::Status => "token endpoint refused the request",
             TokenErrorKind::InvalidResponse => "token endpoint sent an unusable response",
             TokenErrorKind::Runtime => "token fetch did not run",
+            TokenErrorKind::Panic => "token fetch panicked",
         }
     }
 }
@@ -104,28 +111,6 @@ impl TokenError {
         source: impl Into<Box<dyn StdError + Send + Sync>>,
     ) -> Self {
         Self::new(kind).with_source(source)
-    }
-
-    /// The error for a token endpoint's non-success answer, read the way the
-    /// layer reads it: the error code and text from any of the three body
-    /// shapes in use (`{"error", "error_description"}`, `{"ErrorCode",
-    /// "Error"}`, `{"fault": {"faultstring", "detail": {"errorcode"}}}`),
-    /// anything else (HTML, XML, empty) giving neither, and `Retry-After` from
-    /// the headers. For [`TokenSource`](crate::TokenSource) implementations
-    /// that talk to endpoints of the same family. Never panics, whatever the
-    /// bytes.
-    ///
-    /// ```
-    /// use http::{HeaderMap, StatusCode};
-    /// use tower_oauth::{TokenError, TokenErrorKind};
-    ///
-    /// let body = br#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#;
-    /// let e = TokenError::from_response(StatusCode::UNAUTHORIZED, &HeaderMap::new(), body);
-    /// assert_eq!(e.kind(), TokenErrorKind::Status);
-    /// assert_eq!(e.error_code(), Some("invalid_client"));
-    /// ```
-    pub fn from_response(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) -> Self {
-        crate::token::status_error(status, body, crate::transport::retry_after(headers), "")
     }
 
     pub(crate) fn new(kind: TokenErrorKind) -> Self {
@@ -258,12 +243,15 @@ impl TokenError {
                     || s == StatusCode::TOO_MANY_REQUESTS
                     || s.is_server_error()
             }),
-            TokenErrorKind::InvalidResponse | TokenErrorKind::Runtime => false,
+            TokenErrorKind::InvalidResponse | TokenErrorKind::Runtime | TokenErrorKind::Panic => {
+                false
+            }
         }
     }
 }
 
-fn clip(text: &str) -> String {
+/// `text`, trimmed and cut to [`MAX_SERVER_TEXT`] bytes.
+pub(crate) fn clip(text: &str) -> String {
     let text = text.trim();
     if text.len() <= MAX_SERVER_TEXT {
         return text.to_owned();

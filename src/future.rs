@@ -1,5 +1,5 @@
 //! [`ResponseFuture`]: waits for a token if it must, then for the inner
-//! service's response.
+//! service's response, and reports a refused token to its cache.
 
 use std::fmt;
 use std::future::Future;
@@ -9,15 +9,18 @@ use std::task::{ready, Context, Poll};
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use tokio::sync::watch;
+use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::cache::{CachedToken, Sent, TokenCache};
-use crate::error::{TokenError, TokenErrorKind};
-use crate::transport::BoxFuture;
+use crate::authorize::{authorize, Sent};
+use crate::cache::{cut_off, Acquire, Flight, Landing, TokenCache};
+use crate::error::TokenError;
 use crate::BoxError;
 
-type FetchResult = Result<Arc<CachedToken>, TokenError>;
+/// How many times a waiting request asks again when the fetch it waited
+/// for was cut off (its runtime shut down), or its token ran out before the
+/// request woke.
+const MAX_ASKS: u8 = 3;
 
 pin_project! {
     /// The response future of [`OAuthService`](crate::OAuthService).
@@ -58,10 +61,19 @@ pin_project! {
 /// A request waiting for the shared fetch, holding the inner service that
 /// was made ready for it.
 struct Waiting<S, B> {
-    wait: BoxFuture<'static, FetchResult>,
+    flight: Arc<Flight>,
+    /// Where this request's waker is kept in the flight.
+    slot: Option<usize>,
+    asks: u8,
     svc: Option<S>,
     req: Option<Request<B>>,
     cache: Arc<TokenCache>,
+}
+
+impl<S, B> Drop for Waiting<S, B> {
+    fn drop(&mut self) {
+        self.flight.leave(self.slot);
+    }
 }
 
 impl<S, B> ResponseFuture<S, B>
@@ -81,7 +93,7 @@ where
     }
 
     pub(crate) fn waiting(
-        rx: watch::Receiver<Option<FetchResult>>,
+        flight: Arc<Flight>,
         svc: S,
         req: Request<B>,
         cache: Arc<TokenCache>,
@@ -89,7 +101,9 @@ where
         ResponseFuture {
             state: State::Waiting {
                 waiting: Box::new(Waiting {
-                    wait: Box::pin(wait_for(rx)),
+                    flight,
+                    slot: None,
+                    asks: 0,
                     svc: Some(svc),
                     req: Some(req),
                     cache,
@@ -99,20 +113,64 @@ where
     }
 }
 
-/// Waits for the outcome of a fetch under way.
-pub(crate) async fn wait_for(mut rx: watch::Receiver<Option<FetchResult>>) -> FetchResult {
-    match rx.wait_for(Option::is_some).await {
-        Ok(outcome) => outcome
-            .as_ref()
-            .cloned()
-            .unwrap_or_else(|| Err(fetch_died())),
-        Err(_) => Err(fetch_died()),
-    }
+/// What a waiting request does once it has a token, or none.
+enum Next<F> {
+    Call(F, Sent),
+    Fail(TokenError),
 }
 
-fn fetch_died() -> TokenError {
-    TokenError::new(TokenErrorKind::Runtime)
-        .with_message("the token fetch task ended without an answer (runtime shutting down?)")
+impl<S, B> Waiting<S, B>
+where
+    S: Service<Request<B>>,
+{
+    /// Sends the request with the flight's token, if it is still usable now;
+    /// `None` when the request must ask the cache again.
+    fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S::Future>>> {
+        let Waiting {
+            flight,
+            slot,
+            svc,
+            req,
+            cache,
+            ..
+        } = self;
+        Poll::Ready(match ready!(flight.poll_landing(slot, cx)) {
+            Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
+                let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
+                    panic!("ResponseFuture polled after completion");
+                };
+                let sent = authorize(&mut req, cache, token);
+                Some(Next::Call(svc.call(req), sent))
+            }
+            Landing::Done(Err(error)) => Some(Next::Fail(error.clone())),
+            // Cut off, or a token that ran out before this request woke.
+            _ => None,
+        })
+    }
+
+    /// Asks the cache again, on this request's own runtime: a token at once,
+    /// an error, or (`None`) another flight to wait for.
+    fn ask_again(&mut self) -> Option<Next<S::Future>> {
+        self.asks += 1;
+        if self.asks > MAX_ASKS {
+            return Some(Next::Fail(cut_off()));
+        }
+        match self.cache.acquire() {
+            Acquire::Now(Ok(token)) => {
+                let (Some(mut svc), Some(mut req)) = (self.svc.take(), self.req.take()) else {
+                    panic!("ResponseFuture polled after completion");
+                };
+                let sent = authorize(&mut req, &self.cache, &token);
+                Some(Next::Call(svc.call(req), sent))
+            }
+            Acquire::Now(Err(error)) => Some(Next::Fail(error)),
+            Acquire::Wait(flight) => {
+                self.flight.leave(self.slot.take());
+                self.flight = flight;
+                None
+            }
+        }
+    }
 }
 
 impl<S, B, ResB> Future for ResponseFuture<S, B>
@@ -127,27 +185,26 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Waiting { waiting } => {
-                    let token = match ready!(waiting.wait.as_mut().poll(cx)) {
-                        Ok(token) => token,
-                        Err(error) => return Poll::Ready(Err(error.into())),
+                    let next = match ready!(waiting.poll_flight(cx)) {
+                        Some(next) => next,
+                        None => match waiting.ask_again() {
+                            Some(next) => next,
+                            None => continue,
+                        },
                     };
-                    let (Some(mut svc), Some(mut req)) = (waiting.svc.take(), waiting.req.take())
-                    else {
-                        panic!("ResponseFuture polled after completion");
-                    };
-                    req.headers_mut().insert(
-                        waiting.cache.settings().header_name.clone(),
-                        token.header.clone(),
-                    );
-                    let sent = Some(waiting.cache.sent(&token));
-                    let fut = svc.call(req);
-                    this.state.set(State::Calling { fut, sent });
+                    match next {
+                        Next::Call(fut, sent) => this.state.set(State::Calling {
+                            fut,
+                            sent: Some(sent),
+                        }),
+                        Next::Fail(error) => return Poll::Ready(Err(error.into())),
+                    }
                 }
                 StateProj::Calling { fut, sent } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;
-                    if let Some(sent) = *sent {
+                    if let Some(sent) = sent {
                         if crate::retry::is_unauthorized(&response) {
-                            TokenCache::refused(sent);
+                            sent.refused();
                         }
                     }
                     return Poll::Ready(Ok(response));

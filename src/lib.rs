@@ -209,6 +209,8 @@
     clippy::todo
 )]
 
+mod answer;
+mod authorize;
 mod builder;
 mod cache;
 mod client;

@@ -8,7 +8,11 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::cache::{Acquire, Current, CurrentCache, TokenCache, CLOCK_SAMPLE};
+use arc_swap::ArcSwapOption;
+use tokio::time::Instant;
+
+use crate::authorize::authorize;
+use crate::cache::{Acquire, CachedToken, TokenCache};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::BoxError;
@@ -34,8 +38,23 @@ pub struct OAuthService<S> {
     inner: S,
     cache: Arc<TokenCache>,
     current: CurrentCache,
-    /// Requests made through this instance, for the clock sample.
-    calls: u32,
+}
+
+/// A per-service view of the current token: `arc_swap::Cache` revalidates it
+/// with one relaxed pointer load and keeps its own reference, so the hot
+/// path takes no reference count and writes no shared memory for it.
+type CurrentCache = arc_swap::Cache<Current, Option<Arc<CachedToken>>>;
+
+/// Derefs a cache to its current token, for [`CurrentCache`].
+#[derive(Clone)]
+struct Current(Arc<TokenCache>);
+
+impl std::ops::Deref for Current {
+    type Target = ArcSwapOption<CachedToken>;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.current()
+    }
 }
 
 impl<S> OAuthService<S> {
@@ -45,7 +64,6 @@ impl<S> OAuthService<S> {
             inner,
             current: CurrentCache::new(Current(Arc::clone(&layer.cache))),
             cache: layer.cache,
-            calls: 0,
         }
     }
 
@@ -77,7 +95,6 @@ impl<S: Clone> Clone for OAuthService<S> {
             inner: self.inner.clone(),
             cache: Arc::clone(&self.cache),
             current: self.current.clone(),
-            calls: 0,
         }
     }
 }
@@ -107,21 +124,16 @@ where
 
     #[inline]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let settings = self.cache.settings();
-        if settings.keep_existing && req.headers().contains_key(&settings.header_name) {
+        if self.cache.placement().keeps(&req) {
             // The caller brought its own credential: no token needed.
             return ResponseFuture::calling(self.inner.call(req), None);
         }
-        let read_clock = self.calls % CLOCK_SAMPLE == 0;
-        self.calls = self.calls.wrapping_add(1);
+        // The token's expiry is checked against the clock on every use.
+        let now = Instant::now();
         let current = self.current.load().as_deref();
-        let sent = self.cache.check_usable(current, read_clock, |token| {
-            req.headers_mut()
-                .insert(settings.header_name.clone(), token.header.clone());
-            self.cache.sent(token)
-        });
-        if sent.is_some() {
-            return ResponseFuture::calling(self.inner.call(req), sent);
+        if let Some(token) = self.cache.check(current, now) {
+            let sent = authorize(&mut req, &self.cache, token);
+            return ResponseFuture::calling(self.inner.call(req), Some(sent));
         }
         self.call_without_token(req)
     }
@@ -136,20 +148,16 @@ impl<S> OAuthService<S> {
     {
         match self.cache.acquire() {
             Acquire::Now(Ok(token)) => {
-                req.headers_mut().insert(
-                    self.cache.settings().header_name.clone(),
-                    token.header.clone(),
-                );
-                let sent = Some(self.cache.sent(&token));
-                ResponseFuture::calling(self.inner.call(req), sent)
+                let sent = authorize(&mut req, &self.cache, &token);
+                ResponseFuture::calling(self.inner.call(req), Some(sent))
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
-            Acquire::Wait(rx) => {
+            Acquire::Wait(flight) => {
                 // The inner service was made ready for this request; take
                 // that ready instance along and leave a clone in its place.
                 let clone = self.inner.clone();
                 let ready = mem::replace(&mut self.inner, clone);
-                ResponseFuture::waiting(rx, ready, req, Arc::clone(&self.cache))
+                ResponseFuture::waiting(flight, ready, req, Arc::clone(&self.cache))
             }
         }
     }

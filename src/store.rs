@@ -9,6 +9,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::cache::Fetcher;
 use crate::error::TokenError;
 use crate::token::AccessToken;
 use crate::transport::BoxFuture;
@@ -24,15 +25,11 @@ pub struct SharedToken {
 }
 
 /// What a [`TokenStore`] gets for one fetch: the layer's own way to fetch a
-/// token, and its view of when a shared token is fresh enough to take.
+/// token, and its timing rules for when a shared token is fresh enough to
+/// take.
 pub struct FetchContext<'a> {
     pub(crate) identity: &'a str,
-    pub(crate) fetch:
-        &'a (dyn Fn() -> BoxFuture<'a, Result<AccessToken, TokenError>> + Send + Sync),
-    pub(crate) refresh_before: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
-    pub(crate) skew: &'a (dyn Fn(Duration) -> Duration + Send + Sync),
-    pub(crate) fetch_timeout: Duration,
-    pub(crate) min_backoff: Duration,
+    pub(crate) fetcher: &'a Fetcher,
 }
 
 impl<'a> FetchContext<'a> {
@@ -44,15 +41,15 @@ impl<'a> FetchContext<'a> {
     }
 
     /// Fetches a new token from the token endpoint (bounded by the layer's
-    /// fetch timeout). Returns the token and how long it may be presented
-    /// from now.
+    /// fetch timeout; a panic of the token source is an error). Returns the
+    /// token and how long it may be presented from now.
     ///
     /// # Errors
     ///
     /// The token request's [`TokenError`].
     pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
         let started = tokio::time::Instant::now();
-        let token = (self.fetch)().await?;
+        let token = self.fetcher.ask_source().await?;
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());
         Ok(SharedToken { token, usable_for })
     }
@@ -60,28 +57,34 @@ impl<'a> FetchContext<'a> {
     /// How long a token of `lifetime`, fetched `elapsed` ago, may be
     /// presented from now: its lifetime less the layer's expiry skew.
     pub fn usable_for(&self, lifetime: Duration, elapsed: Duration) -> Duration {
-        lifetime
-            .saturating_sub((self.skew)(lifetime))
-            .saturating_sub(elapsed)
+        self.fetcher.policy.usable_for(lifetime, elapsed)
     }
 
     /// Whether the layer would take `shared` rather than renew it: it stays
     /// usable for longer than the layer's refresh margin with its largest
     /// jitter (less the skew), so no replica is past its renewal point yet.
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
-        shared.usable_for > (self.refresh_before)(shared.token.lifetime())
+        self.fetcher
+            .policy
+            .is_fresh(shared.token.lifetime(), shared.usable_for)
     }
 
     /// The longest a token request may take.
     pub fn fetch_timeout(&self) -> Duration {
-        self.fetch_timeout
+        self.fetcher.policy.fetch_timeout
     }
 
-    /// The layer's shortest back-off after a failed token request: how long
-    /// a store may keep other replicas from retrying after a failure that
-    /// gave no `Retry-After`.
+    /// The layer's shortest back-off after a failed token request.
     pub fn min_backoff(&self) -> Duration {
-        self.min_backoff
+        self.fetcher.policy.min_backoff
+    }
+
+    /// How long the replicas sharing a token should hold back after
+    /// `error`: the endpoint's `Retry-After` (at least the minimum back-off,
+    /// at most an hour), or else the layer's minimum back-off. Meanwhile a
+    /// store hands `error` to the replicas that ask, instead of fetching.
+    pub fn hold_after(&self, error: &TokenError) -> Duration {
+        self.fetcher.policy.hold_after(error.retry_after())
     }
 }
 
@@ -89,7 +92,7 @@ impl fmt::Debug for FetchContext<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FetchContext")
             .field("identity", &self.identity)
-            .field("fetch_timeout", &self.fetch_timeout)
+            .field("fetch_timeout", &self.fetch_timeout())
             .finish_non_exhaustive()
     }
 }

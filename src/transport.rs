@@ -35,23 +35,6 @@ pub(crate) trait Transport: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<http::Response<Bytes>, TokenError>>;
 }
 
-/// Parses `Retry-After`: delay-seconds or an HTTP date.
-pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers
-        .get(http::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(
-        at.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
-}
-
 /// The token request carried by any HTTP `tower::Service`: a hyper-util
 /// client with the user's TLS, a stack with its own retries. The service
 /// must not follow redirects (hyper-util's client does not).
@@ -212,32 +195,5 @@ mod reqwest_transport {
                 Ok(out)
             })
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_after_seconds_and_date() {
-        let mut h = http::HeaderMap::new();
-        assert_eq!(retry_after(&h), None);
-        h.insert(http::header::RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
-        let later = std::time::SystemTime::now() + Duration::from_secs(120);
-        h.insert(
-            http::header::RETRY_AFTER,
-            httpdate::fmt_http_date(later).parse().unwrap(),
-        );
-        let d = retry_after(&h).unwrap();
-        assert!(d > Duration::from_secs(110) && d <= Duration::from_secs(120));
-        h.insert(
-            http::header::RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&h), Some(Duration::ZERO));
-        h.insert(http::header::RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(retry_after(&h), None);
     }
 }

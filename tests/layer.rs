@@ -231,8 +231,8 @@ async fn a_failing_endpoint_backs_off_and_fails_fast() {
     assert_eq!(stats.failed_token_requests, 1);
     assert!(stats.backing_off.is_some());
     assert!(stats.token_usable_for.is_none());
-    // Recovered once the back-off is over.
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    // Recovered once the back-off is over (400 ms, jittered up to 600 ms).
+    tokio::time::sleep(Duration::from_millis(650)).await;
     assert_eq!(send().await.unwrap().status(), 200);
     assert_eq!(authority.token_requests(), 2);
 }

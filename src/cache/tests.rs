@@ -62,14 +62,19 @@ impl TokenSource for Script {
     }
 }
 
-fn settings() -> Settings {
-    Settings {
+fn policy() -> Policy {
+    Policy {
         refresh_margin: Duration::from_secs(300),
         expiry_skew: Duration::from_secs(10),
         fetch_timeout: Duration::from_secs(10),
         forced_renewal_interval: Duration::from_secs(10),
-        backoff_min: Duration::from_secs(1),
-        backoff_max: Duration::from_secs(60),
+        min_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(60),
+    }
+}
+
+fn placement() -> Placement {
+    Placement {
         header_name: http::header::AUTHORIZATION,
         auth_scheme: "Bearer".into(),
         keep_existing: false,
@@ -77,11 +82,11 @@ fn settings() -> Settings {
 }
 
 fn cache(script: &Script) -> Arc<TokenCache> {
-    cache_with(script, settings())
+    with_source(script.clone())
 }
 
-fn cache_with(script: &Script, settings: Settings) -> Arc<TokenCache> {
-    TokenCache::new(Arc::new(script.clone()), settings, None, None)
+fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
+    TokenCache::new(Arc::new(source), policy(), placement(), None, None)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -97,17 +102,22 @@ fn status_error(status: u16, retry_after: Option<Duration>) -> TokenError {
 
 /// What a request would get: the usable token, or the outcome of waiting.
 async fn get(cache: &Arc<TokenCache>) -> FetchResult {
-    if let Some(t) = cache.with_usable(|t| t.generation) {
+    if let Some(g) = usable(cache) {
         return Ok(cache
             .current
             .load_full()
-            .filter(|c| c.generation == t)
+            .filter(|c| c.generation == g)
             .unwrap());
     }
-    match cache.acquire() {
-        Acquire::Now(r) => r,
-        Acquire::Wait(rx) => crate::future::wait_for(rx).await,
-    }
+    cache.token().await
+}
+
+/// The hot path now: the generation of the token a request would carry.
+fn usable(cache: &Arc<TokenCache>) -> Option<u64> {
+    let current = cache.current.load();
+    cache
+        .check(current.as_deref(), Instant::now())
+        .map(|t| t.generation)
 }
 
 /// Moves paused time on and lets the timers and tasks it wakes run.
@@ -153,7 +163,7 @@ async fn a_token_is_reused_until_its_renewal_point() {
     let first = get(&cache).await.unwrap();
     advance(Duration::from_secs(3000)).await;
     for _ in 0..1000 {
-        assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+        assert_eq!(usable(&cache), Some(first.generation));
     }
     assert_eq!(script.calls(), 1);
 }
@@ -164,6 +174,7 @@ async fn timings_follow_the_design() {
     let cache = cache(&script);
     let sent = Instant::now();
     let t = get(&cache).await.unwrap();
+    let t = t.timings;
     assert_eq!(t.expires_at, sent + HOUR);
     assert_eq!(t.usable_until, sent + HOUR - Duration::from_secs(10));
     // Margin 300 s, jitter up to a tenth of it.
@@ -176,7 +187,7 @@ async fn margins_are_clamped_for_short_tokens() {
     let script = Script::default().then_ok(Duration::from_secs(4));
     let cache = cache(&script);
     let sent = Instant::now();
-    let t = get(&cache).await.unwrap();
+    let t = get(&cache).await.unwrap().timings;
     // Skew up to a tenth of the lifetime, margin up to half of it.
     assert_eq!(t.usable_until, sent + Duration::from_millis(3600));
     assert!(t.refresh_at <= sent + Duration::from_secs(2));
@@ -192,10 +203,10 @@ async fn missing_lifetime_means_sixty_minutes() {
             Box::pin(async { AccessToken::from_json(br#"{"access_token":"x"}"#) })
         }
     }
-    let cache = TokenCache::new(Arc::new(Bare), settings(), None, None);
+    let cache = with_source(Bare);
     let sent = Instant::now();
     let t = get(&cache).await.unwrap();
-    assert_eq!(t.expires_at, sent + HOUR);
+    assert_eq!(t.timings.expires_at, sent + HOUR);
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,22 +217,19 @@ async fn renewal_ahead_does_not_make_requests_wait() {
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
     // Timers have millisecond resolution: 1 ms past the renewal point.
-    advance(first.refresh_at - Instant::now() + Duration::from_millis(1)).await;
+    advance(first.timings.refresh_at - Instant::now() + Duration::from_millis(1)).await;
     // Past the renewal point: every request goes on with the current token,
     // and exactly one renewal starts.
     for _ in 0..100 {
-        assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+        assert_eq!(usable(&cache), Some(first.generation));
     }
     settle().await;
     assert_eq!(script.calls(), 2);
     advance(Duration::from_secs(1)).await;
-    assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+    assert_eq!(usable(&cache), Some(first.generation));
     advance(Duration::from_millis(1001)).await;
     settle().await;
-    assert_eq!(
-        cache.with_usable(|t| t.generation),
-        Some(first.generation + 1)
-    );
+    assert_eq!(usable(&cache), Some(first.generation + 1));
     assert_eq!(script.calls(), 2);
 }
 
@@ -234,27 +242,25 @@ async fn failed_renewal_keeps_the_token_serving_and_retries_after_backoff() {
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
     // Timers have millisecond resolution: 1 ms past the renewal point.
-    advance(first.refresh_at - Instant::now() + Duration::from_millis(1)).await;
-    assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+    advance(first.timings.refresh_at - Instant::now() + Duration::from_millis(1)).await;
+    assert_eq!(usable(&cache), Some(first.generation));
     settle().await;
     assert_eq!(script.calls(), 2);
     settle().await;
     // The renewal failed; the token still serves, and no request retries at
     // once.
     for _ in 0..100 {
-        assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+        assert_eq!(usable(&cache), Some(first.generation));
     }
     settle().await;
     assert_eq!(script.calls(), 2);
-    // After the back-off (at most the minimum, 1 s), the next request renews.
-    advance(Duration::from_secs(1)).await;
-    assert_eq!(cache.with_usable(|t| t.generation), Some(first.generation));
+    // After the back-off (the minimum, 1 s, jittered up to 1.5 s), the next
+    // request renews.
+    advance(Duration::from_millis(1500)).await;
+    assert_eq!(usable(&cache), Some(first.generation));
     settle().await;
     assert_eq!(script.calls(), 3);
-    assert_eq!(
-        cache.with_usable(|t| t.generation),
-        Some(first.generation + 1)
-    );
+    assert_eq!(usable(&cache), Some(first.generation + 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,8 +270,8 @@ async fn an_expired_token_is_never_presented() {
         .then_err(status_error(503, None));
     let cache = cache(&script);
     let first = get(&cache).await.unwrap();
-    advance(first.usable_until - Instant::now()).await;
-    assert_eq!(cache.with_usable(|t| t.generation), None);
+    advance(first.timings.usable_until - Instant::now()).await;
+    assert_eq!(usable(&cache), None);
     let err = get(&cache).await.unwrap_err();
     assert_eq!(err.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
     assert_eq!(err.backing_off(), None);
@@ -288,14 +294,16 @@ async fn failures_back_off_exponentially_and_fail_fast_meanwhile() {
         let fast = get(&cache).await.unwrap_err();
         assert_eq!(fast.kind(), TokenErrorKind::Status);
         let left = fast.backing_off().expect("backing off");
-        let nominal = Duration::from_secs(1 << (n - 1)).min(Duration::from_secs(60));
-        assert!(left <= nominal && left >= nominal / 2, "{n}: {left:?}");
-        if n > 2 && n < 7 {
-            // Doubling with jitter of at most half: never below the delay
-            // two failures back.
+        // Doubling from 1 s, jittered up by at most half, within 60 s (at
+        // the cap: 40 s to 60 s).
+        let low = Duration::from_secs(1 << (n - 1)).min(Duration::from_secs(40));
+        let high = low.mul_f64(1.5).min(Duration::from_secs(60));
+        assert!(left >= low && left <= high, "{n}: {left:?}");
+        if n < 7 {
+            // Never below the longest delay of the failure before.
             assert!(left >= previous, "{n}: {left:?} after {previous:?}");
         }
-        previous = nominal / 4;
+        previous = high;
         for _ in 0..50 {
             get(&cache).await.unwrap_err();
         }
@@ -330,14 +338,14 @@ async fn success_resets_the_backoff() {
         .then_err(status_error(500, None));
     let cache = cache(&script);
     get(&cache).await.unwrap_err();
-    advance(Duration::from_secs(1)).await;
+    advance(Duration::from_millis(1500)).await;
     get(&cache).await.unwrap_err();
-    advance(Duration::from_secs(2)).await;
+    advance(Duration::from_millis(1500)).await;
     let t = get(&cache).await.unwrap();
-    advance(t.usable_until - Instant::now()).await;
+    advance(t.timings.usable_until - Instant::now()).await;
     get(&cache).await.unwrap_err();
     let left = get(&cache).await.unwrap_err().backing_off().unwrap();
-    assert!(left <= Duration::from_secs(1), "{left:?}");
+    assert!(left < Duration::from_millis(1500), "{left:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -347,24 +355,24 @@ async fn refusal_drops_the_current_token_once_and_is_rate_limited() {
     let first = get(&cache).await.unwrap();
     // A hundred concurrent 401s for the same token: one drop, one fetch.
     for _ in 0..100 {
-        cache.refused_generation(first.generation);
+        cache.refused(first.generation);
     }
     let second = get(&cache).await.unwrap();
     assert_eq!(second.generation, first.generation + 1);
     assert_eq!(script.calls(), 2);
     // A late 401 for the old token changes nothing.
-    cache.refused_generation(first.generation);
-    assert_eq!(cache.with_usable(|t| t.generation), Some(second.generation));
+    cache.refused(first.generation);
+    assert_eq!(usable(&cache), Some(second.generation));
     // The new token is refused too, within the interval: kept, no request.
     advance(Duration::from_secs(9)).await;
-    cache.refused_generation(second.generation);
-    assert_eq!(cache.with_usable(|t| t.generation), Some(second.generation));
+    cache.refused(second.generation);
+    assert_eq!(usable(&cache), Some(second.generation));
     settle().await;
     assert_eq!(script.calls(), 2);
     // Past the interval, a refusal renews again.
     advance(Duration::from_secs(1)).await;
-    cache.refused_generation(second.generation);
-    assert_eq!(cache.with_usable(|t| t.generation), None);
+    cache.refused(second.generation);
+    assert_eq!(usable(&cache), None);
     assert_eq!(get(&cache).await.unwrap().generation, second.generation + 1);
     assert_eq!(script.calls(), 3);
 }
@@ -376,7 +384,7 @@ async fn an_api_refusing_every_token_costs_one_fetch_per_interval() {
     // One minute of requests every 10 ms, each answered 401.
     for _ in 0..6000 {
         let t = get(&cache).await.unwrap();
-        cache.refused_generation(t.generation);
+        cache.refused(t.generation);
         advance(Duration::from_millis(10)).await;
     }
     // 60 s / 10 s interval, plus the first fetch.
@@ -387,14 +395,14 @@ async fn an_api_refusing_every_token_costs_one_fetch_per_interval() {
 async fn a_dropped_waiter_does_not_cancel_the_fetch() {
     let script = Script::default().then(Duration::from_secs(1), Ok(HOUR));
     let cache = cache(&script);
-    let Acquire::Wait(rx) = cache.acquire() else {
+    let Acquire::Wait(flight) = cache.acquire() else {
         panic!("expected to wait")
     };
-    drop(rx);
+    drop(flight);
     settle().await;
     advance(Duration::from_secs(1)).await;
     settle().await;
-    assert!(cache.with_usable(|t| t.generation).is_some());
+    assert!(usable(&cache).is_some());
     assert_eq!(script.calls(), 1);
 }
 
@@ -424,7 +432,7 @@ async fn a_token_that_cannot_be_a_header_is_refused() {
                 Box::pin(async move { Ok(t) })
             }
         }
-        let cache = TokenCache::new(Arc::new(Fixed(bad.clone())), settings(), None, None);
+        let cache = with_source(Fixed(bad.clone()));
         let err = get(&cache).await.unwrap_err();
         assert_eq!(err.kind(), TokenErrorKind::InvalidResponse, "{bad:?}");
         assert!(!format!("{err} {err:?}").contains(&bad));
@@ -441,99 +449,211 @@ fn no_runtime_is_an_error_not_a_panic() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_fresh_mark_is_cleared_at_the_renewal_point() {
-    let script = Script::default().then_ok(HOUR);
-    let cache = cache(&script);
-    let t = get(&cache).await.unwrap();
-    settle().await;
-    assert!(t.fresh.load(Ordering::Relaxed));
-    advance(t.refresh_at - Instant::now() - Duration::from_millis(1)).await;
-    assert!(t.fresh.load(Ordering::Relaxed));
-    advance(Duration::from_millis(2)).await;
-    assert!(!t.fresh.load(Ordering::Relaxed));
+/// A source whose every fetch panics after handing out `good` tokens.
+struct Panicky {
+    good: usize,
+    calls: Arc<AtomicUsize>,
 }
 
-#[test]
-fn a_token_outliving_its_runtime_falls_back_to_the_clock() {
-    let script = Script::default().then_ok(HOUR);
-    let cache = cache(&script);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let t = rt.block_on(async {
-        let t = get(&cache).await.unwrap();
-        settle().await;
-        t
-    });
-    assert!(t.fresh.load(Ordering::Relaxed));
-    drop(rt);
-    // The timer went with its runtime, and cleared the mark as it went.
-    assert!(!t.fresh.load(Ordering::Relaxed));
-    assert_eq!(cache.with_usable(|t| t.generation), Some(t.generation));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_late_timer_is_caught_by_the_clock_sample() {
-    let script = Script::default().then_ok(HOUR).then_ok(HOUR);
-    let cache = cache(&script);
-    let t = get(&cache).await.unwrap();
-    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
-    // As if the timer had not run (its runtime not driving timers).
-    t.fresh.store(true, Ordering::Relaxed);
-    // Without a clock read the mark is trusted...
-    assert_eq!(
-        cache.check_usable(Some(&t), false, |t| t.generation),
-        Some(t.generation)
-    );
-    // ...the sampled clock read sees the token is past its usable point, and
-    // clears the mark.
-    assert_eq!(cache.check_usable(Some(&t), true, |t| t.generation), None);
-    assert!(!t.fresh.load(Ordering::Relaxed));
-    assert_eq!(cache.check_usable(Some(&t), false, |t| t.generation), None);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_service_reads_the_clock_on_its_first_request_and_every_sixteenth() {
-    use tower::{Service, ServiceExt};
-    let script = Script::default().then_ok(HOUR);
-    let layer = crate::OAuthLayer {
-        cache: cache(&script),
-    };
-    let inner = tower::service_fn(|_: http::Request<()>| async {
-        Ok::<_, std::convert::Infallible>(http::Response::new(()))
-    });
-    let mut svc = crate::OAuthService::new(inner, layer.clone());
-    let call = |svc: &mut crate::OAuthService<_>| {
-        let fut = svc.call(http::Request::new(()));
-        async move { fut.await.unwrap() }
-    };
-    svc.ready().await.unwrap();
-    call(&mut svc).await;
-    let t = layer.cache.current.load_full().unwrap();
-    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
-
-    // A late timer: the token is past its usable point but still marked.
-    t.fresh.store(true, Ordering::Relaxed);
-    // A new clone reads the clock on its first request: no expired token.
-    let mut clone = svc.clone();
-    clone.ready().await.unwrap();
-    call(&mut clone).await;
-    assert_eq!(script.calls(), 2);
-
-    // The first instance catches it within the sample too.
-    let t = layer.cache.current.load_full().unwrap();
-    advance(t.usable_until - Instant::now() + Duration::from_millis(1)).await;
-    t.fresh.store(true, Ordering::Relaxed);
-    let mut trusted = 0;
-    while script.calls() == 2 {
-        svc.ready().await.unwrap();
-        call(&mut svc).await;
-        trusted += 1;
-        assert!(
-            trusted <= CLOCK_SAMPLE,
-            "no clock read in {trusted} requests"
-        );
+impl TokenSource for Panicky {
+    fn fetch_token(&self) -> crate::transport::BoxFuture<'_, Result<AccessToken, TokenError>> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if n < self.good {
+                return Ok(AccessToken::new(format!("token-{n}")).with_expires_in(HOUR));
+            }
+            panic!("the vault client broke");
+        })
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_source_backs_off_and_a_usable_token_keeps_serving() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let cache = with_source(Panicky {
+        good: 1,
+        calls: Arc::clone(&calls),
+    });
+    let first = get(&cache).await.unwrap();
+    advance(first.timings.refresh_at - Instant::now() + Duration::from_millis(1)).await;
+    // The renewal panics: recorded as a failure, the token still serves.
+    for _ in 0..100 {
+        assert_eq!(usable(&cache), Some(first.generation));
+        settle().await;
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "one renewal, then back-off"
+    );
+    assert_eq!(cache.stats().failed_token_requests, 1);
+    assert!(cache.stats().backing_off.is_some());
+
+    // Without a usable token: one panicking fetch, then the error at once.
+    advance(first.timings.usable_until - Instant::now()).await;
+    let before = calls.load(Ordering::SeqCst);
+    let err = get(&cache).await.unwrap_err();
+    assert_eq!(err.kind(), TokenErrorKind::Panic);
+    assert!(err.to_string().contains("the vault client broke"), "{err}");
+    for _ in 0..50 {
+        let again = get(&cache).await.unwrap_err();
+        assert!(again.backing_off().is_some());
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), before + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_that_ran_out_before_it_arrived_is_a_failure() {
+    // A 1 s token whose answer takes 1.5 s.
+    let script = Script::default()
+        .then(Duration::from_millis(1500), Ok(Duration::from_secs(1)))
+        .then_ok(HOUR);
+    let cache = cache(&script);
+    let err = get(&cache).await.unwrap_err();
+    assert_eq!(err.kind(), TokenErrorKind::Timeout);
+    assert!(
+        err.to_string().contains("was over when its answer arrived"),
+        "{err}"
+    );
+    assert!(cache.current.load().is_none(), "never installed");
+    // Backed off: no request per request.
+    for _ in 0..20 {
+        assert!(get(&cache).await.unwrap_err().backing_off().is_some());
+    }
+    assert_eq!(script.calls(), 1);
+    // Once the back-off is over, the next fetch succeeds.
+    advance(Duration::from_millis(1500)).await;
+    get(&cache).await.unwrap();
+    assert_eq!(script.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lifetime_of_zero_is_a_failure_that_backs_off() {
+    let script = Script::default().then_ok(Duration::ZERO);
+    let cache = cache(&script);
+    get(&cache).await.unwrap_err();
+    for _ in 0..20 {
+        get(&cache).await.unwrap_err();
+    }
+    assert_eq!(script.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_that_can_heal_is_retried_steadily_and_recovery_is_quick() {
+    let script = Script::default();
+    for _ in 0..30 {
+        script.clone().then_err(status_error(503, None));
+    }
+    let script = script.then_ok(HOUR);
+    let cache = cache(&script);
+    // Thirty failures in a row: the delay never grows past 1.5 s.
+    for n in 1..=30 {
+        get(&cache).await.unwrap_err();
+        assert_eq!(script.calls(), n);
+        let left = get(&cache).await.unwrap_err().backing_off().unwrap();
+        assert!(left >= Duration::from_secs(1), "{n}: {left:?}");
+        assert!(left < Duration::from_millis(1500), "{n}: {left:?}");
+        advance(left).await;
+    }
+    // The endpoint is back: the very next request gets a token.
+    get(&cache).await.unwrap();
+    assert_eq!(script.calls(), 31);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_credentials_back_off_exponentially_even_without_a_token() {
+    let script = Script::default().then_err(status_error(400, None));
+    let cache = cache(&script);
+    for _ in 0..5 {
+        get(&cache).await.unwrap_err();
+        let left = get(&cache).await.unwrap_err().backing_off().unwrap();
+        advance(left).await;
+    }
+    // The sixth failure in a row: 32 s or more, although no token serves.
+    get(&cache).await.unwrap_err();
+    let left = get(&cache).await.unwrap_err().backing_off().unwrap();
+    assert!(left >= Duration::from_secs(32), "{left:?}");
+    assert_eq!(script.calls(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_back_off_ends_when_the_token_does() {
+    let script = Script::default()
+        .then_ok(Duration::from_secs(100))
+        .then_err(status_error(503, None));
+    let cache = cache(&script);
+    let first = get(&cache).await.unwrap();
+    // Renewals fail while the token serves: the back-off grows...
+    let mut failures = 0;
+    while Instant::now() < first.timings.usable_until {
+        usable(&cache);
+        settle().await;
+        failures = cache.stats().failed_token_requests;
+        advance(Duration::from_millis(100)).await;
+    }
+    assert!(failures >= 3, "{failures}");
+    // ...but once the token is over, the next request fetches at once.
+    let before = script.calls();
+    get(&cache).await.unwrap_err();
+    assert_eq!(script.calls(), before + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_retry_of_many_layers_is_spread() {
+    let mut delays = Vec::new();
+    for _ in 0..20 {
+        let script = Script::default().then_err(status_error(401, None));
+        let cache = cache(&script);
+        get(&cache).await.unwrap_err();
+        delays.push(cache.stats().backing_off.unwrap());
+    }
+    delays.sort();
+    assert!(delays[0] >= Duration::from_secs(1));
+    assert!(delays[19] < Duration::from_millis(1500));
+    assert!(
+        delays[19] - delays[0] > Duration::from_millis(100),
+        "{delays:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_last_reference_stops_the_fetch_and_frees_everything() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let script = Script::default().then(Duration::from_secs(5), Ok(HOUR));
+    let cache = cache(&script);
+    let weak = Arc::downgrade(&cache);
+    let Acquire::Wait(flight) = cache.acquire() else {
+        panic!("expected to wait")
+    };
+    settle().await;
+    assert_eq!(metrics.num_alive_tasks(), 1);
+    drop(cache);
+    settle().await;
+    assert_eq!(metrics.num_alive_tasks(), 0, "the fetch task is gone");
+    assert!(weak.upgrade().is_none(), "the cache is freed");
+    let mut slot = None;
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(matches!(
+        flight.poll_landing(&mut slot, &mut cx),
+        std::task::Poll::Ready(Landing::CutOff)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_flight_is_replaced_by_the_next_request() {
+    let script = Script::default()
+        .then(Duration::from_secs(5), Ok(HOUR))
+        .then_ok(HOUR);
+    let cache = cache(&script);
+    let Acquire::Wait(first) = cache.acquire() else {
+        panic!("expected to wait")
+    };
+    settle().await;
+    // As if its runtime had shut down: the task is gone.
+    cache.control().abort();
+    let second = get(&cache).await.unwrap();
+    assert_eq!(script.calls(), 2);
+    assert_eq!(second.token.expose_token(), "token-1");
+    drop(first);
 }

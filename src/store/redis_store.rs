@@ -231,7 +231,7 @@ impl RedisStore {
         let key = self.key(ctx.identity());
         let lock = format!("{key}:lock");
         let lock_ttl = ctx.fetch_timeout() + Duration::from_secs(1);
-        let nonce = crate::cache::random_hex();
+        let nonce = random_hex();
         let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
         loop {
             let now = self.read(&key).await?;
@@ -297,7 +297,7 @@ impl RedisStore {
                     redis::pipe()
                         .cmd("SET")
                         .arg(key)
-                        .arg(shared.token.to_json())
+                        .arg(token_json(&shared.token))
                         .arg("PX")
                         .arg(millis(shared.usable_for).max(1))
                         .ignore()
@@ -309,10 +309,7 @@ impl RedisStore {
             }
             Err(e) => {
                 // The fleet holds back as long as this replica will.
-                let hold = e
-                    .retry_after()
-                    .unwrap_or(ctx.min_backoff())
-                    .clamp(ctx.min_backoff(), Duration::from_secs(3600));
+                let hold = ctx.hold_after(e);
                 self.bounded(
                     redis::cmd("SET")
                         .arg(failure_key(key))
@@ -395,6 +392,7 @@ fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         "timeout" => TokenErrorKind::Timeout,
         "status" => TokenErrorKind::Status,
         "invalid_response" => TokenErrorKind::InvalidResponse,
+        "panic" => TokenErrorKind::Panic,
         _ => TokenErrorKind::Runtime,
     };
     let status = value
@@ -422,7 +420,46 @@ fn kind_name(kind: TokenErrorKind) -> &'static str {
         TokenErrorKind::Status => "status",
         TokenErrorKind::InvalidResponse => "invalid_response",
         TokenErrorKind::Runtime => "runtime",
+        TokenErrorKind::Panic => "panic",
     }
+}
+
+/// The token as JSON in the token endpoint's shape (read back with
+/// [`AccessToken::from_json`]); `expires_in` is the lifetime first announced.
+fn token_json(token: &AccessToken) -> String {
+    let mut map = serde_json::Map::new();
+    map.insert("access_token".into(), token.expose_token().into());
+    let fields = [
+        ("token_type", token.token_type()),
+        ("scope", token.scope()),
+        ("application_name", token.application_name()),
+        ("developer.email", token.developer_email()),
+        ("issued_at", token.issued_at()),
+        ("client_id", token.client_id()),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            map.insert(name.into(), value.into());
+        }
+    }
+    if let Some(e) = token.expires_in() {
+        map.insert("expires_in".into(), e.as_secs_f64().into());
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+/// 128 random bits as hex: a lock value no other replica holds.
+fn random_hex() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // Every `RandomState` has keys of its own, drawn from the process's
+    // random seed and moved on at each call: the hash of nothing under two
+    // of them is 128 bits that differ between replicas and between calls.
+    let bits = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    format!("{:016x}{:016x}", bits(), bits())
 }
 
 fn millis(d: Duration) -> u64 {
@@ -481,5 +518,31 @@ impl fmt::Debug for RedisStore {
             .field("timeout", &self.timeout)
             .field("degraded", &self.degraded.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_token_reads_back_the_same() {
+        let t = AccessToken::from_json(
+            br#"{"access_token":"abc","token_type":"BearerToken","expires_in":"1799",
+                 "scope":"","application_name":"app","developer.email":"d@example.com",
+                 "issued_at":"1416157639014","client_id":"cid","unknown":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            AccessToken::from_json(token_json(&t).as_bytes()).unwrap(),
+            t
+        );
+    }
+
+    #[test]
+    fn lock_values_differ() {
+        let (a, b) = (random_hex(), random_hex());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 }

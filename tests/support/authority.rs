@@ -56,6 +56,10 @@ struct State {
     extras: Mutex<Vec<(String, String)>>,
     lifetime: Mutex<Duration>,
     delay: Mutex<Duration>,
+    /// How long the answer stalls after the token was issued.
+    stall_after_issue: Mutex<Duration>,
+    /// Until then, every token request is answered 503.
+    outage_until: Mutex<Option<Instant>>,
     faults: Mutex<Vec<Fault>>,
     tokens: Mutex<HashMap<String, Issued>>,
     token_requests: AtomicUsize,
@@ -90,6 +94,8 @@ impl Authority {
             extras: Mutex::new(Vec::new()),
             lifetime: Mutex::new(lifetime),
             delay: Mutex::new(Duration::ZERO),
+            stall_after_issue: Mutex::new(Duration::ZERO),
+            outage_until: Mutex::new(None),
             faults: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
             token_requests: AtomicUsize::new(0),
@@ -193,6 +199,17 @@ impl Authority {
     }
 
     /// The next token requests get these answers, in order, instead of tokens.
+    /// The answer stalls `stall` after the token was issued (and its
+    /// lifetime started), as a slow network between us and the client would.
+    pub fn set_stall_after_issue(&self, stall: Duration) {
+        *self.state.stall_after_issue.lock().unwrap() = stall;
+    }
+
+    /// Every token request is answered `503` for `outage` from now.
+    pub fn fail_for(&self, outage: Duration) {
+        *self.state.outage_until.lock().unwrap() = Some(Instant::now() + outage);
+    }
+
     pub fn push_faults(&self, faults: impl IntoIterator<Item = Fault>) {
         self.state.faults.lock().unwrap().extend(faults);
     }
@@ -272,6 +289,17 @@ async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<
         let mut faults = state.faults.lock().unwrap();
         (!faults.is_empty()).then(|| faults.remove(0))
     };
+    let down = state
+        .outage_until
+        .lock()
+        .unwrap()
+        .is_some_and(|until| Instant::now() < until);
+    if down {
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            r#"{"error":"temporarily_unavailable"}"#.into(),
+        );
+    }
     if let Some(fault) = fault {
         let mut resp = Response::builder().status(fault.status);
         for (k, v) in &fault.headers {
@@ -295,6 +323,10 @@ async fn token_endpoint(state: &State, req: Request<Incoming>) -> Response<Full<
             revoked: false,
         },
     );
+    let stall = *state.stall_after_issue.lock().unwrap();
+    if !stall.is_zero() {
+        tokio::time::sleep(stall).await;
+    }
     let issued_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1,0 +1,387 @@
+//! Reading the token endpoint's answer: the status, an error body in any of
+//! its three shapes, `Retry-After`, and the token JSON. The one place that
+//! turns bytes from the network into an [`AccessToken`] or a [`TokenError`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Map, Value};
+
+use crate::error::{TokenError, TokenErrorKind};
+use crate::token::{AccessToken, MAX_LIFETIME};
+
+/// The token endpoint's whole answer, read: the token on success, else the
+/// error it describes. `secret` is scrubbed from any text the server sent.
+pub(crate) fn read(
+    response: &http::Response<Bytes>,
+    secret: &str,
+) -> Result<AccessToken, TokenError> {
+    let status = response.status();
+    if status.is_success() {
+        AccessToken::from_json(response.body())
+    } else {
+        Err(status_error(
+            status,
+            response.body(),
+            retry_after(response.headers()),
+            secret,
+        ))
+    }
+}
+
+impl AccessToken {
+    /// Reads a token endpoint's success body.
+    ///
+    /// # Errors
+    ///
+    /// A [`TokenError`] of kind [`InvalidResponse`](TokenErrorKind::InvalidResponse)
+    /// when the body is not a JSON object, has no non-empty `access_token`
+    /// string, or announces a lifetime of zero or less (or one that rounds to
+    /// zero nanoseconds).
+    pub fn from_json(body: &[u8]) -> Result<Self, TokenError> {
+        let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            invalid(&format!(
+                "body is not JSON ({:?} error at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        let Value::Object(map) = value else {
+            return Err(invalid("body is not a JSON object"));
+        };
+        let access_token = match map.get("access_token") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) => return Err(invalid("`access_token` is empty")),
+            Some(_) => return Err(invalid("`access_token` is not a string")),
+            None => return Err(invalid("no `access_token` in the response")),
+        };
+        let expires_in = match map.get("expires_in") {
+            None | Some(Value::Null) => None,
+            Some(v) => match seconds(v) {
+                // A positive number too small for a nanosecond is no
+                // lifetime either: a token that is never usable.
+                Some(s) if s > 0.0 => match Duration::try_from_secs_f64(s) {
+                    Ok(d) if d.is_zero() => {
+                        return Err(invalid("`expires_in` rounds to zero"));
+                    }
+                    Ok(d) => Some(d.min(MAX_LIFETIME)),
+                    Err(_) => Some(MAX_LIFETIME),
+                },
+                Some(_) => return Err(invalid("`expires_in` is zero or negative")),
+                None => {
+                    tracing::warn!(
+                        "token response has an unreadable `expires_in`; assuming 60 minutes"
+                    );
+                    None
+                }
+            },
+        };
+        Ok(AccessToken {
+            access_token,
+            token_type: text(&map, "token_type"),
+            expires_in,
+            scope: text(&map, "scope"),
+            application_name: text(&map, "application_name"),
+            developer_email: text(&map, "developer.email"),
+            issued_at: text(&map, "issued_at"),
+            client_id: text(&map, "client_id"),
+        })
+    }
+}
+
+impl TokenError {
+    /// The error for a token endpoint's non-success answer, read the way the
+    /// layer reads it: the error code and text from any of the three body
+    /// shapes in use (`{"error", "error_description"}`, `{"ErrorCode",
+    /// "Error"}`, `{"fault": {"faultstring", "detail": {"errorcode"}}}`),
+    /// anything else (HTML, XML, empty) giving neither, and `Retry-After` from
+    /// the headers. For [`TokenSource`](crate::TokenSource) implementations
+    /// that talk to endpoints of the same family. Never panics, whatever the
+    /// bytes.
+    ///
+    /// ```
+    /// use http::{HeaderMap, StatusCode};
+    /// use tower_oauth::{TokenError, TokenErrorKind};
+    ///
+    /// let body = br#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#;
+    /// let e = TokenError::from_response(StatusCode::UNAUTHORIZED, &HeaderMap::new(), body);
+    /// assert_eq!(e.kind(), TokenErrorKind::Status);
+    /// assert_eq!(e.error_code(), Some("invalid_client"));
+    /// ```
+    pub fn from_response(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) -> Self {
+        status_error(status, body, retry_after(headers), "")
+    }
+}
+
+/// Parses `Retry-After`: delay-seconds or an HTTP date.
+pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// A JSON value as a number of seconds: a number, or a string holding one.
+fn seconds(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
+        _ => None,
+    }
+}
+
+/// A field as text, whether the endpoint sent a string or a number.
+fn text(map: &Map<String, Value>, key: &str) -> Option<String> {
+    match map.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads an error body in any of the shapes in use, returning (code, text):
+/// `{"error", "error_description"}` (RFC 6749), `{"ErrorCode", "Error"}`, and
+/// `{"fault": {"faultstring", "detail": {"errorcode"}}}`. Anything else
+/// (HTML, XML, empty) gives neither.
+pub(crate) fn parse_error_body(body: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else {
+        return (None, None);
+    };
+    if let Some(Value::Object(fault)) = map.get("fault") {
+        let code = fault
+            .get("detail")
+            .and_then(Value::as_object)
+            .and_then(|d| text(d, "errorcode"));
+        return (code, text(fault, "faultstring"));
+    }
+    if map.contains_key("ErrorCode") || map.contains_key("Error") {
+        return (text(&map, "ErrorCode"), text(&map, "Error"));
+    }
+    (text(&map, "error"), text(&map, "error_description"))
+}
+
+/// Builds the error for a non-success answer from the token endpoint.
+///
+/// Any occurrence of `secret` in the server's text is replaced before the
+/// text is cut to length, so not even part of it survives.
+pub(crate) fn status_error(
+    status: StatusCode,
+    body: &[u8],
+    retry_after: Option<Duration>,
+    secret: &str,
+) -> TokenError {
+    let scrub = |t: String| {
+        if secret.is_empty() {
+            t
+        } else {
+            t.replace(secret, "[redacted]")
+        }
+    };
+    let (code, description) = parse_error_body(body);
+    let (code, description) = (code.map(scrub), description.map(scrub));
+    let err =
+        TokenError::new(TokenErrorKind::Status).with_status(status, code, description, retry_after);
+    if status.is_redirection() {
+        err.with_message("redirects are not followed for token requests")
+    } else {
+        err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+    use crate::token::DEFAULT_LIFETIME;
+
+    #[test]
+    fn reads_the_specification_shape() {
+        let t = AccessToken::from_json(
+            br#"{"access_token":"MTQ0NjJkZmQ5OTM2NDE1ZTZjNGZmZjI3","token_type":"bearer","expires_in":3599,
+ "scope":"","application_name":"app_name","developer.email":"dev@example.com",
+ "issued_at":"1582220284531","client_id":"IwOGYzYTlmM2YxOTQ5MGE3YmNmMDFkNTVk"}"#,
+        )
+        .unwrap();
+        assert_eq!(t.expose_token(), "MTQ0NjJkZmQ5OTM2NDE1ZTZjNGZmZjI3");
+        assert_eq!(t.token_type(), Some("bearer"));
+        assert_eq!(t.expires_in(), Some(Duration::from_secs(3599)));
+        assert_eq!(t.scope(), Some(""));
+        assert_eq!(t.application_name(), Some("app_name"));
+        assert_eq!(t.developer_email(), Some("dev@example.com"));
+        assert_eq!(t.client_id(), Some("IwOGYzYTlmM2YxOTQ5MGE3YmNmMDFkNTVk"));
+        assert_eq!(
+            t.issued_at_time(),
+            Some(UNIX_EPOCH + Duration::from_millis(1_582_220_284_531))
+        );
+    }
+
+    #[test]
+    fn reads_the_gateway_default_shape() {
+        let t = AccessToken::from_json(
+            br#"{"issued_at":"1416157639014","application_name":"e49ef95f-6d32","scope":"","status":"approved",
+ "api_product_list":"[Test App product]","expires_in":"3599","developer.email":"testdev@example.com",
+ "organization_id":"0","token_type":"BearerToken","client_id":"kWocGgKENrdWRT0jq4l0F0ACnPAQsD3",
+ "access_token":"WNSnwquKualbgnGeAK0EXGqzO3A","organization_name":"example",
+ "refresh_token_expires_in":"0","refresh_count":"0"}"#,
+        )
+        .unwrap();
+        assert_eq!(t.expose_token(), "WNSnwquKualbgnGeAK0EXGqzO3A");
+        assert_eq!(t.token_type(), Some("BearerToken"));
+        assert_eq!(t.lifetime(), Duration::from_secs(3599));
+    }
+
+    #[test]
+    fn expires_in_missing_null_or_unreadable_means_sixty_minutes() {
+        for body in [
+            r#"{"access_token":"a"}"#,
+            r#"{"access_token":"a","expires_in":null}"#,
+            r#"{"access_token":"a","expires_in":"soon"}"#,
+            r#"{"access_token":"a","expires_in":[1]}"#,
+        ] {
+            let t = AccessToken::from_json(body.as_bytes()).unwrap();
+            assert_eq!(t.expires_in(), None, "{body}");
+            assert_eq!(t.lifetime(), DEFAULT_LIFETIME);
+        }
+    }
+
+    #[test]
+    fn expires_in_large_is_capped_and_nonpositive_refused() {
+        let t = AccessToken::from_json(br#"{"access_token":"a","expires_in":1e300}"#).unwrap();
+        assert_eq!(t.lifetime(), MAX_LIFETIME);
+        let t = AccessToken::from_json(br#"{"access_token":"a","expires_in":"86400"}"#).unwrap();
+        assert_eq!(t.lifetime(), MAX_LIFETIME);
+        for body in [
+            r#"{"access_token":"a","expires_in":0}"#,
+            r#"{"access_token":"a","expires_in":"-5"}"#,
+            r#"{"access_token":"a","expires_in":1e-300}"#,
+            r#"{"access_token":"a","expires_in":"0.0000000001"}"#,
+        ] {
+            let e = AccessToken::from_json(body.as_bytes()).unwrap_err();
+            assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+        }
+    }
+
+    #[test]
+    fn only_a_nonempty_access_token_is_required() {
+        for body in [
+            "",
+            "<html>bad gateway</html>",
+            "[]",
+            r#"{"token_type":"bearer"}"#,
+            r#"{"access_token":""}"#,
+            r#"{"access_token":42}"#,
+            r#"{"access_token":"abc""#,
+        ] {
+            let e = AccessToken::from_json(body.as_bytes()).unwrap_err();
+            assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{body}");
+        }
+    }
+
+    #[test]
+    fn error_bodies_in_three_shapes() {
+        assert_eq!(
+            parse_error_body(br#"{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}"#),
+            (
+                Some("invalid_client".into()),
+                Some("ClientId is Invalid".into())
+            )
+        );
+        assert_eq!(
+            parse_error_body(
+                br#"{"fault":{"faultstring":"Invalid client identifier","detail":{"errorcode":"oauth.v2.InvalidClientIdentifier"}}}"#
+            ),
+            (
+                Some("oauth.v2.InvalidClientIdentifier".into()),
+                Some("Invalid client identifier".into())
+            )
+        );
+        assert_eq!(
+            parse_error_body(
+                br#"{"error":"invalid_client","error_description":"Client authentication failed"}"#
+            ),
+            (
+                Some("invalid_client".into()),
+                Some("Client authentication failed".into())
+            )
+        );
+        assert_eq!(parse_error_body(b"<html></html>"), (None, None));
+    }
+
+    #[test]
+    fn status_error_scrubs_before_cutting() {
+        let max = crate::error::MAX_SERVER_TEXT;
+        let body = format!(
+            r#"{{"error":"invalid_client","error_description":"{}s3cr3t-value"}}"#,
+            "y".repeat(max - 3)
+        );
+        let e = status_error(
+            StatusCode::UNAUTHORIZED,
+            body.as_bytes(),
+            None,
+            "s3cr3t-value",
+        );
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("s3c"), "{shown}");
+        assert_eq!(e.error_code(), Some("invalid_client"));
+    }
+
+    #[test]
+    fn redirects_are_named() {
+        let e = status_error(StatusCode::FOUND, b"", None, "");
+        assert_eq!(e.kind(), TokenErrorKind::Status);
+        assert!(e.to_string().contains("redirects are not followed"), "{e}");
+    }
+
+    #[test]
+    fn retry_after_seconds_and_date() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(http::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        let later = std::time::SystemTime::now() + Duration::from_secs(120);
+        h.insert(
+            http::header::RETRY_AFTER,
+            httpdate::fmt_http_date(later).parse().unwrap(),
+        );
+        let d = retry_after(&h).unwrap();
+        assert!(d > Duration::from_secs(110) && d <= Duration::from_secs(120));
+        h.insert(
+            http::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert(http::header::RETRY_AFTER, "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn an_answer_is_a_token_or_an_error() {
+        let ok = http::Response::new(Bytes::from_static(br#"{"access_token":"abc"}"#));
+        assert_eq!(read(&ok, "").unwrap().expose_token(), "abc");
+        let mut refused = http::Response::new(Bytes::from_static(
+            br#"{"error":"slow_down","error_description":"not with s3cr3t"}"#,
+        ));
+        *refused.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        refused
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, "3".parse().unwrap());
+        let e = read(&refused, "s3cr3t").unwrap_err();
+        assert_eq!(e.status(), Some(StatusCode::TOO_MANY_REQUESTS));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(e.error_description(), Some("not with [redacted]"));
+    }
+}

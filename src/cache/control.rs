@@ -1,0 +1,135 @@
+//! [`Control`]: what a cache is doing besides serving its token: the fetch
+//! under way, failures in a row and the back-off they cause, and the last
+//! forced renewal. Kept under the cache's lock, never touched by the hot
+//! path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use super::flight::{Flight, Landing};
+use super::timings::{Failure, Policy};
+use crate::error::TokenError;
+
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    /// The fetch under way, and its task.
+    flight: Option<(Arc<Flight>, AbortHandle)>,
+    /// Failed fetches in a row.
+    failures: u32,
+    /// No new fetch before this, after a failure.
+    retry_at: Option<Instant>,
+    last_error: Option<TokenError>,
+    /// When a token was last dropped on purpose (refused by the API).
+    last_forced: Option<Instant>,
+    /// The generation of the last token made.
+    generation: u64,
+}
+
+impl Control {
+    /// The fetch under way, if any. One that is over but still here (its
+    /// task was cut off, or its runtime stopped running it long ago) is
+    /// landed as cut off, so its waiters ask again, and forgotten.
+    pub(crate) fn under_way(&mut self, now: Instant) -> Option<&Arc<Flight>> {
+        if self
+            .flight
+            .as_ref()
+            .is_some_and(|(flight, _)| flight.is_over(now))
+        {
+            if let Some((flight, task)) = self.flight.take() {
+                flight.land(Landing::CutOff);
+                task.abort();
+            }
+        }
+        self.flight.as_ref().map(|(flight, _)| flight)
+    }
+
+    /// Records the fetch just started.
+    pub(crate) fn take_off(&mut self, flight: Arc<Flight>, task: AbortHandle) {
+        self.flight = Some((flight, task));
+    }
+
+    /// Whether `flight` is the fetch under way (and not one given up on).
+    pub(crate) fn is_under_way(&self, flight: &Arc<Flight>) -> bool {
+        self.flight
+            .as_ref()
+            .is_some_and(|(f, _)| Arc::ptr_eq(f, flight))
+    }
+
+    /// The fetch under way has an outcome: it is no longer under way.
+    pub(crate) fn landed(&mut self) {
+        self.flight = None;
+    }
+
+    /// Stops the fetch under way: its layer is gone.
+    pub(crate) fn abort(&mut self) {
+        if let Some((flight, task)) = self.flight.take() {
+            task.abort();
+            flight.land(Landing::CutOff);
+        }
+    }
+
+    /// While backing off at `now`: how long it still lasts, and the error
+    /// that caused it.
+    pub(crate) fn backing_off(&self, now: Instant) -> Option<(Duration, &TokenError)> {
+        let until = self.retry_at.filter(|at| now < *at)?;
+        Some((until - now, self.last_error.as_ref()?))
+    }
+
+    /// When the back-off ends, if it has not yet at `now`.
+    pub(crate) fn retry_at(&self, now: Instant) -> Option<Instant> {
+        self.retry_at.filter(|at| now < *at)
+    }
+
+    /// A fetch succeeded: the back-off is over.
+    pub(crate) fn record_success(&mut self) {
+        self.failures = 0;
+        self.retry_at = None;
+        self.last_error = None;
+    }
+
+    /// A fetch failed with `error` at `now`: backs off by the rule of
+    /// `policy` (see [`Policy::backoff`]), taking into account a token that
+    /// still serves until `serving_until`. Returns the failure count and
+    /// when to try again.
+    pub(crate) fn record_failure(
+        &mut self,
+        error: &TokenError,
+        policy: &Policy,
+        serving_until: Option<Instant>,
+        now: Instant,
+        jitter: f64,
+    ) -> (u32, Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let failure = Failure {
+            in_a_row: self.failures,
+            retry_after: error.retry_after(),
+            can_heal: error.is_retryable(),
+            serving_until,
+        };
+        let at = policy.retry_at(&failure, now, jitter);
+        self.retry_at = Some(at);
+        self.last_error = Some(error.clone());
+        (self.failures, at)
+    }
+
+    /// Whether a token may be dropped on purpose at `now`, at most once per
+    /// `interval`; records it if so, else says how long to wait.
+    pub(crate) fn may_force(&mut self, now: Instant, interval: Duration) -> Result<(), Duration> {
+        if let Some(next) = self.last_forced.map(|last| last + interval) {
+            if now < next {
+                return Err(next - now);
+            }
+        }
+        self.last_forced = Some(now);
+        Ok(())
+    }
+
+    /// A generation for the next token, unique within the cache.
+    pub(crate) fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+}

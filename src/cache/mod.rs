@@ -1,0 +1,551 @@
+//! The token cache: the current token, checked against the clock on every
+//! use, and the single flight that replaces it.
+//!
+//! One request's way through it:
+//!
+//! 1. [`TokenCache::check`] (the hot path): the current token, if the clock
+//!    says it may be presented now. Past its renewal point this also starts
+//!    a renewal in the background ([`TokenCache::renew_ahead`]), and the
+//!    request goes on at once.
+//! 2. Without a usable token, [`TokenCache::acquire`] under the lock: a
+//!    token that arrived meanwhile, the [`Flight`] under way to wait on, the
+//!    last error while backing off, or a new fetch.
+//! 3. The fetch task ([`fetch::Fetcher`]) makes the request; the outcome is
+//!    installed by [`TokenCache::land`], which also keeps the back-off
+//!    ([`control::Control`], by the rules of [`timings::Policy`]).
+//!
+//! The other files: `timings` (the rules, pure), `control` (the state under
+//! the lock), `flight` (the waiters), `fetch` (one bounded token request).
+
+mod control;
+mod fetch;
+mod flight;
+mod timings;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use http::HeaderValue;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use self::control::Control;
+use self::fetch::Fetched;
+pub(crate) use self::fetch::Fetcher;
+pub(crate) use self::flight::{FetchResult, Flight, Landing};
+pub(crate) use self::timings::Policy;
+use crate::authorize::Placement;
+use crate::client::TokenSource;
+use crate::error::{TokenError, TokenErrorKind};
+use crate::stats::{Counters, Stats};
+use crate::store::TokenStore;
+use crate::token::AccessToken;
+
+/// While a renewal is under way, a request past the renewal point looks
+/// this often whether it is still alive (its runtime may have shut down
+/// under it), and starts another if not.
+const RENEWAL_CHECK: Duration = Duration::from_millis(100);
+
+/// A fetch that has not landed within this many fetch timeouts (plus a
+/// second) runs on a runtime that is not running it: it is given up, and
+/// the next request starts another.
+const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
+
+/// Where tokens come from, for display.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) url: http::Uri,
+    pub(crate) client_id: String,
+}
+
+/// A token ready to present, with its timings.
+pub(crate) struct CachedToken {
+    /// `Bearer <token>` (or as configured), marked sensitive.
+    pub(crate) header: HeaderValue,
+    pub(crate) timings: timings::Timings,
+    /// Identifies this token within its cache (tokens are compared by it).
+    pub(crate) generation: u64,
+    /// The token and what the endpoint said about it.
+    pub(crate) token: AccessToken,
+    /// When a renewal may next be started, in nanoseconds since the cache's
+    /// epoch: the claim that keeps concurrent requests past the renewal
+    /// point from all taking the lock.
+    renew_after: AtomicU64,
+}
+
+impl fmt::Debug for CachedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedToken")
+            .field("generation", &self.generation)
+            .field("timings", &self.timings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a request that has no usable token gets from [`TokenCache::acquire`].
+pub(crate) enum Acquire {
+    /// A token or an error, at once.
+    Now(FetchResult),
+    /// Wait for the fetch under way.
+    Wait(Arc<Flight>),
+}
+
+/// Why a fetch was started; for logs.
+#[derive(Clone, Copy, Debug)]
+enum Reason {
+    NoToken,
+    RenewAhead,
+    Refused,
+}
+
+/// The shared state behind one `OAuthLayer` and every service built from
+/// it. Dropped with the last of them; a fetch under way is then stopped.
+pub(crate) struct TokenCache {
+    current: ArcSwapOption<CachedToken>,
+    /// Never held across an `.await`, never taken on the hot path.
+    control: Mutex<Control>,
+    fetcher: Arc<Fetcher>,
+    placement: Placement,
+    endpoint: Option<Endpoint>,
+    epoch: Instant,
+    counters: Counters,
+}
+
+impl fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache")
+            .field("current", &self.current.load().as_deref())
+            .field("policy", &self.fetcher.policy)
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for TokenCache {
+    fn drop(&mut self) {
+        self.control
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .abort();
+    }
+}
+
+impl TokenCache {
+    pub(crate) fn new(
+        source: Arc<dyn TokenSource>,
+        policy: Policy,
+        placement: Placement,
+        endpoint: Option<Endpoint>,
+        store: Option<(Arc<dyn TokenStore>, String)>,
+    ) -> Arc<Self> {
+        Arc::new(TokenCache {
+            current: ArcSwapOption::const_empty(),
+            control: Mutex::new(Control::default()),
+            fetcher: Arc::new(Fetcher {
+                source,
+                store,
+                policy,
+            }),
+            placement,
+            endpoint,
+            epoch: Instant::now(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The current token, for a per-service `arc_swap::Cache` to follow.
+    pub(crate) fn current(&self) -> &ArcSwapOption<CachedToken> {
+        &self.current
+    }
+
+    pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
+    }
+
+    pub(crate) fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    fn policy(&self) -> &Policy {
+        &self.fetcher.policy
+    }
+
+    /// The counters and the token's state now.
+    pub(crate) fn stats(&self) -> Stats {
+        let mut stats = self.counters.snapshot();
+        let now = Instant::now();
+        stats.token_usable_for = self
+            .current
+            .load()
+            .as_ref()
+            .map(|t| t.timings.usable_for(now))
+            .filter(|d| !d.is_zero());
+        stats.backing_off = self.control().retry_at(now).map(|at| at - now);
+        stats
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        // Nothing panics while holding the lock; if something ever did, the
+        // state is still consistent field by field, so carry on.
+        self.control.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn offset(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The hot path: `token` if it may be presented at `now`, exactly. Past
+    /// its renewal point this also starts a renewal in the background, and
+    /// the caller goes on with the token at once. `None`: no usable token,
+    /// call [`acquire`](Self::acquire).
+    #[inline]
+    pub(crate) fn check<'t>(
+        self: &Arc<Self>,
+        token: Option<&'t CachedToken>,
+        now: Instant,
+    ) -> Option<&'t CachedToken> {
+        let token = token?;
+        if now < token.timings.refresh_at {
+            return Some(token);
+        }
+        if token.timings.usable_at(now) {
+            self.renew_ahead(token, now);
+            return Some(token);
+        }
+        None
+    }
+
+    /// Starts a renewal of `token` unless one is under way or backing off.
+    /// One request at a time gets here: the others find `renew_after`
+    /// claimed, and look again after [`RENEWAL_CHECK`] (so a renewal whose
+    /// runtime shut down is started again well before the token runs out).
+    #[cold]
+    fn renew_ahead(self: &Arc<Self>, token: &CachedToken, now: Instant) {
+        let after = token.renew_after.load(Ordering::Acquire);
+        if self.offset(now) < after
+            || token
+                .renew_after
+                .compare_exchange(
+                    after,
+                    self.offset(now + RENEWAL_CHECK),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        let mut ctl = self.control();
+        if ctl.under_way(now).is_some() {
+            return;
+        }
+        if let Some(at) = ctl.retry_at(now) {
+            token.renew_after.store(self.offset(at), Ordering::Release);
+            return;
+        }
+        tracing::debug!(
+            usable_for = ?token.timings.usable_for(now),
+            "renewing the access token ahead of expiry"
+        );
+        // Without a runtime here, a later request tries again.
+        if self
+            .take_off(&mut ctl, Reason::RenewAhead, None, now)
+            .is_ok()
+        {
+            Counters::bump(&self.counters.renewals_ahead);
+        }
+    }
+
+    /// The slow path: a usable token that appeared meanwhile, the fetch under
+    /// way to wait on, a new fetch, or the last error while backing off.
+    pub(crate) fn acquire(self: &Arc<Self>) -> Acquire {
+        let mut ctl = self.control();
+        let now = Instant::now();
+        if let Some(token) = self.current.load_full() {
+            if token.timings.usable_at(now) {
+                return Acquire::Now(Ok(token));
+            }
+        }
+        if let Some(flight) = ctl.under_way(now) {
+            Counters::bump(&self.counters.waited_for_token);
+            return Acquire::Wait(Arc::clone(flight));
+        }
+        if let Some((left, error)) = ctl.backing_off(now) {
+            return Acquire::Now(Err(error.during_backoff(left)));
+        }
+        match self.take_off(&mut ctl, Reason::NoToken, None, now) {
+            Ok(flight) => {
+                Counters::bump(&self.counters.waited_for_token);
+                Acquire::Wait(flight)
+            }
+            Err(e) => Acquire::Now(Err(e)),
+        }
+    }
+
+    /// A usable token, waiting for the shared fetch if need be: for
+    /// [`OAuthLayer::token`](crate::OAuthLayer::token).
+    pub(crate) async fn token(self: &Arc<Self>) -> FetchResult {
+        // A flight cut off (its runtime shut down) is asked again, a few
+        // times: each ask starts a fetch on this task's runtime.
+        for _ in 0..3 {
+            let flight = match self.acquire() {
+                Acquire::Now(outcome) => return outcome,
+                Acquire::Wait(flight) => flight,
+            };
+            let mut slot = None;
+            let landing =
+                std::future::poll_fn(|cx| flight.poll_landing(&mut slot, cx).map(Landing::clone))
+                    .await;
+            match landing {
+                Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
+                    return Ok(token)
+                }
+                Landing::Done(Err(e)) => return Err(e),
+                _ => continue,
+            }
+        }
+        Err(cut_off())
+    }
+
+    /// The API refused the token of `generation` (HTTP 401). Drops it if it
+    /// is still the current one and no token was dropped within the forced
+    /// renewal interval, and starts fetching a new one.
+    pub(crate) fn refused(self: &Arc<Self>, generation: u64) {
+        if self
+            .current
+            .load()
+            .as_ref()
+            .is_some_and(|t| t.generation == generation)
+        {
+            self.force_renewal(Some(generation));
+        }
+    }
+
+    /// Drops the current token (only if it is of `generation`, when given)
+    /// and starts fetching a new one, unless a token was dropped so within
+    /// the forced renewal interval. Whether it was dropped.
+    pub(crate) fn force_renewal(self: &Arc<Self>, generation: Option<u64>) -> bool {
+        let mut ctl = self.control();
+        // All stores to `current` happen under the lock: this check is exact.
+        let Some(current) = self.current.load_full() else {
+            return false;
+        };
+        if generation.is_some_and(|g| g != current.generation) {
+            return false;
+        }
+        let now = Instant::now();
+        if let Err(wait) = ctl.may_force(now, self.policy().forced_renewal_interval) {
+            tracing::debug!(
+                ?wait,
+                "the access token was refused again; not renewing yet \
+                 (forced renewals are rate-limited)"
+            );
+            return false;
+        }
+        self.current.store(None);
+        Counters::bump(&self.counters.forced_renewals);
+        tracing::warn!("the access token was refused; dropping it and fetching a new one");
+        if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
+            // Without a runtime here, the next request starts the fetch.
+            let refused = Some(current.token.clone());
+            let _ = self.take_off(&mut ctl, Reason::Refused, refused, now);
+        }
+        true
+    }
+
+    /// Starts a fetch on a task of the current runtime, telling the store
+    /// first that `refused` was refused. The task holds no strong reference
+    /// to the cache: dropping the last layer stops it.
+    fn take_off(
+        self: &Arc<Self>,
+        ctl: &mut Control,
+        reason: Reason,
+        refused: Option<AccessToken>,
+        now: Instant,
+    ) -> Result<Arc<Flight>, TokenError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            TokenError::new(TokenErrorKind::Runtime)
+                .with_message("a token fetch needs a Tokio runtime, and none is running here")
+        })?;
+        let timeout = self.policy().fetch_timeout;
+        let overdue = timeout.saturating_mul(OVERDUE_FETCH_TIMEOUTS) + Duration::from_secs(1);
+        let flight = Flight::new(now + overdue);
+        Counters::bump(&self.counters.token_requests);
+        let span = tracing::debug_span!(
+            "oauth_token_fetch",
+            ?reason,
+            token_url = ?self.endpoint.as_ref().map(|e| &e.url),
+        );
+        let task = FetchTask {
+            cache: Arc::downgrade(self),
+            flight: Arc::clone(&flight),
+            reason,
+        };
+        let fetcher = Arc::clone(&self.fetcher);
+        // The fetch runs on its own task: dropping the request that started
+        // it neither cancels it nor loses its result.
+        let join = handle.spawn(task.run(fetcher, refused).instrument(span));
+        ctl.take_off(Arc::clone(&flight), join.abort_handle());
+        Ok(flight)
+    }
+
+    /// Installs the outcome of `flight` (if it is still the fetch under way)
+    /// and lands it.
+    fn land(
+        &self,
+        flight: &Arc<Flight>,
+        outcome: Result<Fetched, TokenError>,
+        reason: Reason,
+        sent_at: Instant,
+    ) {
+        let now = Instant::now();
+        let mut ctl = self.control();
+        if !ctl.is_under_way(flight) {
+            // Given up on as overdue; another fetch has taken its place.
+            return;
+        }
+        let outcome = outcome
+            .and_then(|fetched| self.prepare(fetched, ctl.next_generation(), now - sent_at, now));
+        match &outcome {
+            Ok(token) => {
+                tracing::debug!(
+                    ?reason,
+                    took = ?now - sent_at,
+                    lifetime = ?token.token.lifetime(),
+                    usable_for = ?token.timings.usable_for(now),
+                    "access token fetched"
+                );
+                self.current.store(Some(Arc::clone(token)));
+                ctl.record_success();
+            }
+            Err(error) => {
+                Counters::bump(&self.counters.failed_token_requests);
+                let serving = self
+                    .current
+                    .load_full()
+                    .filter(|t| t.timings.usable_at(now));
+                let serving_until = serving.as_ref().map(|t| t.timings.usable_until);
+                let (failures, retry_at) =
+                    ctl.record_failure(error, self.policy(), serving_until, now, jitter());
+                tracing::warn!(
+                    ?reason,
+                    error = %error,
+                    failures,
+                    retry_in = ?retry_at - now,
+                    "access token request failed"
+                );
+                // A still-usable token keeps serving; its renewal is tried
+                // again once the back-off is over.
+                if let Some(serving) = serving {
+                    serving
+                        .renew_after
+                        .store(self.offset(retry_at), Ordering::Release);
+                }
+            }
+        }
+        ctl.landed();
+        drop(ctl);
+        flight.land(Landing::Done(outcome));
+    }
+
+    /// Turns a fetched token into one ready to present, or an error when it
+    /// cannot be: a value that cannot be a header, or a token that was no
+    /// longer usable when it arrived `took` after its request was sent.
+    fn prepare(
+        &self,
+        fetched: Fetched,
+        generation: u64,
+        took: Duration,
+        now: Instant,
+    ) -> FetchResult {
+        let Fetched { token, expires_at } = fetched;
+        let value = token.expose_token();
+        let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
+        if value.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(invalid(
+                "`access_token` holds characters that cannot be sent in a header \
+                 (only visible ASCII is allowed)",
+            ));
+        }
+        let scheme = &self.placement.auth_scheme;
+        let text = if scheme.is_empty() {
+            value.to_owned()
+        } else {
+            format!("{scheme} {value}")
+        };
+        let mut header = HeaderValue::try_from(text)
+            .map_err(|_| invalid("`access_token` cannot be sent in a header"))?;
+        header.set_sensitive(true);
+
+        let lifetime = token.lifetime();
+        let timings = self.policy().timings(lifetime, expires_at, jitter());
+        if !timings.usable_at(now) {
+            return Err(
+                TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                    "the token's lifetime ({lifetime:?}, less {:?} of expiry skew) was over \
+                 when its answer arrived, {took:?} after the request",
+                    self.policy().skew_for(lifetime)
+                )),
+            );
+        }
+        Ok(Arc::new(CachedToken {
+            header,
+            timings,
+            generation,
+            token,
+            renew_after: AtomicU64::new(0),
+        }))
+    }
+}
+
+/// One fetch, on its own task.
+struct FetchTask {
+    cache: Weak<TokenCache>,
+    flight: Arc<Flight>,
+    reason: Reason,
+}
+
+impl FetchTask {
+    async fn run(self, fetcher: Arc<Fetcher>, refused: Option<AccessToken>) {
+        let sent_at = Instant::now();
+        let outcome = fetcher.fetch(refused).await;
+        if let Some(cache) = self.cache.upgrade() {
+            cache.land(&self.flight, outcome, self.reason, sent_at);
+        }
+    }
+}
+
+impl Drop for FetchTask {
+    /// Lands the flight as cut off if the task ends without an outcome (its
+    /// runtime shut down, its layer was dropped), so that nobody waits for
+    /// it; the cache forgets a landed flight the next time it looks
+    /// ([`Control::under_way`]). The lock is not taken here: a task can be
+    /// dropped inside `spawn`, which runs under it.
+    fn drop(&mut self) {
+        self.flight.land(Landing::CutOff);
+    }
+}
+
+/// The error for a request whose fetches were cut off again and again.
+pub(crate) fn cut_off() -> TokenError {
+    TokenError::new(TokenErrorKind::Runtime).with_message(
+        "the token fetch was cut off before it answered (its runtime shut down or stopped \
+         running it)",
+    )
+}
+
+/// A random number in `[0, 1)` for jitter, from the standard library's
+/// randomly keyed hasher (each `RandomState` has keys of its own).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,317 @@
+//! The timing rules, as plain values and pure functions: when a token is
+//! renewed, when it stops being presented, how long to back off after a
+//! failure. No runtime, no clock: every instant is an argument.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The longest `Retry-After` honoured; a longer one is cut to this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// The timing settings of a layer.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
+    pub(crate) refresh_margin: Duration,
+    pub(crate) expiry_skew: Duration,
+    pub(crate) fetch_timeout: Duration,
+    pub(crate) forced_renewal_interval: Duration,
+    pub(crate) min_backoff: Duration,
+    pub(crate) max_backoff: Duration,
+}
+
+/// The instants of one token's life (see the crate docs' diagram).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Timings {
+    /// From here on a request starts a renewal in the background.
+    pub(crate) refresh_at: Instant,
+    /// From here on the token is never presented.
+    pub(crate) usable_until: Instant,
+    /// When the issuer says the token runs out.
+    pub(crate) expires_at: Instant,
+}
+
+impl Timings {
+    /// Whether the token may be presented at `now`.
+    #[inline]
+    pub(crate) fn usable_at(&self, now: Instant) -> bool {
+        now < self.usable_until
+    }
+
+    /// How much longer the token may be presented after `now`.
+    pub(crate) fn usable_for(&self, now: Instant) -> Duration {
+        self.usable_until.saturating_duration_since(now)
+    }
+}
+
+/// Why a fetch failed, as the back-off rule needs to know it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Failure {
+    /// Failed fetches in a row, this one included (at least 1).
+    pub(crate) in_a_row: u32,
+    /// The endpoint's `Retry-After`, if it sent one.
+    pub(crate) retry_after: Option<Duration>,
+    /// Whether the failure can heal by itself (5xx, 429, time-outs,
+    /// transport errors), so that a quick retry may succeed.
+    pub(crate) can_heal: bool,
+    /// When the token still serving stops being usable; `None` when no
+    /// usable token serves meanwhile.
+    pub(crate) serving_until: Option<Instant>,
+}
+
+impl Policy {
+    /// The expiry skew for a token of `lifetime`: up to a tenth of it.
+    pub(crate) fn skew_for(&self, lifetime: Duration) -> Duration {
+        self.expiry_skew.min(lifetime / 10)
+    }
+
+    /// The refresh margin for a token of `lifetime`: up to half of it.
+    pub(crate) fn margin_for(&self, lifetime: Duration) -> Duration {
+        self.refresh_margin.min(lifetime / 2)
+    }
+
+    /// The largest jitter added to the margin: a tenth of it.
+    fn max_jitter(&self, lifetime: Duration) -> Duration {
+        self.margin_for(lifetime) / 10
+    }
+
+    /// The timings of a token of `lifetime` that runs out at `expires_at`;
+    /// `jitter` in `[0, 1)` moves its renewal point earlier by up to a tenth
+    /// of the margin, so that many clients do not renew in step.
+    pub(crate) fn timings(&self, lifetime: Duration, expires_at: Instant, jitter: f64) -> Timings {
+        let usable_until = expires_at - self.skew_for(lifetime);
+        let ahead = self.margin_for(lifetime) + self.max_jitter(lifetime).mul_f64(jitter);
+        Timings {
+            refresh_at: (expires_at - ahead).min(usable_until),
+            usable_until,
+            expires_at,
+        }
+    }
+
+    /// How long a token of `lifetime` may be presented, `elapsed` after its
+    /// request was sent: its lifetime less the skew and the time gone.
+    pub(crate) fn usable_for(&self, lifetime: Duration, elapsed: Duration) -> Duration {
+        lifetime
+            .saturating_sub(self.skew_for(lifetime))
+            .saturating_sub(elapsed)
+    }
+
+    /// When a token of `lifetime` that may be presented for `usable_for`
+    /// after `now` runs out: the inverse of [`usable_for`](Self::usable_for).
+    pub(crate) fn expires_at(
+        &self,
+        lifetime: Duration,
+        now: Instant,
+        usable_for: Duration,
+    ) -> Instant {
+        now + usable_for + self.skew_for(lifetime)
+    }
+
+    /// Whether a shared token of `lifetime`, usable for `usable_for` more,
+    /// is fresh enough to take: no replica is past its renewal point yet
+    /// (margin plus the largest jitter, less the skew). So the first replica
+    /// there renews for all, and the others find the new token.
+    pub(crate) fn is_fresh(&self, lifetime: Duration, usable_for: Duration) -> bool {
+        let ahead = self.margin_for(lifetime) + self.max_jitter(lifetime);
+        usable_for > ahead.saturating_sub(self.skew_for(lifetime))
+    }
+
+    /// How long everyone sharing a token holds back after a failure: the
+    /// endpoint's `Retry-After` (at least the minimum back-off, at most an
+    /// hour), or else the minimum back-off.
+    pub(crate) fn hold_after(&self, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(after) => after.clamp(self.min_backoff, MAX_RETRY_AFTER.max(self.min_backoff)),
+            None => self.min_backoff,
+        }
+    }
+
+    /// The back-off after `failure`, with `jitter` in `[0, 1)`:
+    ///
+    /// - a `Retry-After` is honoured as it is (see [`hold_after`](Self::hold_after));
+    /// - with no usable token and a failure that can heal, a steady retry
+    ///   about every `min_backoff`, so requests recover within about that
+    ///   much once the endpoint is back;
+    /// - otherwise (refused credentials, or a renewal while a token still
+    ///   serves) exponential: `min_backoff` doubled per failure in a row, up
+    ///   to `max_backoff`; a renewal's back-off never outlasts the token.
+    ///
+    /// Each delay is spread by jitter between the nominal delay and half as
+    /// much again (at the cap: between two thirds of `max_backoff` and all of
+    /// it), and stays within `[min_backoff, max_backoff]`: replicas that fail
+    /// together do not retry together, from the first retry on.
+    pub(crate) fn backoff(&self, failure: &Failure, jitter: f64) -> Duration {
+        if failure.retry_after.is_some() {
+            return self.hold_after(failure.retry_after);
+        }
+        let steady = failure.can_heal && failure.serving_until.is_none();
+        let doublings = if steady {
+            0
+        } else {
+            failure.in_a_row.saturating_sub(1).min(20)
+        };
+        let nominal = self.min_backoff.saturating_mul(1 << doublings);
+        let (min, max) = (self.min_backoff, self.max_backoff);
+        let low = nominal.min(max.mul_f64(2.0 / 3.0)).max(min);
+        let high = low.mul_f64(1.5).min(max).max(low);
+        low + (high - low).mul_f64(jitter)
+    }
+
+    /// When to try again after `failure` at `now`: after its
+    /// [`backoff`](Self::backoff), but no later than the moment the token
+    /// still serving runs out (unless the endpoint asked for longer), so
+    /// that requests left without a token do not wait out a renewal's
+    /// longer back-off.
+    pub(crate) fn retry_at(&self, failure: &Failure, now: Instant, jitter: f64) -> Instant {
+        let at = now + self.backoff(failure, jitter);
+        match failure.serving_until {
+            Some(until) if failure.retry_after.is_none() => at.min(until.max(now)),
+            _ => at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn policy() -> Policy {
+        Policy {
+            refresh_margin: Duration::from_secs(300),
+            expiry_skew: Duration::from_secs(10),
+            fetch_timeout: Duration::from_secs(10),
+            forced_renewal_interval: Duration::from_secs(10),
+            min_backoff: SEC,
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+
+    fn failure(in_a_row: u32, can_heal: bool) -> Failure {
+        Failure {
+            in_a_row,
+            retry_after: None,
+            can_heal,
+            serving_until: None,
+        }
+    }
+
+    #[test]
+    fn an_hour_token_is_renewed_five_minutes_ahead_and_dropped_ten_seconds_ahead() {
+        let t0 = Instant::now();
+        let p = policy();
+        let t = p.timings(HOUR, t0 + HOUR, 0.0);
+        assert_eq!(t.expires_at, t0 + HOUR);
+        assert_eq!(t.usable_until, t0 + HOUR - 10 * SEC);
+        assert_eq!(t.refresh_at, t0 + HOUR - 300 * SEC);
+        // The largest jitter moves the renewal point a tenth of the margin.
+        let t = p.timings(HOUR, t0 + HOUR, 0.999_999);
+        assert!(t.refresh_at > t0 + HOUR - 330 * SEC);
+        assert!(t.refresh_at < t0 + HOUR - 329 * SEC);
+        assert!(t.usable_at(t0 + HOUR - 11 * SEC));
+        assert!(!t.usable_at(t0 + HOUR - 10 * SEC));
+    }
+
+    #[test]
+    fn short_tokens_keep_most_of_their_life() {
+        let t0 = Instant::now();
+        let t = policy().timings(4 * SEC, t0 + 4 * SEC, 0.0);
+        // Skew up to a tenth of the lifetime, margin up to half of it.
+        assert_eq!(t.usable_until, t0 + Duration::from_millis(3600));
+        assert_eq!(t.refresh_at, t0 + 2 * SEC);
+    }
+
+    #[test]
+    fn usable_time_and_expiry_are_inverse() {
+        let p = policy();
+        let now = Instant::now();
+        let usable = p.usable_for(HOUR, 2 * SEC);
+        assert_eq!(usable, HOUR - 12 * SEC);
+        assert_eq!(p.expires_at(HOUR, now, usable), now + HOUR - 2 * SEC);
+        assert_eq!(p.usable_for(SEC, 5 * SEC), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_shared_token_is_fresh_until_any_replica_may_renew_it() {
+        let p = policy();
+        // Margin 300 s plus jitter 30 s, less the skew 10 s.
+        assert!(p.is_fresh(HOUR, 321 * SEC));
+        assert!(!p.is_fresh(HOUR, 320 * SEC));
+    }
+
+    #[test]
+    fn retry_after_is_honoured_up_to_an_hour() {
+        let p = policy();
+        let with = |after| Failure {
+            retry_after: Some(after),
+            ..failure(5, true)
+        };
+        assert_eq!(p.backoff(&with(30 * SEC), 0.5), 30 * SEC);
+        assert_eq!(p.backoff(&with(Duration::ZERO), 0.5), SEC);
+        assert_eq!(p.backoff(&with(10 * HOUR), 0.5), HOUR);
+        assert_eq!(p.hold_after(None), SEC);
+    }
+
+    #[test]
+    fn the_first_retry_is_jittered() {
+        let p = policy();
+        assert_eq!(p.backoff(&failure(1, false), 0.0), SEC);
+        assert_eq!(
+            p.backoff(&failure(1, false), 0.5),
+            Duration::from_millis(1250)
+        );
+        assert!(p.backoff(&failure(1, false), 0.999) < Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn refused_credentials_back_off_exponentially_within_bounds() {
+        let p = policy();
+        for n in 1..=40 {
+            let nominal = (SEC * (1 << (n - 1).min(20))).min(40 * SEC);
+            let low = p.backoff(&failure(n, false), 0.0);
+            let high = p.backoff(&failure(n, false), 0.999_999);
+            assert_eq!(low, nominal, "{n}");
+            assert!(high <= Duration::from_secs(60) && high >= low, "{n}");
+        }
+        // At the cap the delays still spread: 40 s to 60 s.
+        assert_eq!(p.backoff(&failure(9, false), 0.0), 40 * SEC);
+        assert!(p.backoff(&failure(9, false), 0.999) > 59 * SEC);
+    }
+
+    #[test]
+    fn a_failure_that_can_heal_retries_steadily_while_no_token_serves() {
+        let p = policy();
+        for n in [1, 2, 10, 1000] {
+            let d = p.backoff(&failure(n, true), 0.999);
+            assert!(d >= SEC && d < Duration::from_millis(1500), "{n}: {d:?}");
+        }
+        // While a token still serves, a renewal backs off exponentially.
+        let renewing = Failure {
+            serving_until: Some(Instant::now() + HOUR),
+            ..failure(4, true)
+        };
+        assert_eq!(p.backoff(&renewing, 0.0), 8 * SEC);
+        // ...but never past the moment that token runs out.
+        let now = Instant::now();
+        let ending = Failure {
+            serving_until: Some(now + 3 * SEC),
+            ..renewing
+        };
+        assert_eq!(p.retry_at(&ending, now, 0.0), now + 3 * SEC);
+        assert_eq!(p.retry_at(&renewing, now, 0.0), now + 8 * SEC);
+    }
+
+    #[test]
+    fn a_tiny_range_still_holds() {
+        let p = Policy {
+            min_backoff: SEC,
+            max_backoff: SEC,
+            ..policy()
+        };
+        for n in [1, 5] {
+            assert_eq!(p.backoff(&failure(n, false), 0.9), SEC);
+        }
+    }
+}
