@@ -1,12 +1,16 @@
 //! Cold start: 10,000 concurrent requests on a fresh layer against a real
 //! loopback token endpoint. Exactly one token request is made (checked on
 //! every iteration); the time for all 10,000 is compared with one request on
-//! a fresh layer (one token round trip), measured in the same run.
+//! a fresh layer (one token round trip), and with a hand-written `RwLock`
+//! refresher doing the same (`tests/support/refresher.rs`), measured in the
+//! same run.
 //!
 //! `cargo bench --bench cold_start`
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
+#[path = "../tests/support/refresher.rs"]
+mod refresher;
 #[path = "../tests/support/services.rs"]
 mod services;
 
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::Request;
 use services::Noop;
-use tower::{Layer, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 use tower_oauth::OAuthLayer;
 
 /// Runs `concurrency` requests at once on a fresh layer (or, `warm`, one
@@ -49,6 +53,28 @@ async fn burst(authority: &authority::Authority, concurrency: usize, warm: bool)
         expected,
         "one token request per cold burst"
     );
+    took
+}
+
+/// The same burst through a fresh hand-written refresher.
+async fn refresher_burst(authority: &authority::Authority, concurrency: usize) -> Duration {
+    let refresher = refresher::Refresher::new(&authority.base_url(), "bench", "bench-secret");
+    let before = authority.token_requests();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let refresher = refresher.clone();
+            tokio::spawn(async move {
+                let req = refresher.authorize(Request::new(())).await.unwrap();
+                Noop.call(req).await.unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let took = start.elapsed();
+    assert_eq!(authority.token_requests() - before, 1);
     took
 }
 
@@ -89,6 +115,14 @@ fn cold_start(c: &mut Criterion) {
         b.iter_custom(|n| {
             (0..n)
                 .map(|_| rt.block_on(burst(&authority, 10_000, false)))
+                .sum()
+        })
+    });
+    // The hand-written refresher, cold, for comparison.
+    group.bench_function("refresher_cold_10000_concurrent", |b| {
+        b.iter_custom(|n| {
+            (0..n)
+                .map(|_| rt.block_on(refresher_burst(&authority, 10_000)))
                 .sum()
         })
     });
