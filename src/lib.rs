@@ -85,15 +85,14 @@
 //!
 //! - Every instant is reckoned on the local monotonic clock from the moment
 //!   the token request was sent (`issued_at` is informational only).
-//! - Before each use the token's expiry is checked: past `usable_until` it is
-//!   never presented, and requests wait for the one shared fetch. Until
-//!   `refresh_at` the check is a flag that a timer clears at `refresh_at`
-//!   (a clock read would cost a tenth of a whole request); from then on it
-//!   reads the clock. The timer runs on the runtime that fetched the token
-//!   and clears the flag early if that runtime drops it; as a safety net
-//!   against a late timer, each service also reads the clock on its first
-//!   request and every 16th. See BENCHMARKS.md for figures and the
-//!   trade-off.
+//! - Before each use the token's expiry is checked against the clock
+//!   (`tokio::time::Instant`: the system's monotonic clock, or Tokio's paused
+//!   clock in tests): past `usable_until` it is never presented, and requests
+//!   wait for the one shared fetch. No timer or flag stands in for the clock,
+//!   so this holds on every runtime and with any timing, including a
+//!   `current_thread` runtime that only runs now and then. A token that is
+//!   already past `usable_until` when its answer arrives counts as a failed
+//!   fetch.
 //! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin) (default 5 min) is
 //!   honoured up to half the lifetime and
 //!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew) (default 10 s) up to a
@@ -108,11 +107,22 @@
 //!   runs on its own task: dropping or timing out the request that started it
 //!   neither cancels it nor loses its result.
 //! - **Back-off.** After a failed token request no new one is made before the
-//!   endpoint's `Retry-After`, or else an exponential delay with jitter
-//!   ([`min_backoff`](OAuthLayerBuilder::min_backoff) 1 s to
-//!   [`max_backoff`](OAuthLayerBuilder::max_backoff) 60 s). Meanwhile a
-//!   request that needs a token fails at once with the last error (see
-//!   [`TokenError::backing_off`]).
+//!   endpoint's `Retry-After` (up to an hour), or else:
+//!   - while no usable token serves and the failure can heal by itself (5xx,
+//!     429, time-outs, transport errors): about one request per
+//!     [`min_backoff`](OAuthLayerBuilder::min_backoff) (1 s), so requests
+//!     recover within about a second of the endpoint's return;
+//!   - for refused credentials (400, 401, ...) and for renewals while a
+//!     token still serves: exponential, from `min_backoff` doubling to
+//!     [`max_backoff`](OAuthLayerBuilder::max_backoff) (60 s); a renewal's
+//!     back-off ends when the token does.
+//!
+//!   Every delay is jittered (between it and half as much again, within the
+//!   two bounds), the first one included, so replicas that fail together do
+//!   not retry together. Meanwhile a request that needs a token fails at
+//!   once with the last error (see [`TokenError::backing_off`]). A token
+//!   source, transport or store that panics is a failure like any other
+//!   ([`TokenErrorKind::Panic`]).
 //! - **401 from the API.** The response goes back to the caller unchanged;
 //!   the token that was sent is dropped, if it is still the current one, and
 //!   a new one fetched. At most one such forced renewal per
@@ -121,7 +131,65 @@
 //!   requests.
 //! - **Bounded.** [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)
 //!   (10 s) covers the whole token request; its response body is capped at
-//!   64 KiB.
+//!   64 KiB. The runtime needs its time driver (`enable_time()` or
+//!   `enable_all()`); without it a fetch fails at once with a
+//!   [`TokenErrorKind::Runtime`] error that says so.
+//! - **Nothing outlives the layer.** The only task the layer spawns is a
+//!   fetch under way; when the last clone of the layer (and every service
+//!   built from it) is dropped, that fetch is stopped and all memory is
+//!   returned. A fetch cut off by its runtime's shutdown is started again
+//!   on whichever runtime is used next: a layer kept in a `static` and used
+//!   from one runtime after another keeps renewing ahead of expiry.
+//!
+//! # Clocks
+//!
+//! - **A suspended machine.** The monotonic clock stands still while a
+//!   machine sleeps, and so does a token's remaining time on it, while its
+//!   real lifetime runs out. The layer does not read the wall clock on each
+//!   request (a second clock read would add about a tenth to the cost of a
+//!   request, and the wall clock can be stepped back): after a resume, the
+//!   first request may carry a token the API refuses; the `401` drops that
+//!   token, the next request gets a new one, and [`RetryUnauthorized`]
+//!   resends the refused request.
+//! - **Tests with paused time.** With `#[tokio::test(start_paused = true)]`
+//!   Tokio moves its clock forward by itself whenever the runtime has
+//!   nothing to do but wait, including while it waits for real I/O: a
+//!   token request to a real (even loopback) server then sees its
+//!   `fetch_timeout` pass at once, and fails with a spurious `Timeout`.
+//!   Test expiry and renewal with paused time against a [`TokenSource`]
+//!   test double (no I/O, and the layer's timings are then exact to the
+//!   instant, see below), and use real time, with short token lifetimes,
+//!   in tests that talk to a server.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenSource};
+//!
+//! /// Ten-minute tokens, numbered, without any I/O.
+//! #[derive(Default)]
+//! struct Numbered(std::sync::atomic::AtomicU32);
+//!
+//! impl TokenSource for Numbered {
+//!     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+//!         let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+//!         Box::pin(async move {
+//!             Ok(AccessToken::new(format!("token-{n}")).with_expires_in(Duration::from_secs(600)))
+//!         })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // In a `#[tokio::test(start_paused = true)]`:
+//! let oauth = OAuthLayer::builder().token_source(Numbered::default()).build().unwrap();
+//! assert_eq!(oauth.token().await.unwrap().expose_token(), "token-0");
+//! // Nine minutes on: past the renewal point, before the end.
+//! tokio::time::advance(Duration::from_secs(540)).await;
+//! assert_eq!(oauth.token().await.unwrap().expose_token(), "token-0");
+//! tokio::task::yield_now().await; // the renewal runs
+//! assert_eq!(oauth.token().await.unwrap().expose_token(), "token-1");
+//! # }
+//! ```
 //!
 //! # Errors
 //!

@@ -288,6 +288,12 @@ impl TokenCache {
     /// A usable token, waiting for the shared fetch if need be: for
     /// [`OAuthLayer::token`](crate::OAuthLayer::token).
     pub(crate) async fn token(self: &Arc<Self>) -> FetchResult {
+        if let Some(token) = self.current.load_full() {
+            // The hot path's check, renewal ahead included.
+            if self.check(Some(&token), Instant::now()).is_some() {
+                return Ok(token);
+            }
+        }
         // A flight cut off (its runtime shut down) is asked again, a few
         // times: each ask starts a fetch on this task's runtime.
         for _ in 0..3 {
