@@ -20,17 +20,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::Request;
 use services::Noop;
 use tower::{Layer, Service, ServiceExt};
-use tower_oauth::OAuthLayer;
 
 /// Runs `concurrency` requests at once on a fresh layer (or, `warm`, one
 /// that already has its token); the time until the last completes.
 async fn burst(authority: &authority::Authority, concurrency: usize, warm: bool) -> Duration {
-    let oauth = OAuthLayer::builder()
-        .auth_url(authority.base_url())
-        .client_id("bench")
-        .client_secret("bench-secret")
-        .build()
-        .unwrap();
+    let oauth = authority.layer();
     if warm {
         oauth.token().await.unwrap();
     }

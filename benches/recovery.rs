@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use http::Request;
 use services::Noop;
 use tower::{Layer, ServiceExt};
-use tower_oauth::OAuthLayer;
 
 const WORKERS: usize = 2;
 const PACE: Duration = Duration::from_millis(5);
@@ -43,12 +42,7 @@ async fn outage(client: Client, outage: Duration) -> (usize, Duration) {
         authority::Authority::start("bench", "bench-secret", Duration::from_secs(3600)).await;
     authority.fail_for(outage);
     let ends = Instant::now() + outage;
-    let oauth = OAuthLayer::builder()
-        .auth_url(authority.base_url())
-        .client_id("bench")
-        .client_secret("bench-secret")
-        .build()
-        .unwrap();
+    let oauth = authority.layer();
     let svc = oauth.layer(Noop);
     let refresher = refresher::Refresher::new(&authority.base_url(), "bench", "bench-secret");
     let workers: Vec<_> = (0..WORKERS)

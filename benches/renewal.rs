@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use http::Request;
 use services::Noop;
 use tower::{Layer, ServiceExt};
-use tower_oauth::OAuthLayer;
 
 const DELAY: Duration = Duration::from_millis(200);
 const RUN: Duration = Duration::from_secs(6);
@@ -45,12 +44,7 @@ fn main() {
         let authority =
             authority::Authority::start("bench", "bench-secret", Duration::from_secs(2)).await;
         authority.set_delay(DELAY);
-        let oauth = OAuthLayer::builder()
-            .auth_url(authority.base_url())
-            .client_id("bench")
-            .client_secret("bench-secret")
-            .build()
-            .unwrap();
+        let oauth = authority.layer();
         let svc = oauth.layer(Noop);
         // Warm: the first token is fetched before the clock starts.
         svc.clone().oneshot(Request::new(())).await.unwrap();

@@ -495,15 +495,16 @@ impl OAuthLayerBuilder {
                 "auth_scheme must be a single word of visible ASCII (or empty)",
             ));
         }
+        let defaults = Policy::default();
         let policy = Policy {
-            refresh_margin: self.refresh_margin.unwrap_or(DEFAULT_REFRESH_MARGIN),
-            expiry_skew: self.expiry_skew.unwrap_or(DEFAULT_EXPIRY_SKEW),
-            fetch_timeout: self.fetch_timeout.unwrap_or(DEFAULT_FETCH_TIMEOUT),
+            refresh_margin: self.refresh_margin.unwrap_or(defaults.refresh_margin),
+            expiry_skew: self.expiry_skew.unwrap_or(defaults.expiry_skew),
+            fetch_timeout: self.fetch_timeout.unwrap_or(defaults.fetch_timeout),
             forced_renewal_interval: self
                 .forced_renewal_interval
-                .unwrap_or(DEFAULT_FORCED_RENEWAL_INTERVAL),
-            min_backoff: self.min_backoff.unwrap_or(DEFAULT_MIN_BACKOFF),
-            max_backoff: self.max_backoff.unwrap_or(DEFAULT_MAX_BACKOFF),
+                .unwrap_or(defaults.forced_renewal_interval),
+            min_backoff: self.min_backoff.unwrap_or(defaults.min_backoff),
+            max_backoff: self.max_backoff.unwrap_or(defaults.max_backoff),
         };
         if policy.fetch_timeout.is_zero() {
             return Err(invalid_setting("fetch_timeout must be more than zero"));

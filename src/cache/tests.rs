@@ -62,17 +62,6 @@ impl TokenSource for Script {
     }
 }
 
-fn policy() -> Policy {
-    Policy {
-        refresh_margin: Duration::from_secs(300),
-        expiry_skew: Duration::from_secs(10),
-        fetch_timeout: Duration::from_secs(10),
-        forced_renewal_interval: Duration::from_secs(10),
-        min_backoff: Duration::from_secs(1),
-        max_backoff: Duration::from_secs(60),
-    }
-}
-
 fn placement() -> Placement {
     Placement {
         header_name: http::header::AUTHORIZATION,
@@ -86,7 +75,7 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
-    TokenCache::new(Arc::new(source), policy(), placement(), None, None)
+    TokenCache::new(Arc::new(source), Policy::default(), placement(), None, None)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -59,6 +59,21 @@ pub(crate) struct Failure {
     pub(crate) serving_until: Option<Instant>,
 }
 
+/// The builder's defaults.
+impl Default for Policy {
+    fn default() -> Self {
+        use crate::builder::*;
+        Policy {
+            refresh_margin: DEFAULT_REFRESH_MARGIN,
+            expiry_skew: DEFAULT_EXPIRY_SKEW,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            forced_renewal_interval: DEFAULT_FORCED_RENEWAL_INTERVAL,
+            min_backoff: DEFAULT_MIN_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+        }
+    }
+}
+
 impl Policy {
     /// The expiry skew for a token of `lifetime`: up to a tenth of it.
     pub(crate) fn skew_for(&self, lifetime: Duration) -> Duration {
@@ -179,14 +194,7 @@ mod tests {
     const SEC: Duration = Duration::from_secs(1);
 
     fn policy() -> Policy {
-        Policy {
-            refresh_margin: Duration::from_secs(300),
-            expiry_skew: Duration::from_secs(10),
-            fetch_timeout: Duration::from_secs(10),
-            forced_renewal_interval: Duration::from_secs(10),
-            min_backoff: SEC,
-            max_backoff: Duration::from_secs(60),
-        }
+        Policy::default()
     }
 
     fn failure(in_a_row: u32, can_heal: bool) -> Failure {

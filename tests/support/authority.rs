@@ -126,6 +126,17 @@ impl Authority {
         Authority { addr, state }
     }
 
+    /// A layer for this authority's client, every other setting at its
+    /// default.
+    pub fn layer(&self) -> tower_oauth::OAuthLayer {
+        tower_oauth::OAuthLayer::builder()
+            .auth_url(self.base_url())
+            .client_id(&self.state.client_id)
+            .client_secret(&self.state.client_secret)
+            .build()
+            .unwrap()
+    }
+
     /// `http://127.0.0.1:port`: the `auth_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
