@@ -12,8 +12,8 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::authorize::{authorize, Sent};
-use crate::cache::{cut_off, Acquire, Flight, Landing, TokenCache};
+use crate::authorize::{authorize, Link, Sent};
+use crate::cache::{cut_off, Acquire, Flight, Landing};
 use crate::error::TokenError;
 use crate::BoxError;
 
@@ -67,7 +67,7 @@ struct Waiting<S, B> {
     asks: u8,
     svc: Option<S>,
     req: Option<Request<B>>,
-    cache: Arc<TokenCache>,
+    link: Arc<Link>,
 }
 
 impl<S, B> Drop for Waiting<S, B> {
@@ -92,12 +92,7 @@ where
         }
     }
 
-    pub(crate) fn waiting(
-        flight: Arc<Flight>,
-        svc: S,
-        req: Request<B>,
-        cache: Arc<TokenCache>,
-    ) -> Self {
+    pub(crate) fn waiting(flight: Arc<Flight>, svc: S, req: Request<B>, link: Arc<Link>) -> Self {
         ResponseFuture {
             state: State::Waiting {
                 waiting: Box::new(Waiting {
@@ -106,7 +101,7 @@ where
                     asks: 0,
                     svc: Some(svc),
                     req: Some(req),
-                    cache,
+                    link,
                 }),
             },
         }
@@ -131,7 +126,7 @@ where
             slot,
             svc,
             req,
-            cache,
+            link,
             ..
         } = self;
         Poll::Ready(match ready!(flight.poll_landing(slot, cx)) {
@@ -139,7 +134,7 @@ where
                 let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
                     panic!("ResponseFuture polled after completion");
                 };
-                let sent = authorize(&mut req, cache, token);
+                let sent = authorize(&mut req, link, token);
                 Some(Next::Call(svc.call(req), sent))
             }
             Landing::Done(Err(error)) => Some(Next::Fail(error.clone())),
@@ -155,12 +150,12 @@ where
         if self.asks > MAX_ASKS {
             return Some(Next::Fail(cut_off()));
         }
-        match self.cache.acquire() {
+        match self.link.0.acquire() {
             Acquire::Now(Ok(token)) => {
                 let (Some(mut svc), Some(mut req)) = (self.svc.take(), self.req.take()) else {
                     panic!("ResponseFuture polled after completion");
                 };
-                let sent = authorize(&mut req, &self.cache, &token);
+                let sent = authorize(&mut req, &self.link, &token);
                 Some(Next::Call(svc.call(req), sent))
             }
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),

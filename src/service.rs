@@ -11,7 +11,7 @@ use tower_service::Service;
 use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
-use crate::authorize::authorize;
+use crate::authorize::{authorize, Link};
 use crate::cache::{Acquire, CachedToken, TokenCache};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
@@ -38,6 +38,8 @@ pub struct OAuthService<S> {
     inner: S,
     cache: Arc<TokenCache>,
     current: CurrentCache,
+    /// This instance's own link to the cache, for its response futures.
+    link: Arc<Link>,
 }
 
 /// A per-service view of the current token: `arc_swap::Cache` revalidates it
@@ -63,6 +65,7 @@ impl<S> OAuthService<S> {
         OAuthService {
             inner,
             current: CurrentCache::new(Current(Arc::clone(&layer.cache))),
+            link: Arc::new(Link(Arc::clone(&layer.cache))),
             cache: layer.cache,
         }
     }
@@ -95,6 +98,8 @@ impl<S: Clone> Clone for OAuthService<S> {
             inner: self.inner.clone(),
             cache: Arc::clone(&self.cache),
             current: self.current.clone(),
+            // A link of its own: see `Link`.
+            link: Arc::new(Link(Arc::clone(&self.cache))),
         }
     }
 }
@@ -132,7 +137,7 @@ where
         let now = Instant::now();
         let current = self.current.load().as_deref();
         if let Some(token) = self.cache.check(current, now) {
-            let sent = authorize(&mut req, &self.cache, token);
+            let sent = authorize(&mut req, &self.link, token);
             return ResponseFuture::calling(self.inner.call(req), Some(sent));
         }
         self.call_without_token(req)
@@ -148,7 +153,7 @@ impl<S> OAuthService<S> {
     {
         match self.cache.acquire() {
             Acquire::Now(Ok(token)) => {
-                let sent = authorize(&mut req, &self.cache, &token);
+                let sent = authorize(&mut req, &self.link, &token);
                 ResponseFuture::calling(self.inner.call(req), Some(sent))
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
@@ -157,7 +162,7 @@ impl<S> OAuthService<S> {
                 // that ready instance along and leave a clone in its place.
                 let clone = self.inner.clone();
                 let ready = mem::replace(&mut self.inner, clone);
-                ResponseFuture::waiting(flight, ready, req, Arc::clone(&self.cache))
+                ResponseFuture::waiting(flight, ready, req, Arc::clone(&self.link))
             }
         }
     }

@@ -100,6 +100,11 @@ impl Flight {
     /// Gives up a waiter's slot (its request went away), so that a long
     /// flight does not keep the wakers of requests long gone.
     pub(crate) fn leave(&self, slot: Option<usize>) {
+        // After the landing the wakers are gone already: no lock needed
+        // (every request of a cold start leaves right after it).
+        if self.landing.get().is_some() {
+            return;
+        }
         if let Some(i) = slot {
             if let Some(waker) = self.lock().get_mut(i) {
                 *waker = None;
