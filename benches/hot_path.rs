@@ -34,6 +34,24 @@ fn single_thread(c: &mut Criterion) {
     group.finish();
 }
 
+/// A clone of the service per request, as `svc.clone().oneshot(req)` does:
+/// what making a service instance costs on top of a request.
+fn clone_per_request(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let oauth = warm_layer(&rt);
+    let mut cx = Context::from_waker(Waker::noop());
+
+    let mut group = c.benchmark_group("clone_per_request_1_thread");
+    let fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    group.bench_function("set_request_header", |b| {
+        b.iter(|| drive(&mut fixed.clone(), &mut cx))
+    });
+    let svc = oauth.layer(Noop);
+    group.bench_function("oauth", |b| b.iter(|| drive(&mut svc.clone(), &mut cx)));
+    group.finish();
+}
+
 /// Two threads, each with its own clone of the service, on one layer.
 fn run_two<S>(svc: S, iters: u64) -> Duration
 where
@@ -77,5 +95,5 @@ fn two_threads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, single_thread, two_threads);
+criterion_group!(benches, single_thread, two_threads, clone_per_request);
 criterion_main!(benches);

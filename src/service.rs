@@ -12,7 +12,7 @@ use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
 use crate::authorize::{authorize, Link};
-use crate::cache::{Acquire, CachedToken, TokenCache};
+use crate::cache::{Acquire, CachedToken};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::BoxError;
@@ -36,10 +36,10 @@ use crate::BoxError;
 #[must_use]
 pub struct OAuthService<S> {
     inner: S,
-    cache: Arc<TokenCache>,
-    current: CurrentCache,
-    /// This instance's own link to the cache, for its response futures.
+    /// This instance's own link to the layer's cache (see [`Link`]).
     link: Arc<Link>,
+    /// The current token, followed through `link`.
+    current: CurrentCache,
 }
 
 /// A per-service view of the current token: `arc_swap::Cache` revalidates it
@@ -47,27 +47,34 @@ pub struct OAuthService<S> {
 /// path takes no reference count and writes no shared memory for it.
 type CurrentCache = arc_swap::Cache<Current, Option<Arc<CachedToken>>>;
 
-/// Derefs a cache to its current token, for [`CurrentCache`].
+/// Derefs a link to its cache's current token, for [`CurrentCache`].
 #[derive(Clone)]
-struct Current(Arc<TokenCache>);
+struct Current(Arc<Link>);
 
 impl std::ops::Deref for Current {
     type Target = ArcSwapOption<CachedToken>;
 
     fn deref(&self) -> &Self::Target {
-        self.0.current()
+        self.0 .0.current()
+    }
+}
+
+impl<S> OAuthService<S> {
+    /// An instance on `link`, with its view of the current token.
+    fn on(inner: S, link: Link) -> Self {
+        let link = Arc::new(link);
+        OAuthService {
+            inner,
+            current: CurrentCache::new(Current(Arc::clone(&link))),
+            link,
+        }
     }
 }
 
 impl<S> OAuthService<S> {
     /// Wraps `inner`, taking tokens from `layer`'s cache.
     pub fn new(inner: S, layer: OAuthLayer) -> Self {
-        OAuthService {
-            inner,
-            current: CurrentCache::new(Current(Arc::clone(&layer.cache))),
-            link: Arc::new(Link(Arc::clone(&layer.cache))),
-            cache: layer.cache,
-        }
+        Self::on(inner, Link(layer.cache))
     }
 
     /// The same layer as [`OAuthLayer`]; here for symmetry with tower's
@@ -93,14 +100,10 @@ impl<S> OAuthService<S> {
 }
 
 impl<S: Clone> Clone for OAuthService<S> {
+    /// A new instance, with a link of its own (one small allocation): see
+    /// [`Link`].
     fn clone(&self) -> Self {
-        OAuthService {
-            inner: self.inner.clone(),
-            cache: Arc::clone(&self.cache),
-            current: self.current.clone(),
-            // A link of its own: see `Link`.
-            link: Arc::new(Link(Arc::clone(&self.cache))),
-        }
+        Self::on(self.inner.clone(), Link(Arc::clone(&self.link.0)))
     }
 }
 
@@ -108,7 +111,7 @@ impl<S: fmt::Debug> fmt::Debug for OAuthService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthService")
             .field("inner", &self.inner)
-            .field("cache", &self.cache)
+            .field("cache", &self.link.0)
             .finish()
     }
 }
@@ -129,14 +132,15 @@ where
 
     #[inline]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        if self.cache.placement().keeps(&req) {
+        let cache = &self.link.0;
+        if cache.placement().keeps(&req) {
             // The caller brought its own credential: no token needed.
             return ResponseFuture::calling(self.inner.call(req), None);
         }
         // The token's expiry is checked against the clock on every use.
         let now = Instant::now();
         let current = self.current.load().as_deref();
-        if let Some(token) = self.cache.check(current, now) {
+        if let Some(token) = cache.check(current, now) {
             let sent = authorize(&mut req, &self.link, token);
             return ResponseFuture::calling(self.inner.call(req), Some(sent));
         }
@@ -151,7 +155,7 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        match self.cache.acquire() {
+        match self.link.0.acquire() {
             Acquire::Now(Ok(token)) => {
                 let sent = authorize(&mut req, &self.link, &token);
                 ResponseFuture::calling(self.inner.call(req), Some(sent))
