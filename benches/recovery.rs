@@ -50,7 +50,8 @@ async fn outage(client: Client, outage: Duration) -> (usize, Duration) {
             let svc = svc.clone();
             let refresher = refresher.clone();
             tokio::spawn(async move {
-                let deadline = ends + Duration::from_secs(10);
+                // Long enough for a back-off of a minute (max_backoff) to end.
+                let deadline = ends + Duration::from_secs(70);
                 while Instant::now() < deadline {
                     let ok = match client {
                         Client::Layer => svc.clone().oneshot(Request::new(())).await.is_ok(),
@@ -71,7 +72,7 @@ async fn outage(client: Client, outage: Duration) -> (usize, Duration) {
             first = Some(first.map_or(at, |f| f.min(at)));
         }
     }
-    let first = first.expect("no request succeeded within 10 s of the endpoint's return");
+    let first = first.expect("no request succeeded within 70 s of the endpoint's return");
     let during = authority
         .token_request_times()
         .iter()
