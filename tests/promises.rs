@@ -186,13 +186,8 @@ async fn a_panicking_transport_backs_off() {
         }
         Ok::<_, BoxError>(http::Response::new(Full::<Bytes>::default()))
     });
-    let oauth = OAuthLayer::builder()
-        .token_url("http://127.0.0.1:9/token")
-        .client_id(CLIENT_ID)
-        .client_secret(CLIENT_SECRET)
-        .transport(transport)
-        .build()
-        .unwrap();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).transport(transport).build().unwrap();
     let err = oauth.token().await.unwrap_err();
     assert_eq!(err.kind(), TokenErrorKind::Panic);
     assert!(
