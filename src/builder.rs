@@ -63,7 +63,7 @@ pub struct OAuthLayerBuilder {
     token_url: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
-    client_auth: ClientAuth,
+    client_auth: Option<ClientAuth>,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,
@@ -125,17 +125,21 @@ impl OAuthLayerBuilder {
     }
 
     /// How the client authenticates to the token endpoint: the
-    /// specification's unencoded body, a form-urlencoded body, or HTTP Basic.
+    /// specification's unencoded body, a form-urlencoded body, or HTTP Basic
+    /// (percent-encoded, or as it is).
     ///
-    /// Default: [`ClientAuth::UnencodedBody`].
+    /// Default: by how the endpoint was given (see [`ClientAuth`]):
+    /// [`ClientAuth::UnencodedBody`] with [`auth_url`](Self::auth_url),
+    /// [`ClientAuth::Basic`] with [`token_url`](Self::token_url).
     pub fn client_auth(mut self, client_auth: ClientAuth) -> Self {
-        self.client_auth = client_auth;
+        self.client_auth = Some(client_auth);
         self
     }
 
-    /// Requests this `scope` (space-separated scopes; with the default
-    /// [`ClientAuth::UnencodedBody`] a value with spaces cannot be carried:
-    /// use [`ClientAuth::FormBody`]).
+    /// Requests this `scope` (space-separated scopes; with
+    /// [`ClientAuth::UnencodedBody`], the default for
+    /// [`auth_url`](Self::auth_url), a value with spaces cannot be carried:
+    /// use another [`ClientAuth`]).
     ///
     /// Default: none (the parameter is not sent).
     pub fn scope(self, scope: impl Into<String>) -> Self {
@@ -413,7 +417,7 @@ impl OAuthLayerBuilder {
                 || self.token_url.is_some()
                 || self.client_id.is_some()
                 || self.client_secret.is_some()
-                || self.client_auth != ClientAuth::default()
+                || self.client_auth.is_some()
                 || !self.params.is_empty()
                 || self.transport.is_some()
             {
@@ -444,7 +448,19 @@ impl OAuthLayerBuilder {
             ConfigErrorKind::MissingClientSecret,
             "client secret",
         )?;
-        let unencoded = self.client_auth == ClientAuth::UnencodedBody;
+        let auth = self.client_auth.unwrap_or(if self.auth_url.is_some() {
+            ClientAuth::UnencodedBody
+        } else {
+            ClientAuth::Basic
+        });
+        let unencoded = auth == ClientAuth::UnencodedBody;
+        if auth == ClientAuth::BasicUnencoded && client_id.contains(':') {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InvalidClientId,
+                "the client id contains `:`, which ClientAuth::BasicUnencoded cannot carry \
+                 (Basic separates id and secret with it); use ClientAuth::Basic",
+            ));
+        }
         if unencoded {
             check_unencoded(&client_id, ConfigErrorKind::InvalidClientId, "client id")?;
             check_unencoded(
@@ -465,13 +481,13 @@ impl OAuthLayerBuilder {
             url.clone(),
             &client_id,
             client_secret,
-            self.client_auth,
+            auth,
             &self.params,
             transport,
         );
         let store = self.store.take().map(|store| {
             let url = url.to_string();
-            let auth = format!("{:?}", self.client_auth);
+            let auth = format!("{auth:?}");
             let mut parts = vec![url.as_str(), client_id.as_str(), auth.as_str()];
             for (name, value) in &self.params {
                 parts.push(name);

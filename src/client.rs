@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
-use crate::encoding::{base64, form_urlencode};
+use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::error::TokenError;
 use crate::token::AccessToken;
 use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
@@ -58,6 +58,13 @@ pub trait TokenSource: Send + Sync + 'static {
 
 /// How the client authenticates to the token endpoint.
 ///
+/// Without a choice, the layer picks by how the endpoint was given:
+///
+/// | endpoint given with | default | why |
+/// |---|---|---|
+/// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the specification's endpoint takes exactly its own request body |
+/// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
+///
 /// ```
 /// use tower_oauth::{ClientAuth, OAuthLayer};
 ///
@@ -79,13 +86,30 @@ pub enum ClientAuth {
     #[default]
     UnencodedBody,
     /// Id and secret in the body, every name and value form-urlencoded
-    /// (RFC 6749 section 2.3.1 and appendix B): carries any value.
+    /// (RFC 6749 section 2.3.1 and appendix B, `client_secret_post`):
+    /// carries any value.
     FormBody,
-    /// HTTP Basic authentication (RFC 6749 section 2.3.1): id and secret
-    /// form-urlencoded, joined with `:`, base64-encoded in the
-    /// `Authorization` header; the body holds `grant_type` and any extra
-    /// parameters, form-urlencoded.
+    /// HTTP Basic authentication (RFC 6749 section 2.3.1,
+    /// `client_secret_basic`): id and secret percent-encoded (RFC 3986's
+    /// unreserved characters stay, a space is `%20`, a `+` is `%2B`), joined
+    /// with `:`, base64-encoded in the `Authorization` header; the body holds
+    /// `grant_type` and any extra parameters, form-urlencoded. Servers that
+    /// form-decode the credentials (as RFC 6749 says) and servers that only
+    /// percent-decode them both read any secret back exactly; servers that
+    /// decode nothing read secrets of letters, digits and `-._~` exactly.
     Basic,
+    /// HTTP Basic authentication with id and secret as they are, not
+    /// encoded: for servers that do not decode the credentials at all. A
+    /// client id containing `:` cannot be carried (a
+    /// [`ConfigError`](crate::ConfigError)).
+    BasicUnencoded,
+}
+
+impl ClientAuth {
+    /// Whether the id and secret go in an `Authorization: Basic` header.
+    fn is_basic(self) -> bool {
+        matches!(self, ClientAuth::Basic | ClientAuth::BasicUnencoded)
+    }
 }
 
 /// The token request of the specification (section 4) and its variants.
@@ -109,30 +133,30 @@ impl ClientCredentials {
     ) -> Self {
         let encode = |v: &str| match auth {
             ClientAuth::UnencodedBody => v.to_owned(),
-            ClientAuth::FormBody | ClientAuth::Basic => form_urlencode(v),
+            _ => form_urlencode(v),
         };
         let mut body = String::from("grant_type=client_credentials");
         let mut basic = None;
-        match auth {
-            ClientAuth::UnencodedBody | ClientAuth::FormBody => {
-                body.push_str(&format!(
-                    "&client_id={}&client_secret={}",
-                    encode(client_id),
-                    encode(&client_secret)
-                ));
-            }
-            ClientAuth::Basic => {
-                let credentials = format!(
+        if auth.is_basic() {
+            let credentials = match auth {
+                ClientAuth::BasicUnencoded => format!("{client_id}:{client_secret}"),
+                _ => format!(
                     "{}:{}",
-                    form_urlencode(client_id),
-                    form_urlencode(&client_secret)
-                );
-                let mut value =
-                    HeaderValue::try_from(format!("Basic {}", base64(credentials.as_bytes())))
-                        .expect("base64 is a valid header value");
-                value.set_sensitive(true);
-                basic = Some(value);
-            }
+                    percent_encode(client_id),
+                    percent_encode(&client_secret)
+                ),
+            };
+            let mut value =
+                HeaderValue::try_from(format!("Basic {}", base64(credentials.as_bytes())))
+                    .expect("base64 is a valid header value");
+            value.set_sensitive(true);
+            basic = Some(value);
+        } else {
+            body.push_str(&format!(
+                "&client_id={}&client_secret={}",
+                encode(client_id),
+                encode(&client_secret)
+            ));
         }
         for (name, value) in params {
             body.push_str(&format!("&{}={}", encode(name), encode(value)));

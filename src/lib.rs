@@ -242,9 +242,12 @@
 //!
 //! # Beyond the specification
 //!
-//! - [`ClientAuth`]: the specification's unencoded body (default), a
-//!   form-urlencoded body, or HTTP Basic, for endpoints and secrets the
-//!   unencoded body cannot serve; [`scope`](OAuthLayerBuilder::scope),
+//! - Standard servers: with [`token_url`](OAuthLayerBuilder::token_url) the
+//!   client authenticates with HTTP Basic (which every server must support),
+//!   encoded so that any secret reads back exactly; [`ClientAuth`] chooses
+//!   another (a form-urlencoded body, Basic without encoding, or the
+//!   specification's unencoded body, the default with `auth_url`);
+//!   [`scope`](OAuthLayerBuilder::scope),
 //!   [`audience`](OAuthLayerBuilder::audience) and
 //!   [`param`](OAuthLayerBuilder::param) for extra parameters.
 //! - Where the token goes: [`header_name`](OAuthLayerBuilder::header_name),

@@ -37,6 +37,8 @@ async fn the_token_request_is_exactly_the_specifications() {
 #[tokio::test]
 async fn token_url_is_used_exactly_as_given() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    // A token URL means a standard server: HTTP Basic by default.
+    authority.expect(authority::Style::Basic, &[]);
     let oauth = with_transport(
         OAuthLayer::builder()
             .token_url(format!("{}{}", authority.base_url(), authority::TOKEN_PATH))

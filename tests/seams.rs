@@ -15,8 +15,8 @@ use support::*;
 use tower::retry::RetryLayer;
 use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
 use tower_oauth::{
-    AccessToken, BoxFuture, ClientAuth, ConfigErrorKind, OAuthLayer, RetryUnauthorized, TokenError,
-    TokenErrorKind, TokenSource,
+    AccessToken, BoxFuture, ClientAuth, ConfigErrorKind, OAuthLayer, OAuthLayerBuilder,
+    RetryUnauthorized, TokenError, TokenErrorKind, TokenSource,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -559,4 +559,100 @@ async fn a_custom_token_store_shares_one_token_between_layers() {
     assert_eq!(b.token().await.unwrap(), renewed);
     assert_eq!(authority.token_requests(), 2);
     assert_eq!(store.fetches.load(Ordering::SeqCst), 2);
+}
+
+/// Every character the issue names, the ones decoders disagree on (`+`,
+/// space, `%`, `~`), and a multi-byte one.
+const EVERY_HARD: &str = "p+a/s=s&w%o:r~d sé";
+
+fn token_url(authority: &Authority) -> String {
+    format!("{}{}", authority.base_url(), authority::TOKEN_PATH)
+}
+
+#[tokio::test]
+async fn basic_reads_back_exactly_through_a_form_decoder_and_a_percent_decoder() {
+    for style in [Style::Basic, Style::BasicPercent] {
+        let authority = Authority::start("id:with+chars ~", EVERY_HARD, HOUR).await;
+        authority.expect(style, &[("scope", "read write")]);
+        // With token_url and no choice, the client authentication is Basic.
+        let oauth = with_transport(
+            OAuthLayer::builder()
+                .token_url(token_url(&authority))
+                .client_id("id:with+chars ~")
+                .client_secret(EVERY_HARD)
+                .scope("read write"),
+        )
+        .build()
+        .unwrap();
+        assert_eq!(call_api(oauth, &authority).await.unwrap(), 200, "{style:?}");
+        assert_eq!(authority.violations(), Vec::<String>::new());
+    }
+}
+
+#[tokio::test]
+async fn basic_suits_a_server_that_decodes_nothing_when_the_secret_is_plain() {
+    let authority = Authority::start("client-1", "Abc123-._~xyz", HOUR).await;
+    authority.expect(Style::BasicRaw, &[]);
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(token_url(&authority))
+            .client_id("client-1")
+            .client_secret("Abc123-._~xyz"),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn basic_unencoded_carries_any_secret_to_a_server_that_decodes_nothing() {
+    let layer = |authority: &Authority, auth| {
+        with_transport(
+            OAuthLayer::builder()
+                .token_url(token_url(authority))
+                .client_id("client-1")
+                .client_secret(EVERY_HARD)
+                .client_auth(auth),
+        )
+        .build()
+        .unwrap()
+    };
+    let authority = Authority::start("client-1", EVERY_HARD, HOUR).await;
+    authority.expect(Style::BasicRaw, &[]);
+    let oauth = layer(&authority, ClientAuth::BasicUnencoded);
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    // Percent-encoded, the same secret is not what such a server expects.
+    let oauth = layer(&authority, ClientAuth::Basic);
+    let err = call_api(oauth, &authority).await.unwrap_err();
+    let e = err.downcast_ref::<TokenError>().unwrap();
+    assert_eq!(e.status(), Some(http::StatusCode::UNAUTHORIZED));
+}
+
+#[test]
+fn basic_unencoded_cannot_carry_an_id_with_a_colon() {
+    let err = OAuthLayer::builder()
+        .token_url("https://idp.example.com/token")
+        .client_id("tenant:client")
+        .client_secret("secret")
+        .client_auth(ClientAuth::BasicUnencoded)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::InvalidClientId);
+    assert!(err.to_string().contains("ClientAuth::Basic"), "{err}");
+}
+
+#[test]
+fn the_default_client_authentication_follows_the_endpoint_setter() {
+    let with = |b: OAuthLayerBuilder| {
+        b.client_id("id")
+            .client_secret("secret")
+            .scope("read write")
+            .build()
+    };
+    // A standard server: Basic, which carries a scope with a space.
+    let layer = with(OAuthLayer::builder().token_url("https://idp.example.com/token")).unwrap();
+    assert_eq!(layer.token_url().unwrap(), "https://idp.example.com/token");
+    // The specification's endpoint: its exact unencoded body, which cannot.
+    let err = with(OAuthLayer::builder().auth_url("https://auth.example.com")).unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::InvalidParameter);
 }

@@ -37,9 +37,14 @@ pub enum Style {
     Unencoded,
     /// Id and secret in a form-urlencoded body.
     Form,
-    /// HTTP Basic with form-urlencoded id and secret; only `grant_type` and
-    /// extras in the body.
+    /// HTTP Basic, id and secret form-decoded (as RFC 6749 says); only
+    /// `grant_type` and extras in the body.
     Basic,
+    /// HTTP Basic, id and secret percent-decoded only (a `+` stays a `+`),
+    /// as some common servers do.
+    BasicPercent,
+    /// HTTP Basic, id and secret taken as they are, not decoded.
+    BasicRaw,
 }
 
 #[derive(Debug)]
@@ -443,7 +448,7 @@ fn check_credentials(
             }
             body == expected
         }
-        Style::Form | Style::Basic => {
+        Style::Form | Style::Basic | Style::BasicPercent | Style::BasicRaw => {
             let Some(pairs) = form_decode(body) else {
                 problems.push("body is not valid form-urlencoded".into());
                 return false;
@@ -483,11 +488,25 @@ fn check_credentials(
                 problems.push("Basic credentials without `:`".into());
                 return false;
             };
-            // RFC 6749 2.3.1: both parts are form-urlencoded before base64.
-            match (form_decode_value(id), form_decode_value(secret)) {
+            // Each kind of server decodes the two parts its own way, with
+            // the decoders of the crates everyone uses.
+            let decode = |v: &str| -> Option<String> {
+                match style {
+                    Style::BasicRaw => Some(v.to_owned()),
+                    Style::BasicPercent => percent_encoding::percent_decode_str(v)
+                        .decode_utf8()
+                        .ok()
+                        .map(|v| v.into_owned()),
+                    _ => form_urlencoded::parse(v.as_bytes())
+                        .next()
+                        .map(|(v, _)| v.into_owned())
+                        .or(Some(String::new())),
+                }
+            };
+            match (decode(id), decode(secret)) {
                 (Some(id), Some(secret)) => id == state.client_id && secret == state.client_secret,
                 _ => {
-                    problems.push("Basic credentials are not form-urlencoded".into());
+                    problems.push("Basic credentials cannot be decoded".into());
                     false
                 }
             }
