@@ -146,17 +146,45 @@ impl OAuthLayerBuilder {
         self.param("scope", scope)
     }
 
-    /// Requests a token for this `audience`.
+    /// Requests a token for this `audience` (one value; setting it again
+    /// replaces it). The parameter of servers that name the API a token is
+    /// for by an audience, such as Auth0 and many API gateways; standard
+    /// servers implementing RFC 8707 take [`resource`](Self::resource)
+    /// instead, and ignore `audience`.
     ///
     /// Default: none (the parameter is not sent).
     pub fn audience(self, audience: impl Into<String>) -> Self {
         self.param("audience", audience)
     }
 
+    /// Requests a token for the API at `resource` (RFC 8707 resource
+    /// indicators: an absolute URI without a fragment). Repeatable: each call
+    /// adds one `resource` parameter, for a token valid at several APIs
+    /// (where the server allows it).
+    ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://idp.example.com/oauth2/token")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .resource("https://orders.example.com/")
+    ///     .resource("https://billing.example.com/")
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn resource(self, resource: impl Into<String>) -> Self {
+        self.add_param("resource", resource)
+    }
+
     /// Adds `name=value` to the token request body, after the built-in
-    /// parameters; setting a name again replaces its value. The built-in
-    /// names `grant_type`, `client_id` and `client_secret` cannot be set (a
-    /// [`ConfigError`] from [`build`](Self::build)).
+    /// parameters; setting a name again replaces its value (use
+    /// [`add_param`](Self::add_param) to send a name more than once). The
+    /// built-in names `grant_type`, `client_id` and `client_secret` cannot be
+    /// set (a [`ConfigError`] from [`build`](Self::build)).
     ///
     /// Default: none.
     pub fn param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
@@ -165,6 +193,17 @@ impl OAuthLayerBuilder {
             Some(slot) => slot.1 = value,
             None => self.params.push((name, value)),
         }
+        self
+    }
+
+    /// Adds `name=value` to the token request body, keeping any parameter
+    /// of that name already set: `.add_param("resource", a).add_param("resource", b)`
+    /// sends both, in that order. The same names as for
+    /// [`param`](Self::param) are reserved.
+    ///
+    /// Default: none.
+    pub fn add_param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.params.push((name.into(), value.into()));
         self
     }
 

@@ -656,3 +656,34 @@ fn the_default_client_authentication_follows_the_endpoint_setter() {
     let err = with(OAuthLayer::builder().auth_url("https://auth.example.com")).unwrap_err();
     assert_eq!(err.kind(), ConfigErrorKind::InvalidParameter);
 }
+
+#[tokio::test]
+async fn several_resources_are_each_sent() {
+    let authority = Authority::start(CLIENT_ID, EVERY_HARD, HOUR).await;
+    authority.expect(
+        Style::Basic,
+        &[
+            ("resource", "https://orders.example.com/"),
+            ("resource", "https://billing.example.com/v1?x=1&y=2"),
+            ("audience", "orders"),
+            ("tenant", "a"),
+            ("tenant", "b"),
+        ],
+    );
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(token_url(&authority))
+            .client_id(CLIENT_ID)
+            .client_secret(EVERY_HARD)
+            .resource("https://orders.example.com/")
+            .resource("https://billing.example.com/v1?x=1&y=2")
+            .audience("old")
+            .audience("orders")
+            .add_param("tenant", "a")
+            .add_param("tenant", "b"),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(call_api(oauth, &authority).await.unwrap(), 200);
+    assert_eq!(authority.violations(), Vec::<String>::new());
+}

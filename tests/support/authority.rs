@@ -458,8 +458,8 @@ fn check_credentials(
                 problems.push("grant_type is not client_credentials".into());
             }
             for (k, v) in &extras {
-                if get(k).as_deref() != Some(v.as_str()) {
-                    problems.push(format!("parameter {k} is missing or wrong"));
+                if !pairs.iter().any(|(n, value)| n == k && value == v) {
+                    problems.push(format!("parameter {k}={v} is missing"));
                 }
             }
             let expected_len = 1 + extras.len() + if style == Style::Form { 2 } else { 0 };
