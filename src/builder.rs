@@ -516,7 +516,7 @@ impl OAuthLayerBuilder {
             Some(transport) => transport,
             None => default_transport(policy.fetch_timeout)?,
         };
-        let source = ClientCredentials::new(
+        let mut source = ClientCredentials::new(
             url.clone(),
             &client_id,
             client_secret,
@@ -524,6 +524,9 @@ impl OAuthLayerBuilder {
             &self.params,
             transport,
         );
+        if self.auth_url.is_some() {
+            source = source.built_from_auth_url();
+        }
         let store = self.store.take().map(|store| {
             let url = url.to_string();
             let auth = format!("{auth:?}");

@@ -119,7 +119,21 @@ pub(crate) struct ClientCredentials {
     body: Bytes,
     basic: Option<HeaderValue>,
     transport: Arc<dyn Transport>,
+    /// What to suggest when the URL turns out not to be a token endpoint.
+    hint: &'static str,
+    /// The scopes requested, to notice a narrower grant.
+    scope: Option<String>,
 }
+
+/// The hint for a URL given with `token_url` that is not a token endpoint.
+const TOKEN_URL_HINT: &str = "check the URL given to token_url: a server names its token \
+     endpoint `token_endpoint` in its metadata (/.well-known/oauth-authorization-server or \
+     /.well-known/openid-configuration)";
+
+/// The hint for a URL built from `auth_url` that is not a token endpoint.
+const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits the \
+     specification's endpoint only; for another server give its token endpoint with token_url \
+     (`token_endpoint` in its metadata at /.well-known/openid-configuration)";
 
 impl ClientCredentials {
     /// The values must already be checked to fit `auth` (see the builder).
@@ -167,6 +181,57 @@ impl ClientCredentials {
             body: Bytes::from(body),
             basic,
             transport,
+            hint: TOKEN_URL_HINT,
+            scope: params
+                .iter()
+                .find(|(name, _)| name == "scope")
+                .map(|(_, scope)| scope.clone()),
+        }
+    }
+
+    /// The URL was built from `auth_url`: say so when it is not a token
+    /// endpoint.
+    pub(crate) fn built_from_auth_url(mut self) -> Self {
+        self.hint = AUTH_URL_HINT;
+        self
+    }
+
+    /// The message for an answer that shows the URL is no token endpoint.
+    fn not_a_token_endpoint(&self, status: http::StatusCode) -> String {
+        // The URL holds no credentials (the builder refuses them); its query
+        // is left out all the same.
+        let url = match (self.url.scheme_str(), self.url.authority()) {
+            (Some(scheme), Some(authority)) => {
+                format!("{scheme}://{authority}{}", self.url.path())
+            }
+            _ => self.url.path().to_owned(),
+        };
+        let answer = if status.is_redirection() {
+            "answered with a redirect (redirects are not followed for token requests: the \
+             secret must go nowhere else), so it"
+        } else {
+            "answered that"
+        };
+        format!("`{url}` {answer} is not a token endpoint; {}", self.hint)
+    }
+
+    /// Warns when the token grants fewer scopes than were requested.
+    fn check_scope(&self, token: &AccessToken) {
+        let (Some(requested), Some(granted)) = (&self.scope, token.scope()) else {
+            return;
+        };
+        let held: Vec<&str> = granted.split_whitespace().collect();
+        let missing: Vec<&str> = requested
+            .split_whitespace()
+            .filter(|s| !held.contains(s))
+            .collect();
+        if !missing.is_empty() {
+            tracing::warn!(
+                requested = %requested,
+                granted = %granted,
+                missing = %missing.join(" "),
+                "the token endpoint granted fewer scopes than requested"
+            );
         }
     }
 
@@ -194,7 +259,21 @@ impl TokenSource for ClientCredentials {
                 .transport
                 .send(self.request(), MAX_RESPONSE_BODY)
                 .await?;
-            crate::answer::read(&response, &self.client_secret)
+            let status = response.status();
+            match crate::answer::read(&response, &self.client_secret) {
+                Ok(token) => {
+                    self.check_scope(&token);
+                    Ok(token)
+                }
+                Err(e)
+                    if status == http::StatusCode::NOT_FOUND
+                        || status == http::StatusCode::METHOD_NOT_ALLOWED
+                        || status.is_redirection() =>
+                {
+                    Err(e.with_message(self.not_a_token_endpoint(status)))
+                }
+                Err(e) => Err(e),
+            }
         })
     }
 }
