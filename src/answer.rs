@@ -2,7 +2,7 @@
 //! its three shapes, `Retry-After`, and the token JSON. The one place that
 //! turns bytes from the network into an [`AccessToken`] or a [`TokenError`].
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -19,7 +19,16 @@ pub(crate) fn read(
 ) -> Result<AccessToken, TokenError> {
     let status = response.status();
     if status.is_success() {
-        AccessToken::from_json(response.body())
+        let mut token = AccessToken::from_json(response.body())?;
+        if token.expires_in.is_none() {
+            let server_now = response
+                .headers()
+                .get(http::header::DATE)
+                .and_then(|d| httpdate::parse_http_date(d.to_str().ok()?).ok())
+                .unwrap_or_else(SystemTime::now);
+            token.exp_lifetime = exp_lifetime(&token.access_token, server_now);
+        }
+        Ok(token)
     } else {
         Err(status_error(
             status,
@@ -60,25 +69,15 @@ impl AccessToken {
         };
         let expires_in = match map.get("expires_in") {
             None | Some(Value::Null) => None,
-            Some(v) => match seconds(v) {
-                // A positive number too small for a nanosecond is no
-                // lifetime either: a token that is never usable.
-                Some(s) if s > 0.0 => match Duration::try_from_secs_f64(s) {
-                    Ok(d) if d.is_zero() => {
-                        return Err(invalid("`expires_in` rounds to zero"));
-                    }
-                    Ok(d) => Some(d.min(MAX_LIFETIME)),
-                    Err(_) => Some(MAX_LIFETIME),
-                },
-                Some(_) => return Err(invalid("`expires_in` is zero or negative")),
-                None => {
-                    tracing::warn!(
-                        "token response has an unreadable `expires_in`; assuming 60 minutes"
-                    );
-                    None
-                }
+            Some(v) => match lifetime(v) {
+                Ok(lifetime) => lifetime,
+                Err(why) => return Err(invalid(&format!("`expires_in` {why}"))),
             },
         };
+        // Advice only: an unusable value is ignored.
+        let refresh_in = map
+            .get("refresh_in")
+            .and_then(|v| lifetime(v).ok().flatten());
         Ok(AccessToken {
             access_token,
             token_type: text(&map, "token_type"),
@@ -88,6 +87,8 @@ impl AccessToken {
             developer_email: text(&map, "developer.email"),
             issued_at: text(&map, "issued_at"),
             client_id: text(&map, "client_id"),
+            exp_lifetime: None,
+            refresh_in,
         })
     }
 }
@@ -131,6 +132,51 @@ pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
         at.duration_since(std::time::SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
+}
+
+/// A lifetime in seconds, as `expires_in` sends it: `Ok(None)` when it is
+/// unreadable (the layer then assumes 60 minutes), an error when it is no
+/// lifetime at all (zero, negative, or so small it rounds to zero).
+fn lifetime(v: &Value) -> Result<Option<Duration>, &'static str> {
+    match seconds(v) {
+        // A positive number too small for a nanosecond is no lifetime
+        // either: a token that is never usable.
+        Some(s) if s > 0.0 => match Duration::try_from_secs_f64(s) {
+            Ok(d) if d.is_zero() => Err("rounds to zero"),
+            Ok(d) => Ok(Some(d.min(MAX_LIFETIME))),
+            Err(_) => Ok(Some(MAX_LIFETIME)),
+        },
+        Some(_) => Err("is zero or negative"),
+        None => {
+            tracing::warn!("token response has an unreadable lifetime; assuming 60 minutes");
+            Ok(None)
+        }
+    }
+}
+
+/// The lifetime of a JWT access token from its `exp` claim, reckoned from
+/// `now` on the server's clock (its `Date` header, else ours). `None` for a
+/// token that is not a JWT, has no readable `exp`, or one already past.
+fn exp_lifetime(token: &str, now: SystemTime) -> Option<Duration> {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (Some(_header), Some(payload), Some(_signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&json).ok()?;
+    let exp = claims
+        .get("exp")?
+        .as_f64()
+        .filter(|e| e.is_finite() && *e > 0.0)?;
+    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+    // `Date` has whole seconds: the server's clock may be up to one ahead.
+    let left = exp - now - 1.0;
+    (left > 0.0).then(|| Duration::from_secs_f64(left.min(MAX_LIFETIME.as_secs_f64())))
 }
 
 /// A JSON value as a number of seconds: a number, or a string holding one.
@@ -383,5 +429,83 @@ mod tests {
         assert_eq!(e.status(), Some(StatusCode::TOO_MANY_REQUESTS));
         assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
         assert_eq!(e.error_description(), Some("not with [redacted]"));
+    }
+
+    /// A JWT with these claims (unsigned: the client never verifies).
+    fn jwt(claims: &str) -> String {
+        use base64::Engine;
+        let enc = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!(
+            "{}.{}.c2ln",
+            enc(r#"{"alg":"RS256","typ":"at+jwt"}"#),
+            enc(claims)
+        )
+    }
+
+    fn answer(body: &str, date: Option<SystemTime>) -> http::Response<Bytes> {
+        let mut r = http::Response::new(Bytes::from(body.to_owned()));
+        if let Some(date) = date {
+            r.headers_mut().insert(
+                http::header::DATE,
+                httpdate::fmt_http_date(date).parse().unwrap(),
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn a_jwt_without_expires_in_lives_until_its_exp_on_the_servers_clock() {
+        // The server's clock is an hour behind ours; its token lives 10 min.
+        let server_now = SystemTime::now() - Duration::from_secs(3600);
+        let exp = server_now.duration_since(UNIX_EPOCH).unwrap().as_secs() + 600;
+        let token = jwt(&format!(r#"{{"sub":"svc","exp":{exp}}}"#));
+        let body = format!(r#"{{"access_token":"{token}","token_type":"Bearer"}}"#);
+        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        assert_eq!(t.expires_in(), None);
+        let lifetime = t.lifetime().as_secs_f64();
+        assert!((598.0..=600.0).contains(&lifetime), "{lifetime}");
+        // `expires_in`, when sent, wins over `exp`.
+        let body = format!(r#"{{"access_token":"{token}","expires_in":300}}"#);
+        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        assert_eq!(t.lifetime(), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn tokens_that_are_not_jwts_or_lack_exp_keep_sixty_minutes() {
+        for token in [
+            "opaque".to_owned(),
+            "a.b.c".to_owned(),
+            jwt(r#"{"sub":"svc"}"#),
+            jwt(r#"{"exp":"tomorrow"}"#),
+            jwt(r#"{"exp":1}"#),
+        ] {
+            let body = format!(r#"{{"access_token":"{token}"}}"#);
+            let t = read(&answer(&body, None), "").unwrap();
+            assert_eq!(t.lifetime(), DEFAULT_LIFETIME, "{token}");
+        }
+        // An `exp` years away is cut to a day.
+        let body = format!(r#"{{"access_token":"{}"}}"#, jwt(r#"{"exp":99999999999}"#));
+        let t = read(&answer(&body, None), "").unwrap();
+        assert_eq!(t.lifetime(), MAX_LIFETIME);
+    }
+
+    #[test]
+    fn refresh_in_is_read_and_an_unusable_one_ignored() {
+        let t = AccessToken::from_json(
+            br#"{"access_token":"a","expires_in":3600,"refresh_in":"1800"}"#,
+        )
+        .unwrap();
+        assert_eq!(t.refresh_in(), Some(Duration::from_secs(1800)));
+        for body in [
+            r#"{"access_token":"a","refresh_in":-1}"#,
+            r#"{"access_token":"a","refresh_in":"soon"}"#,
+        ] {
+            assert_eq!(
+                AccessToken::from_json(body.as_bytes())
+                    .unwrap()
+                    .refresh_in(),
+                None
+            );
+        }
     }
 }

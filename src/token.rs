@@ -43,6 +43,11 @@ pub struct AccessToken {
     pub(crate) developer_email: Option<String>,
     pub(crate) issued_at: Option<String>,
     pub(crate) client_id: Option<String>,
+    /// The lifetime read from the token itself (a JWT's `exp`), when the
+    /// response had no `expires_in`.
+    pub(crate) exp_lifetime: Option<Duration>,
+    /// The server's advice on when to renew (`refresh_in`).
+    pub(crate) refresh_in: Option<Duration>,
 }
 
 impl AccessToken {
@@ -59,6 +64,8 @@ impl AccessToken {
             developer_email: None,
             issued_at: None,
             client_id: None,
+            exp_lifetime: None,
+            refresh_in: None,
         }
     }
 
@@ -66,6 +73,13 @@ impl AccessToken {
     #[must_use]
     pub fn with_expires_in(mut self, expires_in: Duration) -> Self {
         self.expires_in = Some(expires_in);
+        self
+    }
+
+    /// Sets the server's advice on when to renew the token (`refresh_in`).
+    #[must_use]
+    pub fn with_refresh_in(mut self, refresh_in: Duration) -> Self {
+        self.refresh_in = Some(refresh_in);
         self
     }
 
@@ -86,10 +100,22 @@ impl AccessToken {
         self.expires_in
     }
 
-    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in),
-    /// or 60 minutes.
+    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in);
+    /// without it, for a JWT access token (RFC 9068), the time from the
+    /// server's `Date` to the token's `exp` claim (read, not verified: the
+    /// client is not the token's audience), cut to 24 hours; otherwise the
+    /// specification's 60 minutes.
     pub fn lifetime(&self) -> Duration {
-        self.expires_in.unwrap_or(DEFAULT_LIFETIME)
+        self.expires_in
+            .or(self.exp_lifetime)
+            .unwrap_or(DEFAULT_LIFETIME)
+    }
+
+    /// `refresh_in`, where the server sends it: its advice on when to renew.
+    /// The layer renews then if that is earlier than its own renewal point,
+    /// but never before half the token's lifetime.
+    pub fn refresh_in(&self) -> Option<Duration> {
+        self.refresh_in
     }
 
     /// `scope`; may be empty.
@@ -139,7 +165,8 @@ impl fmt::Debug for AccessToken {
             .field("developer_email", &self.developer_email)
             .field("issued_at", &self.issued_at)
             .field("client_id", &self.client_id)
-            .finish()
+            .field("refresh_in", &self.refresh_in)
+            .finish_non_exhaustive()
     }
 }
 

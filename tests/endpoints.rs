@@ -126,3 +126,40 @@ async fn a_narrower_scope_than_requested_is_reported() {
     oauth.token().await.unwrap();
     assert_eq!(logs.text().matches("granted fewer scopes").count(), 1);
 }
+
+#[tokio::test]
+async fn a_jwt_access_token_without_expires_in_lives_until_its_exp() {
+    use base64::Engine;
+    let enc = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    // A server whose clock is 40 minutes behind ours issues a token for 10.
+    let server_now = std::time::SystemTime::now() - Duration::from_secs(2400);
+    let exp = server_now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let token = format!(
+        "{}.{}.c2ln",
+        enc(r#"{"alg":"RS256","typ":"at+jwt"}"#),
+        enc(&format!(r#"{{"iss":"https://idp.example","exp":{exp}}}"#))
+    );
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.expect(authority::Style::Basic, &[]);
+    authority.push_faults([Fault {
+        status: 200,
+        body: format!(r#"{{"access_token":"{token}","token_type":"Bearer"}}"#),
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("date".into(), httpdate::fmt_http_date(server_now)),
+        ],
+    }]);
+    let oauth = layer_for_token_url(&format!("{}{TOKEN_PATH}", authority.base_url()));
+    let got = oauth.token().await.unwrap();
+    assert_eq!(got.expose_token(), token);
+    let lifetime = got.lifetime().as_secs();
+    assert!((598..=600).contains(&lifetime), "{lifetime}");
+    // Usable for the lifetime less the skew (10 s): not 60 minutes, and not
+    // already expired by our own clock's reading of `exp`.
+    let usable = oauth.stats().token_usable_for.unwrap().as_secs();
+    assert!((585..=590).contains(&usable), "{usable}");
+}

@@ -487,7 +487,9 @@ impl TokenCache {
         header.set_sensitive(true);
 
         let lifetime = token.lifetime();
-        let timings = self.policy().timings(lifetime, expires_at, jitter());
+        let timings = self
+            .policy()
+            .timings(lifetime, expires_at, jitter(), token.refresh_in());
         if !timings.usable_at(now) {
             return Err(
                 TokenError::new(TokenErrorKind::Timeout).with_message(format!(

@@ -646,3 +646,33 @@ async fn a_cut_off_flight_is_replaced_by_the_next_request() {
     assert_eq!(second.token.expose_token(), "token-1");
     drop(first);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_servers_refresh_advice_brings_the_renewal_forward() {
+    struct Advised(Arc<AtomicUsize>);
+    impl TokenSource for Advised {
+        fn fetch_token(&self) -> crate::transport::BoxFuture<'_, Result<AccessToken, TokenError>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                Ok(AccessToken::new(format!("token-{n}"))
+                    .with_expires_in(HOUR)
+                    .with_refresh_in(Duration::from_secs(2400)))
+            })
+        }
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let cache = with_source(Advised(Arc::clone(&calls)));
+    let first = get(&cache).await.unwrap();
+    advance(Duration::from_secs(2399)).await;
+    usable(&cache);
+    settle().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(usable(&cache), Some(first.generation));
+    settle().await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "renewed at the advised 40 minutes"
+    );
+}

@@ -92,12 +92,25 @@ impl Policy {
 
     /// The timings of a token of `lifetime` that runs out at `expires_at`;
     /// `jitter` in `[0, 1)` moves its renewal point earlier by up to a tenth
-    /// of the margin, so that many clients do not renew in step.
-    pub(crate) fn timings(&self, lifetime: Duration, expires_at: Instant, jitter: f64) -> Timings {
+    /// of the margin, so that many clients do not renew in step. The
+    /// server's `refresh_in` advice moves it earlier still, but never before
+    /// half the lifetime (the same bound as the margin's).
+    pub(crate) fn timings(
+        &self,
+        lifetime: Duration,
+        expires_at: Instant,
+        jitter: f64,
+        refresh_in: Option<Duration>,
+    ) -> Timings {
         let usable_until = expires_at - self.skew_for(lifetime);
         let ahead = self.margin_for(lifetime) + self.max_jitter(lifetime).mul_f64(jitter);
+        let mut refresh_at = (expires_at - ahead).min(usable_until);
+        if let Some(advice) = refresh_in {
+            let issued = expires_at - lifetime;
+            refresh_at = refresh_at.min(issued + advice.max(lifetime / 2));
+        }
         Timings {
-            refresh_at: (expires_at - ahead).min(usable_until),
+            refresh_at,
             usable_until,
             expires_at,
         }
@@ -210,12 +223,12 @@ mod tests {
     fn an_hour_token_is_renewed_five_minutes_ahead_and_dropped_ten_seconds_ahead() {
         let t0 = Instant::now();
         let p = policy();
-        let t = p.timings(HOUR, t0 + HOUR, 0.0);
+        let t = p.timings(HOUR, t0 + HOUR, 0.0, None);
         assert_eq!(t.expires_at, t0 + HOUR);
         assert_eq!(t.usable_until, t0 + HOUR - 10 * SEC);
         assert_eq!(t.refresh_at, t0 + HOUR - 300 * SEC);
         // The largest jitter moves the renewal point a tenth of the margin.
-        let t = p.timings(HOUR, t0 + HOUR, 0.999_999);
+        let t = p.timings(HOUR, t0 + HOUR, 0.999_999, None);
         assert!(t.refresh_at > t0 + HOUR - 330 * SEC);
         assert!(t.refresh_at < t0 + HOUR - 329 * SEC);
         assert!(t.usable_at(t0 + HOUR - 11 * SEC));
@@ -225,10 +238,21 @@ mod tests {
     #[test]
     fn short_tokens_keep_most_of_their_life() {
         let t0 = Instant::now();
-        let t = policy().timings(4 * SEC, t0 + 4 * SEC, 0.0);
+        let t = policy().timings(4 * SEC, t0 + 4 * SEC, 0.0, None);
         // Skew up to a tenth of the lifetime, margin up to half of it.
         assert_eq!(t.usable_until, t0 + Duration::from_millis(3600));
         assert_eq!(t.refresh_at, t0 + 2 * SEC);
+    }
+
+    #[test]
+    fn the_servers_refresh_advice_is_taken_down_to_half_the_lifetime() {
+        let t0 = Instant::now();
+        let p = policy();
+        let advised = |r| p.timings(HOUR, t0 + HOUR, 0.0, Some(r)).refresh_at;
+        assert_eq!(advised(1200 * SEC), t0 + 1800 * SEC);
+        assert_eq!(advised(2400 * SEC), t0 + 2400 * SEC);
+        // Later than the layer's own renewal point: the layer's stands.
+        assert_eq!(advised(3500 * SEC), t0 + 3300 * SEC);
     }
 
     #[test]

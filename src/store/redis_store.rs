@@ -442,8 +442,11 @@ fn token_json(token: &AccessToken) -> String {
             map.insert(name.into(), value.into());
         }
     }
-    if let Some(e) = token.expires_in() {
-        map.insert("expires_in".into(), e.as_secs_f64().into());
+    // The lifetime the layer uses, whatever its source (`expires_in`, a
+    // JWT's `exp`, or the default), so that every replica reckons the same.
+    map.insert("expires_in".into(), token.lifetime().as_secs_f64().into());
+    if let Some(r) = token.refresh_in() {
+        map.insert("refresh_in".into(), r.as_secs_f64().into());
     }
     serde_json::Value::Object(map).to_string()
 }
