@@ -12,6 +12,7 @@ use tower_service::Service;
 use crate::authorize::Placement;
 use crate::cache::{Endpoint, Policy, TokenCache};
 use crate::client::{ClientAuth, ClientCredentials, TokenSource};
+use crate::discovery::{Credentials, Discovery};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
 use crate::store::{identity, TokenStore};
@@ -61,6 +62,7 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub struct OAuthLayerBuilder {
     auth_url: Option<String>,
     token_url: Option<String>,
+    issuer: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
     client_auth: Option<ClientAuth>,
@@ -103,6 +105,39 @@ impl OAuthLayerBuilder {
     /// Default: none.
     pub fn token_url(mut self, token_url: impl AsRef<str>) -> Self {
         self.token_url = Some(token_url.as_ref().to_owned());
+        self
+    }
+
+    /// The issuer (authorization server identifier) to discover the token
+    /// endpoint from, for standard OAuth 2.0 and OpenID Connect servers: its
+    /// metadata is read from `/.well-known/oauth-authorization-server` (RFC
+    /// 8414, with the issuer's path after it) or else
+    /// `/.well-known/openid-configuration` (OpenID Connect Discovery) when
+    /// the first token is needed, in the same fetch, with the same timeout,
+    /// size cap and back-off. The metadata's `issuer` must be identical to
+    /// this value; its `token_endpoint` is used, and its
+    /// `token_endpoint_auth_methods_supported` chooses the client
+    /// authentication (HTTP Basic when it lists it or lists nothing, else a
+    /// form body) unless [`client_auth`](Self::client_auth) says otherwise.
+    /// The metadata is kept, and read again after a failure or when the
+    /// token endpoint answers as if it moved (404, 405, a redirect). Give this,
+    /// [`token_url`](Self::token_url) or [`auth_url`](Self::auth_url).
+    ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com/realms/main")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(oauth.issuer(), Some("https://login.example.com/realms/main"));
+    /// ```
+    ///
+    /// Default: none.
+    pub fn issuer(mut self, issuer: impl AsRef<str>) -> Self {
+        self.issuer = Some(issuer.as_ref().to_owned());
         self
     }
 
@@ -454,6 +489,7 @@ impl OAuthLayerBuilder {
         if let Some(source) = self.source.take() {
             if self.auth_url.is_some()
                 || self.token_url.is_some()
+                || self.issuer.is_some()
                 || self.client_id.is_some()
                 || self.client_secret.is_some()
                 || self.client_auth.is_some()
@@ -476,7 +512,11 @@ impl OAuthLayerBuilder {
             });
         }
 
-        let url = self.url()?;
+        let issuer = self.checked_issuer()?;
+        let url = match issuer {
+            Some(_) => None,
+            None => Some(self.url()?),
+        };
         let client_id = required(
             self.client_id.take(),
             ConfigErrorKind::MissingClientId,
@@ -487,13 +527,15 @@ impl OAuthLayerBuilder {
             ConfigErrorKind::MissingClientSecret,
             "client secret",
         )?;
-        let auth = self.client_auth.unwrap_or(if self.auth_url.is_some() {
-            ClientAuth::UnencodedBody
-        } else {
-            ClientAuth::Basic
-        });
-        let unencoded = auth == ClientAuth::UnencodedBody;
-        if auth == ClientAuth::BasicUnencoded && client_id.contains(':') {
+        // With an issuer and no choice, discovery chooses.
+        let auth = match (self.client_auth, &issuer) {
+            (Some(chosen), _) => Some(chosen),
+            (None, Some(_)) => None,
+            (None, None) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
+            (None, None) => Some(ClientAuth::Basic),
+        };
+        let unencoded = auth == Some(ClientAuth::UnencodedBody);
+        if auth == Some(ClientAuth::BasicUnencoded) && client_id.contains(':') {
             return Err(ConfigError::new(
                 ConfigErrorKind::InvalidClientId,
                 "the client id contains `:`, which ClientAuth::BasicUnencoded cannot carry \
@@ -516,31 +558,91 @@ impl OAuthLayerBuilder {
             Some(transport) => transport,
             None => default_transport(policy.fetch_timeout)?,
         };
-        let mut source = ClientCredentials::new(
-            url.clone(),
-            &client_id,
-            client_secret,
-            auth,
-            &self.params,
-            transport,
-        );
-        if self.auth_url.is_some() {
-            source = source.built_from_auth_url();
+        // The store's key: where tokens come from, never the secret.
+        let mut parts = vec![
+            issuer.as_ref().map_or_else(
+                || url.as_ref().map(Uri::to_string).unwrap_or_default(),
+                |(raw, _)| raw.clone(),
+            ),
+            client_id.clone(),
+            auth.map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
+        ];
+        for (name, value) in &self.params {
+            parts.extend([name.clone(), value.clone()]);
         }
         let store = self.store.take().map(|store| {
-            let url = url.to_string();
-            let auth = format!("{auth:?}");
-            let mut parts = vec![url.as_str(), client_id.as_str(), auth.as_str()];
-            for (name, value) in &self.params {
-                parts.push(name);
-                parts.push(value);
-            }
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
             (store, identity(&parts))
         });
-        let endpoint = Endpoint { url, client_id };
+        let (source, endpoint): (Arc<dyn TokenSource>, Endpoint) = match (issuer, url, auth) {
+            (Some((raw, parsed)), _, _) => {
+                let discovery = Discovery::new(
+                    &raw,
+                    &parsed,
+                    Credentials {
+                        client_id: client_id.clone(),
+                        client_secret,
+                        client_auth: auth,
+                        params: self.params.clone(),
+                        transport,
+                        allow_insecure_http: self.allow_insecure_http,
+                    },
+                );
+                let endpoint = Endpoint {
+                    url: None,
+                    client_id,
+                    discovery: Some(Arc::clone(&discovery)),
+                };
+                (discovery, endpoint)
+            }
+            (None, Some(url), Some(auth)) => {
+                let mut source = ClientCredentials::new(
+                    url.clone(),
+                    &client_id,
+                    client_secret,
+                    auth,
+                    &self.params,
+                    transport,
+                );
+                if self.auth_url.is_some() {
+                    source = source.built_from_auth_url();
+                }
+                let endpoint = Endpoint {
+                    url: Some(url),
+                    client_id,
+                    discovery: None,
+                };
+                (Arc::new(source), endpoint)
+            }
+            (None, _, _) => unreachable!("without an issuer there is a URL and a client auth"),
+        };
         Ok(OAuthLayer {
-            cache: TokenCache::new(Arc::new(source), policy, placement, Some(endpoint), store),
+            cache: TokenCache::new(source, policy, placement, Some(endpoint), store),
         })
+    }
+
+    /// The issuer, checked: it excludes the URL setters, and is an absolute
+    /// URL without a query (RFC 8414 section 2).
+    fn checked_issuer(&self) -> Result<Option<(String, Uri)>, ConfigError> {
+        let Some(raw) = &self.issuer else {
+            return Ok(None);
+        };
+        if self.auth_url.is_some() || self.token_url.is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "issuer is set together with auth_url or token_url; give one (the issuer's \
+                 metadata names its token endpoint)",
+            ));
+        }
+        let raw = raw.trim();
+        let uri = checked_url("issuer", raw, self.allow_insecure_http)?;
+        if uri.query().is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InvalidUrl,
+                format!("issuer `{raw}` has a query; an issuer identifier has none (RFC 8414 section 2)"),
+            ));
+        }
+        Ok(Some((raw.to_owned(), uri)))
     }
 
     fn settings(&self) -> Result<(Policy, Placement), ConfigError> {
@@ -598,7 +700,7 @@ impl OAuthLayerBuilder {
             (None, None) => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::MissingUrl,
-                    "no token endpoint: set auth_url or token_url",
+                    "no token endpoint: set issuer, token_url or auth_url",
                 ))
             }
         };
@@ -606,41 +708,10 @@ impl OAuthLayerBuilder {
         let bad = |why: &str| {
             ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"))
         };
-        if raw.contains('@') {
-            // Checked before parsing, so the message never echoes a password.
-            return Err(ConfigError::new(
-                ConfigErrorKind::InvalidUrl,
-                format!("{name} carries user information (`user@` or `user:password@`); pass credentials with client_id and client_secret"),
-            ));
-        }
-        if raw.contains('#') {
-            return Err(bad("has a fragment (`#...`)"));
-        }
-        let uri: Uri = raw
-            .parse()
-            .map_err(|e| bad(&format!("is not a valid URL ({e})")))?;
+        let uri = checked_url(name, raw, self.allow_insecure_http)?;
         let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
             return Err(bad("is not an absolute URL (scheme and host are required)"));
         };
-        let host = authority.host();
-        if host.is_empty() {
-            return Err(bad("has no host"));
-        }
-        match scheme {
-            "https" => {}
-            "http" if self.allow_insecure_http || is_loopback(host) => {}
-            "http" => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::InsecureUrl,
-                    format!(
-                        "{name} `{raw}` is plain http to a host that is not loopback; the client \
-                         secret would cross the network unencrypted (use https, or \
-                         allow_insecure_http(true) on a network you trust)"
-                    ),
-                ))
-            }
-            other => return Err(bad(&format!("has scheme `{other}`; use https"))),
-        }
         if !is_base {
             return Ok(uri);
         }
@@ -652,6 +723,53 @@ impl OAuthLayerBuilder {
             .parse()
             .map_err(|e| bad(&format!("is not a valid URL ({e})")))
     }
+}
+
+/// `raw` as the URL of `name`: absolute, with a host, no user information or
+/// fragment, and `https` unless the host is loopback or `allow_insecure_http`.
+pub(crate) fn checked_url(
+    name: &str,
+    raw: &str,
+    allow_insecure_http: bool,
+) -> Result<Uri, ConfigError> {
+    let bad =
+        |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
+    if raw.contains('@') {
+        // Checked before parsing, so the message never echoes a password.
+        return Err(ConfigError::new(
+            ConfigErrorKind::InvalidUrl,
+            format!("{name} carries user information (`user@` or `user:password@`); pass credentials with client_id and client_secret"),
+        ));
+    }
+    if raw.contains('#') {
+        return Err(bad("has a fragment (`#...`)"));
+    }
+    let uri: Uri = raw
+        .parse()
+        .map_err(|e| bad(&format!("is not a valid URL ({e})")))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(bad("is not an absolute URL (scheme and host are required)"));
+    };
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(bad("has no host"));
+    }
+    match scheme {
+        "https" => {}
+        "http" if allow_insecure_http || is_loopback(host) => {}
+        "http" => {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InsecureUrl,
+                format!(
+                    "{name} `{raw}` is plain http to a host that is not loopback; the client \
+                     secret would cross the network unencrypted (use https, or \
+                     allow_insecure_http(true) on a network you trust)"
+                ),
+            ))
+        }
+        other => return Err(bad(&format!("has scheme `{other}`; use https"))),
+    }
+    Ok(uri)
 }
 
 fn invalid_setting(message: &str) -> ConfigError {
@@ -742,6 +860,7 @@ impl fmt::Debug for OAuthLayerBuilder {
         f.debug_struct("OAuthLayerBuilder")
             .field("auth_url", &self.auth_url)
             .field("token_url", &self.token_url)
+            .field("issuer", &self.issuer)
             .field("client_id", &self.client_id)
             .field(
                 "client_secret",

@@ -130,6 +130,10 @@ const TOKEN_URL_HINT: &str = "check the URL given to token_url: a server names i
      endpoint `token_endpoint` in its metadata (/.well-known/oauth-authorization-server or \
      /.well-known/openid-configuration)";
 
+/// The hint for a token endpoint named by an issuer's metadata.
+const DISCOVERED_HINT: &str = "it is the `token_endpoint` of the issuer's metadata, which will \
+     be read again at the next attempt";
+
 /// The hint for a URL built from `auth_url` that is not a token endpoint.
 const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits the \
      specification's endpoint only; for another server give its token endpoint with token_url \
@@ -187,6 +191,13 @@ impl ClientCredentials {
                 .find(|(name, _)| name == "scope")
                 .map(|(_, scope)| scope.clone()),
         }
+    }
+
+    /// The URL is the `token_endpoint` of an issuer's metadata: say so when
+    /// it is not a token endpoint.
+    pub(crate) fn built_from_discovery(mut self) -> Self {
+        self.hint = DISCOVERED_HINT;
+        self
     }
 
     /// The URL was built from `auth_url`: say so when it is not a token

@@ -181,7 +181,6 @@ impl TokenError {
 
     /// The detail after the kind in `Display`: the message, or else the
     /// source's text.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn detail(&self) -> Option<String> {
         let i = &self.inner;
         i.message

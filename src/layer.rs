@@ -7,6 +7,7 @@ use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::TokenCache;
+use crate::discovery::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
 use crate::stats::Stats;
@@ -72,9 +73,26 @@ impl OAuthLayer {
     }
 
     /// The token endpoint the layer requests tokens from; `None` for a layer
-    /// built on a [`TokenSource`](crate::TokenSource).
+    /// built on a [`TokenSource`](crate::TokenSource) or on an
+    /// [`issuer`](OAuthLayerBuilder::issuer) (see
+    /// [`server_metadata`](Self::server_metadata)).
     pub fn token_url(&self) -> Option<&http::Uri> {
-        self.cache.endpoint().map(|e| &e.url)
+        self.cache.endpoint().and_then(|e| e.url.as_ref())
+    }
+
+    /// The issuer the layer discovers its token endpoint from, when built
+    /// with [`issuer`](OAuthLayerBuilder::issuer).
+    pub fn issuer(&self) -> Option<&str> {
+        let discovery = self.cache.endpoint()?.discovery.as_ref()?;
+        Some(discovery.issuer())
+    }
+
+    /// What discovery found at the [`issuer`](OAuthLayerBuilder::issuer):
+    /// the token endpoint and the client authentication in use. `None` before
+    /// the first token request (discovery happens then), after a failed
+    /// discovery, and for layers without an issuer.
+    pub fn server_metadata(&self) -> Option<ServerMetadata> {
+        self.cache.endpoint()?.discovery.as_ref()?.metadata()
     }
 
     /// The client id the layer authenticates as; `None` for a layer built on

@@ -285,6 +285,7 @@ mod authorize;
 mod builder;
 mod cache;
 mod client;
+mod discovery;
 mod encoding;
 mod error;
 mod future;
@@ -301,6 +302,7 @@ pub use builder::{
     DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
 };
 pub use client::{ClientAuth, TokenSource};
+pub use discovery::ServerMetadata;
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;
 pub use layer::OAuthLayer;

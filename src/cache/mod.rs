@@ -57,8 +57,11 @@ const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
 /// Where tokens come from, for display.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
-    pub(crate) url: http::Uri,
+    /// The token endpoint, when it was configured (not discovered).
+    pub(crate) url: Option<http::Uri>,
     pub(crate) client_id: String,
+    /// The issuer's discovery, when the layer was configured with one.
+    pub(crate) discovery: Option<Arc<crate::discovery::Discovery>>,
 }
 
 /// A token ready to present, with its timings.
@@ -383,7 +386,7 @@ impl TokenCache {
         let span = tracing::debug_span!(
             "oauth_token_fetch",
             ?reason,
-            token_url = ?self.endpoint.as_ref().map(|e| &e.url),
+            token_url = ?self.endpoint.as_ref().and_then(|e| e.url.as_ref()),
         );
         let task = FetchTask {
             cache: Arc::downgrade(self),

@@ -63,6 +63,9 @@ struct State {
     delay: Mutex<Duration>,
     /// How long the answer stalls after the token was issued.
     stall_after_issue: Mutex<Duration>,
+    /// Metadata documents served at their paths.
+    metadata: Mutex<HashMap<String, String>>,
+    metadata_requests: AtomicUsize,
     /// Until then, every token request is answered 503.
     outage_until: Mutex<Option<Instant>>,
     faults: Mutex<Vec<Fault>>,
@@ -101,6 +104,8 @@ impl Authority {
             delay: Mutex::new(Duration::ZERO),
             stall_after_issue: Mutex::new(Duration::ZERO),
             outage_until: Mutex::new(None),
+            metadata: Mutex::new(HashMap::new()),
+            metadata_requests: AtomicUsize::new(0),
             faults: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
             token_requests: AtomicUsize::new(0),
@@ -221,6 +226,20 @@ impl Authority {
         *self.state.stall_after_issue.lock().unwrap() = stall;
     }
 
+    /// Serves `json` at `path` (a metadata document, say).
+    pub fn publish(&self, path: &str, json: String) {
+        self.state
+            .metadata
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), json);
+    }
+
+    /// Requests for published documents so far.
+    pub fn metadata_requests(&self) -> usize {
+        self.state.metadata_requests.load(Ordering::SeqCst)
+    }
+
     /// Every token request is answered `503` for `outage` from now.
     pub fn fail_for(&self, outage: Duration) {
         *self.state.outage_until.lock().unwrap() = Some(Instant::now() + outage);
@@ -256,6 +275,11 @@ async fn whole(body: Incoming) -> Bytes {
 
 async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
+    let published = state.metadata.lock().unwrap().get(&path).cloned();
+    if let Some(doc) = published {
+        state.metadata_requests.fetch_add(1, Ordering::SeqCst);
+        return json(StatusCode::OK, doc);
+    }
     if path == TOKEN_PATH {
         token_endpoint(state, req).await
     } else if path.starts_with("/api/") {

@@ -1,0 +1,313 @@
+//! Discovery: an issuer's token endpoint and client authentication, read
+//! from its metadata (RFC 8414, else OpenID Connect Discovery) inside the
+//! token fetch, so that it has the fetch's single flight, timeout, size cap
+//! and back-off.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http::header::ACCEPT;
+use http::{HeaderValue, Method, StatusCode, Uri};
+use serde_json::Value;
+
+use crate::answer::{retry_after, status_error};
+use crate::client::{ClientAuth, ClientCredentials, TokenSource};
+use crate::error::{TokenError, TokenErrorKind};
+use crate::token::AccessToken;
+use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
+
+/// What discovery found at an issuer: from
+/// [`OAuthLayer::server_metadata`](crate::OAuthLayer::server_metadata).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerMetadata {
+    /// The issuer, as the metadata names it (identical to the one
+    /// configured: discovery refuses anything else).
+    pub issuer: String,
+    /// Where the metadata was read.
+    pub metadata_url: String,
+    /// The token endpoint (`token_endpoint`).
+    pub token_endpoint: String,
+    /// The client authentication methods the server lists
+    /// (`token_endpoint_auth_methods_supported`); empty when it lists none,
+    /// which means `client_secret_basic`.
+    pub auth_methods: Vec<String>,
+    /// The client authentication the layer uses: the one chosen with
+    /// [`client_auth`](crate::OAuthLayerBuilder::client_auth), or else the
+    /// first of `client_secret_basic` and `client_secret_post` the server
+    /// lists.
+    pub client_auth: ClientAuth,
+}
+
+/// How the token request is made, once discovery is done.
+pub(crate) struct Credentials {
+    pub(crate) client_id: String,
+    pub(crate) client_secret: String,
+    /// The user's choice, if any.
+    pub(crate) client_auth: Option<ClientAuth>,
+    pub(crate) params: Vec<(String, String)>,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) allow_insecure_http: bool,
+}
+
+/// The token source of a layer configured with an issuer.
+pub(crate) struct Discovery {
+    issuer: String,
+    /// RFC 8414's well-known URL, then OpenID Connect's.
+    metadata_urls: [Uri; 2],
+    credentials: Credentials,
+    found: Mutex<Option<(Arc<ClientCredentials>, ServerMetadata)>>,
+}
+
+impl Discovery {
+    /// Discovery for `issuer` (already checked: absolute, no query or
+    /// fragment).
+    pub(crate) fn new(issuer: &str, parsed: &Uri, credentials: Credentials) -> Arc<Self> {
+        Arc::new(Discovery {
+            issuer: issuer.to_owned(),
+            metadata_urls: metadata_urls(parsed),
+            credentials,
+            found: Mutex::new(None),
+        })
+    }
+
+    /// The issuer as configured.
+    pub(crate) fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// What the last successful discovery found.
+    pub(crate) fn metadata(&self) -> Option<ServerMetadata> {
+        self.lock().as_ref().map(|(_, m)| m.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Arc<ClientCredentials>, ServerMetadata)>> {
+        self.found.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The token request, from the metadata fetched now or before.
+    async fn credentials(&self) -> Result<Arc<ClientCredentials>, TokenError> {
+        if let Some((request, _)) = self.lock().as_ref() {
+            return Ok(Arc::clone(request));
+        }
+        let mut not_found = Vec::new();
+        for url in &self.metadata_urls {
+            match self.read(url).await {
+                Ok(metadata) => {
+                    let request = Arc::new(self.request_for(&metadata)?);
+                    tracing::info!(
+                        issuer = %self.issuer,
+                        token_endpoint = %metadata.token_endpoint,
+                        client_auth = ?metadata.client_auth,
+                        "discovered the token endpoint"
+                    );
+                    *self.lock() = Some((Arc::clone(&request), metadata));
+                    return Ok(request);
+                }
+                // Servers publish one of the two documents: try the other.
+                Err(e) if e.status() == Some(StatusCode::NOT_FOUND) => not_found.push(url),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(
+            TokenError::new(TokenErrorKind::Status).with_message(format!(
+                "discovery found no metadata for issuer `{}`: both `{}` and `{}` answered 404; \
+             check the issuer URL, or give the token endpoint with token_url",
+                self.issuer, not_found[0], not_found[1]
+            )),
+        )
+    }
+
+    /// Reads and checks the metadata document at `url`.
+    async fn read(&self, url: &Uri) -> Result<ServerMetadata, TokenError> {
+        let at = |message: String| format!("discovery at `{url}`: {message}");
+        let mut request = http::Request::new(Bytes::new());
+        *request.method_mut() = Method::GET;
+        *request.uri_mut() = url.clone();
+        request
+            .headers_mut()
+            .insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let response = self
+            .credentials
+            .transport
+            .send(request, MAX_RESPONSE_BODY)
+            .await
+            .map_err(|e| {
+                let detail = e.detail().unwrap_or_default();
+                e.with_message(at(detail))
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            let e = status_error(status, response.body(), retry_after(response.headers()), "");
+            return Err(e.with_message(at(format!("the server answered HTTP {status}"))));
+        }
+        let invalid =
+            |m: String| TokenError::new(TokenErrorKind::InvalidResponse).with_message(at(m));
+        let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(response.body()) else {
+            return Err(invalid("the metadata is not a JSON object".into()));
+        };
+        let text = |key: &str| doc.get(key).and_then(Value::as_str);
+        let issuer = text("issuer").unwrap_or_default();
+        if issuer != self.issuer {
+            return Err(invalid(format!(
+                "the metadata names the issuer `{issuer}`, not `{}` as configured; they must be \
+                 identical (RFC 8414 section 3.3): configure the issuer exactly as the server \
+                 names it",
+                self.issuer
+            )));
+        }
+        let Some(token_endpoint) = text("token_endpoint") else {
+            return Err(invalid("the metadata has no `token_endpoint`".into()));
+        };
+        let auth_methods: Vec<String> = doc
+            .get("token_endpoint_auth_methods_supported")
+            .and_then(Value::as_array)
+            .map(|methods| {
+                methods
+                    .iter()
+                    .filter_map(|m| m.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let client_auth = match self.credentials.client_auth {
+            Some(chosen) => chosen,
+            None => choose(&auth_methods).map_err(invalid)?,
+        };
+        Ok(ServerMetadata {
+            issuer: issuer.to_owned(),
+            metadata_url: url.to_string(),
+            token_endpoint: token_endpoint.to_owned(),
+            auth_methods,
+            client_auth,
+        })
+    }
+
+    /// The token request `metadata` calls for.
+    fn request_for(&self, metadata: &ServerMetadata) -> Result<ClientCredentials, TokenError> {
+        let c = &self.credentials;
+        let url = crate::builder::checked_url(
+            "token_endpoint",
+            &metadata.token_endpoint,
+            c.allow_insecure_http,
+        )
+        .map_err(|e| {
+            TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
+        })?;
+        Ok(ClientCredentials::new(
+            url,
+            &c.client_id,
+            c.client_secret.clone(),
+            metadata.client_auth,
+            &c.params,
+            Arc::clone(&c.transport),
+        )
+        .built_from_discovery())
+    }
+}
+
+/// Where an issuer publishes its metadata: RFC 8414's well-known URL (the
+/// well-known part between the host and the issuer's path, section 3.1),
+/// then OpenID Connect Discovery's (appended to the issuer).
+fn metadata_urls(issuer: &Uri) -> [Uri; 2] {
+    let scheme = issuer.scheme_str().unwrap_or("https");
+    let authority = issuer.authority().map_or("", |a| a.as_str());
+    let path = issuer.path().trim_end_matches('/');
+    let url = |s: String| s.parse().expect("built from a valid URL");
+    [
+        url(format!(
+            "{scheme}://{authority}/.well-known/oauth-authorization-server{path}"
+        )),
+        url(format!(
+            "{scheme}://{authority}{path}/.well-known/openid-configuration"
+        )),
+    ]
+}
+
+/// The client authentication for a secret among the server's `methods`
+/// (none listed means `client_secret_basic`, RFC 8414 section 2).
+fn choose(methods: &[String]) -> Result<ClientAuth, String> {
+    let lists = |m: &str| methods.iter().any(|x| x == m);
+    if methods.is_empty() || lists("client_secret_basic") {
+        Ok(ClientAuth::Basic)
+    } else if lists("client_secret_post") {
+        Ok(ClientAuth::FormBody)
+    } else {
+        Err(format!(
+            "the server lists no way to send a client secret (client_secret_basic or \
+             client_secret_post) among its token endpoint auth methods: {}",
+            methods.join(", ")
+        ))
+    }
+}
+
+impl TokenSource for Discovery {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        Box::pin(async move {
+            let request = self.credentials().await?;
+            let outcome = request.fetch_token().await;
+            if let Err(e) = &outcome {
+                // The endpoint may have moved: read the metadata again next
+                // time.
+                if e.status().is_some_and(|s| {
+                    s == StatusCode::NOT_FOUND
+                        || s == StatusCode::METHOD_NOT_ALLOWED
+                        || s.is_redirection()
+                }) {
+                    *self.lock() = None;
+                }
+            }
+            outcome
+        })
+    }
+}
+
+impl fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Discovery")
+            .field("issuer", &self.issuer)
+            .field("client_secret", &"[redacted]")
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_well_known_urls_follow_rfc_8414_and_openid_connect() {
+        let urls = |issuer: &str| metadata_urls(&issuer.parse().unwrap()).map(|u| u.to_string());
+        assert_eq!(
+            urls("https://idp.example.com/tenant/1"),
+            [
+                "https://idp.example.com/.well-known/oauth-authorization-server/tenant/1",
+                "https://idp.example.com/tenant/1/.well-known/openid-configuration",
+            ]
+        );
+        assert_eq!(
+            urls("https://idp.example.com"),
+            [
+                "https://idp.example.com/.well-known/oauth-authorization-server",
+                "https://idp.example.com/.well-known/openid-configuration",
+            ]
+        );
+    }
+
+    #[test]
+    fn basic_is_chosen_unless_only_a_body_secret_is_listed() {
+        let s = |v: &[&str]| v.iter().map(|m| m.to_string()).collect::<Vec<_>>();
+        assert_eq!(choose(&[]), Ok(ClientAuth::Basic));
+        assert_eq!(
+            choose(&s(&["client_secret_post", "client_secret_basic"])),
+            Ok(ClientAuth::Basic)
+        );
+        assert_eq!(
+            choose(&s(&["private_key_jwt", "client_secret_post"])),
+            Ok(ClientAuth::FormBody)
+        );
+        let e = choose(&s(&["private_key_jwt", "tls_client_auth"])).unwrap_err();
+        assert!(e.contains("private_key_jwt, tls_client_auth"), "{e}");
+    }
+}
