@@ -427,9 +427,12 @@ impl OAuthLayerBuilder {
     }
 
     /// A builder with the endpoint and credentials from the environment:
-    /// `OAUTH_TOKEN_URL` or `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`,
-    /// `OAUTH_CLIENT_SECRET`, and optionally `OAUTH_SCOPE`. Set anything else
-    /// on it before [`build`](Self::build).
+    /// one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`;
+    /// `OAUTH_CLIENT_ID` and `OAUTH_CLIENT_SECRET`; and optionally
+    /// `OAUTH_CLIENT_AUTH` (`basic`, `form`, `basic-unencoded`, `unencoded`;
+    /// see [`ClientAuth`]), `OAUTH_SCOPE`, and `OAUTH_RESOURCE` (one or more
+    /// resource URIs, separated by white space). Set anything else on it
+    /// before [`build`](Self::build).
     ///
     /// # Errors
     ///
@@ -441,20 +444,31 @@ impl OAuthLayerBuilder {
     pub(crate) fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
-        let builder = match (var("OAUTH_TOKEN_URL"), var("OAUTH_AUTH_URL")) {
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::Conflicting,
-                    "both OAUTH_TOKEN_URL and OAUTH_AUTH_URL are set; set one",
-                ))
-            }
-            (Some(url), None) => Self::new().token_url(url),
-            (None, Some(url)) => Self::new().auth_url(url),
-            (None, None) => {
+        let var = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let urls = [
+            ("OAUTH_ISSUER", var("OAUTH_ISSUER")),
+            ("OAUTH_TOKEN_URL", var("OAUTH_TOKEN_URL")),
+            ("OAUTH_AUTH_URL", var("OAUTH_AUTH_URL")),
+        ];
+        let set: Vec<&str> = urls
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(name, _)| *name)
+            .collect();
+        if set.len() > 1 {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                format!("{} are all set; set one", set.join(" and ")),
+            ));
+        }
+        let mut builder = match urls {
+            [(_, Some(issuer)), ..] => Self::new().issuer(issuer),
+            [_, (_, Some(url)), _] => Self::new().token_url(url),
+            [_, _, (_, Some(url))] => Self::new().auth_url(url),
+            _ => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::MissingUrl,
-                    "neither OAUTH_TOKEN_URL nor OAUTH_AUTH_URL is set",
+                    "none of OAUTH_ISSUER, OAUTH_TOKEN_URL and OAUTH_AUTH_URL is set",
                 ))
             }
         };
@@ -465,11 +479,24 @@ impl OAuthLayerBuilder {
             .ok_or_else(|| missing(ConfigErrorKind::MissingClientId, "OAUTH_CLIENT_ID"))?;
         let secret = var("OAUTH_CLIENT_SECRET")
             .ok_or_else(|| missing(ConfigErrorKind::MissingClientSecret, "OAUTH_CLIENT_SECRET"))?;
-        let builder = builder.client_id(id).client_secret(secret);
-        Ok(match var("OAUTH_SCOPE") {
-            Some(scope) => builder.scope(scope),
-            None => builder,
-        })
+        builder = builder.client_id(id).client_secret(secret);
+        if let Some(auth) = var("OAUTH_CLIENT_AUTH") {
+            let auth: ClientAuth = auth.parse().map_err(|e: ConfigError| {
+                ConfigError::new(e.kind(), format!("OAUTH_CLIENT_AUTH: {}", e.message()))
+            })?;
+            builder = builder.client_auth(auth);
+        }
+        if let Some(scope) = var("OAUTH_SCOPE") {
+            builder = builder.scope(scope);
+        }
+        // Several resources, separated by white space.
+        for resource in var("OAUTH_RESOURCE")
+            .iter()
+            .flat_map(|r| r.split_whitespace())
+        {
+            builder = builder.resource(resource);
+        }
+        Ok(builder)
     }
 
     /// Checks the settings and builds the layer.
@@ -1081,6 +1108,57 @@ mod tests {
         .unwrap();
         assert_eq!(b.token_url.as_deref(), Some("https://a.example/token"));
         assert_eq!(b.params, vec![("scope".to_owned(), "read".to_owned())]);
+
+        // Any server: an issuer, a client authentication, several resources.
+        let b = OAuthLayerBuilder::from_lookup(env(&[
+            ("OAUTH_ISSUER", "https://idp.example/realms/x"),
+            ("OAUTH_CLIENT_ID", "id"),
+            ("OAUTH_CLIENT_SECRET", "s3cr3t"),
+            ("OAUTH_CLIENT_AUTH", "client_secret_post"),
+            ("OAUTH_SCOPE", "read write"),
+            (
+                "OAUTH_RESOURCE",
+                "https://orders.example/ https://billing.example/",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(b.issuer.as_deref(), Some("https://idp.example/realms/x"));
+        assert_eq!(b.client_auth, Some(ClientAuth::FormBody));
+        let resources: Vec<&str> = b
+            .params
+            .iter()
+            .filter(|(n, _)| n == "resource")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            resources,
+            ["https://orders.example/", "https://billing.example/"]
+        );
+        b.build().unwrap();
+
+        let err = OAuthLayerBuilder::from_lookup(env(&[
+            ("OAUTH_ISSUER", "https://idp.example"),
+            ("OAUTH_TOKEN_URL", "https://idp.example/token"),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+        assert!(
+            err.to_string().contains("OAUTH_ISSUER and OAUTH_TOKEN_URL"),
+            "{err}"
+        );
+        let err = OAuthLayerBuilder::from_lookup(env(&[
+            ("OAUTH_ISSUER", "https://idp.example"),
+            ("OAUTH_CLIENT_ID", "id"),
+            ("OAUTH_CLIENT_SECRET", "s3cr3t"),
+            ("OAUTH_CLIENT_AUTH", "mtls"),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidSetting);
+        assert!(
+            err.to_string()
+                .contains("OAUTH_CLIENT_AUTH: unknown client authentication `mtls`"),
+            "{err}"
+        );
     }
 
     #[test]

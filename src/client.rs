@@ -64,6 +64,19 @@ pub trait TokenSource: Send + Sync + 'static {
 /// |---|---|---|
 /// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the specification's endpoint takes exactly its own request body |
 /// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
+/// | [`issuer`](crate::OAuthLayerBuilder::issuer) | what the server lists in `token_endpoint_auth_methods_supported`: [`Basic`](ClientAuth::Basic) if it lists `client_secret_basic` or nothing, else [`FormBody`](ClientAuth::FormBody) for `client_secret_post` | the server says what it takes (RFC 8414 section 2) |
+///
+/// It also parses from the names used in configuration (`basic` or
+/// `client_secret_basic`, `form` or `client_secret_post`, `basic-unencoded`,
+/// `unencoded`), as `OAUTH_CLIENT_AUTH` does for
+/// [`from_env`](crate::OAuthLayerBuilder::from_env):
+///
+/// ```
+/// use tower_oauth::ClientAuth;
+///
+/// assert_eq!("client_secret_post".parse::<ClientAuth>().unwrap(), ClientAuth::FormBody);
+/// assert!("magic".parse::<ClientAuth>().is_err());
+/// ```
 ///
 /// ```
 /// use tower_oauth::{ClientAuth, OAuthLayer};
@@ -103,6 +116,26 @@ pub enum ClientAuth {
     /// client id containing `:` cannot be carried (a
     /// [`ConfigError`](crate::ConfigError)).
     BasicUnencoded,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = crate::ConfigError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "basic" | "client-secret-basic" => Ok(ClientAuth::Basic),
+            "form" | "post" | "client-secret-post" => Ok(ClientAuth::FormBody),
+            "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
+            "unencoded" => Ok(ClientAuth::UnencodedBody),
+            _ => Err(crate::ConfigError::new(
+                crate::ConfigErrorKind::InvalidSetting,
+                format!(
+                    "unknown client authentication `{name}`: use basic (client_secret_basic), \
+                     form (client_secret_post), basic-unencoded or unencoded"
+                ),
+            )),
+        }
+    }
 }
 
 impl ClientAuth {

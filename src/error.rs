@@ -394,6 +394,12 @@ impl ConfigError {
     pub fn kind(&self) -> ConfigErrorKind {
         self.kind
     }
+
+    /// What is wrong, in a sentence (the `Display` text without its
+    /// "invalid OAuth configuration" prefix).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl fmt::Display for ConfigError {

@@ -49,10 +49,11 @@ impl OAuthLayer {
         OAuthLayerBuilder::new()
     }
 
-    /// A layer configured from the environment: `OAUTH_TOKEN_URL` or
-    /// `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`, and
-    /// optionally `OAUTH_SCOPE`; every other setting at its default. Use
-    /// [`OAuthLayerBuilder::from_env`] to change others.
+    /// A layer configured from the environment: one of `OAUTH_ISSUER`,
+    /// `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`,
+    /// `OAUTH_CLIENT_SECRET`, and optionally `OAUTH_CLIENT_AUTH`,
+    /// `OAUTH_SCOPE` and `OAUTH_RESOURCE` (see
+    /// [`OAuthLayerBuilder::from_env`]); every other setting at its default.
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;

@@ -6,6 +6,9 @@ use tower_oauth::{ConfigErrorKind, OAuthLayer, OAuthLayerBuilder};
 #[test]
 fn from_env_reads_the_oauth_variables_and_names_what_is_missing() {
     for v in [
+        "OAUTH_ISSUER",
+        "OAUTH_CLIENT_AUTH",
+        "OAUTH_RESOURCE",
         "OAUTH_TOKEN_URL",
         "OAUTH_AUTH_URL",
         "OAUTH_CLIENT_ID",
