@@ -1134,7 +1134,7 @@ mod tests {
             resources,
             ["https://orders.example/", "https://billing.example/"]
         );
-        b.build().unwrap();
+        assert!(b.build().unwrap().issuer().is_some());
 
         let err = OAuthLayerBuilder::from_lookup(env(&[
             ("OAUTH_ISSUER", "https://idp.example"),
