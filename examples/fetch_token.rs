@@ -3,19 +3,28 @@
 //! and what to try.
 //!
 //! ```text
+//! # A standard OAuth 2.0 / OpenID Connect server, by its issuer:
+//! OAUTH_ISSUER=https://login.example.com/realms/main OAUTH_CLIENT_ID=... OAUTH_CLIENT_SECRET=... \
+//!     cargo run --example fetch_token -- --scope "read write" --resource https://api.example.com/
+//! # By its token endpoint, choosing the client authentication:
+//! cargo run --example fetch_token -- --token-url https://idp.example.com/oauth2/token \
+//!     --client-id my-client --client-auth form     # the secret still from OAUTH_CLIENT_SECRET
+//! # The specification's endpoint:
 //! OAUTH_AUTH_URL=https://auth.example.com OAUTH_CLIENT_ID=... OAUTH_CLIENT_SECRET=... \
 //!     cargo run --example fetch_token
-//! cargo run --example fetch_token -- --token-url https://idp.example.com/oauth2/token \
-//!     --client-id my-client --scope read     # the secret still from OAUTH_CLIENT_SECRET
 //! cargo run --example fetch_token            # no configuration: a demonstration
 //! ```
 //!
-//! Flags: `--auth-url`, `--token-url`, `--client-id`, `--client-secret`,
-//! `--scope` override the `OAUTH_*` variables. Prefer the variable for the
-//! secret: command lines are visible to other users of the machine.
+//! Flags `--issuer`, `--token-url`, `--auth-url`, `--client-id`,
+//! `--client-secret`, `--client-auth` (`basic`, `form`, `basic-unencoded`,
+//! `unencoded`), `--scope` and `--resource` (repeatable) override the
+//! `OAUTH_*` variables of the same names (`OAUTH_RESOURCE` takes several,
+//! separated by spaces). Prefer the variable for the secret: command lines
+//! are visible to other users of the machine.
 //!
 //! Without configuration it runs against an embedded token endpoint on
-//! 127.0.0.1: one success, then each failure kind with its explanation.
+//! 127.0.0.1: one success, then each failure kind with its explanation, then
+//! discovery by issuer.
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
@@ -23,68 +32,144 @@ mod authority;
 use std::time::{Duration, SystemTime};
 
 use tower::BoxError;
-use tower_oauth::{AccessToken, OAuthLayer, OAuthLayerBuilder, TokenError, TokenErrorKind};
+use tower_oauth::{
+    AccessToken, ClientAuth, ConfigError, ConfigErrorKind, OAuthLayer, OAuthLayerBuilder,
+    TokenError, TokenErrorKind,
+};
+
+const FLAGS: [&str; 8] = [
+    "--issuer",
+    "--token-url",
+    "--auth-url",
+    "--client-id",
+    "--client-secret",
+    "--client-auth",
+    "--scope",
+    "--resource",
+];
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let configured = !args.is_empty()
-        || ["OAUTH_AUTH_URL", "OAUTH_TOKEN_URL", "OAUTH_CLIENT_ID"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some());
-    if configured {
-        let builder = from_args(&args)?;
-        let oauth = builder.build()?;
-        return match check(&oauth).await {
-            true => Ok(()),
-            false => Err("no token".into()),
-        };
+        || [
+            "OAUTH_ISSUER",
+            "OAUTH_AUTH_URL",
+            "OAUTH_TOKEN_URL",
+            "OAUTH_CLIENT_ID",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !configured {
+        return demonstration().await;
     }
-    demonstration().await
+    let builder = match from_args(&args) {
+        Ok(builder) => builder,
+        Err(problem) => {
+            eprintln!("command line problem: {problem}");
+            std::process::exit(2);
+        }
+    };
+    let oauth = match builder.build() {
+        Ok(oauth) => oauth,
+        Err(e) => {
+            // A sentence and a hint, not a debug dump.
+            eprintln!("configuration problem: {}", e.message());
+            eprintln!("hint: {}", config_hint(&e));
+            std::process::exit(2);
+        }
+    };
+    if !check(&oauth).await {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
-/// The `OAUTH_*` environment, overridden by flags.
-fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, BoxError> {
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if let Some(unknown) = args.iter().step_by(2).find(|a| {
-        ![
-            "--auth-url",
-            "--token-url",
-            "--client-id",
-            "--client-secret",
-            "--scope",
-        ]
-        .contains(&a.as_str())
-    }) {
-        return Err(format!("unknown flag {unknown}").into());
-    }
-    let mut b = OAuthLayer::builder();
-    match (
-        flag("--token-url").or_else(|| var("OAUTH_TOKEN_URL")),
-        flag("--auth-url").or_else(|| var("OAUTH_AUTH_URL")),
-    ) {
-        (Some(t), _) => b = b.token_url(t),
-        (None, Some(a)) => b = b.auth_url(a),
-        (None, None) => {
-            return Err(
-                "set OAUTH_AUTH_URL or OAUTH_TOKEN_URL (or --auth-url / --token-url)".into(),
-            )
+/// What to do about a configuration problem.
+fn config_hint(e: &ConfigError) -> &'static str {
+    match e.kind() {
+        ConfigErrorKind::MissingUrl | ConfigErrorKind::Conflicting => {
+            "give one of --issuer / OAUTH_ISSUER (a standard server: its issuer URL), \
+             --token-url / OAUTH_TOKEN_URL (its token endpoint), or --auth-url / OAUTH_AUTH_URL \
+             (the specification's endpoint)"
         }
+        ConfigErrorKind::MissingClientId | ConfigErrorKind::MissingClientSecret => {
+            "set OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET (or --client-id and --client-secret)"
+        }
+        ConfigErrorKind::InvalidClientId
+        | ConfigErrorKind::InvalidClientSecret
+        | ConfigErrorKind::InvalidParameter => {
+            "the chosen client authentication cannot carry that value: try --client-auth basic \
+             or --client-auth form (the specification's unencoded body carries no spaces or `&`)"
+        }
+        ConfigErrorKind::InvalidUrl | ConfigErrorKind::InsecureUrl => {
+            "give an absolute https URL, without user name or password in it"
+        }
+        _ => "see the crate documentation of OAuthLayerBuilder",
     }
-    if let Some(id) = flag("--client-id").or_else(|| var("OAUTH_CLIENT_ID")) {
+}
+
+/// The `OAUTH_*` environment, overridden by flags; or what is wrong with
+/// the command line.
+fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
+    let flags: Vec<(&str, &str)> = args
+        .chunks(2)
+        .map(|pair| (pair[0].as_str(), pair.get(1).map_or("", String::as_str)))
+        .collect();
+    if let Some((unknown, _)) = flags.iter().find(|(name, _)| !FLAGS.contains(name)) {
+        return Err(format!(
+            "unknown flag {unknown} (known: {})",
+            FLAGS.join(", ")
+        ));
+    }
+    let flag = |name: &str| {
+        flags
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let either = |f: &str, v: &str| flag(f).or_else(|| var(v));
+    let mut b = OAuthLayer::builder();
+    if let Some(issuer) = either("--issuer", "OAUTH_ISSUER") {
+        b = b.issuer(issuer);
+    }
+    if let Some(url) = either("--token-url", "OAUTH_TOKEN_URL") {
+        b = b.token_url(url);
+    }
+    if let Some(url) = either("--auth-url", "OAUTH_AUTH_URL") {
+        b = b.auth_url(url);
+    }
+    if let Some(id) = either("--client-id", "OAUTH_CLIENT_ID") {
         b = b.client_id(id);
     }
-    if let Some(secret) = flag("--client-secret").or_else(|| var("OAUTH_CLIENT_SECRET")) {
+    if let Some(secret) = either("--client-secret", "OAUTH_CLIENT_SECRET") {
         b = b.client_secret(secret);
     }
-    if let Some(scope) = flag("--scope").or_else(|| var("OAUTH_SCOPE")) {
+    if let Some(auth) = either("--client-auth", "OAUTH_CLIENT_AUTH") {
+        let auth: ClientAuth = auth
+            .parse()
+            .map_err(|e: ConfigError| e.message().to_owned())?;
+        b = b.client_auth(auth);
+    }
+    if let Some(scope) = either("--scope", "OAUTH_SCOPE") {
         b = b.scope(scope);
+    }
+    let flagged: Vec<String> = flags
+        .iter()
+        .filter(|(n, _)| *n == "--resource")
+        .map(|(_, v)| v.to_string())
+        .collect();
+    let resources = if flagged.is_empty() {
+        var("OAUTH_RESOURCE")
+            .map(|r| r.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    } else {
+        flagged
+    };
+    for resource in resources {
+        b = b.resource(resource);
     }
     Ok(b)
 }
@@ -94,7 +179,22 @@ async fn check(oauth: &OAuthLayer) -> bool {
     if let Some(url) = oauth.token_url() {
         println!("token endpoint: {url}");
     }
-    match oauth.token().await {
+    if let Some(issuer) = oauth.issuer() {
+        println!("issuer: {issuer}");
+    }
+    let outcome = oauth.token().await;
+    if let Some(found) = oauth.server_metadata() {
+        println!("  discovered at:    {}", found.metadata_url);
+        println!("  token endpoint:   {}", found.token_endpoint);
+        let listed = if found.auth_methods.is_empty() {
+            "(none listed: client_secret_basic)".to_owned()
+        } else {
+            found.auth_methods.join(", ")
+        };
+        println!("  auth methods:     {listed}");
+        println!("  client auth used: {:?}", found.client_auth);
+    }
+    match outcome {
         Ok(token) => {
             describe(&token);
             true
@@ -128,7 +228,10 @@ fn describe(token: &AccessToken) {
     println!("  scope:            {}", shown(token.scope()));
     match token.expires_in() {
         Some(d) => println!("  lifetime:         {}s", d.as_secs()),
-        None => println!("  lifetime:         not sent; 60 minutes assumed"),
+        None => println!(
+            "  lifetime:         no expires_in; {}s used (a JWT's exp, else 60 minutes)",
+            token.lifetime().as_secs()
+        ),
     }
     match token.issued_at_time() {
         Some(at) => {
@@ -152,8 +255,8 @@ fn explain(e: &TokenError) {
     let status = e.status().map(|s| s.as_u16());
     let hint = match (e.kind(), status) {
         (TokenErrorKind::Status, Some(400 | 401 | 403)) => {
-            "the endpoint refused the credentials: check the client id and secret, and whether \
-             the endpoint wants them form-encoded or as HTTP Basic (ClientAuth)"
+            "the endpoint refused the credentials: check the client id and secret, and the client \
+             authentication the server expects (--client-auth basic, form or basic-unencoded)"
         }
         (TokenErrorKind::Status, Some(429)) => {
             "rate-limited: wait (the endpoint's Retry-After, if any, is in the error) before trying again"
@@ -162,8 +265,8 @@ fn explain(e: &TokenError) {
             "the URL redirects; redirects are never followed with a secret: use the final URL"
         }
         (TokenErrorKind::Status, Some(404 | 405)) => {
-            "no token endpoint at that URL: check the path (auth_url gets /v1/oauth/accesstoken appended; \
-             token_url is used as given)"
+            "no token endpoint at that URL: for a standard server give its issuer (--issuer) or its \
+             token_endpoint (--token-url); --auth-url appends /v1/oauth/accesstoken"
         }
         (TokenErrorKind::Status, _) => "the endpoint is failing: try again later",
         (TokenErrorKind::Transport, _) => {
@@ -230,6 +333,25 @@ async fn demonstration() -> Result<(), BoxError> {
         headers: vec![("retry-after".into(), "30".into())],
     }]);
     outcomes.push(!check(&base().build()?).await);
+
+    println!("\n6. a standard server, found by its issuer (form-encoded client secret)");
+    let issuer = format!("{}/realms/demo", authority.base_url());
+    authority.publish(
+        "/realms/demo/.well-known/openid-configuration",
+        format!(
+            r#"{{"issuer":"{issuer}","token_endpoint":"{}{}","token_endpoint_auth_methods_supported":["client_secret_post"]}}"#,
+            authority.base_url(),
+            authority::TOKEN_PATH
+        ),
+    );
+    authority.expect(authority::Style::Form, &[("scope", "read write")]);
+    let by_issuer = OAuthLayer::builder()
+        .issuer(&issuer)
+        .client_id("demo-client")
+        .client_secret("demo-secret")
+        .scope("read write")
+        .build()?;
+    outcomes.push(check(&by_issuer).await);
 
     if outcomes.iter().all(|ok| *ok) {
         Ok(())

@@ -9,8 +9,18 @@
 //! 8 seconds (across two renewals), and prints what happened. It exits 0 only
 //! if every request got through.
 //!
-//! To talk to a real service instead, set `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`,
-//! `OAUTH_CLIENT_SECRET` and `API_URL` (the URL of one protected GET).
+//! To talk to a real service instead, set `API_URL` (the URL of one
+//! protected GET) and the layer's environment (`OAuthLayer::from_env`):
+//! `OAUTH_ISSUER` (a standard OAuth 2.0 or OpenID Connect server, found by
+//! discovery), `OAUTH_TOKEN_URL` (its token endpoint) or `OAUTH_AUTH_URL`
+//! (the specification's endpoint); `OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`;
+//! and optionally `OAUTH_CLIENT_AUTH`, `OAUTH_SCOPE`, `OAUTH_RESOURCE`.
+//!
+//! ```text
+//! OAUTH_ISSUER=https://login.example.com/realms/main OAUTH_CLIENT_ID=... \
+//!   OAUTH_CLIENT_SECRET=... OAUTH_SCOPE="orders:read" API_URL=https://api.example.com/orders \
+//!   cargo run --example quickstart
+//! ```
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
@@ -28,7 +38,10 @@ use tower_oauth::{OAuthLayer, TokenError};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
-const VARS: [&str; 4] = [
+/// Any of these asks for a real service.
+const VARS: [&str; 6] = [
+    "OAUTH_ISSUER",
+    "OAUTH_TOKEN_URL",
     "OAUTH_AUTH_URL",
     "OAUTH_CLIENT_ID",
     "OAUTH_CLIENT_SECRET",
@@ -37,17 +50,14 @@ const VARS: [&str; 4] = [
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let set: Vec<_> = VARS
-        .iter()
-        .filter(|v| std::env::var_os(v).is_some())
-        .collect();
-    match set.len() {
-        0 => embedded().await,
-        4 => real_service().await,
-        _ => {
-            let missing: Vec<_> = VARS.iter().filter(|v| !set.contains(v)).collect();
-            Err(format!("set all of {VARS:?} to use a real service; missing: {missing:?}").into())
+    if VARS.iter().any(|v| std::env::var_os(v).is_some()) {
+        if let Err(e) = real_service().await {
+            eprintln!("quickstart: {e}");
+            std::process::exit(1);
         }
+        Ok(())
+    } else {
+        embedded().await
     }
 }
 
@@ -176,17 +186,22 @@ async fn embedded() -> Result<(), BoxError> {
 }
 
 async fn real_service() -> Result<(), BoxError> {
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
-    let oauth = OAuthLayer::builder()
-        .auth_url(var("OAUTH_AUTH_URL"))
-        .client_id(var("OAUTH_CLIENT_ID"))
-        .client_secret(var("OAUTH_CLIENT_SECRET"))
-        .build()?;
-    if let Some(url) = oauth.token_url() {
-        println!("tower-oauth quickstart: token endpoint {url}");
+    let Some(api) = std::env::var("API_URL").ok().filter(|v| !v.is_empty()) else {
+        return Err("set API_URL to the URL of one protected GET of the API".into());
+    };
+    let oauth = match OAuthLayer::from_env() {
+        Ok(oauth) => oauth,
+        // A sentence naming the variable, not a debug dump.
+        Err(e) => return Err(e.message().into()),
+    };
+    match (oauth.issuer(), oauth.token_url()) {
+        (Some(issuer), _) => println!("tower-oauth quickstart: issuer {issuer}"),
+        (None, Some(url)) => println!("tower-oauth quickstart: token endpoint {url}"),
+        (None, None) => {}
     }
-    let mut client = ServiceBuilder::new().layer(oauth).service(hyper_client());
-    let api = var("API_URL");
+    let mut client = ServiceBuilder::new()
+        .layer(oauth.clone())
+        .service(hyper_client());
     for i in 1..=3 {
         let req = http::Request::get(&api).body(Full::default())?;
         let started = Instant::now();
@@ -204,6 +219,14 @@ async fn real_service() -> Result<(), BoxError> {
                 Some(t) => return Err(format!("no token: {t}").into()),
                 None => return Err(format!("request failed: {e}").into()),
             },
+        }
+        if i == 1 {
+            if let Some(found) = oauth.server_metadata() {
+                println!(
+                    "discovered: token endpoint {}, client authentication {:?}",
+                    found.token_endpoint, found.client_auth
+                );
+            }
         }
     }
     Ok(())
