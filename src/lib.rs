@@ -242,6 +242,12 @@
 //!
 //! # Beyond the specification
 //!
+//! - Standard servers by their issuer: [`issuer`](OAuthLayerBuilder::issuer)
+//!   reads the token endpoint and the client authentication from the
+//!   server's metadata (RFC 8414, OpenID Connect Discovery);
+//!   [`resource`](OAuthLayerBuilder::resource) asks for a token for an API
+//!   (RFC 8707); a JWT access token without `expires_in` lives until its
+//!   `exp`, and `refresh_in` is honoured (see [`AccessToken::lifetime`]).
 //! - Standard servers: with [`token_url`](OAuthLayerBuilder::token_url) the
 //!   client authenticates with HTTP Basic (which every server must support),
 //!   encoded so that any secret reads back exactly; [`ClientAuth`] chooses

@@ -163,3 +163,19 @@ async fn a_jwt_access_token_without_expires_in_lives_until_its_exp() {
     let usable = oauth.stats().token_usable_for.unwrap().as_secs();
     assert!((585..=590).contains(&usable), "{usable}");
 }
+
+#[tokio::test]
+async fn a_servers_refresh_in_advice_reaches_the_token() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.expect(authority::Style::Basic, &[]);
+    authority.push_faults([Fault {
+        status: 200,
+        body: r#"{"access_token":"advised","token_type":"Bearer","expires_in":3600,"refresh_in":1800}"#
+            .into(),
+        headers: vec![("content-type".into(), "application/json".into())],
+    }]);
+    let oauth = layer_for_token_url(&format!("{}{TOKEN_PATH}", authority.base_url()));
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.refresh_in(), Some(Duration::from_secs(1800)));
+    assert_eq!(token.lifetime(), HOUR);
+}
