@@ -644,10 +644,12 @@ fn basic_unencoded_cannot_carry_an_id_with_a_colon() {
 #[test]
 fn the_default_client_authentication_follows_the_endpoint_setter() {
     let with = |b: OAuthLayerBuilder| {
-        b.client_id("id")
-            .client_secret("secret")
-            .scope("read write")
-            .build()
+        with_transport(
+            b.client_id("id")
+                .client_secret("secret")
+                .scope("read write"),
+        )
+        .build()
     };
     // A standard server: Basic, which carries a scope with a space.
     let layer = with(OAuthLayer::builder().token_url("https://idp.example.com/token")).unwrap();
