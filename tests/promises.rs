@@ -313,10 +313,9 @@ async fn requests_recover_within_about_a_second_of_an_outage() {
     let requests = authority.token_requests();
     let late = recovered.saturating_duration_since(outage_ends);
     // About one token request per second during the outage (1 to 1.5 s
-    // apart), and a token within 1.5 s of the endpoint coming back.
+    // apart), and a token within 1.5 s of the endpoint coming back (plus
+    // room for a busy machine's scheduling; the old exponential back-off
+    // took 3.3 s here).
     assert!((3..=5).contains(&requests), "{requests} token requests");
-    assert!(
-        late < Duration::from_millis(1600),
-        "recovered {late:?} late"
-    );
+    assert!(late < Duration::from_secs(2), "recovered {late:?} late");
 }
