@@ -539,10 +539,9 @@ impl OAuthLayerBuilder {
             });
         }
 
-        let issuer = self.checked_issuer()?;
-        let url = match issuer {
-            Some(_) => None,
-            None => Some(self.url()?),
+        let target = match self.checked_issuer()? {
+            Some((issuer, parsed)) => Target::Issuer(issuer, parsed),
+            None => Target::Url(self.url()?),
         };
         let client_id = required(
             self.client_id.take(),
@@ -555,11 +554,11 @@ impl OAuthLayerBuilder {
             "client secret",
         )?;
         // With an issuer and no choice, discovery chooses.
-        let auth = match (self.client_auth, &issuer) {
+        let auth = match (self.client_auth, &target) {
             (Some(chosen), _) => Some(chosen),
-            (None, Some(_)) => None,
-            (None, None) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
-            (None, None) => Some(ClientAuth::Basic),
+            (None, Target::Issuer(..)) => None,
+            (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
+            (None, Target::Url(_)) => Some(ClientAuth::Basic),
         };
         let unencoded = auth == Some(ClientAuth::UnencodedBody);
         if auth == Some(ClientAuth::BasicUnencoded) && client_id.contains(':') {
@@ -587,10 +586,10 @@ impl OAuthLayerBuilder {
         };
         // The store's key: where tokens come from, never the secret.
         let mut parts = vec![
-            issuer.as_ref().map_or_else(
-                || url.as_ref().map(Uri::to_string).unwrap_or_default(),
-                |(raw, _)| raw.clone(),
-            ),
+            match &target {
+                Target::Issuer(issuer, _) => issuer.clone(),
+                Target::Url(url) => url.to_string(),
+            },
             client_id.clone(),
             auth.map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
         ];
@@ -601,8 +600,8 @@ impl OAuthLayerBuilder {
             let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
             (store, identity(&parts))
         });
-        let (source, endpoint): (Arc<dyn TokenSource>, Endpoint) = match (issuer, url, auth) {
-            (Some((raw, parsed)), _, _) => {
+        let (source, endpoint): (Arc<dyn TokenSource>, Endpoint) = match target {
+            Target::Issuer(raw, parsed) => {
                 let discovery = Discovery::new(
                     &raw,
                     &parsed,
@@ -622,12 +621,13 @@ impl OAuthLayerBuilder {
                 };
                 (discovery, endpoint)
             }
-            (None, Some(url), Some(auth)) => {
+            Target::Url(url) => {
                 let mut source = ClientCredentials::new(
                     url.clone(),
                     &client_id,
                     client_secret,
-                    auth,
+                    // Always chosen above for a URL; Basic is its default.
+                    auth.unwrap_or(ClientAuth::Basic),
                     &self.params,
                     transport,
                 );
@@ -641,7 +641,6 @@ impl OAuthLayerBuilder {
                 };
                 (Arc::new(source), endpoint)
             }
-            (None, _, _) => unreachable!("without an issuer there is a URL and a client auth"),
         };
         Ok(OAuthLayer {
             cache: TokenCache::new(source, policy, placement, Some(endpoint), store),
@@ -797,6 +796,14 @@ pub(crate) fn checked_url(
         other => return Err(bad(&format!("has scheme `{other}`; use https"))),
     }
     Ok(uri)
+}
+
+/// Where the token request goes.
+enum Target {
+    /// The token endpoint of this issuer's metadata (as configured, parsed).
+    Issuer(String, Uri),
+    /// This token endpoint.
+    Url(Uri),
 }
 
 fn invalid_setting(message: &str) -> ConfigError {
