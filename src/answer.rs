@@ -70,7 +70,13 @@ impl AccessToken {
         let expires_in = match map.get("expires_in") {
             None | Some(Value::Null) => None,
             Some(v) => match lifetime(v) {
-                Ok(lifetime) => lifetime,
+                Ok(Some(lifetime)) => Some(lifetime),
+                Ok(None) => {
+                    tracing::warn!(
+                        "token response has an unreadable `expires_in`; assuming 60 minutes"
+                    );
+                    None
+                }
                 Err(why) => return Err(invalid(&format!("`expires_in` {why}"))),
             },
         };
@@ -134,9 +140,9 @@ pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     )
 }
 
-/// A lifetime in seconds, as `expires_in` sends it: `Ok(None)` when it is
-/// unreadable (the layer then assumes 60 minutes), an error when it is no
-/// lifetime at all (zero, negative, or so small it rounds to zero).
+/// A duration in seconds, as `expires_in` and `refresh_in` send it:
+/// `Ok(None)` when it is unreadable, an error when it is no duration at all
+/// (zero, negative, or so small it rounds to zero); capped at 24 hours.
 fn lifetime(v: &Value) -> Result<Option<Duration>, &'static str> {
     match seconds(v) {
         // A positive number too small for a nanosecond is no lifetime
@@ -147,10 +153,7 @@ fn lifetime(v: &Value) -> Result<Option<Duration>, &'static str> {
             Err(_) => Ok(Some(MAX_LIFETIME)),
         },
         Some(_) => Err("is zero or negative"),
-        None => {
-            tracing::warn!("token response has an unreadable lifetime; assuming 60 minutes");
-            Ok(None)
-        }
+        None => Ok(None),
     }
 }
 
