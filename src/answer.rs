@@ -123,6 +123,15 @@ impl TokenError {
     }
 }
 
+/// Whether an answer with `status` shows that the URL is not a token
+/// endpoint (any more): nothing there (404), a resource that takes no
+/// `POST` (405), or a redirect, which token requests never follow.
+pub(crate) fn not_a_token_endpoint(status: StatusCode) -> bool {
+    status == StatusCode::NOT_FOUND
+        || status == StatusCode::METHOD_NOT_ALLOWED
+        || status.is_redirection()
+}
+
 /// Parses `Retry-After`: delay-seconds or an HTTP date.
 pub(crate) fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     let value = headers

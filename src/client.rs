@@ -309,11 +309,7 @@ impl TokenSource for ClientCredentials {
                     self.check_scope(&token);
                     Ok(token)
                 }
-                Err(e)
-                    if status == http::StatusCode::NOT_FOUND
-                        || status == http::StatusCode::METHOD_NOT_ALLOWED
-                        || status.is_redirection() =>
-                {
+                Err(e) if crate::answer::not_a_token_endpoint(status) => {
                     Err(e.with_message(self.not_a_token_endpoint(status)))
                 }
                 Err(e) => Err(e),

@@ -250,11 +250,7 @@ impl TokenSource for Discovery {
             if let Err(e) = &outcome {
                 // The endpoint may have moved: read the metadata again next
                 // time.
-                if e.status().is_some_and(|s| {
-                    s == StatusCode::NOT_FOUND
-                        || s == StatusCode::METHOD_NOT_ALLOWED
-                        || s.is_redirection()
-                }) {
+                if e.status().is_some_and(crate::answer::not_a_token_endpoint) {
                     *self.lock() = None;
                 }
             }
