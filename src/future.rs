@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::authorize::{authorize, Link, Sent};
-use crate::cache::{cut_off, Acquire, Flight, Landing};
+use crate::cache::{cut_off, Acquire, Flight, Landing, Waiter};
 use crate::error::TokenError;
 use crate::BoxError;
 
@@ -61,19 +61,11 @@ pin_project! {
 /// A request waiting for the shared fetch, holding the inner service that
 /// was made ready for it.
 struct Waiting<S, B> {
-    flight: Arc<Flight>,
-    /// Where this request's waker is kept in the flight.
-    slot: Option<usize>,
+    waiter: Waiter,
     asks: u8,
     svc: Option<S>,
     req: Option<Request<B>>,
     link: Arc<Link>,
-}
-
-impl<S, B> Drop for Waiting<S, B> {
-    fn drop(&mut self) {
-        self.flight.leave(self.slot);
-    }
 }
 
 impl<S, B> ResponseFuture<S, B>
@@ -96,8 +88,7 @@ where
         ResponseFuture {
             state: State::Waiting {
                 waiting: Box::new(Waiting {
-                    flight,
-                    slot: None,
+                    waiter: Waiter::new(flight),
                     asks: 0,
                     svc: Some(svc),
                     req: Some(req),
@@ -122,14 +113,13 @@ where
     /// `None` when the request must ask the cache again.
     fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S::Future>>> {
         let Waiting {
-            flight,
-            slot,
+            waiter,
             svc,
             req,
             link,
             ..
         } = self;
-        Poll::Ready(match ready!(flight.poll_landing(slot, cx)) {
+        Poll::Ready(match ready!(waiter.poll(cx)) {
             Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
                 let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
                     panic!("ResponseFuture polled after completion");
@@ -160,8 +150,8 @@ where
             }
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),
             Acquire::Wait(flight) => {
-                self.flight.leave(self.slot.take());
-                self.flight = flight;
+                // The old waiter leaves its flight as it is replaced.
+                self.waiter = Waiter::new(flight);
                 None
             }
         }

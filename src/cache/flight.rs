@@ -119,6 +119,31 @@ impl Flight {
     }
 }
 
+/// One request waiting for a flight: it leaves the flight when dropped, so
+/// a long flight keeps no waker of a request that went away.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    flight: Arc<Flight>,
+    slot: Option<usize>,
+}
+
+impl Waiter {
+    pub(crate) fn new(flight: Arc<Flight>) -> Self {
+        Waiter { flight, slot: None }
+    }
+
+    /// The landing, or `Pending` with the waker registered.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&Landing> {
+        self.flight.poll_landing(&mut self.slot, cx)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.flight.leave(self.slot);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

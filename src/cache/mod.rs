@@ -35,7 +35,7 @@ use tracing::Instrument;
 use self::control::Control;
 use self::fetch::Fetched;
 pub(crate) use self::fetch::Fetcher;
-pub(crate) use self::flight::{FetchResult, Flight, Landing};
+pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 pub(crate) use self::timings::Policy;
 use crate::authorize::Placement;
 use crate::client::TokenSource;
@@ -300,14 +300,11 @@ impl TokenCache {
         // A flight cut off (its runtime shut down) is asked again, a few
         // times: each ask starts a fetch on this task's runtime.
         for _ in 0..3 {
-            let flight = match self.acquire() {
+            let mut waiter = match self.acquire() {
                 Acquire::Now(outcome) => return outcome,
-                Acquire::Wait(flight) => flight,
+                Acquire::Wait(flight) => Waiter::new(flight),
             };
-            let mut slot = None;
-            let landing =
-                std::future::poll_fn(|cx| flight.poll_landing(&mut slot, cx).map(Landing::clone))
-                    .await;
+            let landing = std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)).await;
             match landing {
                 Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
                     return Ok(token)
