@@ -735,19 +735,21 @@ impl OAuthLayerBuilder {
             ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"))
         };
         let uri = checked_url(name, raw, self.allow_insecure_http)?;
-        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err(bad("is not an absolute URL (scheme and host are required)"));
-        };
         if !is_base {
             return Ok(uri);
         }
         if uri.query().is_some() {
             return Err(bad("has a query; the token path cannot be appended to it (use token_url for a full endpoint URL)"));
         }
-        let base = uri.path().trim_end_matches('/');
-        format!("{scheme}://{authority}{base}{TOKEN_PATH}")
-            .parse()
-            .map_err(|e| bad(&format!("is not a valid URL ({e})")))
+        // The same scheme and host, with the token path after the base path.
+        let mut parts = uri.into_parts();
+        let base = parts.path_and_query.as_ref().map_or("", |p| p.path());
+        let path = format!("{}{TOKEN_PATH}", base.trim_end_matches('/'));
+        parts.path_and_query = Some(
+            path.parse()
+                .map_err(|e| bad(&format!("is not a valid URL ({e})")))?,
+        );
+        Uri::from_parts(parts).map_err(|e| bad(&format!("is not a valid URL ({e})")))
     }
 }
 
