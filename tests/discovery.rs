@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::authority::{Style, TOKEN_PATH};
+use support::authority::Style;
 use support::*;
 use tower_oauth::{ClientAuth, OAuthLayer, TokenErrorKind};
 
@@ -41,7 +41,7 @@ fn layer(issuer: &str) -> OAuthLayer {
 async fn rfc_8414_metadata_names_the_endpoint_and_the_client_authentication() {
     let authority = Authority::start(CLIENT_ID, SECRET, HOUR).await;
     let issuer = format!("{}/tenant", authority.base_url());
-    let token_endpoint = format!("{}{TOKEN_PATH}", authority.base_url());
+    let token_endpoint = authority.token_url();
     authority.publish(
         "/.well-known/oauth-authorization-server/tenant",
         metadata(
@@ -82,7 +82,7 @@ async fn openid_connect_metadata_alone_is_found_under_the_issuers_path() {
         "/realms/main/.well-known/openid-configuration",
         metadata(
             &issuer,
-            &format!("{}{TOKEN_PATH}", authority.base_url()),
+            &authority.token_url(),
             &["client_secret_basic", "client_secret_post"],
         ),
     );
@@ -102,11 +102,7 @@ async fn metadata_naming_another_issuer_is_refused() {
     let issuer = authority.base_url();
     authority.publish(
         "/.well-known/oauth-authorization-server",
-        metadata(
-            "https://attacker.example",
-            &format!("{}{TOKEN_PATH}", authority.base_url()),
-            &[],
-        ),
+        metadata("https://attacker.example", &authority.token_url(), &[]),
     );
     let e = layer(&issuer).token().await.unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
@@ -161,7 +157,7 @@ async fn a_token_endpoint_that_moved_is_discovered_again() {
     );
     // The server now names its real endpoint; after the back-off the layer
     // reads the metadata again and gets a token.
-    let current = format!("{}{TOKEN_PATH}", authority.base_url());
+    let current = authority.token_url();
     authority.publish(path, metadata(&issuer, &current, &["client_secret_basic"]));
     tokio::time::sleep(Duration::from_millis(100)).await;
     oauth.token().await.unwrap();

@@ -80,7 +80,7 @@ async fn a_redirect_or_a_refused_method_says_it_is_not_a_token_endpoint() {
             fault.headers.push(("location".into(), location.into()));
         }
         authority.push_faults([fault]);
-        let url = format!("{}{TOKEN_PATH}", authority.base_url());
+        let url = authority.token_url();
         let e = failure(&layer_for_token_url(&url)).await;
         assert_eq!(e.status().map(|s| s.as_u16()), Some(status));
         let text = e.to_string();
@@ -153,7 +153,7 @@ async fn a_jwt_access_token_without_expires_in_lives_until_its_exp() {
             ("date".into(), httpdate::fmt_http_date(server_now)),
         ],
     }]);
-    let oauth = layer_for_token_url(&format!("{}{TOKEN_PATH}", authority.base_url()));
+    let oauth = layer_for_token_url(&authority.token_url());
     let got = oauth.token().await.unwrap();
     assert_eq!(got.expose_token(), token);
     let lifetime = got.lifetime().as_secs();
@@ -174,7 +174,7 @@ async fn a_servers_refresh_in_advice_reaches_the_token() {
             .into(),
         headers: vec![("content-type".into(), "application/json".into())],
     }]);
-    let oauth = layer_for_token_url(&format!("{}{TOKEN_PATH}", authority.base_url()));
+    let oauth = layer_for_token_url(&authority.token_url());
     let token = oauth.token().await.unwrap();
     assert_eq!(token.refresh_in(), Some(Duration::from_secs(1800)));
     assert_eq!(token.lifetime(), HOUR);

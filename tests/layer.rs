@@ -41,7 +41,7 @@ async fn token_url_is_used_exactly_as_given() {
     authority.expect(authority::Style::Basic, &[]);
     let oauth = with_transport(
         OAuthLayer::builder()
-            .token_url(format!("{}{}", authority.base_url(), authority::TOKEN_PATH))
+            .token_url(authority.token_url())
             .client_id(CLIENT_ID)
             .client_secret(CLIENT_SECRET),
     )
@@ -292,10 +292,7 @@ async fn a_redirect_is_not_followed() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let elsewhere = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let mut f = fault(307, "");
-    f.headers.push((
-        "location".into(),
-        format!("{}{}", elsewhere.base_url(), authority::TOKEN_PATH),
-    ));
+    f.headers.push(("location".into(), elsewhere.token_url()));
     authority.push_faults([f]);
     let oauth = builder(&authority).build().unwrap();
     let client = client(&oauth);

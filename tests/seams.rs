@@ -565,10 +565,6 @@ async fn a_custom_token_store_shares_one_token_between_layers() {
 /// space, `%`, `~`), and a multi-byte one.
 const EVERY_HARD: &str = "p+a/s=s&w%o:r~d sé";
 
-fn token_url(authority: &Authority) -> String {
-    format!("{}{}", authority.base_url(), authority::TOKEN_PATH)
-}
-
 #[tokio::test]
 async fn basic_reads_back_exactly_through_a_form_decoder_and_a_percent_decoder() {
     for style in [Style::Basic, Style::BasicPercent] {
@@ -577,7 +573,7 @@ async fn basic_reads_back_exactly_through_a_form_decoder_and_a_percent_decoder()
         // With token_url and no choice, the client authentication is Basic.
         let oauth = with_transport(
             OAuthLayer::builder()
-                .token_url(token_url(&authority))
+                .token_url(authority.token_url())
                 .client_id("id:with+chars ~")
                 .client_secret(EVERY_HARD)
                 .scope("read write"),
@@ -595,7 +591,7 @@ async fn basic_suits_a_server_that_decodes_nothing_when_the_secret_is_plain() {
     authority.expect(Style::BasicRaw, &[]);
     let oauth = with_transport(
         OAuthLayer::builder()
-            .token_url(token_url(&authority))
+            .token_url(authority.token_url())
             .client_id("client-1")
             .client_secret("Abc123-._~xyz"),
     )
@@ -609,7 +605,7 @@ async fn basic_unencoded_carries_any_secret_to_a_server_that_decodes_nothing() {
     let layer = |authority: &Authority, auth| {
         with_transport(
             OAuthLayer::builder()
-                .token_url(token_url(authority))
+                .token_url(authority.token_url())
                 .client_id("client-1")
                 .client_secret(EVERY_HARD)
                 .client_auth(auth),
@@ -674,7 +670,7 @@ async fn several_resources_are_each_sent() {
     );
     let oauth = with_transport(
         OAuthLayer::builder()
-            .token_url(token_url(&authority))
+            .token_url(authority.token_url())
             .client_id(CLIENT_ID)
             .client_secret(EVERY_HARD)
             .resource("https://orders.example.com/")

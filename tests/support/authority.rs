@@ -147,6 +147,11 @@ impl Authority {
             .unwrap()
     }
 
+    /// The token endpoint's full URL: a `token_url`.
+    pub fn token_url(&self) -> String {
+        format!("{}{TOKEN_PATH}", self.base_url())
+    }
+
     /// `http://127.0.0.1:port`: the `auth_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
