@@ -11,7 +11,7 @@ use tower_service::Service;
 
 use crate::authorize::Placement;
 use crate::cache::{Endpoint, Policy, TokenCache};
-use crate::client::{ClientAuth, ClientCredentials, TokenSource};
+use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
 use crate::discovery::{Credentials, Discovery};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
@@ -80,6 +80,12 @@ pub struct OAuthLayerBuilder {
     min_backoff: Option<Duration>,
     max_backoff: Option<Duration>,
     allow_insecure_http: bool,
+    assertion_audience: Option<String>,
+    assertion_lifetime: Option<Duration>,
+    /// `Some(None)`: no `typ`.
+    assertion_typ: Option<Option<String>>,
+    #[cfg(feature = "reqwest")]
+    tls: crate::tls::TlsSettings,
 }
 
 impl OAuthLayerBuilder {
@@ -426,6 +432,87 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// The `aud` of the client assertions of
+    /// [`ClientAuth::PrivateKeyJwt`] and [`ClientAuth::ClientSecretJwt`].
+    ///
+    /// Default: the issuer identifier with [`issuer`](Self::issuer) (what
+    /// the 2026 update of RFC 7523 asks for), else the token endpoint's URL
+    /// (what RFC 7523 and OpenID Connect Core section 9 name).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn assertion_audience(mut self, audience: impl Into<String>) -> Self {
+        self.assertion_audience = Some(audience.into());
+        self
+    }
+
+    /// How long a client assertion is valid after it is made (`exp - iat`);
+    /// between 1 second and 1 hour. Each token request makes a new one.
+    ///
+    /// Default: [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME)
+    /// (60 s).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn assertion_lifetime(mut self, lifetime: Duration) -> Self {
+        self.assertion_lifetime = Some(lifetime);
+        self
+    }
+
+    /// The `typ` header of client assertions, or `None` to send none (for a
+    /// server that refuses a `typ` it does not know).
+    ///
+    /// Default: `Some(`[`CLIENT_AUTHENTICATION_JWT_TYPE`](crate::CLIENT_AUTHENTICATION_JWT_TYPE)`)`,
+    /// `client-authentication+jwt`: the explicit type the 2026 update of RFC
+    /// 7523 recommends, which servers that predate it ignore.
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn assertion_typ(mut self, typ: Option<&str>) -> Self {
+        self.assertion_typ = Some(typ.map(str::to_owned));
+        self
+    }
+
+    /// The client certificate (chain, PEM, the client's own first) and its
+    /// private key (PEM) that the built-in transport presents to the token
+    /// endpoint: mutual TLS (RFC 8705). It authenticates the client with
+    /// [`ClientAuth::TlsClientAuth`] (chosen by discovery when no secret is
+    /// given and the server lists `tls_client_auth` or
+    /// `self_signed_tls_client_auth`), and lets the server bind tokens to
+    /// the certificate (`cnf.x5t#S256`) with any client authentication;
+    /// with [`issuer`](Self::issuer) the metadata's
+    /// `mtls_endpoint_aliases.token_endpoint` is used when it has one.
+    ///
+    /// Certificate-bound tokens are accepted only from a client presenting
+    /// the same certificate: give the API client the same identity (see the
+    /// README's "Mutual TLS" and the `mtls` example). A transport of your
+    /// own ([`transport`](Self::transport)) brings its own TLS configuration
+    /// instead.
+    ///
+    /// Default: none (no client certificate).
+    #[cfg(feature = "mtls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mtls")))]
+    pub fn client_identity(
+        mut self,
+        cert_chain_pem: impl AsRef<[u8]>,
+        key_pem: impl AsRef<[u8]>,
+    ) -> Self {
+        self.tls.identity = Some((
+            cert_chain_pem.as_ref().to_vec(),
+            key_pem.as_ref().to_vec(),
+        ));
+        self
+    }
+
+    /// Certificate authorities (PEM, one or more) the built-in transport
+    /// trusts for the token endpoint besides the web's (webpki roots): for
+    /// an identity provider behind a private CA. Can be given more than once.
+    ///
+    /// Default: none (the web's roots only).
+    #[cfg(feature = "reqwest")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+    pub fn root_certificates(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.tls.roots.push(pem.as_ref().to_vec());
+        self
+    }
+
     /// A builder with the endpoint and credentials from the environment:
     /// one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`;
     /// `OAUTH_CLIENT_ID` and `OAUTH_CLIENT_SECRET`; and optionally
@@ -522,6 +609,7 @@ impl OAuthLayerBuilder {
                 || self.client_auth.is_some()
                 || !self.params.is_empty()
                 || self.transport.is_some()
+                || self.presents_certificate()
             {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
@@ -548,18 +636,14 @@ impl OAuthLayerBuilder {
             ConfigErrorKind::MissingClientId,
             "client id",
         )?;
-        let client_secret = required(
-            self.client_secret.take(),
-            ConfigErrorKind::MissingClientSecret,
-            "client secret",
-        )?;
         // With an issuer and no choice, discovery chooses.
-        let auth = match (self.client_auth, &target) {
+        let auth = match (self.client_auth.clone(), &target) {
             (Some(chosen), _) => Some(chosen),
             (None, Target::Issuer(..)) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         };
+        let client_secret = self.checked_secret(auth.as_ref())?;
         let unencoded = auth == Some(ClientAuth::UnencodedBody);
         if auth == Some(ClientAuth::BasicUnencoded) && client_id.contains(':') {
             return Err(ConfigError::new(
@@ -576,13 +660,22 @@ impl OAuthLayerBuilder {
                 "client secret",
             )?;
         }
+        let assertion = self.assertion_settings()?;
         for (name, value) in &self.params {
             check_param(name, value, unencoded)?;
         }
 
         let transport = match self.transport.take() {
+            #[cfg(feature = "reqwest")]
+            Some(_) if !self.tls.is_default() => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "client_identity or root_certificates was given together with a transport \
+                     of your own; configure TLS in that transport instead",
+                ))
+            }
             Some(transport) => transport,
-            None => default_transport(policy.fetch_timeout)?,
+            None => self.default_transport(policy.fetch_timeout)?,
         };
         // The store's key: where tokens come from, never the secret.
         let mut parts = vec![
@@ -591,7 +684,8 @@ impl OAuthLayerBuilder {
                 Target::Url(url) => url.to_string(),
             },
             client_id.clone(),
-            auth.map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
+            auth.as_ref()
+                .map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
         ];
         for (name, value) in &self.params {
             parts.extend([name.clone(), value.clone()]);
@@ -610,6 +704,8 @@ impl OAuthLayerBuilder {
                         client_secret,
                         client_auth: auth,
                         params: self.params.clone(),
+                        assertion,
+                        presents_certificate: self.presents_certificate(),
                         transport,
                         allow_insecure_http: self.allow_insecure_http,
                     },
@@ -627,8 +723,10 @@ impl OAuthLayerBuilder {
                     &client_id,
                     client_secret,
                     // Always chosen above for a URL; Basic is its default.
-                    auth.unwrap_or(ClientAuth::Basic),
+                    &auth.unwrap_or(ClientAuth::Basic),
                     &self.params,
+                    &assertion,
+                    &url.to_string(),
                     transport,
                 );
                 if self.auth_url.is_some() {
@@ -645,6 +743,94 @@ impl OAuthLayerBuilder {
         Ok(OAuthLayer {
             cache: TokenCache::new(source, policy, placement, Some(endpoint), store),
         })
+    }
+
+    /// The client secret, required when `auth` sends it (or, left to
+    /// discovery, unless a client certificate can stand in for it), and
+    /// refused when `auth` sends none: a secret given there would be a
+    /// mistake left unnoticed.
+    fn checked_secret(&mut self, auth: Option<&ClientAuth>) -> Result<String, ConfigError> {
+        let needs_secret = match auth {
+            Some(auth) => auth.needs_secret(),
+            None => !self.presents_certificate() || self.client_secret.is_some(),
+        };
+        if needs_secret {
+            return required(
+                self.client_secret.take(),
+                ConfigErrorKind::MissingClientSecret,
+                "client secret",
+            );
+        }
+        if let (Some(auth), Some(_)) = (auth, &self.client_secret) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                format!(
+                    "a client secret was given with {}, which sends no secret; leave the \
+                     secret out",
+                    auth.method_name()
+                ),
+            ));
+        }
+        if auth == Some(&ClientAuth::TlsClientAuth)
+            && self.transport.is_none()
+            && !self.presents_certificate()
+        {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "ClientAuth::TlsClientAuth needs a client certificate: give it with \
+                 client_identity (feature `mtls`), or give a transport that presents one",
+            ));
+        }
+        Ok(String::new())
+    }
+
+    /// The client assertions' settings, checked.
+    fn assertion_settings(&self) -> Result<AssertionSettings, ConfigError> {
+        let lifetime = self.assertion_lifetime.unwrap_or(Duration::from_secs(60));
+        if lifetime < Duration::from_secs(1) || lifetime > Duration::from_secs(3600) {
+            return Err(invalid_setting(
+                "assertion_lifetime must be between 1 second and 1 hour",
+            ));
+        }
+        let typ = self.assertion_typ.clone().unwrap_or_else(|| {
+            Some("client-authentication+jwt".to_owned())
+        });
+        if typ.as_deref().is_some_and(|t| t.is_empty() || t.chars().any(char::is_control)) {
+            return Err(invalid_setting(
+                "assertion_typ must be a media type such as client-authentication+jwt, or None",
+            ));
+        }
+        Ok(AssertionSettings {
+            audience: self.assertion_audience.clone(),
+            lifetime,
+            typ,
+        })
+    }
+
+    /// Whether the built-in transport presents a client certificate.
+    fn presents_certificate(&self) -> bool {
+        #[cfg(feature = "reqwest")]
+        return self.tls.presents_certificate();
+        #[cfg(not(feature = "reqwest"))]
+        false
+    }
+
+    /// The built-in transport, with the TLS settings.
+    #[cfg(feature = "reqwest")]
+    fn default_transport(&self, fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+        Ok(Arc::new(crate::transport::ReqwestTransport::new(
+            fetch_timeout,
+            &self.tls,
+        )?))
+    }
+
+    #[cfg(not(feature = "reqwest"))]
+    fn default_transport(&self, _fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+        Err(ConfigError::new(
+            ConfigErrorKind::MissingTransport,
+            "no transport for the token request: enable the `reqwest` feature or give one with \
+             OAuthLayerBuilder::transport",
+        ))
     }
 
     /// The issuer, checked: it excludes the URL setters, and is an absolute
@@ -875,22 +1061,6 @@ fn is_loopback(host: &str) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-#[cfg(feature = "reqwest")]
-fn default_transport(fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
-    Ok(Arc::new(crate::transport::ReqwestTransport::new(
-        fetch_timeout,
-    )?))
-}
-
-#[cfg(not(feature = "reqwest"))]
-fn default_transport(_fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
-    Err(ConfigError::new(
-        ConfigErrorKind::MissingTransport,
-        "no transport for the token request: enable the `reqwest` feature or give one with \
-         OAuthLayerBuilder::transport",
-    ))
-}
-
 impl fmt::Debug for OAuthLayerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthLayerBuilder")
@@ -920,6 +1090,10 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("min_backoff", &self.min_backoff)
             .field("max_backoff", &self.max_backoff)
             .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("assertion_audience", &self.assertion_audience)
+            .field("assertion_lifetime", &self.assertion_lifetime)
+            .field("assertion_typ", &self.assertion_typ)
+            .field("client_identity", &self.presents_certificate())
             .finish()
     }
 }

@@ -90,7 +90,7 @@ pub trait TokenSource: Send + Sync + 'static {
 ///     .build()
 ///     .unwrap();
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientAuth {
     /// The specification's request: id and secret in the body, values sent
@@ -116,6 +116,46 @@ pub enum ClientAuth {
     /// client id containing `:` cannot be carried (a
     /// [`ConfigError`](crate::ConfigError)).
     BasicUnencoded,
+    /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
+    /// 9): no secret; each token request carries a fresh
+    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key
+    /// (`client_assertion_type` and `client_assertion`, with `client_id`),
+    /// form-urlencoded. The assertion's `aud` is the issuer with
+    /// [`issuer`](crate::OAuthLayerBuilder::issuer), else the token
+    /// endpoint's URL, unless
+    /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
+    /// says otherwise. Feature `jwt`.
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+    ///
+    /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
+    /// // let pem = std::fs::read("/run/secrets/client-key.pem")?;
+    /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-1");
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com")
+    ///     .client_id("my-client")
+    ///     .client_auth(ClientAuth::PrivateKeyJwt(key))
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    #[cfg(feature = "jwt")]
+    PrivateKeyJwt(crate::SigningKey),
+    /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
+    /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
+    /// assertion signed with HMAC SHA-256 (`HS256`) under the client
+    /// secret, which itself is never sent. Feature `jwt`.
+    #[cfg(feature = "jwt")]
+    ClientSecretJwt,
+    /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
+    /// `self_signed_tls_client_auth`): the client proves itself with the
+    /// certificate it presents in the TLS handshake; the body carries
+    /// `client_id`, no secret. The built-in transport presents the
+    /// certificate given to
+    /// [`client_identity`](crate::OAuthLayerBuilder::client_identity)
+    /// (feature `mtls`); a transport of your own brings its own TLS
+    /// configuration.
+    TlsClientAuth,
 }
 
 impl std::str::FromStr for ClientAuth {
@@ -127,11 +167,22 @@ impl std::str::FromStr for ClientAuth {
             "form" | "post" | "client-secret-post" => Ok(ClientAuth::FormBody),
             "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
             "unencoded" => Ok(ClientAuth::UnencodedBody),
+            #[cfg(feature = "jwt")]
+            "client-secret-jwt" => Ok(ClientAuth::ClientSecretJwt),
+            "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
+                Ok(ClientAuth::TlsClientAuth)
+            }
+            "private-key-jwt" => Err(crate::ConfigError::new(
+                crate::ConfigErrorKind::InvalidSetting,
+                "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
+                 client_auth (feature `jwt`)",
+            )),
             _ => Err(crate::ConfigError::new(
                 crate::ConfigErrorKind::InvalidSetting,
                 format!(
                     "unknown client authentication `{name}`: use basic (client_secret_basic), \
-                     form (client_secret_post), basic-unencoded or unencoded"
+                     form (client_secret_post), basic-unencoded, unencoded, client_secret_jwt \
+                     or tls_client_auth"
                 ),
             )),
         }
@@ -140,16 +191,67 @@ impl std::str::FromStr for ClientAuth {
 
 impl ClientAuth {
     /// Whether the id and secret go in an `Authorization: Basic` header.
-    fn is_basic(self) -> bool {
+    fn is_basic(&self) -> bool {
         matches!(self, ClientAuth::Basic | ClientAuth::BasicUnencoded)
     }
+
+    /// Whether the token request carries the client secret in some form
+    /// (the secret is required then).
+    pub(crate) fn needs_secret(&self) -> bool {
+        match self {
+            ClientAuth::TlsClientAuth => false,
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(_) => false,
+            _ => true,
+        }
+    }
+
+    /// The method's name in server metadata
+    /// (`token_endpoint_auth_methods_supported`), for messages.
+    pub(crate) fn method_name(&self) -> &'static str {
+        match self {
+            ClientAuth::UnencodedBody => "the specification's unencoded body",
+            ClientAuth::FormBody => "client_secret_post",
+            ClientAuth::Basic | ClientAuth::BasicUnencoded => "client_secret_basic",
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
+            #[cfg(feature = "jwt")]
+            ClientAuth::ClientSecretJwt => "client_secret_jwt",
+            ClientAuth::TlsClientAuth => "tls_client_auth",
+        }
+    }
+}
+
+/// The settings of client assertions (`private_key_jwt`,
+/// `client_secret_jwt`) beyond the key.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
+pub(crate) struct AssertionSettings {
+    /// The `aud`; none: the issuer with discovery, else the token endpoint.
+    pub(crate) audience: Option<String>,
+    pub(crate) lifetime: std::time::Duration,
+    pub(crate) typ: Option<String>,
+}
+
+/// What proves the client, beyond what the request holds from the start.
+enum Proof {
+    /// Nothing more: the body and the `Basic` header say it all.
+    Fixed,
+    /// A fresh client assertion signed with a key.
+    #[cfg(feature = "jwt")]
+    Key(crate::ClientAssertion, crate::SigningKey),
+    /// A fresh client assertion signed with HMAC under the secret.
+    #[cfg(feature = "jwt")]
+    Secret(crate::ClientAssertion, ring::hmac::Key),
 }
 
 /// The token request of the specification (section 4) and its variants.
 pub(crate) struct ClientCredentials {
     url: Uri,
     client_secret: String,
+    /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
+    proof: Proof,
     basic: Option<HeaderValue>,
     transport: Arc<dyn Transport>,
     /// What to suggest when the URL turns out not to be a token endpoint.
@@ -174,12 +276,18 @@ const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits
 
 impl ClientCredentials {
     /// The values must already be checked to fit `auth` (see the builder).
+    /// `audience` is the assertion's default `aud` (the issuer, or the token
+    /// endpoint's URL).
+    #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) fn new(
         url: Uri,
         client_id: &str,
         client_secret: String,
-        auth: ClientAuth,
+        auth: &ClientAuth,
         params: &[(String, String)],
+        assertion: &AssertionSettings,
+        audience: &str,
         transport: Arc<dyn Transport>,
     ) -> Self {
         let encode = |v: &str| match auth {
@@ -202,20 +310,36 @@ impl ClientCredentials {
                     .expect("base64 is a valid header value");
             value.set_sensitive(true);
             basic = Some(value);
-        } else {
+        } else if matches!(auth, ClientAuth::UnencodedBody | ClientAuth::FormBody) {
             body.push_str(&format!(
                 "&client_id={}&client_secret={}",
                 encode(client_id),
                 encode(&client_secret)
             ));
+        } else {
+            // Assertions and mutual TLS: the id, and no secret.
+            body.push_str(&format!("&client_id={}", encode(client_id)));
         }
         for (name, value) in params {
             body.push_str(&format!("&{}={}", encode(name), encode(value)));
         }
+        let proof = match auth {
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(key) => {
+                Proof::Key(claims(client_id, assertion, audience), key.clone())
+            }
+            #[cfg(feature = "jwt")]
+            ClientAuth::ClientSecretJwt => Proof::Secret(
+                claims(client_id, assertion, audience),
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA256, client_secret.as_bytes()),
+            ),
+            _ => Proof::Fixed,
+        };
         ClientCredentials {
             url,
             client_secret,
             body: Bytes::from(body),
+            proof,
             basic,
             transport,
             hint: TOKEN_URL_HINT,
@@ -279,8 +403,17 @@ impl ClientCredentials {
         }
     }
 
-    fn request(&self) -> http::Request<Bytes> {
-        let mut request = http::Request::new(self.body.clone());
+    /// The token request, with a fresh client assertion when the client
+    /// authenticates with one.
+    async fn request(&self) -> Result<http::Request<Bytes>, TokenError> {
+        let body = match &self.proof {
+            Proof::Fixed => self.body.clone(),
+            #[cfg(feature = "jwt")]
+            Proof::Key(claims, key) => self.with_assertion(&claims.sign(key).await?),
+            #[cfg(feature = "jwt")]
+            Proof::Secret(claims, secret) => self.with_assertion(&claims.sign_hs256(secret)?),
+        };
+        let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.url.clone();
         let headers = request.headers_mut();
@@ -292,17 +425,28 @@ impl ClientCredentials {
         if let Some(basic) = &self.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
-        request
+        Ok(request)
+    }
+
+    /// The body with `assertion` appended (RFC 7523 section 2.2).
+    #[cfg(feature = "jwt")]
+    fn with_assertion(&self, assertion: &str) -> Bytes {
+        let mut body = Vec::with_capacity(self.body.len() + assertion.len() + 128);
+        body.extend_from_slice(&self.body);
+        body.extend_from_slice(b"&client_assertion_type=");
+        body.extend(form_urlencode(crate::JWT_BEARER_ASSERTION_TYPE).bytes());
+        body.extend_from_slice(b"&client_assertion=");
+        // base64url and dots: nothing to encode.
+        body.extend_from_slice(assertion.as_bytes());
+        Bytes::from(body)
     }
 }
 
 impl TokenSource for ClientCredentials {
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            let response = self
-                .transport
-                .send(self.request(), MAX_RESPONSE_BODY)
-                .await?;
+            let request = self.request().await?;
+            let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
             let status = response.status();
             match crate::answer::read(&response, &self.client_secret) {
                 Ok(token) => {
@@ -316,6 +460,19 @@ impl TokenSource for ClientCredentials {
             }
         })
     }
+}
+
+/// The assertion's claims for `client_id` under `settings`.
+#[cfg(feature = "jwt")]
+fn claims(
+    client_id: &str,
+    settings: &AssertionSettings,
+    default_audience: &str,
+) -> crate::ClientAssertion {
+    let audience = settings.audience.as_deref().unwrap_or(default_audience);
+    crate::ClientAssertion::new(client_id, audience)
+        .lifetime(settings.lifetime)
+        .typ(settings.typ.as_deref())
 }
 
 impl fmt::Debug for ClientCredentials {

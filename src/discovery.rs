@@ -12,7 +12,7 @@ use http::{HeaderValue, Method, StatusCode, Uri};
 use serde_json::Value;
 
 use crate::answer::{retry_after, status_error};
-use crate::client::{ClientAuth, ClientCredentials, TokenSource};
+use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
@@ -35,9 +35,16 @@ pub struct ServerMetadata {
     pub auth_methods: Vec<String>,
     /// The client authentication the layer uses: the one chosen with
     /// [`client_auth`](crate::OAuthLayerBuilder::client_auth), or else the
-    /// first of `client_secret_basic` and `client_secret_post` the server
-    /// lists.
+    /// first of `client_secret_basic`, `client_secret_post` and
+    /// `client_secret_jwt` (feature `jwt`) the server lists; without a
+    /// secret but with a client certificate, `tls_client_auth`.
     pub client_auth: ClientAuth,
+    /// The token endpoint for clients that present a certificate
+    /// (`mtls_endpoint_aliases.token_endpoint`, RFC 8705 section 5), used
+    /// when the layer has a [client
+    /// identity](crate::OAuthLayerBuilder::client_identity) or uses
+    /// [`ClientAuth::TlsClientAuth`].
+    pub mtls_token_endpoint: Option<String>,
 }
 
 /// How the token request is made, once discovery is done.
@@ -47,6 +54,9 @@ pub(crate) struct Credentials {
     /// The user's choice, if any.
     pub(crate) client_auth: Option<ClientAuth>,
     pub(crate) params: Vec<(String, String)>,
+    pub(crate) assertion: AssertionSettings,
+    /// Whether the transport presents a client certificate (mutual TLS).
+    pub(crate) presents_certificate: bool,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) allow_insecure_http: bool,
 }
@@ -170,27 +180,39 @@ impl Discovery {
                     .collect()
             })
             .unwrap_or_default();
-        let client_auth = match self.credentials.client_auth {
-            Some(chosen) => chosen,
-            None => choose(&auth_methods).map_err(invalid)?,
+        let client_auth = match &self.credentials.client_auth {
+            Some(chosen) => chosen.clone(),
+            None => choose(&auth_methods, !self.credentials.client_secret.is_empty())
+                .map_err(invalid)?,
         };
+        let mtls_token_endpoint = doc
+            .get("mtls_endpoint_aliases")
+            .and_then(|aliases| aliases.get("token_endpoint"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         Ok(ServerMetadata {
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),
             auth_methods,
             client_auth,
+            mtls_token_endpoint,
         })
     }
 
     /// The token request `metadata` calls for.
     fn request_for(&self, metadata: &ServerMetadata) -> Result<ClientCredentials, TokenError> {
         let c = &self.credentials;
-        let url = crate::builder::checked_url(
-            "token_endpoint",
-            &metadata.token_endpoint,
-            c.allow_insecure_http,
-        )
+        // With a client certificate, the mutual TLS alias (RFC 8705 section 5).
+        let (name, endpoint) = match &metadata.mtls_token_endpoint {
+            Some(alias)
+                if c.presents_certificate || metadata.client_auth == ClientAuth::TlsClientAuth =>
+            {
+                ("mtls_endpoint_aliases.token_endpoint", alias)
+            }
+            _ => ("token_endpoint", &metadata.token_endpoint),
+        };
+        let url = crate::builder::checked_url(name, endpoint, c.allow_insecure_http)
         .map_err(|e| {
             TokenError::new(TokenErrorKind::InvalidResponse)
                 .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
@@ -199,8 +221,11 @@ impl Discovery {
             url,
             &c.client_id,
             c.client_secret.clone(),
-            metadata.client_auth,
+            &metadata.client_auth,
             &c.params,
+            &c.assertion,
+            // The issuer: what the 2026 update of RFC 7523 asks for.
+            &metadata.issuer,
             Arc::clone(&c.transport),
         )
         .built_from_discovery())
@@ -227,16 +252,41 @@ fn metadata_urls(issuer: &Uri) -> [Uri; 2] {
 
 /// The client authentication for a secret among the server's `methods`
 /// (none listed means `client_secret_basic`, RFC 8414 section 2).
-fn choose(methods: &[String]) -> Result<ClientAuth, String> {
+fn choose(methods: &[String], has_secret: bool) -> Result<ClientAuth, String> {
     let lists = |m: &str| methods.iter().any(|x| x == m);
+    if !has_secret {
+        // Only a client certificate: the builder allows nothing else.
+        return if methods.is_empty()
+            || lists("tls_client_auth")
+            || lists("self_signed_tls_client_auth")
+        {
+            Ok(ClientAuth::TlsClientAuth)
+        } else {
+            Err(format!(
+                "the server lists neither tls_client_auth nor self_signed_tls_client_auth among \
+                 its token endpoint auth methods ({}), and no client secret was given; give \
+                 the client authentication it lists with client_auth",
+                methods.join(", ")
+            ))
+        };
+    }
     if methods.is_empty() || lists("client_secret_basic") {
         Ok(ClientAuth::Basic)
     } else if lists("client_secret_post") {
         Ok(ClientAuth::FormBody)
     } else {
+        #[cfg(feature = "jwt")]
+        if lists("client_secret_jwt") {
+            return Ok(ClientAuth::ClientSecretJwt);
+        }
         Err(format!(
             "the server lists no way to send a client secret (client_secret_basic or \
-             client_secret_post) among its token endpoint auth methods: {}",
+             client_secret_post{}) among its token endpoint auth methods: {}",
+            if cfg!(feature = "jwt") {
+                ", client_secret_jwt"
+            } else {
+                "; client_secret_jwt needs the `jwt` feature"
+            },
             methods.join(", ")
         ))
     }

@@ -42,6 +42,10 @@ pub enum TokenErrorKind {
     /// fetching; the message holds the panic's text. The layer backs off as
     /// for any failure, and a usable token keeps serving meanwhile.
     Panic,
+    /// The client assertion could not be signed: a
+    /// [`JwsSigner`](crate::JwsSigner) (a KMS, an HSM) failed. Retrying
+    /// later can help.
+    Signing,
 }
 
 impl TokenErrorKind {
@@ -53,6 +57,7 @@ impl TokenErrorKind {
             TokenErrorKind::InvalidResponse => "token endpoint sent an unusable response",
             TokenErrorKind::Runtime => "token fetch did not run",
             TokenErrorKind::Panic => "token fetch panicked",
+            TokenErrorKind::Signing => "client assertion could not be signed",
         }
     }
 }
@@ -236,7 +241,7 @@ impl TokenError {
     /// (400, 401, 403, ...), unusable responses and runtime failures.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
-            TokenErrorKind::Transport | TokenErrorKind::Timeout => true,
+            TokenErrorKind::Transport | TokenErrorKind::Timeout | TokenErrorKind::Signing => true,
             TokenErrorKind::Status => self.inner.status.is_some_and(|s| {
                 s == StatusCode::REQUEST_TIMEOUT
                     || s == StatusCode::TOO_MANY_REQUESTS
@@ -371,6 +376,11 @@ pub enum ConfigErrorKind {
     MissingTransport,
     /// A duration or other setting is out of range.
     InvalidSetting,
+    /// A signing key, client certificate or root certificate cannot be
+    /// used: no key in the PEM, a key of another type than its algorithm
+    /// needs, a certificate without its key, a key that does not match its
+    /// certificate. The message never shows key material.
+    InvalidKey,
 }
 
 /// The configuration given to [`OAuthLayerBuilder`](crate::OAuthLayerBuilder)

@@ -287,6 +287,8 @@
 )]
 
 mod answer;
+#[cfg(feature = "jwt")]
+mod assertion;
 mod authorize;
 mod builder;
 mod cache;
@@ -298,14 +300,24 @@ mod future;
 mod layer;
 mod retry;
 mod service;
+#[cfg(feature = "jwt")]
+mod signing;
 mod stats;
 mod store;
+#[cfg(feature = "reqwest")]
+mod tls;
 mod token;
 mod transport;
 
 pub use builder::{
     OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
     DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
+};
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub use assertion::{
+    ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME,
+    JWT_BEARER_ASSERTION_TYPE,
 };
 pub use client::{ClientAuth, TokenSource};
 pub use discovery::ServerMetadata;
@@ -314,6 +326,9 @@ pub use future::ResponseFuture;
 pub use layer::OAuthLayer;
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub use signing::{Algorithm, JwsSigner, SigningKey};
 pub use stats::Stats;
 pub use store::{FetchContext, SharedToken, TokenStore};
 #[cfg(feature = "redis")]

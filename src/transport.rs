@@ -9,7 +9,6 @@ use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http_body::Body;
@@ -117,6 +116,8 @@ pub(crate) use self::reqwest_transport::ReqwestTransport;
 
 #[cfg(feature = "reqwest")]
 mod reqwest_transport {
+    use std::time::Duration;
+
     use super::*;
     use crate::error::{ConfigError, ConfigErrorKind};
 
@@ -127,17 +128,39 @@ mod reqwest_transport {
     }
 
     impl ReqwestTransport {
-        pub(crate) fn new(connect_timeout: Duration) -> Result<Self, ConfigError> {
-            let client = reqwest::Client::builder()
+        pub(crate) fn new(
+            connect_timeout: Duration,
+            tls: &crate::tls::TlsSettings,
+        ) -> Result<Self, ConfigError> {
+            let builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(connect_timeout)
-                .build()
-                .map_err(|e| {
+                .connect_timeout(connect_timeout);
+            let client = tls.apply(builder)?.build().map_err(|e| {
+                // The cause (a key that does not match its certificate,
+                // say) is further down the chain; it never holds key
+                // material.
+                let mut chain = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    chain.push_str(": ");
+                    chain.push_str(&c.to_string());
+                    cause = c.source();
+                }
+                if tls.presents_certificate() {
+                    ConfigError::new(
+                        ConfigErrorKind::InvalidKey,
+                        format!(
+                            "the client certificate and key cannot be used (does the key \
+                             belong to the certificate?): {chain}"
+                        ),
+                    )
+                } else {
                     ConfigError::new(
                         ConfigErrorKind::InvalidSetting,
-                        format!("the HTTP client for token requests cannot be built: {e}"),
+                        format!("the HTTP client for token requests cannot be built: {chain}"),
                     )
-                })?;
+                }
+            })?;
             Ok(ReqwestTransport { client })
         }
     }

@@ -393,6 +393,7 @@ fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         "status" => TokenErrorKind::Status,
         "invalid_response" => TokenErrorKind::InvalidResponse,
         "panic" => TokenErrorKind::Panic,
+        "signing" => TokenErrorKind::Signing,
         _ => TokenErrorKind::Runtime,
     };
     let status = value
@@ -421,6 +422,7 @@ fn kind_name(kind: TokenErrorKind) -> &'static str {
         TokenErrorKind::InvalidResponse => "invalid_response",
         TokenErrorKind::Runtime => "runtime",
         TokenErrorKind::Panic => "panic",
+        TokenErrorKind::Signing => "signing",
     }
 }
 

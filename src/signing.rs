@@ -1,0 +1,510 @@
+//! Signing keys for JWTs: RSA, EC P-256 and Ed25519 keys read from PEM or
+//! JWK and used through `ring`, and the [`JwsSigner`] seam for keys that
+//! never leave a KMS or HSM.
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine;
+use ring::rand::SystemRandom;
+use ring::signature::{
+    EcdsaKeyPair, Ed25519KeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::PrivateKeyDer;
+use serde_json::Value;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::transport::BoxFuture;
+use crate::BoxError;
+
+/// A JWS signature algorithm (RFC 7518) for a [`SigningKey`].
+///
+/// | algorithm | key | signature |
+/// |---|---|---|
+/// | [`Es256`](Algorithm::Es256) (recommended) | EC P-256 | ECDSA with SHA-256, 64 bytes |
+/// | [`EdDsa`](Algorithm::EdDsa) | Ed25519 | Ed25519 (RFC 8037), 64 bytes |
+/// | [`Rs256`](Algorithm::Rs256) | RSA, 2048 bits or more | RSASSA-PKCS1-v1_5 with SHA-256 |
+/// | [`Ps256`](Algorithm::Ps256) | RSA, 2048 bits or more | RSASSA-PSS with SHA-256 |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// `RS256`: RSASSA-PKCS1-v1_5 with SHA-256.
+    Rs256,
+    /// `PS256`: RSASSA-PSS with SHA-256 and MGF1 with SHA-256.
+    Ps256,
+    /// `ES256`: ECDSA on P-256 with SHA-256.
+    Es256,
+    /// `EdDSA`: Ed25519.
+    EdDsa,
+}
+
+impl Algorithm {
+    /// The `alg` value of a JWS header: `RS256`, `PS256`, `ES256` or `EdDSA`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Rs256 => "RS256",
+            Algorithm::Ps256 => "PS256",
+            Algorithm::Es256 => "ES256",
+            Algorithm::EdDsa => "EdDSA",
+        }
+    }
+
+    /// The key this algorithm signs with, for messages.
+    fn key_kind(self) -> &'static str {
+        match self {
+            Algorithm::Rs256 | Algorithm::Ps256 => "an RSA key",
+            Algorithm::Es256 => "an EC P-256 key",
+            Algorithm::EdDsa => "an Ed25519 key",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = ConfigError;
+
+    /// Parses a JWS `alg` name, ignoring case: `RS256`, `PS256`, `ES256`,
+    /// `EdDSA`.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name.trim().to_ascii_uppercase().as_str() {
+            "RS256" => Ok(Algorithm::Rs256),
+            "PS256" => Ok(Algorithm::Ps256),
+            "ES256" => Ok(Algorithm::Es256),
+            "EDDSA" | "ED25519" => Ok(Algorithm::EdDsa),
+            _ => Err(invalid_key(format!(
+                "unsupported signature algorithm `{name}`: use RS256, PS256, ES256 or EdDSA"
+            ))),
+        }
+    }
+}
+
+/// Signs JWS messages with a key kept elsewhere: a cloud KMS, an HSM, a
+/// signing service. The layer calls it once per token request, under
+/// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout): a signer that
+/// fails or hangs is a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing)
+/// or [`Timeout`](crate::TokenErrorKind::Timeout) failure, backed off like
+/// any other.
+///
+/// ```
+/// use tower_oauth::{Algorithm, BoxError, BoxFuture, JwsSigner, SigningKey};
+///
+/// /// A key in a KMS (here a stand-in that refuses).
+/// struct Kms {
+///     key_name: String,
+/// }
+///
+/// impl JwsSigner for Kms {
+///     fn algorithm(&self) -> Algorithm {
+///         Algorithm::Es256
+///     }
+///
+///     fn key_id(&self) -> Option<&str> {
+///         Some(&self.key_name)
+///     }
+///
+///     fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>> {
+///         Box::pin(async move {
+///             // Call the KMS with SHA-256(message) here; ES256 wants the
+///             // 64-byte r || s form, not DER.
+///             let _ = message;
+///             Err("the KMS is not reachable from a doctest".into())
+///         })
+///     }
+/// }
+///
+/// let key = SigningKey::custom(Kms { key_name: "client-key-1".into() });
+/// assert_eq!(key.algorithm(), Algorithm::Es256);
+/// ```
+pub trait JwsSigner: Send + Sync + 'static {
+    /// The algorithm of the signatures [`sign`](Self::sign) makes.
+    fn algorithm(&self) -> Algorithm;
+
+    /// The key's id, sent as the JWS header's `kid`. Default: none.
+    fn key_id(&self) -> Option<&str> {
+        None
+    }
+
+    /// Signs `message` (the JWS signing input, `header.payload`) and returns
+    /// the signature as the JWS wants it (RFC 7518 section 3): for ES256 the
+    /// 64-byte `r || s`, for RS256 and PS256 the RSA signature, for EdDSA the
+    /// 64-byte Ed25519 signature.
+    ///
+    /// # Errors
+    ///
+    /// Whatever kept the signature from being made; the layer reports it as
+    /// a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing) failure.
+    fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>>;
+}
+
+/// A private key that signs JWTs: the client's key for
+/// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt).
+///
+/// Built from a PEM file ([`from_pem`](Self::from_pem)), a JWK
+/// ([`from_jwk`](Self::from_jwk)) or a signer of your own
+/// ([`custom`](Self::custom)). Cloning is cheap and shares the key. `Debug`
+/// shows the algorithm and key id, never key material.
+///
+/// ```
+/// use tower_oauth::{Algorithm, ConfigErrorKind, SigningKey};
+///
+/// let err = SigningKey::from_pem("not a key", Algorithm::Es256).unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::InvalidKey);
+/// ```
+#[derive(Clone)]
+pub struct SigningKey {
+    signer: Arc<Signer>,
+    key_id: Option<Arc<str>>,
+}
+
+/// What makes the signatures.
+enum Signer {
+    Rsa(RsaKeyPair, Algorithm),
+    Ecdsa(EcdsaKeyPair),
+    Ed25519(Ed25519KeyPair),
+    Custom(Box<dyn JwsSigner>),
+}
+
+impl SigningKey {
+    /// Reads a private key from PEM: PKCS #8 (`BEGIN PRIVATE KEY`) for every
+    /// algorithm, PKCS #1 (`BEGIN RSA PRIVATE KEY`) for RSA, SEC 1 (`BEGIN
+    /// EC PRIVATE KEY`) for P-256. Text around the key (certificates,
+    /// comments) is skipped.
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, SigningKey};
+    ///
+    /// // openssl genpkey -algorithm ed25519
+    /// let pem = "-----BEGIN PRIVATE KEY-----
+    /// MC4CAQAwBQYDK2VwBCIEIDHKsTi6X1A78jfNuVMZMaPZUfC8Y6FBNRD1ccwLw7eH
+    /// -----END PRIVATE KEY-----";
+    /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-2026");
+    /// assert_eq!(format!("{key:?}"), r#"SigningKey { algorithm: EdDSA, key_id: Some("client-key-2026"), key: "[redacted]" }"#);
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) naming the
+    /// problem (no private key in the PEM, an encrypted key, a public key or
+    /// certificate only, a key of another type than `algorithm` needs, an
+    /// RSA key under 2048 bits), never showing key material.
+    pub fn from_pem(pem: impl AsRef<[u8]>, algorithm: Algorithm) -> Result<Self, ConfigError> {
+        let pem = pem.as_ref();
+        let key = PrivateKeyDer::from_pem_slice(pem).map_err(|_| no_key_in(pem))?;
+        let rejected = |e: ring::error::KeyRejected| wrong_key(algorithm, e);
+        let signer = match (algorithm, &key) {
+            (Algorithm::Rs256 | Algorithm::Ps256, PrivateKeyDer::Pkcs8(der)) => Signer::Rsa(
+                RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).map_err(rejected)?,
+                algorithm,
+            ),
+            (Algorithm::Rs256 | Algorithm::Ps256, PrivateKeyDer::Pkcs1(der)) => Signer::Rsa(
+                RsaKeyPair::from_der(der.secret_pkcs1_der()).map_err(rejected)?,
+                algorithm,
+            ),
+            (Algorithm::Es256, PrivateKeyDer::Pkcs8(der)) => Signer::Ecdsa(
+                EcdsaKeyPair::from_pkcs8(
+                    &ECDSA_P256_SHA256_FIXED_SIGNING,
+                    der.secret_pkcs8_der(),
+                    &SystemRandom::new(),
+                )
+                .map_err(rejected)?,
+            ),
+            (Algorithm::Es256, PrivateKeyDer::Sec1(der)) => Signer::Ecdsa(
+                EcdsaKeyPair::from_pkcs8(
+                    &ECDSA_P256_SHA256_FIXED_SIGNING,
+                    &p256_sec1_to_pkcs8(der.secret_sec1_der()),
+                    &SystemRandom::new(),
+                )
+                .map_err(rejected)?,
+            ),
+            (Algorithm::EdDsa, PrivateKeyDer::Pkcs8(der)) => Signer::Ed25519(
+                Ed25519KeyPair::from_pkcs8_maybe_unchecked(der.secret_pkcs8_der())
+                    .map_err(rejected)?,
+            ),
+            (_, key) => {
+                let form = match key {
+                    PrivateKeyDer::Pkcs1(_) => "a PKCS #1 RSA key",
+                    PrivateKeyDer::Sec1(_) => "a SEC 1 EC key",
+                    _ => "a key in another form",
+                };
+                return Err(invalid_key(format!(
+                    "the PEM holds {form}, but {algorithm} needs {}",
+                    algorithm.key_kind()
+                )));
+            }
+        };
+        Ok(SigningKey {
+            signer: Arc::new(signer),
+            key_id: None,
+        })
+    }
+
+    /// Reads a private key from a JWK (RFC 7517): `kty` `EC` with `crv`
+    /// `P-256`, `OKP` with `crv` `Ed25519`, or `RSA` with its CRT
+    /// parameters. The algorithm is the JWK's `alg`, else ES256, EdDSA or
+    /// RS256 by key type; the key id is its `kid`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey): not JSON, a
+    /// public key only (no `d`), an unsupported key type, curve or `alg`, a
+    /// key that does not hold together; never showing key material.
+    pub fn from_jwk(jwk: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let Ok(Value::Object(jwk)) = serde_json::from_str::<Value>(jwk.as_ref()) else {
+            return Err(invalid_key("the JWK is not a JSON object"));
+        };
+        let text = |name: &str| jwk.get(name).and_then(Value::as_str);
+        let bytes = |name: &str| -> Result<Vec<u8>, ConfigError> {
+            let value = text(name)
+                .ok_or_else(|| invalid_key(format!("the JWK has no `{name}` member")))?;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(value.trim_end_matches('='))
+                .map_err(|_| invalid_key(format!("the JWK's `{name}` is not base64url")))
+        };
+        if text("d").is_none() {
+            return Err(invalid_key(
+                "the JWK is a public key (it has no `d`); signing needs the private key",
+            ));
+        }
+        let kty = text("kty").unwrap_or_default();
+        let crv = text("crv").unwrap_or_default();
+        let algorithm = match (text("alg"), kty) {
+            (Some(alg), _) => alg.parse()?,
+            (None, "EC") => Algorithm::Es256,
+            (None, "OKP") => Algorithm::EdDsa,
+            (None, _) => Algorithm::Rs256,
+        };
+        let rejected = |e: ring::error::KeyRejected| wrong_key(algorithm, e);
+        let signer = match (kty, crv, algorithm) {
+            ("EC", "P-256", Algorithm::Es256) => {
+                let mut public = vec![4u8];
+                public.extend(bytes("x")?);
+                public.extend(bytes("y")?);
+                Signer::Ecdsa(
+                    EcdsaKeyPair::from_private_key_and_public_key(
+                        &ECDSA_P256_SHA256_FIXED_SIGNING,
+                        &bytes("d")?,
+                        &public,
+                        &SystemRandom::new(),
+                    )
+                    .map_err(rejected)?,
+                )
+            }
+            ("OKP", "Ed25519", Algorithm::EdDsa) => Signer::Ed25519(
+                Ed25519KeyPair::from_seed_and_public_key(&bytes("d")?, &bytes("x")?)
+                    .map_err(rejected)?,
+            ),
+            ("RSA", _, Algorithm::Rs256 | Algorithm::Ps256) => {
+                let (n, e, d) = (bytes("n")?, bytes("e")?, bytes("d")?);
+                let (p, q) = (bytes("p")?, bytes("q")?);
+                let (dp, dq, qi) = (bytes("dp")?, bytes("dq")?, bytes("qi")?);
+                let components = ring::rsa::KeyPairComponents {
+                    public_key: ring::rsa::PublicKeyComponents { n: &n[..], e: &e[..] },
+                    d: &d[..],
+                    p: &p[..],
+                    q: &q[..],
+                    dP: &dp[..],
+                    dQ: &dq[..],
+                    qInv: &qi[..],
+                };
+                Signer::Rsa(
+                    RsaKeyPair::from_components(&components).map_err(rejected)?,
+                    algorithm,
+                )
+            }
+            _ => {
+                return Err(invalid_key(format!(
+                    "a JWK with kty `{kty}`{} cannot sign {algorithm}: use an EC P-256 key \
+                     (ES256), an OKP Ed25519 key (EdDSA) or an RSA key (RS256, PS256)",
+                    if crv.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and crv `{crv}`")
+                    }
+                )))
+            }
+        };
+        Ok(SigningKey {
+            signer: Arc::new(signer),
+            key_id: text("kid").map(Arc::from),
+        })
+    }
+
+    /// A key that signs through `signer`: a KMS, an HSM, a signing service.
+    pub fn custom(signer: impl JwsSigner) -> Self {
+        SigningKey {
+            signer: Arc::new(Signer::Custom(Box::new(signer))),
+            key_id: None,
+        }
+    }
+
+    /// Sets the key id sent as the JWS header's `kid`: the id under which
+    /// the server knows the key (in the client's registered JWK set).
+    ///
+    /// Default: the JWK's `kid` ([`from_jwk`](Self::from_jwk)), the signer's
+    /// ([`custom`](Self::custom)), else none.
+    pub fn key_id(mut self, kid: impl Into<String>) -> Self {
+        self.key_id = Some(Arc::from(kid.into()));
+        self
+    }
+
+    /// The algorithm the key signs with.
+    pub fn algorithm(&self) -> Algorithm {
+        match &*self.signer {
+            Signer::Rsa(_, algorithm) => *algorithm,
+            Signer::Ecdsa(_) => Algorithm::Es256,
+            Signer::Ed25519(_) => Algorithm::EdDsa,
+            Signer::Custom(signer) => signer.algorithm(),
+        }
+    }
+
+    /// The key id sent as `kid`, if any.
+    pub fn kid(&self) -> Option<&str> {
+        match (&self.key_id, &*self.signer) {
+            (Some(kid), _) => Some(kid),
+            (None, Signer::Custom(signer)) => signer.key_id(),
+            (None, _) => None,
+        }
+    }
+
+    /// Signs `message`: at once for a key held here, through the signer for
+    /// a custom one.
+    pub(crate) async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, BoxError> {
+        match &*self.signer {
+            Signer::Custom(signer) => signer.sign(message).await,
+            _ => self.sign_here(message),
+        }
+    }
+
+    /// Signs `message` with a key held in this process.
+    fn sign_here(&self, message: &[u8]) -> Result<Vec<u8>, BoxError> {
+        let failed = |_| -> BoxError { "the signature could not be made".into() };
+        match &*self.signer {
+            Signer::Rsa(key, algorithm) => {
+                let padding: &'static dyn ring::signature::RsaEncoding = match algorithm {
+                    Algorithm::Ps256 => &ring::signature::RSA_PSS_SHA256,
+                    _ => &ring::signature::RSA_PKCS1_SHA256,
+                };
+                let mut signature = vec![0; key.public().modulus_len()];
+                key.sign(padding, &SystemRandom::new(), message, &mut signature)
+                    .map_err(failed)?;
+                Ok(signature)
+            }
+            Signer::Ecdsa(key) => Ok(key
+                .sign(&SystemRandom::new(), message)
+                .map_err(failed)?
+                .as_ref()
+                .to_vec()),
+            Signer::Ed25519(key) => Ok(key.sign(message).as_ref().to_vec()),
+            Signer::Custom(_) => Err("a custom signer signs asynchronously".into()),
+        }
+    }
+
+    /// The public half of a key held here, as its raw bytes (the
+    /// uncompressed point for P-256, the 32 bytes for Ed25519, the DER
+    /// `RSAPublicKey` for RSA); none for a custom signer.
+    fn public_key(&self) -> Option<&[u8]> {
+        match &*self.signer {
+            Signer::Rsa(key, _) => Some(key.public_key().as_ref()),
+            Signer::Ecdsa(key) => Some(key.public_key().as_ref()),
+            Signer::Ed25519(key) => Some(key.public_key().as_ref()),
+            Signer::Custom(_) => None,
+        }
+    }
+}
+
+/// Two keys are equal when they have the same algorithm, key id and public
+/// key (for custom signers: when one is a clone of the other).
+impl PartialEq for SigningKey {
+    fn eq(&self, other: &Self) -> bool {
+        let same_key = match (self.public_key(), other.public_key()) {
+            (Some(a), Some(b)) => a == b,
+            _ => Arc::ptr_eq(&self.signer, &other.signer),
+        };
+        same_key && self.algorithm() == other.algorithm() && self.kid() == other.kid()
+    }
+}
+
+impl Eq for SigningKey {}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("algorithm", &format_args!("{}", self.algorithm()))
+            .field("key_id", &self.kid())
+            .field("key", &"[redacted]")
+            .finish()
+    }
+}
+
+fn invalid_key(message: impl Into<String>) -> ConfigError {
+    ConfigError::new(ConfigErrorKind::InvalidKey, message)
+}
+
+/// Why no private key was found in `pem`, by what it holds instead.
+fn no_key_in(pem: &[u8]) -> ConfigError {
+    let text = String::from_utf8_lossy(pem);
+    let holds = |label: &str| text.contains(&format!("-----BEGIN {label}-----"));
+    invalid_key(if holds("ENCRYPTED PRIVATE KEY") {
+        "the PEM holds an encrypted private key; give it decrypted (openssl pkcs8 -in key.pem \
+         -nocrypt) from a secret store"
+    } else if holds("PUBLIC KEY") || holds("RSA PUBLIC KEY") {
+        "the PEM holds a public key; signing needs the private key"
+    } else if holds("CERTIFICATE") {
+        "the PEM holds a certificate but no private key; signing needs the private key"
+    } else {
+        "no private key found: expected a PEM block BEGIN PRIVATE KEY, BEGIN RSA PRIVATE KEY \
+         or BEGIN EC PRIVATE KEY"
+    })
+}
+
+/// A key `ring` refused for `algorithm`, named without its material.
+fn wrong_key(algorithm: Algorithm, e: ring::error::KeyRejected) -> ConfigError {
+    let why = match e.to_string().as_str() {
+        "TooSmall" => "is too small (at least 2048 bits)".to_owned(),
+        "TooLarge" => "is too large (at most 8192 bits)".to_owned(),
+        "WrongAlgorithm" | "UnexpectedError" => format!("is not {}", algorithm.key_kind()),
+        "InconsistentComponents" => "does not hold together (its parts do not match)".to_owned(),
+        other => format!("was refused ({other}); {algorithm} needs {}", algorithm.key_kind()),
+    };
+    invalid_key(format!("the key {why} for {algorithm}"))
+}
+
+/// Wraps a SEC 1 `ECPrivateKey` for P-256 into the PKCS #8 `PrivateKeyInfo`
+/// that `ring` reads (RFC 5915, RFC 5208).
+fn p256_sec1_to_pkcs8(sec1: &[u8]) -> Vec<u8> {
+    // AlgorithmIdentifier { id-ecPublicKey, prime256v1 }
+    const ALGORITHM: &[u8] = &[
+        0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86,
+        0x48, 0xce, 0x3d, 0x03, 0x01, 0x07,
+    ];
+    let mut inner = vec![0x02, 0x01, 0x00]; // version 0
+    inner.extend_from_slice(ALGORITHM);
+    inner.push(0x04); // OCTET STRING
+    der_length(&mut inner, sec1.len());
+    inner.extend_from_slice(sec1);
+    let mut out = vec![0x30]; // SEQUENCE
+    der_length(&mut out, inner.len());
+    out.extend(inner);
+    out
+}
+
+/// Appends a DER length.
+fn der_length(out: &mut Vec<u8>, len: usize) {
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|b| **b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
+    }
+}
