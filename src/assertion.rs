@@ -14,7 +14,8 @@ use crate::signing::SigningKey;
 
 /// The `client_assertion_type` of a JWT client assertion (RFC 7523 section
 /// 2.2).
-pub const JWT_BEARER_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+pub const JWT_BEARER_ASSERTION_TYPE: &str =
+    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// The explicit `typ` of a client authentication JWT, the default of
 /// [`ClientAssertion::typ`]: `client-authentication+jwt`, registered by the

@@ -494,10 +494,7 @@ impl OAuthLayerBuilder {
         cert_chain_pem: impl AsRef<[u8]>,
         key_pem: impl AsRef<[u8]>,
     ) -> Self {
-        self.tls.identity = Some((
-            cert_chain_pem.as_ref().to_vec(),
-            key_pem.as_ref().to_vec(),
-        ));
+        self.tls.identity = Some((cert_chain_pem.as_ref().to_vec(), key_pem.as_ref().to_vec()));
         self
     }
 
@@ -792,10 +789,14 @@ impl OAuthLayerBuilder {
                 "assertion_lifetime must be between 1 second and 1 hour",
             ));
         }
-        let typ = self.assertion_typ.clone().unwrap_or_else(|| {
-            Some("client-authentication+jwt".to_owned())
-        });
-        if typ.as_deref().is_some_and(|t| t.is_empty() || t.chars().any(char::is_control)) {
+        let typ = self
+            .assertion_typ
+            .clone()
+            .unwrap_or_else(|| Some("client-authentication+jwt".to_owned()));
+        if typ
+            .as_deref()
+            .is_some_and(|t| t.is_empty() || t.chars().any(char::is_control))
+        {
             return Err(invalid_setting(
                 "assertion_typ must be a media type such as client-authentication+jwt, or None",
             ));
@@ -817,7 +818,10 @@ impl OAuthLayerBuilder {
 
     /// The built-in transport, with the TLS settings.
     #[cfg(feature = "reqwest")]
-    fn default_transport(&self, fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+    fn default_transport(
+        &self,
+        fetch_timeout: Duration,
+    ) -> Result<Arc<dyn Transport>, ConfigError> {
         Ok(Arc::new(crate::transport::ReqwestTransport::new(
             fetch_timeout,
             &self.tls,
@@ -825,7 +829,10 @@ impl OAuthLayerBuilder {
     }
 
     #[cfg(not(feature = "reqwest"))]
-    fn default_transport(&self, _fetch_timeout: Duration) -> Result<Arc<dyn Transport>, ConfigError> {
+    fn default_transport(
+        &self,
+        _fetch_timeout: Duration,
+    ) -> Result<Arc<dyn Transport>, ConfigError> {
         Err(ConfigError::new(
             ConfigErrorKind::MissingTransport,
             "no transport for the token request: enable the `reqwest` feature or give one with \

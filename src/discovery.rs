@@ -212,11 +212,11 @@ impl Discovery {
             }
             _ => ("token_endpoint", &metadata.token_endpoint),
         };
-        let url = crate::builder::checked_url(name, endpoint, c.allow_insecure_http)
-        .map_err(|e| {
-            TokenError::new(TokenErrorKind::InvalidResponse)
-                .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
-        })?;
+        let url =
+            crate::builder::checked_url(name, endpoint, c.allow_insecure_http).map_err(|e| {
+                TokenError::new(TokenErrorKind::InvalidResponse)
+                    .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
+            })?;
         Ok(ClientCredentials::new(
             url,
             &c.client_id,

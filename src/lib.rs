@@ -298,6 +298,7 @@ mod encoding;
 mod error;
 mod future;
 mod layer;
+mod random;
 mod retry;
 mod service;
 #[cfg(feature = "jwt")]
@@ -309,15 +310,15 @@ mod tls;
 mod token;
 mod transport;
 
-pub use builder::{
-    OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
-    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
-};
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use assertion::{
     ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME,
     JWT_BEARER_ASSERTION_TYPE,
+};
+pub use builder::{
+    OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
 };
 pub use client::{ClientAuth, TokenSource};
 pub use discovery::ServerMetadata;

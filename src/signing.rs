@@ -263,8 +263,8 @@ impl SigningKey {
         };
         let text = |name: &str| jwk.get(name).and_then(Value::as_str);
         let bytes = |name: &str| -> Result<Vec<u8>, ConfigError> {
-            let value = text(name)
-                .ok_or_else(|| invalid_key(format!("the JWK has no `{name}` member")))?;
+            let value =
+                text(name).ok_or_else(|| invalid_key(format!("the JWK has no `{name}` member")))?;
             base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(value.trim_end_matches('='))
                 .map_err(|_| invalid_key(format!("the JWK's `{name}` is not base64url")))
@@ -307,7 +307,10 @@ impl SigningKey {
                 let (p, q) = (bytes("p")?, bytes("q")?);
                 let (dp, dq, qi) = (bytes("dp")?, bytes("dq")?, bytes("qi")?);
                 let components = ring::rsa::KeyPairComponents {
-                    public_key: ring::rsa::PublicKeyComponents { n: &n[..], e: &e[..] },
+                    public_key: ring::rsa::PublicKeyComponents {
+                        n: &n[..],
+                        e: &e[..],
+                    },
                     d: &d[..],
                     p: &p[..],
                     q: &q[..],
@@ -473,7 +476,10 @@ fn wrong_key(algorithm: Algorithm, e: ring::error::KeyRejected) -> ConfigError {
         "TooLarge" => "is too large (at most 8192 bits)".to_owned(),
         "WrongAlgorithm" | "UnexpectedError" => format!("is not {}", algorithm.key_kind()),
         "InconsistentComponents" => "does not hold together (its parts do not match)".to_owned(),
-        other => format!("was refused ({other}); {algorithm} needs {}", algorithm.key_kind()),
+        other => format!(
+            "was refused ({other}); {algorithm} needs {}",
+            algorithm.key_kind()
+        ),
     };
     invalid_key(format!("the key {why} for {algorithm}"))
 }

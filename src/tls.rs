@@ -37,7 +37,10 @@ impl TlsSettings {
     ) -> Result<reqwest::ClientBuilder, ConfigError> {
         for pem in &self.roots {
             let certificates = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-                invalid(format!("the root certificates cannot be read: {}", e.without_url()))
+                invalid(format!(
+                    "the root certificates cannot be read: {}",
+                    e.without_url()
+                ))
             })?;
             if certificates.is_empty() {
                 return Err(invalid(

@@ -545,14 +545,9 @@ pub(crate) fn cut_off() -> TokenError {
     )
 }
 
-/// A random number in `[0, 1)` for jitter, from the standard library's
-/// randomly keyed hasher (each `RandomState` has keys of its own).
+/// A random number in `[0, 1)` for jitter.
 fn jitter() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let bits = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+    crate::random::random_unit()
 }
 
 #[cfg(test)]

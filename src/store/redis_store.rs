@@ -455,16 +455,8 @@ fn token_json(token: &AccessToken) -> String {
 
 /// 128 random bits as hex: a lock value no other replica holds.
 fn random_hex() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    // Every `RandomState` has keys of its own, drawn from the process's
-    // random seed and moved on at each call: the hash of nothing under two
-    // of them is 128 bits that differ between replicas and between calls.
-    let bits = || {
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish()
-    };
-    format!("{:016x}{:016x}", bits(), bits())
+    use crate::random::random_u64;
+    format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 
 fn millis(d: Duration) -> u64 {

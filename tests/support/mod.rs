@@ -1,8 +1,12 @@
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "jwt")]
+pub mod assertion_endpoint;
 pub mod authority;
 pub mod chaos;
 pub mod grpc;
+#[cfg(feature = "jwt")]
+pub mod keys;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 
