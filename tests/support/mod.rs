@@ -7,6 +7,8 @@ pub mod chaos;
 pub mod grpc;
 #[cfg(feature = "jwt")]
 pub mod keys;
+#[cfg(feature = "mtls")]
+pub mod mtls;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 
