@@ -13,14 +13,26 @@
 //! OAUTH_AUTH_URL=https://auth.example.com OAUTH_CLIENT_ID=... OAUTH_CLIENT_SECRET=... \
 //!     cargo run --example fetch_token
 //! cargo run --example fetch_token            # no configuration: a demonstration
+//! # private_key_jwt (RFC 7523), the key from a PEM file:
+//! cargo run --example fetch_token --features jwt -- --issuer https://login.example.com \
+//!     --client-id my-client --private-key client-key.pem --key-alg ES256 --key-id key-1
+//! # Mutual TLS (RFC 8705, tls_client_auth):
+//! cargo run --example fetch_token --features mtls -- --token-url https://mtls.example.com/token \
+//!     --client-id my-client --client-auth tls_client_auth \
+//!     --client-cert client.pem --client-key client-key.pem [--ca-cert private-ca.pem]
 //! ```
 //!
 //! Flags `--issuer`, `--token-url`, `--auth-url`, `--client-id`,
 //! `--client-secret`, `--client-auth` (`basic`, `form`, `basic-unencoded`,
-//! `unencoded`), `--scope` and `--resource` (repeatable) override the
+//! `unencoded`, `client_secret_jwt`, `tls_client_auth`), `--scope` and
+//! `--resource` (repeatable) override the
 //! `OAUTH_*` variables of the same names (`OAUTH_RESOURCE` takes several,
 //! separated by spaces). Prefer the variable for the secret: command lines
-//! are visible to other users of the machine.
+//! are visible to other users of the machine. `--private-key` (a PEM file;
+//! with `--key-alg`, default ES256, and `--key-id`) chooses
+//! `private_key_jwt` (feature `jwt`); `--client-cert` and `--client-key`
+//! (PEM files; `--ca-cert` for a private CA) present a client certificate
+//! (feature `mtls`).
 //!
 //! Without configuration it runs against an embedded token endpoint on
 //! 127.0.0.1: one success, then each failure kind with its explanation, then
@@ -37,7 +49,13 @@ use tower_oauth::{
     TokenError, TokenErrorKind,
 };
 
-const FLAGS: [&str; 8] = [
+const FLAGS: [&str; 14] = [
+    "--private-key",
+    "--key-alg",
+    "--key-id",
+    "--client-cert",
+    "--client-key",
+    "--ca-cert",
     "--issuer",
     "--token-url",
     "--auth-url",
@@ -102,6 +120,11 @@ fn config_hint(e: &ConfigError) -> &'static str {
             "the chosen client authentication cannot carry that value: try --client-auth basic \
              or --client-auth form (the specification's unencoded body carries no spaces or `&`)"
         }
+        ConfigErrorKind::InvalidKey => {
+            "check the PEM files: --private-key wants the private key (PKCS #8, PKCS #1 or SEC 1, \
+             not encrypted) and --key-alg its algorithm; --client-cert the certificate chain and \
+             --client-key its own key"
+        }
         ConfigErrorKind::InvalidUrl | ConfigErrorKind::InsecureUrl => {
             "give an absolute https URL, without user name or password in it"
         }
@@ -156,6 +179,7 @@ fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
     if let Some(scope) = either("--scope", "OAUTH_SCOPE") {
         b = b.scope(scope);
     }
+    b = with_keys(b, &flag)?;
     let flagged: Vec<String> = flags
         .iter()
         .filter(|(n, _)| *n == "--resource")
@@ -170,6 +194,60 @@ fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
     };
     for resource in resources {
         b = b.resource(resource);
+    }
+    Ok(b)
+}
+
+/// Reads a file a flag names.
+#[cfg(any(feature = "jwt", feature = "mtls"))]
+fn read_file(flag: &str, path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {path}: {e}"))
+}
+
+/// The key-based settings: `--private-key` (feature `jwt`) and the client
+/// certificate (feature `mtls`).
+#[cfg_attr(not(any(feature = "jwt", feature = "mtls")), allow(unused_mut))]
+fn with_keys(
+    mut b: OAuthLayerBuilder,
+    flag: &dyn Fn(&str) -> Option<String>,
+) -> Result<OAuthLayerBuilder, String> {
+    if let Some(path) = flag("--private-key") {
+        #[cfg(feature = "jwt")]
+        {
+            let algorithm: tower_oauth::Algorithm = flag("--key-alg")
+                .unwrap_or_else(|| "ES256".into())
+                .parse()
+                .map_err(|e: ConfigError| e.message().to_owned())?;
+            let mut key =
+                tower_oauth::SigningKey::from_pem(read_file("--private-key", &path)?, algorithm)
+                    .map_err(|e| format!("--private-key {path}: {}", e.message()))?;
+            if let Some(kid) = flag("--key-id") {
+                key = key.key_id(kid);
+            }
+            b = b.client_auth(ClientAuth::PrivateKeyJwt(key));
+        }
+        #[cfg(not(feature = "jwt"))]
+        return Err(format!(
+            "--private-key {path} needs the `jwt` feature: cargo run --example fetch_token --features jwt -- ..."
+        ));
+    }
+    if let (Some(cert), Some(key)) = (flag("--client-cert"), flag("--client-key")) {
+        #[cfg(feature = "mtls")]
+        {
+            b = b.client_identity(
+                read_file("--client-cert", &cert)?,
+                read_file("--client-key", &key)?,
+            );
+            if let Some(ca) = flag("--ca-cert") {
+                b = b.root_certificates(read_file("--ca-cert", &ca)?);
+            }
+        }
+        #[cfg(not(feature = "mtls"))]
+        return Err(format!(
+            "--client-cert {cert} and --client-key {key} need the `mtls` feature: cargo run --example fetch_token --features mtls -- ..."
+        ));
+    } else if flag("--client-cert").is_some() || flag("--client-key").is_some() {
+        return Err("give --client-cert and --client-key together".into());
     }
     Ok(b)
 }
