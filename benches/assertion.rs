@@ -16,8 +16,11 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::PrivateKeyDer;
 use tower_oauth::{Algorithm, ClientAssertion, SigningKey};
 
+/// Signs a message, returning the signature's length.
+type Sign = Box<dyn Fn(&[u8]) -> usize>;
+
 /// A raw signature with `ring` over `message`, for `algorithm`.
-fn raw_signer(pem: &str, algorithm: Algorithm) -> Box<dyn Fn(&[u8]) -> usize> {
+fn raw_signer(pem: &str, algorithm: Algorithm) -> Sign {
     let der = PrivateKeyDer::from_pem_slice(pem.as_bytes()).unwrap();
     let pkcs8 = der.secret_der().to_vec();
     let rng = SystemRandom::new();

@@ -344,16 +344,41 @@ mod tests {
     #[test]
     fn basic_is_chosen_unless_only_a_body_secret_is_listed() {
         let s = |v: &[&str]| v.iter().map(|m| m.to_string()).collect::<Vec<_>>();
-        assert_eq!(choose(&[]), Ok(ClientAuth::Basic));
+        assert_eq!(choose(&[], true), Ok(ClientAuth::Basic));
         assert_eq!(
-            choose(&s(&["client_secret_post", "client_secret_basic"])),
+            choose(&s(&["client_secret_post", "client_secret_basic"]), true),
             Ok(ClientAuth::Basic)
         );
         assert_eq!(
-            choose(&s(&["private_key_jwt", "client_secret_post"])),
+            choose(&s(&["private_key_jwt", "client_secret_post"]), true),
             Ok(ClientAuth::FormBody)
         );
-        let e = choose(&s(&["private_key_jwt", "tls_client_auth"])).unwrap_err();
+        let e = choose(&s(&["private_key_jwt", "tls_client_auth"]), true).unwrap_err();
         assert!(e.contains("private_key_jwt, tls_client_auth"), "{e}");
+    }
+
+    #[test]
+    fn a_certificate_without_a_secret_chooses_tls_client_auth() {
+        let s = |v: &[&str]| v.iter().map(|m| m.to_string()).collect::<Vec<_>>();
+        for listed in [
+            &[][..],
+            &["self_signed_tls_client_auth"],
+            &["client_secret_basic", "tls_client_auth"],
+        ] {
+            assert_eq!(
+                choose(&s(listed), false),
+                Ok(ClientAuth::TlsClientAuth),
+                "{listed:?}"
+            );
+        }
+        let e = choose(&s(&["client_secret_basic"]), false).unwrap_err();
+        assert!(e.contains("neither tls_client_auth"), "{e}");
+    }
+
+    #[cfg(feature = "jwt")]
+    #[test]
+    fn client_secret_jwt_is_chosen_when_it_is_the_only_secret_method() {
+        let methods = vec!["private_key_jwt".to_owned(), "client_secret_jwt".to_owned()];
+        assert_eq!(choose(&methods, true), Ok(ClientAuth::ClientSecretJwt));
     }
 }

@@ -274,6 +274,8 @@
 //! |---|---|---|
 //! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
 //! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`]) |
+//! | `jwt` | no | client authentication with keys: `ClientAuth::PrivateKeyJwt(SigningKey)` and `ClientAuth::ClientSecretJwt` (RFC 7523), signed with `ring` |
+//! | `mtls` | no | `OAuthLayerBuilder::client_identity`: mutual TLS (RFC 8705) for the built-in reqwest transport; implies `reqwest` |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(

@@ -1,6 +1,7 @@
 //! Test keys made by openssl (Debian's `openssl` package): private keys in
 //! every PEM form, their public halves, and private JWKs read from
 //! openssl's own text dump, so nothing about a key comes from the crate.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
