@@ -13,6 +13,8 @@
 
 #[path = "../tests/support/mtls.rs"]
 mod mtls;
+#[path = "../tests/support/serve.rs"]
+mod serve;
 
 use bytes::Bytes;
 use http_body_util::Full;

@@ -1342,13 +1342,13 @@ mod tests {
             ("OAUTH_ISSUER", "https://idp.example"),
             ("OAUTH_CLIENT_ID", "id"),
             ("OAUTH_CLIENT_SECRET", "s3cr3t"),
-            ("OAUTH_CLIENT_AUTH", "mtls"),
+            ("OAUTH_CLIENT_AUTH", "magic"),
         ]))
         .unwrap_err();
         assert_eq!(err.kind(), ConfigErrorKind::InvalidSetting);
         assert!(
             err.to_string()
-                .contains("OAUTH_CLIENT_AUTH: unknown client authentication `mtls`"),
+                .contains("OAUTH_CLIENT_AUTH: unknown client authentication `magic`"),
             "{err}"
         );
     }

@@ -139,13 +139,7 @@ mod reqwest_transport {
                 // The cause (a key that does not match its certificate,
                 // say) is further down the chain; it never holds key
                 // material.
-                let mut chain = e.to_string();
-                let mut cause = std::error::Error::source(&e);
-                while let Some(c) = cause {
-                    chain.push_str(": ");
-                    chain.push_str(&c.to_string());
-                    cause = c.source();
-                }
+                let chain = chain(&e);
                 if tls.presents_certificate() {
                     ConfigError::new(
                         ConfigErrorKind::InvalidKey,
@@ -176,14 +170,19 @@ mod reqwest_transport {
         let e = e.without_url();
         // reqwest's own text is vague ("error sending request"); the cause,
         // such as "Connection refused", is further down the chain.
+        TokenError::new(kind).with_message(chain(&e)).with_source(e)
+    }
+
+    /// An error's text followed by its causes', joined with `: `.
+    fn chain(e: &dyn std::error::Error) -> String {
         let mut chain = e.to_string();
-        let mut cause = std::error::Error::source(&e);
+        let mut cause = e.source();
         while let Some(c) = cause {
             chain.push_str(": ");
             chain.push_str(&c.to_string());
             cause = c.source();
         }
-        TokenError::new(kind).with_message(chain).with_source(e)
+        chain
     }
 
     impl Transport for ReqwestTransport {

@@ -6,18 +6,16 @@
 //! tokens it issued.
 
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
+
+use super::serve::{answer, serve, Response};
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
@@ -90,23 +88,14 @@ impl AssertionEndpoint {
             metadata: Mutex::new(None),
         });
         let served = Arc::clone(&state);
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
+        serve(
+            listener,
+            |stream| async move { Some((stream, ())) },
+            move |(), req| {
                 let state = Arc::clone(&served);
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+                async move { handle(&state, req).await }
+            },
+        );
         AssertionEndpoint { addr, state }
     }
 
@@ -170,16 +159,6 @@ impl AssertionEndpoint {
     pub fn claims(&self) -> Vec<Value> {
         self.state.claims.lock().unwrap().clone()
     }
-}
-
-type Response = http::Response<Full<Bytes>>;
-
-fn answer(status: u16, body: Value) -> Response {
-    http::Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
 }
 
 async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Response {

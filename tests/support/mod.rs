@@ -11,6 +11,7 @@ pub mod keys;
 pub mod mtls;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+pub mod serve;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

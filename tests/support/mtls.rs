@@ -6,21 +6,19 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
+
+use super::serve::{answer, serve, Response};
 
 /// A certificate and its key, PEM.
 #[derive(Clone)]
@@ -165,32 +163,27 @@ impl MtlsAuthority {
             metadata: Mutex::new(None),
         });
         let served = Arc::clone(&state);
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, state) = (acceptor.clone(), Arc::clone(&served));
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(stream).await else {
-                        return;
-                    };
+        serve(
+            listener,
+            move |stream| {
+                let acceptor = acceptor.clone();
+                async move {
+                    let tls = acceptor.accept(stream).await.ok()?;
+                    // The thumbprint of the client's certificate, if any.
                     let presented = tls
                         .get_ref()
                         .1
                         .peer_certificates()
                         .and_then(|chain| chain.first())
                         .map(|cert| thumbprint(cert));
-                    let svc = service_fn(move |req| {
-                        let (state, presented) = (Arc::clone(&state), presented.clone());
-                        async move { Ok::<_, Infallible>(handle(&state, presented, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
-        });
+                    Some((tls, presented))
+                }
+            },
+            move |presented, req| {
+                let state = Arc::clone(&served);
+                async move { handle(&state, presented, req).await }
+            },
+        );
         MtlsAuthority { addr, state }
     }
 
@@ -255,16 +248,6 @@ impl MtlsAuthority {
             .cloned()
             .collect()
     }
-}
-
-type Response = http::Response<Full<Bytes>>;
-
-fn answer(status: u16, body: Value) -> Response {
-    http::Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
 }
 
 async fn handle(

@@ -1,0 +1,61 @@
+//! Serving a handler over HTTP/1 on a listener of 127.0.0.1, plain or with
+//! TLS, for the test servers; and their JSON answers.
+#![allow(dead_code, unreachable_pub)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+
+pub type Response = http::Response<Full<Bytes>>;
+
+/// A JSON answer.
+pub fn answer(status: u16, body: Value) -> Response {
+    http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// Serves every connection `listener` accepts, on tasks of its own: `open`
+/// turns the TCP stream into the connection (a TLS handshake, say) and the
+/// context its requests see; `handle` answers each request.
+pub fn serve<S, C, O, OF, H, HF>(listener: TcpListener, open: O, handle: H)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    C: Clone + Send + Sync + 'static,
+    O: Fn(TcpStream) -> OF + Send + Sync + 'static,
+    OF: Future<Output = Option<(S, C)>> + Send,
+    H: Fn(C, http::Request<hyper::body::Incoming>) -> HF + Send + Sync + 'static,
+    HF: Future<Output = Response> + Send,
+{
+    let (open, handle) = (Arc::new(open), Arc::new(handle));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (open, handle) = (Arc::clone(&open), Arc::clone(&handle));
+            tokio::spawn(async move {
+                let Some((stream, context)) = open(stream).await else {
+                    return;
+                };
+                let svc = service_fn(move |req| {
+                    let (handle, context) = (Arc::clone(&handle), context.clone());
+                    async move { Ok::<_, Infallible>(handle(context, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+}
