@@ -9,6 +9,7 @@ use base64::Engine;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
+use crate::client::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::signing::SigningKey;
 
@@ -16,16 +17,6 @@ use crate::signing::SigningKey;
 /// 2.2).
 pub const JWT_BEARER_ASSERTION_TYPE: &str =
     "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
-
-/// The explicit `typ` of a client authentication JWT, the default of
-/// [`ClientAssertion::typ`]: `client-authentication+jwt`, registered by the
-/// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
-/// it so that the JWT cannot be taken for another kind.
-pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
-
-/// Default of [`ClientAssertion::lifetime`] and
-/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
-pub const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// A JWT that authenticates a client at a token endpoint (RFC 7523 section
 /// 3): `iss` and `sub` the client id, `aud` the authorization server, `iat`

@@ -783,7 +783,9 @@ impl OAuthLayerBuilder {
 
     /// The client assertions' settings, checked.
     fn assertion_settings(&self) -> Result<AssertionSettings, ConfigError> {
-        let lifetime = self.assertion_lifetime.unwrap_or(Duration::from_secs(60));
+        let lifetime = self
+            .assertion_lifetime
+            .unwrap_or(crate::client::DEFAULT_ASSERTION_LIFETIME);
         if lifetime < Duration::from_secs(1) || lifetime > Duration::from_secs(3600) {
             return Err(invalid_setting(
                 "assertion_lifetime must be between 1 second and 1 hour",
@@ -792,7 +794,7 @@ impl OAuthLayerBuilder {
         let typ = self
             .assertion_typ
             .clone()
-            .unwrap_or_else(|| Some("client-authentication+jwt".to_owned()));
+            .unwrap_or_else(|| Some(crate::client::CLIENT_AUTHENTICATION_JWT_TYPE.to_owned()));
         if typ
             .as_deref()
             .is_some_and(|t| t.is_empty() || t.chars().any(char::is_control))

@@ -222,6 +222,18 @@ impl ClientAuth {
     }
 }
 
+/// The explicit `typ` of a client authentication JWT, the default of
+/// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the
+/// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
+/// it so that the JWT cannot be taken for another kind.
+#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
+pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
+
+/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
+/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
+#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
+pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The settings of client assertions (`private_key_jwt`,
 /// `client_secret_jwt`) beyond the key.
 #[derive(Clone, Debug)]
