@@ -1,11 +1,17 @@
 //! Putting a token on a request, and naming what was sent: the one place a
-//! request gets its credential, whichever path it took to the token.
+//! request gets its credential (and its DPoP proof), whichever path it took
+//! to the token, and reads what the API said of it.
 
 use std::sync::Arc;
 
-use http::{HeaderName, Request};
+use http::{HeaderName, HeaderValue, Request, Response};
 
 use crate::cache::{CachedToken, TokenCache};
+use crate::error::TokenError;
+use crate::transport::BoxFuture;
+
+/// The request header that carries a DPoP proof (RFC 9449 section 4.1).
+pub(crate) const DPOP: HeaderName = HeaderName::from_static("dpop");
 
 /// Where a token goes on a request.
 #[derive(Clone, Debug)]
@@ -16,6 +22,9 @@ pub(crate) struct Placement {
     pub(crate) auth_scheme: String,
     /// Leave a request's own header of that name in place.
     pub(crate) keep_existing: bool,
+    /// Sign a DPoP proof for each request that carries a bound token.
+    #[cfg(feature = "jwt")]
+    pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
 }
 
 impl Placement {
@@ -41,23 +50,96 @@ pub(crate) struct Link(pub(crate) Arc<TokenCache>);
 pub(crate) struct Sent {
     link: Arc<Link>,
     generation: u64,
+    /// Where a request with a DPoP proof went, to keep the nonce its answer
+    /// brings.
+    #[cfg(feature = "jwt")]
+    target: Option<crate::dpop::Target>,
 }
 
 impl Sent {
-    /// The API refused the token (HTTP 401, gRPC `UNAUTHENTICATED`).
-    pub(crate) fn refused(&self) {
-        self.link.0.refused(self.generation);
+    /// Reads the API's answer: a refused token (HTTP 401, gRPC
+    /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
+    /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
+    /// refuses only the proof leaves the token alone.
+    pub(crate) fn answered<B>(&self, response: &Response<B>) {
+        #[cfg(feature = "jwt")]
+        if let (Some(target), Some(dpop)) = (&self.target, &self.link.0.placement().dpop) {
+            use crate::dpop::Verdict;
+            match dpop.answered(target, response) {
+                Verdict::Accepted => return,
+                Verdict::UseNonce => {
+                    self.link.0.count_nonce_challenge();
+                    tracing::debug!(
+                        origin = target.origin(),
+                        "the API asked for a new DPoP nonce; the token stays"
+                    );
+                    return;
+                }
+                Verdict::InvalidProof => {
+                    tracing::warn!(
+                        origin = target.origin(),
+                        "the API refused the DPoP proof (invalid_dpop_proof), not the token; \
+                         check this host's clock"
+                    );
+                    return;
+                }
+                Verdict::Refused => {}
+            }
+        }
+        if crate::retry::is_unauthorized(response) {
+            self.link.0.refused(self.generation);
+        }
     }
 }
 
-/// Puts `token` on `req`, replacing a header of that name, and names what
-/// was sent.
+/// What a request needs before it goes to the inner service.
+#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
+pub(crate) enum Step {
+    /// Nothing: send it.
+    Send(Sent),
+    /// Its DPoP proof, which a custom signer is making: put it in the
+    /// [`DPOP`] header, then send.
+    Sign(Sent, BoxFuture<'static, Result<HeaderValue, TokenError>>),
+    /// It cannot carry the token; it fails alone.
+    Fail(TokenError),
+}
+
+/// Puts `token` on `req`, replacing a header of that name, with a DPoP
+/// proof when the token is bound to the layer's key; says what the request
+/// needs next.
 #[inline]
-pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Sent {
+pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Step {
+    let placement = link.0.placement();
     req.headers_mut()
-        .insert(link.0.placement().header_name.clone(), token.header.clone());
-    Sent {
+        .insert(placement.header_name.clone(), token.header.clone());
+    let sent = Sent {
         link: Arc::clone(link),
         generation: token.generation,
+        #[cfg(feature = "jwt")]
+        target: None,
+    };
+    #[cfg(feature = "jwt")]
+    if let (Some(dpop), Some(ath)) = (&placement.dpop, &token.ath) {
+        return prove(dpop, req, ath, sent);
+    }
+    Step::Send(sent)
+}
+
+/// Adds the DPoP proof of `req` (see [`crate::dpop`]).
+#[cfg(feature = "jwt")]
+#[inline(never)]
+fn prove<B>(dpop: &crate::dpop::Dpop, req: &mut Request<B>, ath: &str, mut sent: Sent) -> Step {
+    use crate::dpop::Proof;
+    match dpop.prove(req, ath) {
+        Ok((Proof::Ready(value), target)) => {
+            req.headers_mut().insert(DPOP, value);
+            sent.target = Some(target);
+            Step::Send(sent)
+        }
+        Ok((Proof::Signing(signing), target)) => {
+            sent.target = Some(target);
+            Step::Sign(sent, signing)
+        }
+        Err(error) => Step::Fail(error),
     }
 }

@@ -86,6 +86,9 @@ pub struct OAuthLayerBuilder {
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
     tls: crate::tls::TlsSettings,
+    #[cfg(feature = "jwt")]
+    dpop: Option<crate::DpopKey>,
+    dpop_allow_bearer: bool,
 }
 
 impl OAuthLayerBuilder {
@@ -470,6 +473,58 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// Binds tokens to `key` with DPoP (RFC 9449): each token request
+    /// carries a proof of the key, the token endpoint must answer with a
+    /// `DPoP` token (bound to the key's thumbprint), and every request
+    /// through the layer carries `Authorization: DPoP <token>` and a fresh
+    /// `DPoP` proof for its method and URI (so requests need absolute URIs:
+    /// one without scheme and host fails with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest)). Nonces
+    /// the token endpoint or an API demand (`use_dpop_nonce`) are kept per
+    /// origin and sent; a `401` that asks for one leaves the token alone, and
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request
+    /// with a new proof.
+    ///
+    /// Tokens are shared through a [`store`](Self::store) only among
+    /// replicas with the same key (its thumbprint is part of the store's
+    /// key): replicas that should share tokens read one key from a file
+    /// ([`DpopKey::from_pem`](crate::DpopKey::from_pem)).
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, DpopKey, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .dpop(DpopKey::generate(Algorithm::Es256)?)
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none, bearer tokens.
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn dpop(mut self, key: crate::DpopKey) -> Self {
+        self.dpop = Some(key);
+        self
+    }
+
+    /// Whether a bearer token is taken from a token endpoint that ignores
+    /// the DPoP proof; it is then sent as `Authorization: Bearer`, without
+    /// proofs, and a warning is logged at each token request. Without it
+    /// such an answer is an
+    /// [`InvalidResponse`](crate::TokenErrorKind::InvalidResponse) error
+    /// that says so.
+    ///
+    /// Default: `false` (strict: a DPoP layer sends only bound tokens).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn dpop_allow_bearer(mut self, allow: bool) -> Self {
+        self.dpop_allow_bearer = allow;
+        self
+    }
+
     /// The client certificate (chain, PEM, the client's own first) and its
     /// private key (PEM) that the built-in transport presents to the token
     /// endpoint: mutual TLS (RFC 8705). It authenticates the client with
@@ -615,6 +670,13 @@ impl OAuthLayerBuilder {
                      one or the other",
                 ));
             }
+            if self.dpop_key().is_some() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "dpop was given together with a token source: DPoP-bound tokens come from \
+                     the layer's own token request, which proves the key",
+                ));
+            }
             let store = self
                 .store
                 .take()
@@ -687,6 +749,10 @@ impl OAuthLayerBuilder {
         for (name, value) in &self.params {
             parts.extend([name.clone(), value.clone()]);
         }
+        if let Some(thumbprint) = self.dpop_key() {
+            // Tokens bound to one key are of no use to a replica with another.
+            parts.extend(["dpop".to_owned(), thumbprint]);
+        }
         let store = self.store.take().map(|store| {
             let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
             (store, identity(&parts))
@@ -703,6 +769,8 @@ impl OAuthLayerBuilder {
                         params: self.params.clone(),
                         assertion,
                         presents_certificate: self.presents_certificate(),
+                        #[cfg(feature = "jwt")]
+                        dpop: placement.dpop.clone(),
                         transport,
                         allow_insecure_http: self.allow_insecure_http,
                     },
@@ -729,6 +797,8 @@ impl OAuthLayerBuilder {
                 if self.auth_url.is_some() {
                     source = source.built_from_auth_url();
                 }
+                #[cfg(feature = "jwt")]
+                let source = source.with_dpop(placement.dpop.clone());
                 let endpoint = Endpoint {
                     url: Some(url),
                     client_id,
@@ -810,6 +880,14 @@ impl OAuthLayerBuilder {
         })
     }
 
+    /// The DPoP key's thumbprint, if DPoP is on.
+    fn dpop_key(&self) -> Option<String> {
+        #[cfg(feature = "jwt")]
+        return self.dpop.as_ref().map(|k| k.thumbprint().to_owned());
+        #[cfg(not(feature = "jwt"))]
+        None
+    }
+
     /// Whether the built-in transport presents a client certificate.
     fn presents_certificate(&self) -> bool {
         #[cfg(feature = "reqwest")]
@@ -867,6 +945,7 @@ impl OAuthLayerBuilder {
     }
 
     fn settings(&self) -> Result<(Policy, Placement), ConfigError> {
+        let placement_is_custom = self.header_name.is_some() || self.auth_scheme.is_some();
         let auth_scheme = self
             .auth_scheme
             .clone()
@@ -903,7 +982,23 @@ impl OAuthLayerBuilder {
                 .unwrap_or(http::header::AUTHORIZATION),
             auth_scheme,
             keep_existing: self.keep_existing_header,
+            #[cfg(feature = "jwt")]
+            dpop: self.dpop.clone().map(|key| {
+                Arc::new(crate::dpop::Dpop {
+                    key,
+                    nonces: crate::dpop::NonceBook::default(),
+                    allow_bearer: self.dpop_allow_bearer,
+                    sign_timeout: policy.fetch_timeout,
+                })
+            }),
         };
+        if placement_is_custom && self.dpop_key().is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "dpop was given together with header_name or auth_scheme: a DPoP-bound token \
+                 goes in `Authorization: DPoP <token>`",
+            ));
+        }
         Ok((policy, placement))
     }
 
@@ -1103,6 +1198,8 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("assertion_lifetime", &self.assertion_lifetime)
             .field("assertion_typ", &self.assertion_typ)
             .field("client_identity", &self.presents_certificate())
+            .field("dpop", &self.dpop_key())
+            .field("dpop_allow_bearer", &self.dpop_allow_bearer)
             .finish()
     }
 }

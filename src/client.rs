@@ -270,6 +270,9 @@ pub(crate) struct ClientCredentials {
     hint: &'static str,
     /// The scopes requested, to notice a narrower grant.
     scope: Option<String>,
+    /// Each token request carries a DPoP proof of this key.
+    #[cfg(feature = "jwt")]
+    dpop: Option<Arc<crate::dpop::Dpop>>,
 }
 
 /// The hint for a URL given with `token_url` that is not a token endpoint.
@@ -359,7 +362,17 @@ impl ClientCredentials {
                 .iter()
                 .find(|(name, _)| name == "scope")
                 .map(|(_, scope)| scope.clone()),
+            #[cfg(feature = "jwt")]
+            dpop: None,
         }
+    }
+
+    /// Each token request carries a DPoP proof of `dpop`'s key, and the
+    /// token must be bound to it.
+    #[cfg(feature = "jwt")]
+    pub(crate) fn with_dpop(mut self, dpop: Option<Arc<crate::dpop::Dpop>>) -> Self {
+        self.dpop = dpop;
+        self
     }
 
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when
@@ -437,6 +450,11 @@ impl ClientCredentials {
         if let Some(basic) = &self.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
+        #[cfg(feature = "jwt")]
+        if let Some(dpop) = &self.dpop {
+            let proof = dpop.prove_token_request(&self.url).await?;
+            request.headers_mut().insert(crate::authorize::DPOP, proof);
+        }
         Ok(request)
     }
 
@@ -457,20 +475,50 @@ impl ClientCredentials {
 impl TokenSource for ClientCredentials {
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            let request = self.request().await?;
-            let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
-            let status = response.status();
-            match crate::answer::read(&response, &self.client_secret) {
-                Ok(token) => {
-                    self.check_scope(&token);
-                    Ok(token)
+            // A DPoP nonce demanded (RFC 9449 section 8) is sent once.
+            let mut nonce_asked = false;
+            loop {
+                let request = self.request().await?;
+                let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
+                let status = response.status();
+                #[cfg(feature = "jwt")]
+                if let Some(dpop) = &self.dpop {
+                    dpop.remember_from(&self.url, response.headers());
                 }
-                Err(e) if crate::answer::not_a_token_endpoint(status) => {
-                    Err(e.with_message(self.not_a_token_endpoint(status)))
-                }
-                Err(e) => Err(e),
+                return match crate::answer::read(&response, &self.client_secret) {
+                    Ok(token) => {
+                        #[cfg(feature = "jwt")]
+                        if let Some(dpop) = &self.dpop {
+                            dpop.check_issued(token.token_type())?;
+                        }
+                        self.check_scope(&token);
+                        Ok(token)
+                    }
+                    Err(e) if self.asks_for_nonce(&e) && !nonce_asked => {
+                        tracing::debug!("the token endpoint asked for a DPoP nonce; asking again");
+                        nonce_asked = true;
+                        continue;
+                    }
+                    Err(e) if crate::answer::not_a_token_endpoint(status) => {
+                        Err(e.with_message(self.not_a_token_endpoint(status)))
+                    }
+                    Err(e) => Err(e),
+                };
             }
         })
+    }
+}
+
+impl ClientCredentials {
+    /// Whether `error` asks for the DPoP nonce the endpoint just sent.
+    fn asks_for_nonce(&self, error: &TokenError) -> bool {
+        #[cfg(feature = "jwt")]
+        return self.dpop.is_some() && crate::dpop::asks_for_nonce(error);
+        #[cfg(not(feature = "jwt"))]
+        {
+            let _ = error;
+            false
+        }
     }
 }
 

@@ -57,6 +57,9 @@ pub(crate) struct Credentials {
     pub(crate) assertion: AssertionSettings,
     /// Whether the transport presents a client certificate (mutual TLS).
     pub(crate) presents_certificate: bool,
+    /// The layer's DPoP state, when tokens are bound to a key.
+    #[cfg(feature = "jwt")]
+    pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) allow_insecure_http: bool,
 }
@@ -217,7 +220,7 @@ impl Discovery {
                 TokenError::new(TokenErrorKind::InvalidResponse)
                     .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
             })?;
-        Ok(ClientCredentials::new(
+        let credentials = ClientCredentials::new(
             url,
             &c.client_id,
             c.client_secret.clone(),
@@ -228,7 +231,10 @@ impl Discovery {
             &metadata.issuer,
             Arc::clone(&c.transport),
         )
-        .built_from_discovery())
+        .built_from_discovery();
+        #[cfg(feature = "jwt")]
+        let credentials = credentials.with_dpop(c.dpop.clone());
+        Ok(credentials)
     }
 }
 

@@ -42,10 +42,15 @@ pub enum TokenErrorKind {
     /// fetching; the message holds the panic's text. The layer backs off as
     /// for any failure, and a usable token keeps serving meanwhile.
     Panic,
-    /// The client assertion could not be signed: a
+    /// A client assertion or a DPoP proof could not be signed: a
     /// [`JwsSigner`](crate::JwsSigner) (a KMS, an HSM) failed. Retrying
     /// later can help.
     Signing,
+    /// This request cannot carry the token as it is, and fails alone (the
+    /// layer and its token are untouched): a DPoP proof needs the request's
+    /// absolute URI (scheme and host), which this request lacks. Sending it
+    /// again unchanged does not help.
+    InvalidRequest,
 }
 
 impl TokenErrorKind {
@@ -57,7 +62,8 @@ impl TokenErrorKind {
             TokenErrorKind::InvalidResponse => "token endpoint sent an unusable response",
             TokenErrorKind::Runtime => "token fetch did not run",
             TokenErrorKind::Panic => "token fetch panicked",
-            TokenErrorKind::Signing => "client assertion could not be signed",
+            TokenErrorKind::Signing => "signature could not be made",
+            TokenErrorKind::InvalidRequest => "request cannot carry the token",
         }
     }
 }
@@ -247,9 +253,10 @@ impl TokenError {
                     || s == StatusCode::TOO_MANY_REQUESTS
                     || s.is_server_error()
             }),
-            TokenErrorKind::InvalidResponse | TokenErrorKind::Runtime | TokenErrorKind::Panic => {
-                false
-            }
+            TokenErrorKind::InvalidResponse
+            | TokenErrorKind::Runtime
+            | TokenErrorKind::Panic
+            | TokenErrorKind::InvalidRequest => false,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! [`ResponseFuture`]: waits for a token if it must, then for the inner
-//! service's response, and reports a refused token to its cache.
+//! [`ResponseFuture`]: waits for a token (and a proof from a custom DPoP
+//! signer) if it must, then for the inner service's response, and reports
+//! what the API said of the token to its cache.
 
 use std::fmt;
 use std::future::Future;
@@ -7,14 +8,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::authorize::{authorize, Link, Sent};
+use crate::authorize::{authorize, Link, Sent, Step, DPOP};
 use crate::cache::{cut_off, Acquire, Flight, Landing, Waiter};
 use crate::error::TokenError;
+use crate::transport::BoxFuture;
 use crate::BoxError;
 
 /// How many times a waiting request asks again when the fetch it waited
@@ -44,6 +46,10 @@ pin_project! {
         Waiting {
             waiting: Box<Waiting<S, B>>,
         },
+        // The request's DPoP proof is being signed by a custom signer.
+        Signing {
+            signing: Box<Signing<S, B>>,
+        },
         // The inner service was called; `sent` names the token it carries
         // (none when the request kept its own credential).
         Calling {
@@ -68,10 +74,57 @@ struct Waiting<S, B> {
     link: Arc<Link>,
 }
 
+/// A request whose DPoP proof a custom signer is making, holding the inner
+/// service that was made ready for it.
+struct Signing<S, B> {
+    proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
+    svc: S,
+    req: Option<Request<B>>,
+    sent: Option<Sent>,
+}
+
+impl<S, B> Signing<S, B>
+where
+    S: Service<Request<B>>,
+{
+    /// Sends the request once its proof is signed.
+    fn poll_signed(&mut self, cx: &mut Context<'_>) -> Poll<Next<S, B>> {
+        let proof = ready!(self.proof.as_mut().poll(cx));
+        let (Some(mut req), Some(sent)) = (self.req.take(), self.sent.take()) else {
+            panic!("ResponseFuture polled after completion");
+        };
+        Poll::Ready(match proof {
+            Ok(proof) => {
+                req.headers_mut().insert(DPOP, proof);
+                Next::Call(self.svc.call(req), sent)
+            }
+            Err(error) => Next::Fail(error),
+        })
+    }
+}
+
 impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
+    pub(crate) fn signing(
+        proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
+        svc: S,
+        req: Request<B>,
+        sent: Sent,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Signing {
+                signing: Box::new(Signing {
+                    proof,
+                    svc,
+                    req: Some(req),
+                    sent: Some(sent),
+                }),
+            },
+        }
+    }
+
     pub(crate) fn calling(fut: S::Future, sent: Option<Sent>) -> Self {
         ResponseFuture {
             state: State::Calling { fut, sent },
@@ -100,32 +153,54 @@ where
 }
 
 /// What a waiting request does once it has a token, or none.
-enum Next<F> {
-    Call(F, Sent),
+enum Next<S, B>
+where
+    S: Service<Request<B>>,
+{
+    Call(S::Future, Sent),
+    Sign(Box<Signing<S, B>>),
     Fail(TokenError),
+}
+
+impl<S, B> Next<S, B>
+where
+    S: Service<Request<B>>,
+{
+    /// Puts `token` on `req` and goes on as its step says.
+    fn send(mut svc: S, mut req: Request<B>, link: &Arc<Link>, token: &crate::cache::CachedToken) -> Self {
+        match authorize(&mut req, link, token) {
+            Step::Send(sent) => Next::Call(svc.call(req), sent),
+            Step::Sign(sent, proof) => Next::Sign(Box::new(Signing {
+                proof,
+                svc,
+                req: Some(req),
+                sent: Some(sent),
+            })),
+            Step::Fail(error) => Next::Fail(error),
+        }
+    }
 }
 
 impl<S, B> Waiting<S, B>
 where
     S: Service<Request<B>>,
 {
+    /// The ready service and the request, taken to be sent.
+    fn take(&mut self) -> (S, Request<B>) {
+        let (Some(svc), Some(req)) = (self.svc.take(), self.req.take()) else {
+            panic!("ResponseFuture polled after completion");
+        };
+        (svc, req)
+    }
+
     /// Sends the request with the flight's token, if it is still usable now;
     /// `None` when the request must ask the cache again.
-    fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S::Future>>> {
-        let Waiting {
-            waiter,
-            svc,
-            req,
-            link,
-            ..
-        } = self;
-        Poll::Ready(match ready!(waiter.poll(cx)) {
+    fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
+        Poll::Ready(match ready!(self.waiter.poll(cx)) {
             Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
-                let (Some(mut svc), Some(mut req)) = (svc.take(), req.take()) else {
-                    panic!("ResponseFuture polled after completion");
-                };
-                let sent = authorize(&mut req, link, token);
-                Some(Next::Call(svc.call(req), sent))
+                let token = Arc::clone(token);
+                let (svc, req) = self.take();
+                Some(Next::send(svc, req, &self.link, &token))
             }
             Landing::Done(Err(error)) => Some(Next::Fail(error.clone())),
             // Cut off, or a token that ran out before this request woke.
@@ -135,18 +210,15 @@ where
 
     /// Asks the cache again, on this request's own runtime: a token at once,
     /// an error, or (`None`) another flight to wait for.
-    fn ask_again(&mut self) -> Option<Next<S::Future>> {
+    fn ask_again(&mut self) -> Option<Next<S, B>> {
         self.asks += 1;
         if self.asks > MAX_ASKS {
             return Some(Next::Fail(cut_off()));
         }
         match self.link.0.acquire() {
             Acquire::Now(Ok(token)) => {
-                let (Some(mut svc), Some(mut req)) = (self.svc.take(), self.req.take()) else {
-                    panic!("ResponseFuture polled after completion");
-                };
-                let sent = authorize(&mut req, &self.link, &token);
-                Some(Next::Call(svc.call(req), sent))
+                let (svc, req) = self.take();
+                Some(Next::send(svc, req, &self.link, &token))
             }
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),
             Acquire::Wait(flight) => {
@@ -177,20 +249,16 @@ where
                             None => continue,
                         },
                     };
-                    match next {
-                        Next::Call(fut, sent) => this.state.set(State::Calling {
-                            fut,
-                            sent: Some(sent),
-                        }),
-                        Next::Fail(error) => return Poll::Ready(Err(error.into())),
-                    }
+                    this.state.set(State::after(next));
+                }
+                StateProj::Signing { signing } => {
+                    let next = ready!(signing.poll_signed(cx));
+                    this.state.set(State::after(next));
                 }
                 StateProj::Calling { fut, sent } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;
                     if let Some(sent) = sent {
-                        if crate::retry::is_unauthorized(&response) {
-                            sent.refused();
-                        }
+                        sent.answered(&response);
                     }
                     return Poll::Ready(Ok(response));
                 }
@@ -205,6 +273,23 @@ where
     }
 }
 
+impl<S, B> State<S, B>
+where
+    S: Service<Request<B>>,
+{
+    /// The state a request goes on in.
+    fn after(next: Next<S, B>) -> Self {
+        match next {
+            Next::Call(fut, sent) => State::Calling {
+                fut,
+                sent: Some(sent),
+            },
+            Next::Sign(signing) => State::Signing { signing },
+            Next::Fail(error) => State::Failed { error: Some(error) },
+        }
+    }
+}
+
 impl<S, B> fmt::Debug for ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
@@ -212,6 +297,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Waiting { .. } => "waiting for a token",
+            State::Signing { .. } => "waiting for its DPoP proof",
             State::Calling { .. } => "calling the inner service",
             State::Failed { .. } => "failed",
         };

@@ -296,9 +296,13 @@ mod builder;
 mod cache;
 mod client;
 mod discovery;
+#[cfg(feature = "jwt")]
+mod dpop;
 mod encoding;
 mod error;
 mod future;
+#[cfg(feature = "jwt")]
+mod jwk;
 mod layer;
 mod random;
 mod retry;
@@ -324,6 +328,9 @@ pub use client::{ClientAuth, TokenSource};
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use client::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
 pub use discovery::ServerMetadata;
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;
 pub use layer::OAuthLayer;

@@ -11,7 +11,7 @@ use tower_service::Service;
 use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
-use crate::authorize::{authorize, Link};
+use crate::authorize::{authorize, Link, Step};
 use crate::cache::{Acquire, CachedToken};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
@@ -144,8 +144,10 @@ where
         let now = Instant::now();
         let current = self.current.load().as_deref();
         if let Some(token) = cache.check(current, now) {
-            let sent = authorize(&mut req, &self.link, token);
-            return ResponseFuture::calling(self.inner.call(req), Some(sent));
+            return match authorize(&mut req, &self.link, token) {
+                Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
+                step => self.send_later(step, req),
+            };
         }
         self.call_without_token(req)
     }
@@ -159,18 +161,42 @@ impl<S> OAuthService<S> {
         S::Error: Into<BoxError>,
     {
         match self.link.0.acquire() {
-            Acquire::Now(Ok(token)) => {
-                let sent = authorize(&mut req, &self.link, &token);
-                ResponseFuture::calling(self.inner.call(req), Some(sent))
-            }
+            Acquire::Now(Ok(token)) => match authorize(&mut req, &self.link, &token) {
+                Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
+                step => self.send_later(step, req),
+            },
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
-                // The inner service was made ready for this request; take
-                // that ready instance along and leave a clone in its place.
-                let clone = self.inner.clone();
-                let ready = mem::replace(&mut self.inner, clone);
+                let ready = self.take_ready();
                 ResponseFuture::waiting(flight, ready, req, Arc::clone(&self.link))
             }
         }
+    }
+
+    /// A request that cannot be sent at once: it fails, or waits for its
+    /// DPoP proof from a custom signer.
+    #[cold]
+    fn send_later<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        match step {
+            Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
+            Step::Sign(sent, proof) => {
+                let ready = self.take_ready();
+                ResponseFuture::signing(proof, ready, req, sent)
+            }
+            Step::Fail(error) => ResponseFuture::failed(error),
+        }
+    }
+
+    /// The inner service that was made ready for this request, to take
+    /// along; a clone takes its place.
+    fn take_ready(&mut self) -> S
+    where
+        S: Clone,
+    {
+        let clone = self.inner.clone();
+        mem::replace(&mut self.inner, clone)
     }
 }

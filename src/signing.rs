@@ -15,6 +15,7 @@ use rustls_pki_types::PrivateKeyDer;
 use serde_json::Value;
 
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::jwk::PublicJwk;
 use crate::transport::BoxFuture;
 use crate::BoxError;
 
@@ -140,6 +141,15 @@ pub trait JwsSigner: Send + Sync + 'static {
     /// Whatever kept the signature from being made; the layer reports it as
     /// a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing) failure.
     fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>>;
+
+    /// The public key as a JWK (RFC 7517), JSON text such as
+    /// `{"kty":"EC","crv":"P-256","x":"...","y":"..."}`: required for a
+    /// [`DpopKey`](crate::DpopKey), whose proofs carry it; members beyond
+    /// the key's own (`kid`, `alg`, `use`) are ignored. Default: none, which
+    /// is enough for client assertions.
+    fn public_jwk(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A private key that signs JWTs: the client's key for
@@ -341,6 +351,41 @@ impl SigningKey {
         })
     }
 
+    /// A new key for `algorithm`, from the system's random source: EC P-256
+    /// or Ed25519. RSA keys are not made here (`ring` does not generate
+    /// them); read one with [`from_pem`](Self::from_pem).
+    pub(crate) fn generate(algorithm: Algorithm) -> Result<Self, ConfigError> {
+        let rng = SystemRandom::new();
+        let no_random = |_| invalid_key("the system's random source gave no bytes for a new key");
+        let rejected = |e: ring::error::KeyRejected| wrong_key(algorithm, e);
+        let signer = match algorithm {
+            Algorithm::Es256 => {
+                let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+                    .map_err(no_random)?;
+                Signer::Ecdsa(
+                    EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+                        .map_err(rejected)?,
+                )
+            }
+            Algorithm::EdDsa => {
+                let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(no_random)?;
+                Signer::Ed25519(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(rejected)?)
+            }
+            Algorithm::Rs256 | Algorithm::Ps256 => {
+                return Err(invalid_key(format!(
+                    "{algorithm} keys are not generated here (ring makes no RSA keys, and an \
+                     RSA signature per request costs a millisecond): generate one with \
+                     `openssl genpkey -algorithm rsa -pkeyopt rsa_keygen_bits:2048` and read it \
+                     with from_pem, or use ES256"
+                )))
+            }
+        };
+        Ok(SigningKey {
+            signer: Arc::new(signer),
+            key_id: None,
+        })
+    }
+
     /// A key that signs through `signer`: a KMS, an HSM, a signing service.
     pub fn custom(signer: impl JwsSigner) -> Self {
         SigningKey {
@@ -389,26 +434,65 @@ impl SigningKey {
 
     /// Signs `message` with a key held in this process.
     fn sign_here(&self, message: &[u8]) -> Result<Vec<u8>, BoxError> {
+        self.sign_here_into(message, <[u8]>::to_vec)
+            .unwrap_or_else(|| Err("a custom signer signs asynchronously".into()))
+    }
+
+    /// Signs `message` with a key held in this process and hands the
+    /// signature to `out`, allocating nothing; `None` for a custom signer,
+    /// which signs asynchronously ([`sign`](Self::sign)).
+    pub(crate) fn sign_here_into<R>(
+        &self,
+        message: &[u8],
+        out: impl FnOnce(&[u8]) -> R,
+    ) -> Option<Result<R, BoxError>> {
         let failed = |_| -> BoxError { "the signature could not be made".into() };
-        match &*self.signer {
+        Some(match &*self.signer {
             Signer::Rsa(key, algorithm) => {
                 let padding: &'static dyn ring::signature::RsaEncoding = match algorithm {
                     Algorithm::Ps256 => &ring::signature::RSA_PSS_SHA256,
                     _ => &ring::signature::RSA_PKCS1_SHA256,
                 };
-                let mut signature = vec![0; key.public().modulus_len()];
-                key.sign(padding, &SystemRandom::new(), message, &mut signature)
-                    .map_err(failed)?;
-                Ok(signature)
+                // ring takes RSA keys of at most 8192 bits.
+                let mut buffer = [0u8; 1024];
+                let signature = &mut buffer[..key.public().modulus_len()];
+                key.sign(padding, &SystemRandom::new(), message, signature)
+                    .map(|()| out(signature))
+                    .map_err(failed)
             }
-            Signer::Ecdsa(key) => Ok(key
+            Signer::Ecdsa(key) => key
                 .sign(&SystemRandom::new(), message)
-                .map_err(failed)?
-                .as_ref()
-                .to_vec()),
-            Signer::Ed25519(key) => Ok(key.sign(message).as_ref().to_vec()),
-            Signer::Custom(_) => Err("a custom signer signs asynchronously".into()),
-        }
+                .map(|signature| out(signature.as_ref()))
+                .map_err(failed),
+            Signer::Ed25519(key) => Ok(out(key.sign(message).as_ref())),
+            Signer::Custom(_) => return None,
+        })
+    }
+
+    /// The public key as a JWK (for a custom signer, the one it gives).
+    ///
+    /// # Errors
+    ///
+    /// A custom signer that gives no public JWK, or one that does not fit
+    /// its algorithm.
+    pub(crate) fn jwk(&self) -> Result<PublicJwk, ConfigError> {
+        Ok(match &*self.signer {
+            Signer::Rsa(key, _) => {
+                let public = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(key.public());
+                PublicJwk::rsa(&public.n, &public.e)
+            }
+            Signer::Ecdsa(key) => PublicJwk::p256(key.public_key().as_ref()),
+            Signer::Ed25519(key) => PublicJwk::ed25519(key.public_key().as_ref()),
+            Signer::Custom(signer) => {
+                let text = signer.public_jwk().ok_or_else(|| {
+                    invalid_key(
+                        "the signer gives no public key (JwsSigner::public_jwk); a DPoP proof \
+                         carries it",
+                    )
+                })?;
+                PublicJwk::parse(&text, signer.algorithm())?
+            }
+        })
     }
 
     /// The public half of a key held here, as its raw bytes (the

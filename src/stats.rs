@@ -35,6 +35,11 @@ pub struct Stats {
     /// Requests (and [`token`](crate::OAuthLayer::token) calls) that had to
     /// wait for a token request.
     pub waited_for_token: u64,
+    /// API answers (`401` with `WWW-Authenticate: DPoP
+    /// error="use_dpop_nonce"`) that asked for a new DPoP nonce; the token
+    /// stayed. Such a request is resent by
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized).
+    pub dpop_nonce_challenges: u64,
     /// How much longer the current token may be presented; `None` without a
     /// usable token.
     pub token_usable_for: Option<Duration>,
@@ -51,6 +56,7 @@ pub(crate) struct Counters {
     pub(crate) renewals_ahead: AtomicU64,
     pub(crate) forced_renewals: AtomicU64,
     pub(crate) waited_for_token: AtomicU64,
+    pub(crate) dpop_nonce_challenges: AtomicU64,
 }
 
 impl Counters {
@@ -66,6 +72,7 @@ impl Counters {
             renewals_ahead: get(&self.renewals_ahead),
             forced_renewals: get(&self.forced_renewals),
             waited_for_token: get(&self.waited_for_token),
+            dpop_nonce_challenges: get(&self.dpop_nonce_challenges),
             token_usable_for: None,
             backing_off: None,
         }

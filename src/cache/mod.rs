@@ -73,6 +73,10 @@ pub(crate) struct CachedToken {
     pub(crate) generation: u64,
     /// The token and what the endpoint said about it.
     pub(crate) token: AccessToken,
+    /// `base64url(SHA-256(token))` for the proofs of a DPoP-bound token;
+    /// none for a bearer token.
+    #[cfg(feature = "jwt")]
+    pub(crate) ath: Option<Box<str>>,
     /// When a renewal may next be started, in nanoseconds since the cache's
     /// epoch: the claim that keeps concurrent requests past the renewal
     /// point from all taking the lock.
@@ -174,6 +178,12 @@ impl TokenCache {
 
     fn policy(&self) -> &Policy {
         &self.fetcher.policy
+    }
+
+    /// An API asked for a new DPoP nonce.
+    #[cfg(feature = "jwt")]
+    pub(crate) fn count_nonce_challenge(&self) {
+        Counters::bump(&self.counters.dpop_nonce_challenges);
     }
 
     /// The counters and the token's state now.
@@ -476,6 +486,17 @@ impl TokenCache {
                  (only visible ASCII is allowed)",
             ));
         }
+        #[cfg(feature = "jwt")]
+        let ath = match &self.placement.dpop {
+            Some(dpop) if dpop.binds(token.token_type())? => Some(crate::dpop::ath(value)),
+            _ => None,
+        };
+        #[cfg(feature = "jwt")]
+        let scheme = match ath {
+            Some(_) => "DPoP",
+            None => &self.placement.auth_scheme,
+        };
+        #[cfg(not(feature = "jwt"))]
         let scheme = &self.placement.auth_scheme;
         let text = if scheme.is_empty() {
             value.to_owned()
@@ -504,6 +525,8 @@ impl TokenCache {
             timings,
             generation,
             token,
+            #[cfg(feature = "jwt")]
+            ath,
             renew_after: AtomicU64::new(0),
         }))
     }

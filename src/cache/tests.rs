@@ -67,6 +67,8 @@ fn placement() -> Placement {
         header_name: http::header::AUTHORIZATION,
         auth_scheme: "Bearer".into(),
         keep_existing: false,
+        #[cfg(feature = "jwt")]
+        dpop: None,
     }
 }
 

@@ -394,6 +394,7 @@ fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         "invalid_response" => TokenErrorKind::InvalidResponse,
         "panic" => TokenErrorKind::Panic,
         "signing" => TokenErrorKind::Signing,
+        "invalid_request" => TokenErrorKind::InvalidRequest,
         _ => TokenErrorKind::Runtime,
     };
     let status = value
@@ -423,6 +424,7 @@ fn kind_name(kind: TokenErrorKind) -> &'static str {
         TokenErrorKind::Runtime => "runtime",
         TokenErrorKind::Panic => "panic",
         TokenErrorKind::Signing => "signing",
+        TokenErrorKind::InvalidRequest => "invalid_request",
     }
 }
 

@@ -1,0 +1,367 @@
+//! DPoP (RFC 9449): the [`DpopKey`] that binds tokens to the client, and
+//! the layer's DPoP state: the key, the nonces servers gave, and whether a
+//! bearer token may stand in.
+//!
+//! A request's way through it: [`Dpop::prove`] (called from
+//! [`authorize`](crate::authorize::authorize) when the token is DPoP-bound)
+//! finds the request's `htu` ([`proof::Target`]), looks up its origin's
+//! nonce ([`nonces::NonceBook`]) and signs a proof ([`proof`]); when the
+//! answer comes back, [`Dpop::answered`] keeps a new nonce and tells a
+//! nonce challenge from a refused token.
+
+mod nonces;
+mod proof;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
+
+use crate::error::{ConfigError, TokenError, TokenErrorKind};
+use crate::jwk::PublicJwk;
+use crate::signing::{Algorithm, JwsSigner, SigningKey};
+use crate::transport::BoxFuture;
+
+pub(crate) use self::nonces::NonceBook;
+pub(crate) use self::proof::Target;
+
+/// The `typ` of a DPoP proof (RFC 9449 section 4.2).
+pub const DPOP_PROOF_TYPE: &str = "dpop+jwt";
+
+/// The key that binds the layer's tokens to this client (DPoP, RFC 9449):
+/// the token endpoint issues a token bound to its public key (the token's
+/// `cnf.jkt` is the key's [`thumbprint`](Self::thumbprint)), and every
+/// request carries a fresh proof signed with it, so a token stolen alone is
+/// of no use. Give it to
+/// [`OAuthLayerBuilder::dpop`](crate::OAuthLayerBuilder::dpop).
+///
+/// ES256 ([`generate`](Self::generate)d per process, or read from a file)
+/// is the usual choice and the fastest: each request costs one signature
+/// (see BENCHMARKS.md). Cloning is cheap and shares the key. `Debug` shows
+/// the algorithm and thumbprint, never key material.
+///
+/// ```
+/// use tower_oauth::{Algorithm, DpopKey};
+///
+/// let key = DpopKey::generate(Algorithm::Es256)?;
+/// assert_eq!(key.algorithm(), Algorithm::Es256);
+/// assert_eq!(key.thumbprint().len(), 43); // base64url of a SHA-256 digest
+/// assert!(format!("{key:?}").starts_with("DpopKey { algorithm: ES256, thumbprint: "));
+/// # Ok::<_, tower_oauth::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct DpopKey {
+    inner: Arc<KeyInner>,
+}
+
+struct KeyInner {
+    key: SigningKey,
+    jwk: PublicJwk,
+    /// `base64url(header) "."`, the same for every proof.
+    header: String,
+}
+
+impl DpopKey {
+    /// A new key made from the system's random source: ES256 (recommended)
+    /// or EdDSA. Replicas that share tokens through a store must share the
+    /// key too: read it from a file with [`from_pem`](Self::from_pem).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) for RS256 and
+    /// PS256: `ring` makes no RSA keys; read one with
+    /// [`from_pem`](Self::from_pem) instead.
+    pub fn generate(algorithm: Algorithm) -> Result<Self, ConfigError> {
+        Self::new(SigningKey::generate(algorithm)?)
+    }
+
+    /// Reads a private key from PEM, as
+    /// [`SigningKey::from_pem`](crate::SigningKey::from_pem) does: PKCS #8
+    /// for every algorithm, PKCS #1 for RSA, SEC 1 for P-256.
+    ///
+    /// # Errors
+    ///
+    /// As [`SigningKey::from_pem`](crate::SigningKey::from_pem).
+    pub fn from_pem(pem: impl AsRef<[u8]>, algorithm: Algorithm) -> Result<Self, ConfigError> {
+        Self::new(SigningKey::from_pem(pem, algorithm)?)
+    }
+
+    /// Reads a private key from a JWK, as
+    /// [`SigningKey::from_jwk`](crate::SigningKey::from_jwk) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`SigningKey::from_jwk`](crate::SigningKey::from_jwk).
+    pub fn from_jwk(jwk: impl AsRef<str>) -> Result<Self, ConfigError> {
+        Self::new(SigningKey::from_jwk(jwk)?)
+    }
+
+    /// A key that signs through `signer` (an HSM, a KMS), which must give
+    /// its public key ([`JwsSigner::public_jwk`]). The signer is called for
+    /// every request, under
+    /// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout): a slow
+    /// signer makes every request slow.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) when the signer
+    /// gives no public JWK, or one with private members or of another key
+    /// type than its algorithm signs with.
+    pub fn custom(signer: impl JwsSigner) -> Result<Self, ConfigError> {
+        Self::new(SigningKey::custom(signer))
+    }
+
+    fn new(key: SigningKey) -> Result<Self, ConfigError> {
+        let jwk = key.jwk()?;
+        let header = format!(
+            r#"{{"typ":"{DPOP_PROOF_TYPE}","alg":"{}","jwk":{}}}"#,
+            key.algorithm().name(),
+            jwk.json()
+        );
+        let mut encoded = proof::base64url(header.as_bytes());
+        encoded.push('.');
+        Ok(DpopKey {
+            inner: Arc::new(KeyInner {
+                key,
+                jwk,
+                header: encoded,
+            }),
+        })
+    }
+
+    /// The algorithm of the proofs.
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.key.algorithm()
+    }
+
+    /// The key's JWK SHA-256 thumbprint (RFC 7638), base64url: the `jkt`
+    /// a bound token names in its `cnf` claim, and the
+    /// `dpop_jkt` of an authorization request.
+    pub fn thumbprint(&self) -> &str {
+        self.inner.jwk.thumbprint()
+    }
+
+    /// The public key as the JWK every proof carries (its required members
+    /// only, in RFC 7638's canonical order).
+    pub fn public_jwk(&self) -> &str {
+        self.inner.jwk.json()
+    }
+
+    /// A new proof for a request of `method` to `uri`, for code outside a
+    /// layer (the layer makes its own): `htu` is `uri` without query and
+    /// fragment, `ath` the hash of `access_token` when given (a resource
+    /// request; none for a token request), `nonce` the server's last
+    /// `DPoP-Nonce`.
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, DpopKey};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_oauth::BoxError> {
+    /// let key = DpopKey::generate(Algorithm::Es256)?;
+    /// let uri = "https://api.example.com/orders?page=2".parse()?;
+    /// let proof = key.proof(&http::Method::GET, &uri, Some("the-access-token"), None).await?;
+    /// assert_eq!(proof.split('.').count(), 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`TokenError`] of kind
+    /// [`InvalidRequest`](TokenErrorKind::InvalidRequest) for a URI without
+    /// scheme and host, or [`Signing`](TokenErrorKind::Signing) when the
+    /// signature cannot be made.
+    pub async fn proof(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        access_token: Option<&str>,
+        nonce: Option<&str>,
+    ) -> Result<String, TokenError> {
+        let target = Target::of(uri)?;
+        let ath = access_token.map(proof::ath);
+        let input = self.signing_input(method.as_str(), target.htu(), ath.as_deref(), nonce)?;
+        let value = self.clone().finish(input).await?;
+        Ok(value
+            .to_str()
+            .expect("a proof is base64url and dots")
+            .to_owned())
+    }
+}
+
+impl fmt::Debug for DpopKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DpopKey")
+            .field("algorithm", &format_args!("{}", self.algorithm()))
+            .field("thumbprint", &self.thumbprint())
+            .field("key", &"[redacted]")
+            .finish()
+    }
+}
+
+/// A layer's DPoP state, shared by its cache (for API requests) and its
+/// token request.
+pub(crate) struct Dpop {
+    pub(crate) key: DpopKey,
+    /// The latest nonce of each server, the token endpoint's included.
+    pub(crate) nonces: NonceBook,
+    /// Accept a bearer token from a token endpoint that ignores DPoP.
+    pub(crate) allow_bearer: bool,
+    /// How long a custom signer may take for one proof.
+    pub(crate) sign_timeout: Duration,
+}
+
+impl fmt::Debug for Dpop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dpop")
+            .field("key", &self.key)
+            .field("allow_bearer", &self.allow_bearer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a request needs before it goes out, once its proof is begun.
+pub(crate) enum Proof {
+    /// The `DPoP` header, signed here.
+    Ready(HeaderValue),
+    /// A custom signer is signing it.
+    Signing(BoxFuture<'static, Result<HeaderValue, TokenError>>),
+}
+
+/// What a response said about DPoP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Nothing that concerns the token.
+    Accepted,
+    /// A `401` asking for a (new) nonce: resend with a new proof; the token
+    /// is fine.
+    UseNonce,
+    /// A `401` refusing the proof, not the token.
+    InvalidProof,
+    /// A `401` that refuses the token.
+    Refused,
+}
+
+impl Dpop {
+    /// A proof for `req`, bound to the token whose hash is `ath`, for the
+    /// request's origin's latest nonce; and the request's target, to read
+    /// the answer by.
+    pub(crate) fn prove<B>(
+        &self,
+        req: &Request<B>,
+        ath: &str,
+    ) -> Result<(Proof, Target), TokenError> {
+        let target = Target::of(req.uri())?;
+        let input = self.nonces.with(target.origin(), |nonce| {
+            self.key
+                .signing_input(req.method().as_str(), target.htu(), Some(ath), nonce)
+        })?;
+        Ok((self.sign(input)?, target))
+    }
+
+    /// The proof of a token request to `url`, with the endpoint's nonce.
+    pub(crate) async fn prove_token_request(&self, url: &Uri) -> Result<HeaderValue, TokenError> {
+        let target = Target::of(url)?;
+        let input = self.nonces.with(target.origin(), |nonce| {
+            self.key.signing_input("POST", target.htu(), None, nonce)
+        })?;
+        match self.sign(input)? {
+            Proof::Ready(value) => Ok(value),
+            Proof::Signing(signing) => signing.await,
+        }
+    }
+
+    /// Signs `input` here, or starts the custom signer on it.
+    fn sign(&self, mut input: String) -> Result<Proof, TokenError> {
+        match self.key.finish_here(&mut input) {
+            Some(done) => done.map(|()| Proof::Ready(proof::header_value(input))),
+            None => {
+                let key = self.key.clone();
+                let limit = self.sign_timeout;
+                Ok(Proof::Signing(Box::pin(async move {
+                    tokio::time::timeout(limit, key.finish(input))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                                "the DPoP signer did not answer within {limit:?}"
+                            )))
+                        })
+                })))
+            }
+        }
+    }
+
+    /// Reads a response from `origin` (to the request `target`): keeps the
+    /// nonce it sent, and says whether a `401` refused the token or only the
+    /// proof.
+    pub(crate) fn answered<B>(&self, target: &Target, response: &Response<B>) -> Verdict {
+        self.nonces.remember(target.origin(), response.headers());
+        if !crate::retry::is_unauthorized(response) {
+            return Verdict::Accepted;
+        }
+        verdict(response.headers())
+    }
+
+    /// Whether a token of `token_type` may be used, and how: `Ok(true)`
+    /// bound to the key (`DPoP`), `Ok(false)` as a bearer token (only with
+    /// `dpop_allow_bearer`).
+    pub(crate) fn binds(&self, token_type: Option<&str>) -> Result<bool, TokenError> {
+        if token_type.is_some_and(|t| t.eq_ignore_ascii_case("DPoP")) {
+            return Ok(true);
+        }
+        if self.allow_bearer {
+            return Ok(false);
+        }
+        Err(
+            TokenError::new(TokenErrorKind::InvalidResponse).with_message(format!(
+                "the token endpoint issued a `{}` token, not a DPoP-bound one, though the \
+                 request carried a DPoP proof: the server or this client's registration does \
+                 not use DPoP. Enable DPoP for the client at the server, or accept bearer \
+                 tokens with dpop_allow_bearer(true)",
+                token_type.unwrap_or("(no token_type)")
+            )),
+        )
+    }
+
+    /// Checks the token a token request brought, warning when a bearer
+    /// token stands in.
+    pub(crate) fn check_issued(&self, token_type: Option<&str>) -> Result<(), TokenError> {
+        if !self.binds(token_type)? {
+            tracing::warn!(
+                token_type = token_type.unwrap_or("(none)"),
+                "the token endpoint ignored the DPoP proof and issued a bearer token; sending \
+                 it as a bearer token, without proofs (dpop_allow_bearer)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Keeps the nonce a token endpoint at `url` sent.
+    pub(crate) fn remember_from(&self, url: &Uri, headers: &HeaderMap) {
+        if let Ok(target) = Target::of(url) {
+            self.nonces.remember(target.origin(), headers);
+        }
+    }
+}
+
+/// What a `401`'s `WWW-Authenticate: DPoP` challenge says.
+fn verdict(headers: &HeaderMap) -> Verdict {
+    match nonces::dpop_error(headers).as_deref() {
+        Some("use_dpop_nonce") => Verdict::UseNonce,
+        Some("invalid_dpop_proof") => Verdict::InvalidProof,
+        _ => Verdict::Refused,
+    }
+}
+
+/// Whether a token endpoint's error asks for a nonce (RFC 9449 section 8).
+pub(crate) fn asks_for_nonce(error: &TokenError) -> bool {
+    error.error_code() == Some("use_dpop_nonce")
+}
+
+/// `base64url(SHA-256(token))`: a proof's `ath` for `token`.
+pub(crate) fn ath(token: &str) -> Box<str> {
+    proof::ath(token).into_boxed_str()
+}
