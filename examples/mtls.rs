@@ -15,6 +15,8 @@
 mod mtls;
 #[path = "../tests/support/serve.rs"]
 mod serve;
+#[path = "../tests/support/tally.rs"]
+mod tally;
 
 use bytes::Bytes;
 use http_body_util::Full;

@@ -167,7 +167,12 @@ where
     S: Service<Request<B>>,
 {
     /// Puts `token` on `req` and goes on as its step says.
-    fn send(mut svc: S, mut req: Request<B>, link: &Arc<Link>, token: &crate::cache::CachedToken) -> Self {
+    fn send(
+        mut svc: S,
+        mut req: Request<B>,
+        link: &Arc<Link>,
+        token: &crate::cache::CachedToken,
+    ) -> Self {
         match authorize(&mut req, link, token) {
             Step::Send(sent) => Next::Call(svc.call(req), sent),
             Step::Sign(sent, proof) => Next::Sign(Box::new(Signing {

@@ -29,7 +29,10 @@ impl PublicJwk {
 
     /// An Ed25519 key from its 32 bytes.
     pub(crate) fn ed25519(x: &[u8]) -> Self {
-        Self::canonical(format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, b64(x)))
+        Self::canonical(format!(
+            r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+            b64(x)
+        ))
     }
 
     /// An RSA key from its modulus and exponent (big-endian, unsigned).
@@ -63,7 +66,9 @@ impl PublicJwk {
             (Algorithm::Es256, "EC", "P-256") => {
                 let (x, y) = (member("x")?, member("y")?);
                 if x.len() != 32 || y.len() != 32 {
-                    return Err(invalid("the signer's P-256 JWK has coordinates of the wrong length"));
+                    return Err(invalid(
+                        "the signer's P-256 JWK has coordinates of the wrong length",
+                    ));
                 }
                 let mut point = vec![4];
                 point.extend(x);
@@ -73,7 +78,9 @@ impl PublicJwk {
             (Algorithm::EdDsa, "OKP", "Ed25519") => {
                 let x = member("x")?;
                 if x.len() != 32 {
-                    return Err(invalid("the signer's Ed25519 JWK has an `x` of the wrong length"));
+                    return Err(invalid(
+                        "the signer's Ed25519 JWK has an `x` of the wrong length",
+                    ));
                 }
                 Ok(Self::ed25519(&x))
             }
@@ -121,7 +128,11 @@ fn member(jwk: &Map<String, Value>, name: &str) -> Result<Vec<u8>, ConfigError> 
         .ok_or_else(|| invalid(format!("the signer's public JWK has no `{name}` member")))?;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(value)
-        .map_err(|_| invalid(format!("the signer's public JWK's `{name}` is not base64url")))
+        .map_err(|_| {
+            invalid(format!(
+                "the signer's public JWK's `{name}` is not base64url"
+            ))
+        })
 }
 
 fn strip_zeros(bytes: &[u8]) -> &[u8] {
@@ -145,10 +156,17 @@ mod tests {
     #[test]
     fn rfc_7638_example() {
         let n = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
-        let text = format!(r#"{{"kty":"RSA","n":"{n}","e":"AQAB","alg":"RS256","kid":"2011-04-29"}}"#);
+        let text =
+            format!(r#"{{"kty":"RSA","n":"{n}","e":"AQAB","alg":"RS256","kid":"2011-04-29"}}"#);
         let jwk = PublicJwk::parse(&text, Algorithm::Rs256).unwrap();
-        assert_eq!(jwk.thumbprint(), "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs");
-        assert_eq!(jwk.json(), format!(r#"{{"e":"AQAB","kty":"RSA","n":"{n}"}}"#));
+        assert_eq!(
+            jwk.thumbprint(),
+            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+        );
+        assert_eq!(
+            jwk.json(),
+            format!(r#"{{"e":"AQAB","kty":"RSA","n":"{n}"}}"#)
+        );
     }
 
     #[test]
@@ -156,7 +174,8 @@ mod tests {
         let private = r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"}"#;
         let e = PublicJwk::parse(private, Algorithm::EdDsa).unwrap_err();
         assert!(e.to_string().contains("private"), "{e}");
-        let public = r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#;
+        let public =
+            r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#;
         assert!(PublicJwk::parse(public, Algorithm::EdDsa).is_ok());
         let e = PublicJwk::parse(public, Algorithm::Es256).unwrap_err();
         assert!(e.to_string().contains("kty `OKP`"), "{e}");

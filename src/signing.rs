@@ -363,8 +363,12 @@ impl SigningKey {
                 let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
                     .map_err(no_random)?;
                 Signer::Ecdsa(
-                    EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
-                        .map_err(rejected)?,
+                    EcdsaKeyPair::from_pkcs8(
+                        &ECDSA_P256_SHA256_FIXED_SIGNING,
+                        pkcs8.as_ref(),
+                        &rng,
+                    )
+                    .map_err(rejected)?,
                 )
             }
             Algorithm::EdDsa => {

@@ -285,9 +285,11 @@ impl Dpop {
                     tokio::time::timeout(limit, key.finish(input))
                         .await
                         .unwrap_or_else(|_| {
-                            Err(TokenError::new(TokenErrorKind::Timeout).with_message(format!(
-                                "the DPoP signer did not answer within {limit:?}"
-                            )))
+                            Err(
+                                TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                                    "the DPoP signer did not answer within {limit:?}"
+                                )),
+                            )
                         })
                 })))
             }

@@ -111,9 +111,7 @@ fn challenge_error(mut rest: &str) -> Option<String> {
         if rest.is_empty() {
             return None;
         }
-        let end = rest
-            .find([' ', '\t', ',', '='])
-            .unwrap_or(rest.len());
+        let end = rest.find([' ', '\t', ',', '=']).unwrap_or(rest.len());
         let (token, after) = rest.split_at(end);
         let after_space = after.trim_start_matches([' ', '\t']);
         if let Some(value) = after_space.strip_prefix('=') {
@@ -181,7 +179,10 @@ mod tests {
             Some("invalid_dpop_proof")
         );
         assert_eq!(error(r#"Bearer error="use_dpop_nonce""#), None);
-        assert_eq!(error(r#"Basic abc==, DPoP error = "a\"b""#).as_deref(), Some("a\"b"));
+        assert_eq!(
+            error(r#"Basic abc==, DPoP error = "a\"b""#).as_deref(),
+            Some("a\"b")
+        );
         assert_eq!(error(r#"dpop"#), None);
         assert_eq!(error(r#"DPoP error=""#).as_deref(), Some(""));
         let two = headers(&[

@@ -16,9 +16,9 @@ use super::DpopKey;
 use crate::error::{TokenError, TokenErrorKind};
 
 /// A request's target URI as a proof's `htu`: scheme and host in lower
-/// case, no default port, the path (`/` when empty), no query, no fragment
-/// (RFC 9449 section 4.2, RFC 3986 section 6.2.3); its origin is the part
-/// before the path.
+/// case, no default port (RFC 3986 sections 6.2.2.1 and 6.2.3), the path as
+/// sent (`/` when empty), no query, no fragment (RFC 9449 section 4.2); its
+/// origin is the part before the path.
 #[derive(Debug)]
 pub(crate) struct Target {
     htu: String,
@@ -38,7 +38,8 @@ impl Target {
             );
         };
         let path = uri.path();
-        let mut htu = String::with_capacity(scheme.len() + authority.as_str().len() + path.len() + 4);
+        let mut htu =
+            String::with_capacity(scheme.len() + authority.as_str().len() + path.len() + 4);
         push_lower(&mut htu, scheme);
         htu.push_str("://");
         push_lower(&mut htu, authority.host());
@@ -53,24 +54,8 @@ impl Target {
             }
         }
         let origin_len = htu.len();
-        if path.is_empty() {
-            htu.push('/');
-        } else if path.contains('%') {
-            // Percent-encodings in upper case (RFC 3986 section 6.2.2.1).
-            let mut left = 0;
-            for (i, b) in path.bytes().enumerate() {
-                if i < left {
-                    htu.push(b.to_ascii_uppercase() as char);
-                } else {
-                    if b == b'%' {
-                        left = i + 3;
-                    }
-                    htu.push(b as char);
-                }
-            }
-        } else {
-            htu.push_str(path);
-        }
+        // The path as sent: servers compare it with the path they receive.
+        htu.push_str(if path.is_empty() { "/" } else { path });
         Ok(Target { htu, origin_len })
     }
 
@@ -122,7 +107,8 @@ impl DpopKey {
             crate::Algorithm::Es256 | crate::Algorithm::EdDsa => 86,
             _ => 1366,
         };
-        let mut input = String::with_capacity(header.len() + claims_len * 4 / 3 + 2 + signature_len);
+        let mut input =
+            String::with_capacity(header.len() + claims_len * 4 / 3 + 2 + signature_len);
         input.push_str(header);
         let mut claims = EncoderStringWriter::from_consumer(&mut input, &URL_SAFE_NO_PAD);
         // Writing to a String cannot fail; the strings are escaped by
@@ -218,7 +204,10 @@ mod tests {
     fn htu_is_normalised_without_query_and_fragment() {
         assert_eq!(
             htu("https://API.Example.com:443/a/b?x=1#frag"),
-            ("https://api.example.com/a/b".into(), "https://api.example.com".into())
+            (
+                "https://api.example.com/a/b".into(),
+                "https://api.example.com".into()
+            )
         );
         assert_eq!(
             htu("HTTP://127.0.0.1:80"),
@@ -226,7 +215,10 @@ mod tests {
         );
         assert_eq!(
             htu("http://127.0.0.1:8080/p%2fq%7e?q"),
-            ("http://127.0.0.1:8080/p%2Fq%7E".into(), "http://127.0.0.1:8080".into())
+            (
+                "http://127.0.0.1:8080/p%2fq%7e".into(),
+                "http://127.0.0.1:8080".into()
+            )
         );
         assert_eq!(htu("https://user:pw@host:8443/").0, "https://host:8443/");
         assert_eq!(htu("https://[::1]:443/x").0, "https://[::1]/x");

@@ -7,7 +7,6 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use http_body_util::BodyExt;
@@ -16,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::serve::{answer, serve, Response};
+use super::tally::Tally;
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
@@ -28,17 +28,14 @@ pub enum Check {
 }
 
 struct State {
+    tally: Tally,
     client_id: String,
     audience: Mutex<String>,
     key: Mutex<(DecodingKey, Algorithm)>,
     jtis: Mutex<HashSet<String>>,
     headers: Mutex<Vec<jsonwebtoken::Header>>,
     claims: Mutex<Vec<Value>>,
-    refusals: Mutex<Vec<String>>,
     issued: Mutex<HashSet<String>>,
-    token_requests: AtomicUsize,
-    api_accepted: AtomicUsize,
-    api_refused: AtomicUsize,
     lifetime_secs: u64,
     metadata: Mutex<Option<String>>,
 }
@@ -73,17 +70,14 @@ impl AssertionEndpoint {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
+            tally: Tally::default(),
             client_id: client_id.into(),
             audience: Mutex::new(format!("http://{addr}/token")),
             key: Mutex::new(decoding_key(&check)),
             jtis: Mutex::new(HashSet::new()),
             headers: Mutex::new(Vec::new()),
             claims: Mutex::new(Vec::new()),
-            refusals: Mutex::new(Vec::new()),
             issued: Mutex::new(HashSet::new()),
-            token_requests: AtomicUsize::new(0),
-            api_accepted: AtomicUsize::new(0),
-            api_refused: AtomicUsize::new(0),
             lifetime_secs,
             metadata: Mutex::new(None),
         });
@@ -128,26 +122,9 @@ impl AssertionEndpoint {
         );
     }
 
-    pub fn token_requests(&self) -> usize {
-        self.state.token_requests.load(Ordering::SeqCst)
-    }
-
     /// Tokens issued, one per accepted assertion.
     pub fn issued(&self) -> usize {
         self.state.issued.lock().unwrap().len()
-    }
-
-    pub fn api_accepted(&self) -> usize {
-        self.state.api_accepted.load(Ordering::SeqCst)
-    }
-
-    pub fn api_refused(&self) -> usize {
-        self.state.api_refused.load(Ordering::SeqCst)
-    }
-
-    /// Why assertions were refused.
-    pub fn refusals(&self) -> Vec<String> {
-        self.state.refusals.lock().unwrap().clone()
     }
 
     /// The JWS headers of the accepted assertions.
@@ -164,12 +141,12 @@ impl AssertionEndpoint {
 async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Response {
     match req.uri().path() {
         "/token" => {
-            state.token_requests.fetch_add(1, Ordering::SeqCst);
+            let n = state.tally.token_request();
             let has_basic = req.headers().contains_key(http::header::AUTHORIZATION);
             let body = req.into_body().collect().await.unwrap().to_bytes();
             match verify(state, &body, has_basic) {
                 Ok(()) => {
-                    let token = format!("at-{}", state.token_requests.load(Ordering::SeqCst));
+                    let token = format!("at-{}", n);
                     state.issued.lock().unwrap().insert(token.clone());
                     answer(
                         200,
@@ -177,7 +154,7 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
                     )
                 }
                 Err(why) => {
-                    state.refusals.lock().unwrap().push(why.clone());
+                    state.tally.refused(why.clone());
                     answer(
                         401,
                         json!({"error": "invalid_client", "error_description": why}),
@@ -193,10 +170,10 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .unwrap_or_default();
             if state.issued.lock().unwrap().contains(token) {
-                state.api_accepted.fetch_add(1, Ordering::SeqCst);
+                state.tally.accepted();
                 answer(200, json!({"ok": true}))
             } else {
-                state.api_refused.fetch_add(1, Ordering::SeqCst);
+                state.tally.api_refusal();
                 answer(401, json!({"error": "invalid_token"}))
             }
         }
@@ -272,4 +249,13 @@ fn verify(state: &State, body: &[u8], has_basic: bool) -> Result<(), String> {
     state.headers.lock().unwrap().push(header);
     state.claims.lock().unwrap().push(claims);
     Ok(())
+}
+
+impl std::ops::Deref for AssertionEndpoint {
+    type Target = Tally;
+
+    /// The counts: token requests, API requests accepted and refused.
+    fn deref(&self) -> &Tally {
+        &self.state.tally
+    }
 }

@@ -4,6 +4,8 @@
 pub mod assertion_endpoint;
 pub mod authority;
 pub mod chaos;
+#[cfg(feature = "jwt")]
+pub mod dpop_server;
 pub mod grpc;
 #[cfg(feature = "jwt")]
 pub mod keys;
@@ -12,6 +14,7 @@ pub mod mtls;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod serve;
+pub mod tally;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
@@ -19,6 +18,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use super::serve::{answer, serve, Response};
+use super::tally::Tally;
 
 /// A certificate and its key, PEM.
 #[derive(Clone)]
@@ -130,14 +130,11 @@ impl Pki {
 }
 
 struct State {
+    tally: Tally,
     /// Client certificate thumbprints and the client ids they authenticate.
     clients: Mutex<HashMap<String, String>>,
     /// Issued tokens and the thumbprint each is bound to.
     tokens: Mutex<HashMap<String, String>>,
-    token_requests: AtomicUsize,
-    refusals: Mutex<Vec<String>>,
-    api_accepted: AtomicUsize,
-    api_refused: AtomicUsize,
     metadata: Mutex<Option<Value>>,
 }
 
@@ -154,12 +151,9 @@ impl MtlsAuthority {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
+            tally: Tally::default(),
             clients: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
-            token_requests: AtomicUsize::new(0),
-            refusals: Mutex::new(Vec::new()),
-            api_accepted: AtomicUsize::new(0),
-            api_refused: AtomicUsize::new(0),
             metadata: Mutex::new(None),
         });
         let served = Arc::clone(&state);
@@ -222,22 +216,6 @@ impl MtlsAuthority {
         }));
     }
 
-    pub fn token_requests(&self) -> usize {
-        self.state.token_requests.load(Ordering::SeqCst)
-    }
-
-    pub fn refusals(&self) -> Vec<String> {
-        self.state.refusals.lock().unwrap().clone()
-    }
-
-    pub fn api_accepted(&self) -> usize {
-        self.state.api_accepted.load(Ordering::SeqCst)
-    }
-
-    pub fn api_refused(&self) -> usize {
-        self.state.api_refused.load(Ordering::SeqCst)
-    }
-
     /// The thumbprints the issued tokens are bound to.
     pub fn bindings(&self) -> Vec<String> {
         self.state
@@ -258,12 +236,12 @@ async fn handle(
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/mtls/token" => {
-            state.token_requests.fetch_add(1, Ordering::SeqCst);
+            let n = state.tally.token_request();
             let body = req.into_body().collect().await.unwrap().to_bytes();
             let form: HashMap<String, String> =
                 form_urlencoded::parse(&body).into_owned().collect();
             let refuse = |why: String| {
-                state.refusals.lock().unwrap().push(why.clone());
+                state.tally.refused(why.clone());
                 answer(
                     400,
                     json!({"error": "invalid_client", "error_description": why}),
@@ -285,7 +263,7 @@ async fn handle(
                     form.get("client_id")
                 ));
             }
-            let token = format!("bound-{}", state.token_requests.load(Ordering::SeqCst));
+            let token = format!("bound-{}", n);
             state
                 .tokens
                 .lock()
@@ -313,10 +291,10 @@ async fn handle(
             // RFC 8705 section 3: the token's cnf must match the
             // certificate of this connection.
             if bound_to.is_some() && bound_to == presented {
-                state.api_accepted.fetch_add(1, Ordering::SeqCst);
+                state.tally.accepted();
                 answer(200, json!({"orders": []}))
             } else {
-                state.api_refused.fetch_add(1, Ordering::SeqCst);
+                state.tally.api_refusal();
                 answer(401, json!({"error": "invalid_token"}))
             }
         }
@@ -325,5 +303,14 @@ async fn handle(
             None => answer(404, json!({})),
         },
         _ => answer(404, json!({})),
+    }
+}
+
+impl std::ops::Deref for MtlsAuthority {
+    type Target = Tally;
+
+    /// The counts: token requests, API requests accepted and refused.
+    fn deref(&self) -> &Tally {
+        &self.state.tally
     }
 }

@@ -1,0 +1,612 @@
+//! DPoP (RFC 9449) against a strict loopback authorization server and
+//! resource servers that verify every proof with jsonwebtoken: algorithms,
+//! methods, query strings and fragments, several origins, nonces at both
+//! servers and rotating, renewals mid-run, a 401 storm, bearer answers,
+//! custom signers and the Tower contract on the signing path.
+#![cfg(feature = "jwt")]
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use support::dpop_server::{DpopServer, Nonces, CLIENT_ID, CLIENT_SECRET};
+use support::keys::{Kind, TestKey};
+use tower::retry::{Retry, RetryLayer};
+use tower::{ServiceBuilder, ServiceExt};
+use tower_oauth::{
+    Algorithm, BoxError, BoxFuture, ConfigErrorKind, DpopKey, JwsSigner, OAuthLayer,
+    OAuthLayerBuilder, OAuthService, RetryUnauthorized, TokenError, TokenErrorKind,
+};
+
+fn builder(server: &DpopServer, key: DpopKey) -> OAuthLayerBuilder {
+    support::with_transport(
+        OAuthLayer::builder()
+            .token_url(server.token_url())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+            .dpop(key),
+    )
+}
+
+/// The usual stack: RetryUnauthorized outside the layer, hyper-util inside.
+fn client(oauth: &OAuthLayer) -> Retry<RetryUnauthorized, OAuthService<support::HyperClient>> {
+    ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryUnauthorized::default()))
+        .layer(oauth.clone())
+        .service(support::hyper_client())
+}
+
+fn request(method: Method, url: &str, id: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(url)
+        .header("x-request-id", id)
+        .body(Full::default())
+        .unwrap()
+}
+
+async fn send(oauth: &OAuthLayer, method: Method, url: &str) -> Result<StatusCode, BoxError> {
+    Ok(client(oauth)
+        .oneshot(request(method, url, "-"))
+        .await?
+        .status())
+}
+
+fn token_error(e: &BoxError) -> &TokenError {
+    e.downcast_ref::<TokenError>()
+        .unwrap_or_else(|| panic!("not a TokenError: {e}"))
+}
+
+fn ath(token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(ring::digest::digest(
+        &ring::digest::SHA256,
+        token.as_bytes(),
+    ))
+}
+
+#[tokio::test]
+async fn es256_every_request_carries_a_proof_the_servers_verify() {
+    let server = DpopServer::start(2, Nonces::Off, 3600).await;
+    let key = DpopKey::generate(Algorithm::Es256).unwrap();
+    let oauth = builder(&server, key.clone()).build().unwrap();
+    let requests = [
+        (Method::GET, 0, "/orders?page=2&sort=asc#top", "/orders"),
+        (Method::POST, 1, "/orders", "/orders"),
+        (Method::PUT, 0, "/orders/7", "/orders/7"),
+        (Method::DELETE, 1, "/orders/7?force=true", "/orders/7"),
+        (Method::PATCH, 0, "", "/"),
+        (Method::HEAD, 1, "/health#x", "/health"),
+        (Method::OPTIONS, 0, "/a%2fb/c?d", "/a%2fb/c"),
+    ];
+    for (method, origin, path, _) in &requests {
+        let status = send(&oauth, method.clone(), &server.api_url(*origin, path))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{method} {path}: {:?}", server.refusals());
+    }
+    assert_eq!(server.refusals(), Vec::<String>::new());
+    assert_eq!(server.token_requests(), 1);
+    // The server's own RFC 7638 thumbprint of the proof's jwk is the key's.
+    assert_eq!(server.bindings(), vec![key.thumbprint().to_owned()]);
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1 + requests.len());
+    assert_eq!(
+        (seen[0].htm.as_str(), seen[0].htu.as_str()),
+        ("POST", server.token_url().as_str())
+    );
+    assert_eq!(seen[0].ath, None, "a token request's proof has no ath");
+    for ((method, origin, _, htu_path), proof) in requests.iter().zip(&seen[1..]) {
+        assert_eq!(proof.htm, method.as_str());
+        assert_eq!(proof.htu, format!("{}{htu_path}", server.origin(*origin)));
+        assert_eq!(proof.ath.as_deref(), Some(ath("dpop-token-1").as_str()));
+    }
+}
+
+async fn three_requests(key: DpopKey) {
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    let thumbprint = key.thumbprint().to_owned();
+    let oauth = builder(&server, key).build().unwrap();
+    for n in 0..3 {
+        let status = send(&oauth, Method::GET, &server.api_url(0, &format!("/r/{n}")))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{:?}", server.refusals());
+    }
+    assert_eq!(server.api_accepted(), 3);
+    assert_eq!(server.bindings(), vec![thumbprint]);
+}
+
+#[tokio::test]
+async fn every_algorithm_from_every_source() {
+    three_requests(DpopKey::generate(Algorithm::EdDsa).unwrap()).await;
+    let p256 = TestKey::new(Kind::P256);
+    three_requests(DpopKey::from_pem(&p256.pkcs8, Algorithm::Es256).unwrap()).await;
+    three_requests(DpopKey::from_jwk(p256.jwk(Kind::P256)).unwrap()).await;
+    let rsa = TestKey::new(Kind::Rsa(2048));
+    three_requests(DpopKey::from_pem(&rsa.pkcs8, Algorithm::Rs256).unwrap()).await;
+    three_requests(DpopKey::from_pem(rsa.traditional(), Algorithm::Ps256).unwrap()).await;
+}
+
+#[tokio::test]
+async fn nonces_demanded_at_both_servers_are_sent_and_follow_rotation() {
+    let server = DpopServer::start(2, Nonces::Strict, 3600).await;
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let (api0, api1) = (server.api_url(0, "/a"), server.api_url(1, "/b"));
+
+    // The token endpoint demands a nonce: asked once more, with it. Its
+    // answer names origin 0's nonce, which the API there then takes.
+    assert_eq!(send(&oauth, Method::GET, &api0).await.unwrap(), 200);
+    assert_eq!(server.token_nonce_challenges(), 1);
+    assert_eq!(server.token_requests(), 1);
+    assert_eq!(server.api_nonce_challenges(), 0);
+    // Origin 1 demands its own: one 401, resent once with it.
+    assert_eq!(send(&oauth, Method::GET, &api1).await.unwrap(), 200);
+    assert_eq!(server.api_nonce_challenges(), 1);
+    // Both remembered.
+    for _ in 0..3 {
+        assert_eq!(send(&oauth, Method::POST, &api0).await.unwrap(), 200);
+        assert_eq!(send(&oauth, Method::POST, &api1).await.unwrap(), 200);
+    }
+    assert_eq!(server.api_nonce_challenges(), 1);
+
+    // Rotated at origin 1: one more challenge there, none at origin 0.
+    server.rotate(1);
+    assert_eq!(send(&oauth, Method::GET, &api1).await.unwrap(), 200);
+    assert_eq!(send(&oauth, Method::GET, &api0).await.unwrap(), 200);
+    assert_eq!(server.api_nonce_challenges(), 2);
+
+    let stats = oauth.stats();
+    assert_eq!(stats.dpop_nonce_challenges, 2);
+    assert_eq!(stats.forced_renewals, 0, "a nonce challenge is no refusal");
+    assert_eq!(server.token_requests(), 1);
+    assert_eq!(server.refusals(), Vec::<String>::new());
+    assert!(server.seen().iter().all(|s| s.nonce.is_some()));
+}
+
+#[tokio::test]
+async fn a_new_nonce_in_a_success_answer_replaces_the_old() {
+    let server = DpopServer::start(1, Nonces::Grace, 3600).await;
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let api = server.api_url(0, "/x");
+    assert_eq!(send(&oauth, Method::GET, &api).await.unwrap(), 200);
+    let before = server.seen().last().unwrap().nonce.clone().unwrap();
+    // The old nonce is still taken once, and the answer names the new one,
+    // which the next proof carries: no challenge at all.
+    server.rotate(0);
+    assert_eq!(send(&oauth, Method::GET, &api).await.unwrap(), 200);
+    assert_eq!(
+        server.seen().last().unwrap().nonce.as_deref(),
+        Some(before.as_str())
+    );
+    assert_eq!(send(&oauth, Method::GET, &api).await.unwrap(), 200);
+    let after = server.seen().last().unwrap().nonce.clone().unwrap();
+    assert_ne!(after, before);
+    assert_eq!(server.api_nonce_challenges(), 0);
+}
+
+#[tokio::test]
+async fn renewed_tokens_mid_run_carry_their_own_ath() {
+    let server = DpopServer::start(2, Nonces::Grace, 3).await;
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let client = client(&oauth);
+    let mut tasks = Vec::new();
+    for worker in 0..4 {
+        let (client, url) = (client.clone(), server.api_url(worker % 2, "/load"));
+        tasks.push(tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(7);
+            let mut statuses = Vec::new();
+            while tokio::time::Instant::now() < deadline {
+                let r = client
+                    .clone()
+                    .oneshot(request(Method::GET, &url, "-"))
+                    .await;
+                statuses.push(r.map(|r| r.status()).map_err(|e| e.to_string()));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            statuses
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        for status in task.await.unwrap() {
+            assert_eq!(status, Ok(StatusCode::OK), "{:?}", server.refusals());
+            total += 1;
+        }
+    }
+    assert!(total > 400, "{total}");
+    assert!(
+        server.token_requests() >= 3,
+        "{} tokens",
+        server.token_requests()
+    );
+    assert_eq!(oauth.stats().forced_renewals, 0);
+    // Each API proof's ath was checked against its own token; several
+    // tokens' hashes appear.
+    let aths: HashSet<_> = server.seen().into_iter().filter_map(|s| s.ath).collect();
+    assert!(aths.len() >= 3, "{} distinct ath", aths.len());
+    assert_eq!(server.refusals(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_nonce_storm_sends_no_request_more_than_twice_and_fetches_no_token() {
+    let server = Arc::new(DpopServer::start(2, Nonces::Strict, 3600).await);
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let client = client(&oauth);
+    for origin in 0..2 {
+        let status = client
+            .clone()
+            .oneshot(request(
+                Method::GET,
+                &server.api_url(origin, "/warm"),
+                &format!("warm-{origin}"),
+            ))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+    }
+    let challenges_before = server.api_nonce_challenges();
+    let rotating = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            for _ in 0..40 {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                server.rotate(0);
+                server.rotate(1);
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let (client, server) = (client.clone(), Arc::clone(&server));
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for n in 0..25 {
+                let id = format!("{worker}-{n}");
+                let url = server.api_url((worker + n) % 2, &format!("/storm/{n}?w={worker}"));
+                let response = client
+                    .clone()
+                    .oneshot(request(Method::POST, &url, &id))
+                    .await
+                    .unwrap();
+                let challenge = response
+                    .headers()
+                    .get("www-authenticate")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                out.push((response.status(), challenge));
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            out
+        }));
+    }
+    let (mut ok, mut total) = (0, 0);
+    for task in tasks {
+        for (status, challenge) in task.await.unwrap() {
+            total += 1;
+            if status == 200 {
+                ok += 1;
+            } else {
+                // Only a nonce that rotated again before the resend.
+                assert_eq!(status, 401);
+                assert!(challenge.unwrap().contains("use_dpop_nonce"));
+            }
+        }
+    }
+    rotating.await.unwrap();
+    let sends = server.sends();
+    let most = sends.values().max().copied().unwrap();
+    assert!(most <= 2, "a request was sent {most} times");
+    assert!(server.api_nonce_challenges() > challenges_before + 10);
+    assert!(ok * 10 >= total * 9, "{ok} of {total} succeeded");
+    assert_eq!(server.token_requests(), 1, "no token storm");
+    let stats = oauth.stats();
+    assert_eq!(stats.forced_renewals, 0);
+    assert_eq!(
+        stats.dpop_nonce_challenges as usize,
+        server.api_nonce_challenges()
+    );
+    // The only refusals: none but nonce challenges.
+    assert_eq!(server.refusals(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_bearer_answer_is_refused_by_default_and_sent_as_bearer_when_allowed() {
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    server.ignore_dpop();
+    let strict = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let e = send(&strict, Method::GET, &server.api_url(0, "/x"))
+        .await
+        .unwrap_err();
+    let e = token_error(&e);
+    assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+    assert!(
+        e.to_string()
+            .contains("`Bearer` token, not a DPoP-bound one"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("dpop_allow_bearer(true)"), "{e}");
+
+    let lenient = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .dpop_allow_bearer(true)
+        .build()
+        .unwrap();
+    // The server refuses a request with a DPoP header or another scheme.
+    assert_eq!(
+        send(&lenient, Method::GET, &server.api_url(0, "/x"))
+            .await
+            .unwrap(),
+        200
+    );
+    assert_eq!(server.refusals(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_request_without_an_absolute_uri_fails_alone() {
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let e = send(&oauth, Method::GET, "/relative").await.unwrap_err();
+    let e = token_error(&e);
+    assert_eq!(e.kind(), TokenErrorKind::InvalidRequest);
+    assert!(!e.is_retryable());
+    assert_eq!(
+        send(&oauth, Method::GET, &server.api_url(0, "/x"))
+            .await
+            .unwrap(),
+        200
+    );
+    assert_eq!(oauth.stats().token_requests, 1);
+}
+
+/// An HSM stand-in: a P-256 key made by the test, signing after the
+/// token request as told.
+struct Hsm {
+    key: ring::signature::EcdsaKeyPair,
+    calls: Arc<AtomicUsize>,
+    after_first: After,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum After {
+    Sign,
+    Fail,
+    Hang,
+    /// Wait for a permit of the gate.
+    Gate,
+}
+
+impl JwsSigner for Hsm {
+    fn algorithm(&self) -> Algorithm {
+        Algorithm::Es256
+    }
+
+    fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            match (call, self.after_first) {
+                (0, _) | (_, After::Sign) => {}
+                (_, After::Fail) => return Err("HSM: session closed".into()),
+                (_, After::Hang) => std::future::pending::<()>().await,
+                (_, After::Gate) => self.gate.acquire().await.unwrap().forget(),
+            }
+            let signature = self
+                .key
+                .sign(&ring::rand::SystemRandom::new(), message)
+                .map_err(|_| "sign")?;
+            Ok(signature.as_ref().to_vec())
+        })
+    }
+
+    fn public_jwk(&self) -> Option<String> {
+        use ring::signature::KeyPair;
+        let point = self.key.public_key().as_ref();
+        Some(format!(
+            r#"{{"kty":"EC","crv":"P-256","x":"{}","y":"{}","kid":"hsm-1"}}"#,
+            URL_SAFE_NO_PAD.encode(&point[1..33]),
+            URL_SAFE_NO_PAD.encode(&point[33..])
+        ))
+    }
+}
+
+fn hsm(after_first: After) -> (DpopKey, Arc<AtomicUsize>, Arc<tokio::sync::Semaphore>) {
+    let rng = ring::rand::SystemRandom::new();
+    let alg = &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+    let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+    let key = ring::signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let signer = Hsm {
+        key,
+        calls: Arc::clone(&calls),
+        after_first,
+        gate: Arc::clone(&gate),
+    };
+    (DpopKey::custom(signer).unwrap(), calls, gate)
+}
+
+#[tokio::test]
+async fn a_custom_signer_proves_every_request() {
+    let server = DpopServer::start(1, Nonces::Strict, 3600).await;
+    let (key, calls, _) = hsm(After::Sign);
+    let thumbprint = key.thumbprint().to_owned();
+    let oauth = builder(&server, key).build().unwrap();
+    for n in 0..3 {
+        let url = server.api_url(0, &format!("/hsm/{n}"));
+        assert_eq!(
+            send(&oauth, Method::PUT, &url).await.unwrap(),
+            200,
+            "{:?}",
+            server.refusals()
+        );
+    }
+    // Two token request proofs (the first drew the nonce demand), three API
+    // proofs.
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    assert_eq!(server.bindings(), vec![thumbprint]);
+}
+
+#[tokio::test]
+async fn a_failing_or_hanging_signer_fails_the_request_not_the_token() {
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    let (key, _, _) = hsm(After::Fail);
+    let oauth = builder(&server, key).build().unwrap();
+    let e = send(&oauth, Method::GET, &server.api_url(0, "/x"))
+        .await
+        .unwrap_err();
+    let e = token_error(&e);
+    assert_eq!(e.kind(), TokenErrorKind::Signing);
+    assert!(e.to_string().contains("HSM: session closed"), "{e}");
+    assert!(oauth.stats().token_usable_for.is_some(), "the token stays");
+
+    let (key, _, _) = hsm(After::Hang);
+    let oauth = builder(&server, key)
+        .fetch_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = send(&oauth, Method::GET, &server.api_url(0, "/x"))
+        .await
+        .unwrap_err();
+    assert_eq!(token_error(&e).kind(), TokenErrorKind::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_signing_path_keeps_the_tower_contract() {
+    use tower_test::mock;
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    let (key, calls, gate) = hsm(After::Gate);
+    let oauth = builder(&server, key).build().unwrap();
+    oauth.token().await.unwrap();
+    let (mut svc, mut handle) =
+        mock::spawn_layer::<Request<Full<Bytes>>, Response<Full<Bytes>>, _>(oauth.clone());
+
+    // Readiness is the inner service's.
+    handle.allow(0);
+    assert!(svc.poll_ready().is_pending());
+    handle.allow(1);
+    assert!(svc.poll_ready().is_ready());
+    let url = server.api_url(0, "/gated");
+    let fut = tokio::spawn(svc.call(request(Method::GET, &url, "g1")));
+    // Nothing reaches the inner service before the proof is signed.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), handle.next_request())
+            .await
+            .is_err()
+    );
+    gate.add_permits(1);
+    let (req, respond) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(req.headers()["authorization"]
+        .to_str()
+        .unwrap()
+        .starts_with("DPoP "));
+    assert!(req.headers().contains_key("dpop"));
+    respond.send_response(Response::new(Full::default()));
+    assert_eq!(fut.await.unwrap().unwrap().status(), 200);
+
+    // Dropped while signing: nothing is sent.
+    handle.allow(1);
+    assert!(svc.poll_ready().is_ready());
+    let fut = svc.call(request(Method::GET, &url, "g2"));
+    drop(fut);
+    gate.add_permits(1);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
+            .await
+            .is_err()
+    );
+}
+
+#[test]
+fn keys_and_settings_are_checked() {
+    let e = DpopKey::generate(Algorithm::Rs256).unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::InvalidKey);
+    assert!(e.to_string().contains("from_pem"), "{e}");
+
+    struct NoJwk;
+    impl JwsSigner for NoJwk {
+        fn algorithm(&self) -> Algorithm {
+            Algorithm::Es256
+        }
+        fn sign<'a>(&'a self, _: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>> {
+            Box::pin(async { Err("unused".into()) })
+        }
+    }
+    let e = DpopKey::custom(NoJwk).unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::InvalidKey);
+    assert!(e.to_string().contains("public_jwk"), "{e}");
+
+    let key = DpopKey::generate(Algorithm::Es256).unwrap();
+    let base = || {
+        OAuthLayer::builder()
+            .token_url("https://login.example.com/token")
+            .client_id("c")
+            .client_secret("s")
+            .dpop(key.clone())
+    };
+    let e = base().auth_scheme("Token").build().unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Conflicting);
+    struct Fixed;
+    impl tower_oauth::TokenSource for Fixed {
+        fn fetch_token(&self) -> BoxFuture<'_, Result<tower_oauth::AccessToken, TokenError>> {
+            Box::pin(async { Ok(tower_oauth::AccessToken::new("t")) })
+        }
+    }
+    let e = OAuthLayer::builder()
+        .token_source(Fixed)
+        .dpop(key.clone())
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Conflicting);
+    assert!(e.to_string().contains("token source"), "{e}");
+}
+
+#[test]
+fn debug_shows_no_key_material() {
+    let pem = TestKey::new(Kind::P256);
+    let key = DpopKey::from_pem(&pem.pkcs8, Algorithm::Es256).unwrap();
+    let jwk: serde_json::Value = serde_json::from_str(&pem.jwk(Kind::P256)).unwrap();
+    let d = jwk["d"].as_str().unwrap();
+    let body: String = pem
+        .pkcs8
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let shown = format!("{key:?} {:?}", OAuthLayer::builder().dpop(key.clone()));
+    assert!(
+        !shown.contains(d) && !shown.contains(&body[..40]),
+        "{shown}"
+    );
+    assert!(shown.contains(key.thumbprint()));
+    assert!(!key.public_jwk().contains("\"d\""));
+}
