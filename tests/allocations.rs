@@ -84,3 +84,32 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
         "warm path: {ours} allocations for {n} requests, fixed header: {baseline}"
     );
 }
+
+/// With DPoP, each request allocates three things more than a bearer
+/// request: the proof's `htu` (kept to read the nonce of the answer), the
+/// proof itself, and the shared handle of the header value made from it.
+/// The header with the `jwk` and the token's `ath` are made once, not per
+/// request; the signature is written on the stack.
+#[cfg(feature = "jwt")]
+#[test]
+fn a_dpop_request_allocates_only_its_proof() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut bearer = warm_layer(&rt).layer(Noop);
+    allocations_for(&mut bearer, 1);
+    for algorithm in [tower_oauth::Algorithm::Es256, tower_oauth::Algorithm::EdDsa] {
+        let key = tower_oauth::DpopKey::generate(algorithm).unwrap();
+        let mut dpop = services::warm_dpop_layer(&rt, key).layer(Noop);
+        allocations_for(&mut dpop, 1);
+        let n = 1000;
+        let base = allocations_for(&mut bearer, n);
+        let ours = allocations_for(&mut dpop, n);
+        assert_eq!(
+            ours - base,
+            3 * n,
+            "{algorithm}: {ours} allocations for {n} DPoP requests, {base} for bearer ones"
+        );
+    }
+}

@@ -85,3 +85,40 @@ pub fn warm_layer(rt: &tokio::runtime::Runtime) -> tower_oauth::OAuthLayer {
 pub fn fixed_header() -> http::HeaderValue {
     http::HeaderValue::from_str(&format!("Bearer {FIXED_TOKEN}")).unwrap()
 }
+
+/// A token endpoint that answers every request at once with
+/// [`FIXED_TOKEN`] as a DPoP-bound token, for a layer with DPoP on.
+#[cfg(feature = "jwt")]
+pub fn dpop_token_endpoint() -> impl Service<
+    Request<bytes::Bytes>,
+    Response = Response<http_body_util::Full<bytes::Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
+       + Send {
+    tower::service_fn(|_req: Request<bytes::Bytes>| async {
+        let body = format!(
+            r#"{{"access_token":"{FIXED_TOKEN}","token_type":"DPoP","expires_in":3600}}"#
+        );
+        Ok::<_, Infallible>(Response::new(http_body_util::Full::from(body)))
+    })
+}
+
+/// A layer with DPoP on `key`, its token already fetched. Keep `rt` alive
+/// while the layer is used.
+#[cfg(feature = "jwt")]
+pub fn warm_dpop_layer(
+    rt: &tokio::runtime::Runtime,
+    key: tower_oauth::DpopKey,
+) -> tower_oauth::OAuthLayer {
+    let oauth = tower_oauth::OAuthLayer::builder()
+        .token_url("https://login.example/oauth2/token")
+        .client_id("bench-client")
+        .client_secret("bench-secret")
+        .transport(dpop_token_endpoint())
+        .dpop(key)
+        .build()
+        .unwrap();
+    rt.block_on(oauth.token()).unwrap();
+    oauth
+}
