@@ -288,7 +288,11 @@ async fn a_nonce_storm_sends_no_request_more_than_twice_and_fetches_no_token() {
                 n += 1;
                 let id = format!("{worker}-{n}");
                 let url = server.api_url((worker + n) % 2, &format!("/storm/{n}?w={worker}"));
-                let response = client.clone().oneshot(request(Method::POST, &url, &id)).await.unwrap();
+                let response = client
+                    .clone()
+                    .oneshot(request(Method::POST, &url, &id))
+                    .await
+                    .unwrap();
                 let challenge = response
                     .headers()
                     .get("www-authenticate")

@@ -42,4 +42,3 @@ pub fn raw_signer(pem: &str, algorithm: Algorithm) -> Sign {
         _ => unreachable!(),
     }
 }
-

@@ -97,9 +97,8 @@ pub fn dpop_token_endpoint() -> impl Service<
 > + Clone
        + Send {
     tower::service_fn(|_req: Request<bytes::Bytes>| async {
-        let body = format!(
-            r#"{{"access_token":"{FIXED_TOKEN}","token_type":"DPoP","expires_in":3600}}"#
-        );
+        let body =
+            format!(r#"{{"access_token":"{FIXED_TOKEN}","token_type":"DPoP","expires_in":3600}}"#);
         Ok::<_, Infallible>(Response::new(http_body_util::Full::from(body)))
     })
 }
