@@ -11,6 +11,10 @@
 //! done; done
 //! ```
 //!
+//! With `--features jwt`, modes `dpop` (the warm path with an ES256 DPoP
+//! proof) and `raw_es256` (a raw `ring` signature over a message of the
+//! proof's size, the floor) measure DPoP the same way.
+//!
 //! Run without arguments (as `cargo bench` does) it does nothing.
 
 #[path = "../tests/support/services.rs"]
@@ -52,6 +56,40 @@ fn main() {
             n,
         ),
         "oauth" => run(oauth.layer(Noop), n),
+        #[cfg(feature = "jwt")]
+        "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
         other => panic!("unknown mode {other}"),
+    }
+}
+
+#[cfg(feature = "jwt")]
+mod dpop {
+    use base64::Engine;
+    use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+    use tower::Layer;
+
+    use super::services::{warm_dpop_layer, Noop, FIXED_TOKEN};
+
+    pub fn run(mode: &str, rt: &tokio::runtime::Runtime, n: u64) {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+        );
+        let key = tower_oauth::DpopKey::from_pem(pem, tower_oauth::Algorithm::Es256).unwrap();
+        if mode == "dpop" {
+            return super::run(warm_dpop_layer(rt, key).layer(Noop), n);
+        }
+        let uri = "http://api.example/products/42".parse().unwrap();
+        let proof = rt
+            .block_on(key.proof(&http::Method::GET, &uri, Some(FIXED_TOKEN), None))
+            .unwrap();
+        let message = vec![b'x'; proof.rfind('.').unwrap()];
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        for _ in 0..n {
+            std::hint::black_box(pair.sign(&rng, std::hint::black_box(&message)).unwrap());
+        }
     }
 }

@@ -61,33 +61,43 @@ impl Sent {
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
     /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
     /// refuses only the proof leaves the token alone.
+    #[inline]
     pub(crate) fn answered<B>(&self, response: &Response<B>) {
         #[cfg(feature = "jwt")]
-        if let (Some(target), Some(dpop)) = (&self.target, &self.link.0.placement().dpop) {
-            use crate::dpop::Verdict;
-            match dpop.answered(target, response) {
-                Verdict::Accepted => return,
-                Verdict::UseNonce => {
-                    self.link.0.count_nonce_challenge();
-                    tracing::debug!(
-                        origin = target.origin(),
-                        "the API asked for a new DPoP nonce; the token stays"
-                    );
-                    return;
-                }
-                Verdict::InvalidProof => {
-                    tracing::warn!(
-                        origin = target.origin(),
-                        "the API refused the DPoP proof (invalid_dpop_proof), not the token; \
-                         check this host's clock"
-                    );
-                    return;
-                }
-                Verdict::Refused => {}
-            }
+        if let Some(target) = &self.target {
+            return self.answered_with_proof(target, response);
         }
         if crate::retry::is_unauthorized(response) {
             self.link.0.refused(self.generation);
+        }
+    }
+
+    /// [`answered`](Self::answered), for a request that carried a DPoP
+    /// proof for `target`.
+    #[cfg(feature = "jwt")]
+    #[inline(never)]
+    fn answered_with_proof<B>(&self, target: &crate::dpop::Target, response: &Response<B>) {
+        use crate::dpop::Verdict;
+        let Some(dpop) = &self.link.0.placement().dpop else {
+            return;
+        };
+        match dpop.answered(target, response) {
+            Verdict::Accepted => {}
+            Verdict::UseNonce => {
+                self.link.0.count_nonce_challenge();
+                tracing::debug!(
+                    origin = target.origin(),
+                    "the API asked for a new DPoP nonce; the token stays"
+                );
+            }
+            Verdict::InvalidProof => {
+                tracing::warn!(
+                    origin = target.origin(),
+                    "the API refused the DPoP proof (invalid_dpop_proof), not the token; \
+                     check this host's clock"
+                );
+            }
+            Verdict::Refused => self.link.0.refused(self.generation),
         }
     }
 }
@@ -109,20 +119,27 @@ pub(crate) enum Step {
 /// needs next.
 #[inline]
 pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Step {
-    let placement = link.0.placement();
+    #[cfg(feature = "jwt")]
+    if let (Some(dpop), Some(ath)) = (&link.0.placement().dpop, &token.ath) {
+        let sent = bearer(req, link, token);
+        return prove(dpop, req, ath, sent);
+    }
+    Step::Send(bearer(req, link, token))
+}
+
+/// Puts `token` on `req`, replacing a header of that name, and names what
+/// was sent: all a request needs unless its token is DPoP-bound
+/// ([`CachedToken::needs_proof`]).
+#[inline]
+pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Sent {
     req.headers_mut()
-        .insert(placement.header_name.clone(), token.header.clone());
-    let sent = Sent {
+        .insert(link.0.placement().header_name.clone(), token.header.clone());
+    Sent {
         link: Arc::clone(link),
         generation: token.generation,
         #[cfg(feature = "jwt")]
         target: None,
-    };
-    #[cfg(feature = "jwt")]
-    if let (Some(dpop), Some(ath)) = (&placement.dpop, &token.ath) {
-        return prove(dpop, req, ath, sent);
     }
-    Step::Send(sent)
 }
 
 /// Adds the DPoP proof of `req` (see [`crate::dpop`]).

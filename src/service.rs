@@ -11,7 +11,7 @@ use tower_service::Service;
 use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
-use crate::authorize::{authorize, Link, Step};
+use crate::authorize::{authorize, bearer, Link, Step};
 use crate::cache::{Acquire, CachedToken};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
@@ -144,10 +144,12 @@ where
         let now = Instant::now();
         let current = self.current.load().as_deref();
         if let Some(token) = cache.check(current, now) {
-            return match authorize(&mut req, &self.link, token) {
-                Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
-                step => self.send_later(step, req),
-            };
+            if token.needs_proof() {
+                let step = authorize(&mut req, &self.link, token);
+                return self.send(step, req);
+            }
+            let sent = bearer(&mut req, &self.link, token);
+            return ResponseFuture::calling(self.inner.call(req), Some(sent));
         }
         self.call_without_token(req)
     }
@@ -161,10 +163,10 @@ impl<S> OAuthService<S> {
         S::Error: Into<BoxError>,
     {
         match self.link.0.acquire() {
-            Acquire::Now(Ok(token)) => match authorize(&mut req, &self.link, &token) {
-                Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
-                step => self.send_later(step, req),
-            },
+            Acquire::Now(Ok(token)) => {
+                let step = authorize(&mut req, &self.link, &token);
+                self.send(step, req)
+            }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
                 let ready = self.take_ready();
@@ -173,10 +175,10 @@ impl<S> OAuthService<S> {
         }
     }
 
-    /// A request that cannot be sent at once: it fails, or waits for its
-    /// DPoP proof from a custom signer.
-    #[cold]
-    fn send_later<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
+    /// Sends a request as `step` says: at once, after a custom signer has
+    /// made its DPoP proof, or not at all.
+    #[inline(never)]
+    fn send<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>> + Clone,
     {

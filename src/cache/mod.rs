@@ -83,6 +83,17 @@ pub(crate) struct CachedToken {
     renew_after: AtomicU64,
 }
 
+impl CachedToken {
+    /// Whether each request needs a DPoP proof with this token.
+    #[inline]
+    pub(crate) fn needs_proof(&self) -> bool {
+        #[cfg(feature = "jwt")]
+        return self.ath.is_some();
+        #[cfg(not(feature = "jwt"))]
+        false
+    }
+}
+
 impl fmt::Debug for CachedToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedToken")

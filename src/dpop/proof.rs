@@ -21,8 +21,9 @@ use crate::error::{TokenError, TokenErrorKind};
 /// origin is the part before the path.
 #[derive(Debug)]
 pub(crate) struct Target {
-    htu: String,
-    origin_len: usize,
+    /// Boxed, not a `String`: a request's response future carries it, and a
+    /// smaller future is moved faster on every request.
+    htu: Box<str>,
 }
 
 impl Target {
@@ -37,26 +38,33 @@ impl Target {
                 )),
             );
         };
-        let path = uri.path();
-        let mut htu =
-            String::with_capacity(scheme.len() + authority.as_str().len() + path.len() + 4);
+        let default_port = if scheme.eq_ignore_ascii_case("https") {
+            443
+        } else if scheme.eq_ignore_ascii_case("http") {
+            80
+        } else {
+            0
+        };
+        let port = authority.port_u16().filter(|p| *p != default_port);
+        // The path as sent: servers compare it with the path they receive.
+        let path = match uri.path() {
+            "" => "/",
+            path => path,
+        };
+        let host = authority.host();
+        // Exactly the length, so that boxing does not reallocate.
+        let port_len = port.map_or(0, |p| 2 + p.checked_ilog10().unwrap_or(0) as usize);
+        let mut htu = String::with_capacity(scheme.len() + 3 + host.len() + port_len + path.len());
         push_lower(&mut htu, scheme);
         htu.push_str("://");
-        push_lower(&mut htu, authority.host());
-        if let Some(port) = authority.port_u16() {
-            let default = match htu.as_bytes()[..scheme.len()] {
-                [b'h', b't', b't', b'p', b's'] => 443,
-                [b'h', b't', b't', b'p'] => 80,
-                _ => 0,
-            };
-            if port != default {
-                let _ = write!(htu, ":{port}");
-            }
+        push_lower(&mut htu, host);
+        if let Some(port) = port {
+            let _ = write!(htu, ":{port}");
         }
-        let origin_len = htu.len();
-        // The path as sent: servers compare it with the path they receive.
-        htu.push_str(if path.is_empty() { "/" } else { path });
-        Ok(Target { htu, origin_len })
+        htu.push_str(path);
+        Ok(Target {
+            htu: htu.into_boxed_str(),
+        })
     }
 
     /// The `htu` claim.
@@ -66,7 +74,11 @@ impl Target {
 
     /// `scheme://host[:port]`: whose nonce the proof carries.
     pub(crate) fn origin(&self) -> &str {
-        &self.htu[..self.origin_len]
+        let host = self.htu.find("://").map_or(0, |i| i + 3);
+        let end = self.htu[host..]
+            .find('/')
+            .map_or(self.htu.len(), |i| host + i);
+        &self.htu[..end]
     }
 }
 
