@@ -473,6 +473,16 @@ impl SigningKey {
         })
     }
 
+    /// The length of the signatures of a key held here; `None` for a custom
+    /// signer.
+    pub(crate) fn signature_len(&self) -> Option<usize> {
+        match &*self.signer {
+            Signer::Rsa(key, _) => Some(key.public().modulus_len()),
+            Signer::Ecdsa(_) | Signer::Ed25519(_) => Some(64),
+            Signer::Custom(_) => None,
+        }
+    }
+
     /// The public key as a JWK (for a custom signer, the one it gives).
     ///
     /// # Errors

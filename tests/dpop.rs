@@ -620,3 +620,48 @@ fn debug_shows_no_key_material() {
     assert!(shown.contains(key.thumbprint()));
     assert!(!key.public_jwk().contains("\"d\""));
 }
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_shares_tokens_only_among_replicas_with_the_same_key() {
+    let redis = support::redis_server::RedisServer::start();
+    let server = DpopServer::start(1, Nonces::Strict, 3600).await;
+    let pem = TestKey::new(Kind::P256).pkcs8.clone();
+    let replica = |key: DpopKey| {
+        builder(&server, key)
+            .token_store(
+                tower_oauth::RedisStore::new(redis.url())
+                    .unwrap()
+                    .prefix("dpop:"),
+            )
+            .build()
+            .unwrap()
+    };
+    // Four replicas read one key: one token for them all, and each proves
+    // it with the key it is bound to.
+    let fleet: Vec<_> = (0..4)
+        .map(|_| replica(DpopKey::from_pem(&pem, Algorithm::Es256).unwrap()))
+        .collect();
+    let api = server.api_url(0, "/shared");
+    for oauth in &fleet {
+        assert_eq!(
+            send(oauth, Method::GET, &api).await.unwrap(),
+            200,
+            "{:?}",
+            server.refusals()
+        );
+    }
+    assert_eq!(server.token_requests(), 1);
+    // A replica with a key of its own never takes that token.
+    let other = replica(DpopKey::generate(Algorithm::Es256).unwrap());
+    assert_eq!(
+        send(&other, Method::GET, &api).await.unwrap(),
+        200,
+        "{:?}",
+        server.refusals()
+    );
+    assert_eq!(server.token_requests(), 2);
+    let bindings: HashSet<_> = server.bindings().into_iter().collect();
+    assert_eq!(bindings.len(), 2);
+    assert_eq!(server.refusals(), Vec::<String>::new());
+}

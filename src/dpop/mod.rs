@@ -185,10 +185,7 @@ impl DpopKey {
         let ath = access_token.map(proof::ath);
         let input = self.signing_input(method.as_str(), target.htu(), ath.as_deref(), nonce)?;
         let value = self.clone().finish(input).await?;
-        Ok(value
-            .to_str()
-            .expect("a proof is base64url and dots")
-            .to_owned())
+        Ok(String::from_utf8(value.as_bytes().to_vec()).expect("a proof is base64url and dots"))
     }
 }
 
@@ -275,7 +272,7 @@ impl Dpop {
     }
 
     /// Signs `input` here, or starts the custom signer on it.
-    fn sign(&self, mut input: String) -> Result<Proof, TokenError> {
+    fn sign(&self, mut input: Vec<u8>) -> Result<Proof, TokenError> {
         match self.key.finish_here(&mut input) {
             Some(done) => done.map(|()| Proof::Ready(proof::header_value(input))),
             None => {

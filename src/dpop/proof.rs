@@ -7,7 +7,6 @@ use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::write::EncoderStringWriter;
 use base64::Engine;
 use bytes::Bytes;
 use http::{HeaderValue, Uri};
@@ -89,76 +88,97 @@ fn push_lower(out: &mut String, text: &str) {
 impl DpopKey {
     /// `base64url(header) . base64url(claims)` of a new proof: a `jti` of
     /// 128 random bits, `htm`, `htu`, `iat` now, and `ath` and `nonce` when
-    /// given.
+    /// given. Sized to hold the signature too: for a key held here the
+    /// finished proof fills it exactly, so that it becomes a header value
+    /// without another allocation.
     pub(crate) fn signing_input(
         &self,
         htm: &str,
         htu: &str,
         ath: Option<&str>,
         nonce: Option<&str>,
-    ) -> Result<String, TokenError> {
+    ) -> Result<Vec<u8>, TokenError> {
         let mut jti = [0u8; 16];
         getrandom::getrandom(&mut jti).map_err(|_| {
             TokenError::new(TokenErrorKind::Signing)
                 .with_message("no random bytes for the DPoP proof's jti")
         })?;
         let mut jti_text = [0u8; 22];
-        let jti_len = URL_SAFE_NO_PAD
+        URL_SAFE_NO_PAD
             .encode_slice(jti, &mut jti_text)
             .expect("16 bytes are 22 base64 characters");
         let iat = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        let header = &self.inner.header;
-        // Room for the signature too: at most 1024 bytes (RSA 8192), as
-        // base64url.
-        let claims_len = 80 + htm.len() + htu.len() + ath.map_or(0, |a| a.len() + 8);
-        let claims_len = claims_len + nonce.map_or(0, |n| n.len() + 10);
-        let signature_len = match self.algorithm() {
-            crate::Algorithm::Es256 | crate::Algorithm::EdDsa => 86,
-            _ => 1366,
+        let mut iat_text = [0u8; 20];
+        let iat_len = {
+            let mut cursor = std::io::Cursor::new(&mut iat_text[..]);
+            let _ = write!(cursor, "{iat}");
+            cursor.position() as usize
         };
-        let mut input =
-            String::with_capacity(header.len() + claims_len * 4 / 3 + 2 + signature_len);
-        input.push_str(header);
-        let mut claims = EncoderStringWriter::from_consumer(&mut input, &URL_SAFE_NO_PAD);
-        // Writing to a String cannot fail; the strings are escaped by
-        // serde_json.
-        let _ = claims.write_all(b"{\"jti\":\"");
-        let _ = claims.write_all(&jti_text[..jti_len]);
-        let _ = claims.write_all(b"\",\"htm\":");
-        let _ = serde_json::to_writer(&mut claims, htm);
-        let _ = claims.write_all(b",\"htu\":");
-        let _ = serde_json::to_writer(&mut claims, htu);
-        let _ = write!(claims, ",\"iat\":{iat}");
-        if let Some(ath) = ath {
-            let _ = claims.write_all(b",\"ath\":");
-            let _ = serde_json::to_writer(&mut claims, ath);
+        let (htm, htu) = (JsonText::of(htm), JsonText::of(htu));
+        let (ath, nonce) = (ath.map(JsonText::of), nonce.map(JsonText::of));
+
+        // The claims' pieces, then the claims on the stack (on the heap for
+        // a very long URI).
+        let mut parts = Parts::default();
+        parts.push(b"{\"jti\":\"");
+        parts.push(&jti_text);
+        parts.push(b"\",\"htm\":");
+        parts.push_json(&htm);
+        parts.push(b",\"htu\":");
+        parts.push_json(&htu);
+        parts.push(b",\"iat\":");
+        parts.push(&iat_text[..iat_len]);
+        if let Some(ath) = &ath {
+            parts.push(b",\"ath\":");
+            parts.push_json(ath);
         }
-        if let Some(nonce) = nonce {
-            let _ = claims.write_all(b",\"nonce\":");
-            let _ = serde_json::to_writer(&mut claims, nonce);
+        if let Some(nonce) = &nonce {
+            parts.push(b",\"nonce\":");
+            parts.push_json(nonce);
         }
-        let _ = claims.write_all(b"}");
-        claims.into_inner();
+        let parts = parts.as_slice();
+        let claims_len = parts.iter().map(|p| p.len()).sum::<usize>() + 1;
+        let mut stack = [0u8; 512];
+        let mut heap = Vec::new();
+        let claims: &mut [u8] = if claims_len <= stack.len() {
+            &mut stack[..claims_len]
+        } else {
+            heap.resize(claims_len, 0);
+            &mut heap
+        };
+        let mut at = 0;
+        for part in parts {
+            claims[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        claims[at] = b'}';
+
+        let header = self.inner.header.as_bytes();
+        let signature_len = self.inner.key.signature_len().unwrap_or(512);
+        let mut input = Vec::with_capacity(
+            header.len() + encoded_len(claims_len) + 1 + encoded_len(signature_len),
+        );
+        input.extend_from_slice(header);
+        append_base64url(&mut input, claims);
         Ok(input)
     }
 
     /// Appends `.signature` to `input`, signed here; `None` for a custom
     /// signer ([`finish`](Self::finish)).
-    pub(crate) fn finish_here(&self, input: &mut String) -> Option<Result<(), TokenError>> {
-        // base64url of at most 1024 bytes, on the stack.
-        let mut encoded = [0u8; 1368];
-        let signed = self.inner.key.sign_here_into(input.as_bytes(), |s| {
-            URL_SAFE_NO_PAD
-                .encode_slice(s, &mut encoded)
-                .expect("a signature of at most 1024 bytes")
+    pub(crate) fn finish_here(&self, input: &mut Vec<u8>) -> Option<Result<(), TokenError>> {
+        // At most 1024 bytes (RSA 8192), on the stack.
+        let mut signature = [0u8; 1024];
+        let signed = self.inner.key.sign_here_into(input, |s| {
+            signature[..s.len()].copy_from_slice(s);
+            s.len()
         })?;
         Some(match signed {
             Ok(len) => {
-                input.push('.');
-                input.push_str(std::str::from_utf8(&encoded[..len]).expect("base64url is ASCII"));
+                input.push(b'.');
+                append_base64url(input, &signature[..len]);
                 Ok(())
             }
             Err(e) => Err(signing_failed(&*e)),
@@ -167,20 +187,78 @@ impl DpopKey {
 
     /// Signs `input` with whatever signer the key has, and makes the header
     /// value.
-    pub(crate) async fn finish(self, mut input: String) -> Result<HeaderValue, TokenError> {
+    pub(crate) async fn finish(self, mut input: Vec<u8>) -> Result<HeaderValue, TokenError> {
         if let Some(done) = self.finish_here(&mut input) {
             return done.map(|()| header_value(input));
         }
         let signature = self
             .inner
             .key
-            .sign(input.as_bytes())
+            .sign(&input)
             .await
             .map_err(|e| signing_failed(&*e))?;
-        input.push('.');
-        URL_SAFE_NO_PAD.encode_string(&signature, &mut input);
+        input.push(b'.');
+        append_base64url(&mut input, &signature);
         Ok(header_value(input))
     }
+}
+
+/// A JSON string, quoted: as it is when nothing in it needs escaping (a
+/// method, a URI, a nonce, a hash), else escaped by serde_json.
+enum JsonText<'a> {
+    Plain([&'a [u8]; 3]),
+    Escaped(Vec<u8>),
+}
+
+impl<'a> JsonText<'a> {
+    fn of(text: &'a str) -> Self {
+        if text
+            .bytes()
+            .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
+        {
+            JsonText::Plain([b"\"", text.as_bytes(), b"\""])
+        } else {
+            JsonText::Escaped(serde_json::to_vec(text).expect("a string serializes"))
+        }
+    }
+}
+
+/// Up to 24 pieces of bytes, in order.
+#[derive(Default)]
+struct Parts<'a> {
+    parts: [&'a [u8]; 24],
+    len: usize,
+}
+
+impl<'a> Parts<'a> {
+    fn push(&mut self, part: &'a [u8]) {
+        self.parts[self.len] = part;
+        self.len += 1;
+    }
+
+    fn push_json(&mut self, text: &'a JsonText<'a>) {
+        match text {
+            JsonText::Plain(parts) => parts.iter().for_each(|p| self.push(p)),
+            JsonText::Escaped(text) => self.push(text),
+        }
+    }
+
+    fn as_slice(&self) -> &[&'a [u8]] {
+        &self.parts[..self.len]
+    }
+}
+
+fn encoded_len(len: usize) -> usize {
+    (len * 4).div_ceil(3)
+}
+
+/// Appends base64url of `bytes` to `out`, without padding.
+fn append_base64url(out: &mut Vec<u8>, bytes: &[u8]) {
+    let start = out.len();
+    out.resize(start + encoded_len(bytes.len()), 0);
+    URL_SAFE_NO_PAD
+        .encode_slice(bytes, &mut out[start..])
+        .expect("the exact length");
 }
 
 fn signing_failed(e: &(dyn std::error::Error + Send + Sync)) -> TokenError {
@@ -189,7 +267,7 @@ fn signing_failed(e: &(dyn std::error::Error + Send + Sync)) -> TokenError {
 }
 
 /// A finished proof as a header value.
-pub(crate) fn header_value(proof: String) -> HeaderValue {
+pub(crate) fn header_value(proof: Vec<u8>) -> HeaderValue {
     HeaderValue::from_maybe_shared(Bytes::from(proof)).expect("a proof is base64url and dots")
 }
 
@@ -234,6 +312,28 @@ mod tests {
         );
         assert_eq!(htu("https://user:pw@host:8443/").0, "https://host:8443/");
         assert_eq!(htu("https://[::1]:443/x").0, "https://[::1]/x");
+    }
+
+    #[test]
+    fn claims_are_json_whatever_the_text() {
+        let key = DpopKey::generate(crate::Algorithm::Es256).unwrap();
+        let long = format!("https://a/{}", "p".repeat(2000));
+        for (htu, nonce) in [
+            ("https://a/\"x\\y\u{7f}", Some("n-1")),
+            ("https://a/b", None),
+            (long.as_str(), Some("x")),
+        ] {
+            let input = key.signing_input("GET", htu, Some("h"), nonce).unwrap();
+            let claims = input.split(|b| *b == b'.').nth(1).unwrap();
+            let claims: serde_json::Value =
+                serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+            assert_eq!(claims["htu"], htu);
+            assert_eq!(claims["htm"], "GET");
+            assert_eq!(claims["ath"], "h");
+            assert_eq!(claims["nonce"].as_str(), nonce);
+            assert_eq!(claims["jti"].as_str().unwrap().len(), 22);
+            assert!(claims["iat"].as_u64().unwrap() > 1_700_000_000);
+        }
     }
 
     #[test]
