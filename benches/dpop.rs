@@ -12,17 +12,17 @@ mod keys;
 mod raw_signature;
 #[path = "../tests/support/services.rs"]
 mod services;
+#[path = "support/threads.rs"]
+mod threads;
 
-use std::sync::{Arc, Barrier};
 use std::task::{Context, Waker};
-use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use http::{Request, Response};
 use keys::{Kind, TestKey};
 use raw_signature::raw_signer;
 use services::{drive, warm_dpop_layer, warm_layer, Noop, FIXED_TOKEN};
-use tower::{Layer, Service};
+use threads::{on_two_threads, requests};
+use tower::Layer;
 use tower_oauth::{Algorithm, DpopKey};
 
 const KEYS: [(Kind, Algorithm); 4] = [
@@ -61,44 +61,6 @@ fn one_thread(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// `iters` runs of `work` on each of two threads.
-fn on_two_threads<W>(work: W, iters: u64) -> Duration
-where
-    W: Fn() -> Box<dyn FnMut() + Send> + Send + Sync + 'static,
-{
-    let barrier = Arc::new(Barrier::new(3));
-    let handles: Vec<_> = (0..2)
-        .map(|_| {
-            let mut job = work();
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                barrier.wait();
-                for _ in 0..iters {
-                    job();
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    start.elapsed()
-}
-
-/// Requests through a clone of `svc` per thread.
-fn requests<S>(svc: S) -> impl Fn() -> Box<dyn FnMut() + Send> + Send + Sync + 'static
-where
-    S: Service<Request<()>, Response = Response<()>> + Clone + Send + Sync + 'static,
-    S::Error: std::fmt::Debug,
-{
-    move || {
-        let mut svc = svc.clone();
-        Box::new(move || drive(&mut svc, &mut Context::from_waker(Waker::noop())))
-    }
 }
 
 fn two_threads(c: &mut Criterion) {

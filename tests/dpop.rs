@@ -36,6 +36,16 @@ fn builder(server: &DpopServer, key: DpopKey) -> OAuthLayerBuilder {
     )
 }
 
+/// A server with `origins` API origins and a layer on it with a new ES256
+/// key.
+async fn started(origins: usize, nonces: Nonces, lifetime_secs: u64) -> (DpopServer, OAuthLayer) {
+    let server = DpopServer::start(origins, nonces, lifetime_secs).await;
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    (server, oauth)
+}
+
 /// The usual stack: RetryUnauthorized outside the layer, hyper-util inside.
 fn client(oauth: &OAuthLayer) -> Retry<RetryUnauthorized, OAuthService<support::HyperClient>> {
     ServiceBuilder::new()
@@ -138,10 +148,7 @@ async fn every_algorithm_from_every_source() {
 
 #[tokio::test]
 async fn nonces_demanded_at_both_servers_are_sent_and_follow_rotation() {
-    let server = DpopServer::start(2, Nonces::Strict, 3600).await;
-    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
-        .build()
-        .unwrap();
+    let (server, oauth) = started(2, Nonces::Strict, 3600).await;
     let (api0, api1) = (server.api_url(0, "/a"), server.api_url(1, "/b"));
 
     // The token endpoint demands a nonce: asked once more, with it. Its
@@ -176,10 +183,7 @@ async fn nonces_demanded_at_both_servers_are_sent_and_follow_rotation() {
 
 #[tokio::test]
 async fn a_new_nonce_in_a_success_answer_replaces_the_old() {
-    let server = DpopServer::start(1, Nonces::Grace, 3600).await;
-    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
-        .build()
-        .unwrap();
+    let (server, oauth) = started(1, Nonces::Grace, 3600).await;
     let api = server.api_url(0, "/x");
     assert_eq!(send(&oauth, Method::GET, &api).await.unwrap(), 200);
     let before = server.seen().last().unwrap().nonce.clone().unwrap();
@@ -199,10 +203,7 @@ async fn a_new_nonce_in_a_success_answer_replaces_the_old() {
 
 #[tokio::test]
 async fn renewed_tokens_mid_run_carry_their_own_ath() {
-    let server = DpopServer::start(2, Nonces::Grace, 3).await;
-    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
-        .build()
-        .unwrap();
+    let (server, oauth) = started(2, Nonces::Grace, 3).await;
     let client = client(&oauth);
     let mut tasks = Vec::new();
     for worker in 0..4 {
@@ -371,10 +372,7 @@ async fn a_bearer_answer_is_refused_by_default_and_sent_as_bearer_when_allowed()
 
 #[tokio::test]
 async fn a_request_without_an_absolute_uri_fails_alone() {
-    let server = DpopServer::start(1, Nonces::Off, 3600).await;
-    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
-        .build()
-        .unwrap();
+    let (server, oauth) = started(1, Nonces::Off, 3600).await;
     let e = send(&oauth, Method::GET, "/relative").await.unwrap_err();
     let e = token_error(&e);
     assert_eq!(e.kind(), TokenErrorKind::InvalidRequest);

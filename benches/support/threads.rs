@@ -1,0 +1,50 @@
+//! Running a benchmark's work on two threads at once, each with its own
+//! state (a clone of the service, its own signer).
+#![allow(dead_code)]
+
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use tower::Service;
+
+use super::services::drive;
+
+/// `iters` runs of `work` on each of two threads.
+pub fn on_two_threads<W>(work: W, iters: u64) -> Duration
+where
+    W: Fn() -> Box<dyn FnMut() + Send> + Send + Sync + 'static,
+{
+    let barrier = Arc::new(Barrier::new(3));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let mut job = work();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..iters {
+                    job();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+/// Requests through a clone of `svc` per thread.
+pub fn requests<S>(svc: S) -> impl Fn() -> Box<dyn FnMut() + Send> + Send + Sync + 'static
+where
+    S: Service<Request<()>, Response = Response<()>> + Clone + Send + Sync + 'static,
+    S::Error: std::fmt::Debug,
+{
+    move || {
+        let mut svc = svc.clone();
+        Box::new(move || drive(&mut svc, &mut Context::from_waker(Waker::noop())))
+    }
+}
