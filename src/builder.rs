@@ -479,7 +479,8 @@ impl OAuthLayerBuilder {
     /// through the layer carries `Authorization: DPoP <token>` and a fresh
     /// `DPoP` proof for its method and URI (so requests need absolute URIs:
     /// one without scheme and host fails with
-    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest)). Nonces
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest); with tonic,
+    /// build the client with `with_origin`). Nonces
     /// the token endpoint or an API demand (`use_dpop_nonce`) are kept per
     /// origin and sent; a `401` that asks for one leaves the token alone, and
     /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request

@@ -45,6 +45,11 @@ pub struct ServerMetadata {
     /// identity](crate::OAuthLayerBuilder::client_identity) or uses
     /// [`ClientAuth::TlsClientAuth`].
     pub mtls_token_endpoint: Option<String>,
+    /// The JWS algorithms the server takes for DPoP proofs
+    /// (`dpop_signing_alg_values_supported`, RFC 9449 section 5.1); empty
+    /// when it lists none. A layer whose [DPoP key](crate::OAuthLayerBuilder::dpop)
+    /// signs with another logs a warning.
+    pub dpop_algorithms: Vec<String>,
 }
 
 /// How the token request is made, once discovery is done.
@@ -173,16 +178,31 @@ impl Discovery {
         let Some(token_endpoint) = text("token_endpoint") else {
             return Err(invalid("the metadata has no `token_endpoint`".into()));
         };
-        let auth_methods: Vec<String> = doc
-            .get("token_endpoint_auth_methods_supported")
-            .and_then(Value::as_array)
-            .map(|methods| {
-                methods
-                    .iter()
-                    .filter_map(|m| m.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let texts = |key: &str| -> Vec<String> {
+            doc.get(key)
+                .and_then(Value::as_array)
+                .map(|values| {
+                    values
+                        .iter()
+                        .filter_map(|m| m.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let auth_methods = texts("token_endpoint_auth_methods_supported");
+        let dpop_algorithms = texts("dpop_signing_alg_values_supported");
+        #[cfg(feature = "jwt")]
+        if let Some(dpop) = &self.credentials.dpop {
+            let ours = dpop.key.algorithm().name();
+            if !dpop_algorithms.is_empty() && !dpop_algorithms.iter().any(|a| a == ours) {
+                tracing::warn!(
+                    algorithm = ours,
+                    supported = ?dpop_algorithms,
+                    "the server does not list the DPoP key's algorithm in \
+                     dpop_signing_alg_values_supported; expect its proofs to be refused"
+                );
+            }
+        }
         let client_auth = match &self.credentials.client_auth {
             Some(chosen) => chosen.clone(),
             None => choose(&auth_methods, !self.credentials.client_secret.is_empty())
@@ -200,6 +220,7 @@ impl Discovery {
             auth_methods,
             client_auth,
             mtls_token_endpoint,
+            dpop_algorithms,
         })
     }
 

@@ -338,6 +338,50 @@ async fn a_nonce_storm_sends_no_request_more_than_twice_and_fetches_no_token() {
 }
 
 #[tokio::test]
+async fn discovery_shows_the_servers_dpop_algorithms_and_warns_of_a_mismatch() {
+    let server = DpopServer::start(1, Nonces::Strict, 3600).await;
+    server.publish_metadata(&["ES256", "PS256"]);
+    let discovered = |key: DpopKey| {
+        support::with_transport(
+            OAuthLayer::builder()
+                .issuer(server.issuer())
+                .allow_insecure_http(true)
+                .client_id(CLIENT_ID)
+                .client_secret(CLIENT_SECRET)
+                .dpop(key),
+        )
+        .build()
+        .unwrap()
+    };
+    let oauth = discovered(DpopKey::generate(Algorithm::Es256).unwrap());
+    assert_eq!(
+        send(&oauth, Method::GET, &server.api_url(0, "/x"))
+            .await
+            .unwrap(),
+        200
+    );
+    let metadata = oauth.server_metadata().unwrap();
+    assert_eq!(metadata.dpop_algorithms, ["ES256", "PS256"]);
+
+    // This server takes any algorithm; a stricter one would refuse EdDSA,
+    // which the log says before it does.
+    let (_guard, logs) = support::capture_logs();
+    let oauth = discovered(DpopKey::generate(Algorithm::EdDsa).unwrap());
+    assert_eq!(
+        send(&oauth, Method::GET, &server.api_url(0, "/x"))
+            .await
+            .unwrap(),
+        200
+    );
+    assert!(
+        logs.text()
+            .contains("does not list the DPoP key's algorithm"),
+        "{}",
+        logs.text()
+    );
+}
+
+#[tokio::test]
 async fn a_bearer_answer_is_refused_by_default_and_sent_as_bearer_when_allowed() {
     let server = DpopServer::start(1, Nonces::Off, 3600).await;
     server.ignore_dpop();

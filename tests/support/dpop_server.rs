@@ -74,6 +74,7 @@ struct State {
     token_nonce_challenges: AtomicUsize,
     api_nonce_challenges: AtomicUsize,
     sends: Mutex<HashMap<String, usize>>,
+    metadata: Mutex<Option<Value>>,
 }
 
 pub struct DpopServer {
@@ -104,6 +105,7 @@ impl DpopServer {
             token_nonce_challenges: AtomicUsize::new(0),
             api_nonce_challenges: AtomicUsize::new(0),
             sends: Mutex::new(HashMap::new()),
+            metadata: Mutex::new(None),
         });
         for (i, listener) in listeners.into_iter().enumerate() {
             let origin = state.origins[i].clone();
@@ -139,6 +141,21 @@ impl DpopServer {
     /// take them (a server without DPoP).
     pub fn ignore_dpop(&self) {
         self.state.bearer.store(true, Ordering::SeqCst);
+    }
+
+    /// The issuer identifier, for discovery.
+    pub fn issuer(&self) -> &str {
+        &self.state.origins[0]
+    }
+
+    /// Publishes RFC 8414 metadata listing `algorithms` for DPoP proofs.
+    pub fn publish_metadata(&self, algorithms: &[&str]) {
+        *self.state.metadata.lock().unwrap() = Some(json!({
+            "issuer": self.issuer(),
+            "token_endpoint": self.token_url(),
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "dpop_signing_alg_values_supported": algorithms,
+        }));
     }
 
     /// Gives origin `i` a new nonce (the token endpoint's is origin 0's).
@@ -229,8 +246,14 @@ async fn handle(
     has_token_endpoint: bool,
     req: http::Request<hyper::body::Incoming>,
 ) -> Response {
+    let metadata = state.metadata.lock().unwrap().clone();
     let response = if has_token_endpoint && req.uri().path() == "/token" {
         token(state, origin, req)
+    } else if has_token_endpoint && req.uri().path() == "/.well-known/oauth-authorization-server" {
+        match metadata {
+            Some(doc) => answer(200, doc),
+            None => answer(404, json!({})),
+        }
     } else {
         api(state, origin, req)
     };
