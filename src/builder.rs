@@ -486,7 +486,7 @@ impl OAuthLayerBuilder {
     /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request
     /// with a new proof.
     ///
-    /// Tokens are shared through a [`store`](Self::store) only among
+    /// Tokens are shared through a [`token_store`](Self::token_store) only among
     /// replicas with the same key (its thumbprint is part of the store's
     /// key): replicas that should share tokens read one key from a file
     /// ([`DpopKey::from_pem`](crate::DpopKey::from_pem)).

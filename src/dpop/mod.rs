@@ -297,7 +297,9 @@ impl Dpop {
     /// nonce it sent, and says whether a `401` refused the token or only the
     /// proof.
     pub(crate) fn answered<B>(&self, target: &Target, response: &Response<B>) -> Verdict {
-        self.nonces.remember(target.origin(), response.headers());
+        if let Some(nonce) = nonces::nonce_in(response.headers()) {
+            self.nonces.remember(target.origin(), nonce);
+        }
         if !crate::retry::is_unauthorized(response) {
             return Verdict::Accepted;
         }
@@ -320,7 +322,7 @@ impl Dpop {
                  request carried a DPoP proof: the server or this client's registration does \
                  not use DPoP. Enable DPoP for the client at the server, or accept bearer \
                  tokens with dpop_allow_bearer(true)",
-                token_type.unwrap_or("(no token_type)")
+                token_type.map_or_else(|| "(no token_type)".to_owned(), crate::error::clip)
             )),
         )
     }
@@ -340,8 +342,8 @@ impl Dpop {
 
     /// Keeps the nonce a token endpoint at `url` sent.
     pub(crate) fn remember_from(&self, url: &Uri, headers: &HeaderMap) {
-        if let Ok(target) = Target::of(url) {
-            self.nonces.remember(target.origin(), headers);
+        if let (Some(nonce), Ok(target)) = (nonces::nonce_in(headers), Target::of(url)) {
+            self.nonces.remember(target.origin(), nonce);
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use http::header::WWW_AUTHENTICATE;
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// The response header that carries a server's nonce.
 const DPOP_NONCE: HeaderName = HeaderName::from_static("dpop-nonce");
@@ -43,12 +43,9 @@ impl NonceBook {
         f(nonces.get(origin).map(|e| &*e.nonce))
     }
 
-    /// Keeps the `DPoP-Nonce` in `headers` as `origin`'s latest, if it has
-    /// one that differs from the one kept.
-    pub(crate) fn remember(&self, origin: &str, headers: &HeaderMap) {
-        let Some(value) = headers.get(DPOP_NONCE) else {
-            return;
-        };
+    /// Keeps `value`, a `DPoP-Nonce` header, as `origin`'s latest nonce if
+    /// it is one and differs from the one kept.
+    pub(crate) fn remember(&self, origin: &str, value: &HeaderValue) {
         // NQCHAR (RFC 9449 section 8.1): visible ASCII but `"` and `\`.
         let nonce = value.as_bytes();
         if nonce.is_empty()
@@ -90,6 +87,12 @@ impl NonceBook {
     fn len(&self) -> usize {
         self.nonces.load().len()
     }
+}
+
+/// The `DPoP-Nonce` header in `headers`, if any.
+#[inline]
+pub(crate) fn nonce_in(headers: &HeaderMap) -> Option<&HeaderValue> {
+    headers.get(DPOP_NONCE)
 }
 
 /// The `error` of a `WWW-Authenticate: DPoP` challenge, if `headers` have
@@ -157,7 +160,6 @@ fn unquote(quoted: &str) -> (String, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -196,16 +198,21 @@ mod tests {
     fn keeps_the_latest_nonce_per_origin_and_stays_bounded() {
         let book = NonceBook::default();
         let nonce = |o: &str| book.with(o, |n| n.map(str::to_owned));
-        book.remember("https://a", &headers(&[("dpop-nonce", "n1")]));
-        book.remember("https://b", &headers(&[("dpop-nonce", "m1")]));
-        book.remember("https://a", &headers(&[("dpop-nonce", "n2")]));
+        let remember = |o: &str, h: HeaderMap| {
+            if let Some(v) = nonce_in(&h) {
+                book.remember(o, v);
+            }
+        };
+        remember("https://a", headers(&[("dpop-nonce", "n1")]));
+        remember("https://b", headers(&[("dpop-nonce", "m1")]));
+        remember("https://a", headers(&[("dpop-nonce", "n2")]));
         assert_eq!(nonce("https://a").as_deref(), Some("n2"));
         assert_eq!(nonce("https://b").as_deref(), Some("m1"));
-        book.remember("https://a", &headers(&[("dpop-nonce", "bad\"nonce")]));
-        book.remember("https://a", &headers(&[]));
+        remember("https://a", headers(&[("dpop-nonce", "bad\"nonce")]));
+        remember("https://a", headers(&[]));
         assert_eq!(nonce("https://a").as_deref(), Some("n2"));
         for i in 0..200 {
-            book.remember(&format!("https://h{i}"), &headers(&[("dpop-nonce", "x")]));
+            remember(&format!("https://h{i}"), headers(&[("dpop-nonce", "x")]));
         }
         assert_eq!(book.len(), MAX_ORIGINS);
         assert_eq!(nonce("https://h199").as_deref(), Some("x"));

@@ -268,7 +268,11 @@ fn signing_failed(e: &(dyn std::error::Error + Send + Sync)) -> TokenError {
 
 /// A finished proof as a header value.
 pub(crate) fn header_value(proof: Vec<u8>) -> HeaderValue {
-    HeaderValue::from_maybe_shared(Bytes::from(proof)).expect("a proof is base64url and dots")
+    let mut value =
+        HeaderValue::from_maybe_shared(Bytes::from(proof)).expect("a proof is base64url and dots");
+    // Unique to one request: never worth indexing, and kept out of logs.
+    value.set_sensitive(true);
+    value
 }
 
 /// base64url without padding.
