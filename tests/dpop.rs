@@ -707,3 +707,90 @@ async fn a_store_shares_tokens_only_among_replicas_with_the_same_key() {
     assert_eq!(bindings.len(), 2);
     assert_eq!(server.refusals(), Vec::<String>::new());
 }
+
+/// A gRPC health server on 127.0.0.1 whose every call is checked as the
+/// DPoP APIs check theirs (a refusal is `UNAUTHENTICATED` carrying the
+/// challenge and the nonce); its origin.
+async fn dpop_grpc_server(server: &Arc<DpopServer>) -> String {
+    use tonic::transport::server::TcpIncoming;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    server.add_origin(&origin);
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let (checker, at) = (Arc::clone(server), origin.clone());
+    let check = move |req: Request<tonic::body::Body>| -> Result<_, BoxError> {
+        checker
+            .check_api(&at, &req)
+            .map(|()| req)
+            .map_err(|refusal| {
+                let mut metadata = tonic::metadata::MetadataMap::new();
+                metadata.insert("www-authenticate", refusal.challenge().parse().unwrap());
+                metadata.insert("dpop-nonce", checker.nonce(&at).parse().unwrap());
+                Box::new(tonic::Status::with_metadata(
+                    tonic::Code::Unauthenticated,
+                    refusal.why,
+                    metadata,
+                )) as BoxError
+            })
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(tower::filter::FilterLayer::new(check))
+            .add_service(health)
+            .serve_with_incoming(TcpIncoming::from(listener)),
+    );
+    origin
+}
+
+#[tokio::test]
+async fn a_tonic_client_with_its_origin_sends_proofs_and_follows_nonces() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let server = Arc::new(DpopServer::start(1, Nonces::Strict, 3600).await);
+    let origin = dpop_grpc_server(&server).await;
+    let channel = tonic::transport::Channel::from_shared(origin.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let oauth = builder(&server, DpopKey::generate(Algorithm::Es256).unwrap())
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new().layer(oauth.clone()).service(channel);
+    let check = || HealthCheckRequest {
+        service: String::new(),
+    };
+
+    // Without its origin a tonic call reaches the layer as a bare path: it
+    // fails alone, and says why.
+    let err = HealthClient::new(stack.clone())
+        .check(check())
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("absolute URIs"), "{err:?}");
+
+    // With it: the API's nonce challenge comes back as UNAUTHENTICATED; the
+    // token stays, the nonce is kept, and the next call goes through.
+    let mut client = HealthClient::with_origin(stack, origin.parse().unwrap());
+    let err = client.check(check()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    assert_eq!(server.api_nonce_challenges(), 1);
+    for _ in 0..3 {
+        let ok = client.check(check()).await.unwrap().into_inner();
+        assert_eq!(
+            ok.status(),
+            tonic_health::pb::health_check_response::ServingStatus::Serving
+        );
+    }
+    let stats = oauth.stats();
+    assert_eq!((stats.dpop_nonce_challenges, stats.forced_renewals), (1, 0));
+    assert_eq!(server.token_requests(), 1);
+    assert_eq!(server.refusals(), Vec::<String>::new());
+    let htu = format!("{origin}/grpc.health.v1.Health/Check");
+    let calls: Vec<_> = server.seen().into_iter().filter(|s| s.htu == htu).collect();
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|s| s.htm == "POST" && s.nonce.is_some()));
+}

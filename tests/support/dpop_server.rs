@@ -158,6 +158,23 @@ impl DpopServer {
         }));
     }
 
+    /// Checks a request to `origin` (one of this server's, or one added with
+    /// [`add_origin`](Self::add_origin)) as the APIs do: for a server of
+    /// another protocol (gRPC) that carries the same tokens.
+    pub fn check_api<B>(&self, origin: &str, req: &http::Request<B>) -> Result<(), ApiRefusal> {
+        check_api(&self.state, origin, req)
+    }
+
+    /// Gives an origin served elsewhere a nonce of its own.
+    pub fn add_origin(&self, origin: &str) {
+        self.state.rotate(origin);
+    }
+
+    /// `origin`'s current nonce.
+    pub fn nonce(&self, origin: &str) -> String {
+        self.state.current_nonce(origin)
+    }
+
     /// Gives origin `i` a new nonce (the token endpoint's is origin 0's).
     pub fn rotate(&self, i: usize) {
         self.state.rotate(&self.state.origins[i]);
@@ -328,6 +345,44 @@ fn token(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>)
 }
 
 fn api(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -> Response {
+    match check_api(state, origin, &req) {
+        Ok(()) => answer(
+            200,
+            json!({"method": req.method().as_str(), "path": req.uri().path()}),
+        ),
+        Err(refusal) => {
+            let mut response = answer(
+                401,
+                json!({"error": refusal.error, "error_description": refusal.why}),
+            );
+            response
+                .headers_mut()
+                .insert("www-authenticate", refusal.challenge().parse().unwrap());
+            response
+        }
+    }
+}
+
+/// Why an API request was refused: the DPoP challenge's error code, and why.
+#[derive(Debug)]
+pub struct ApiRefusal {
+    pub error: &'static str,
+    pub why: String,
+}
+
+impl ApiRefusal {
+    /// The `WWW-Authenticate` value.
+    pub fn challenge(&self) -> String {
+        format!(
+            r#"DPoP algs="ES256 EdDSA RS256 PS256", error="{}""#,
+            self.error
+        )
+    }
+}
+
+/// Checks an API request to `origin` as a resource server must: the
+/// `DPoP` token, issued, unexpired, and its proof, bound to the token's key.
+fn check_api<B>(state: &State, origin: &str, req: &http::Request<B>) -> Result<(), ApiRefusal> {
     if let Some(id) = req
         .headers()
         .get("x-request-id")
@@ -340,19 +395,12 @@ fn api(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -
             .entry(id.to_owned())
             .or_default() += 1;
     }
-    let refuse = |challenge: &str, why: String| {
+    let refuse = |error: &'static str, why: String| {
         state.tally.api_refusal();
         state
             .tally
             .refused(format!("{} {}: {why}", req.method(), req.uri()));
-        let mut response = answer(401, json!({"error": challenge, "error_description": why}));
-        response.headers_mut().insert(
-            "www-authenticate",
-            format!(r#"DPoP algs="ES256 EdDSA RS256 PS256", error="{challenge}""#)
-                .parse()
-                .unwrap(),
-        );
-        response
+        Err(ApiRefusal { error, why })
     };
     let authorization = req
         .headers()
@@ -365,7 +413,7 @@ fn api(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -
             return refuse("invalid_token", "not one of the bearer tokens".into());
         }
         state.tally.accepted();
-        return answer(200, json!({"ok": true}));
+        return Ok(());
     }
     let Some(token) = authorization.strip_prefix("DPoP ") else {
         return refuse(
@@ -381,14 +429,7 @@ fn api(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -
         return refuse("invalid_token", format!("token {token} has expired"));
     }
     let htu = format!("{origin}{}", req.uri().path());
-    match check_proof(
-        state,
-        origin,
-        &req,
-        req.method().as_str(),
-        &htu,
-        Some(token),
-    ) {
+    match check_proof(state, origin, req, req.method().as_str(), &htu, Some(token)) {
         Ok(seen) if seen.jkt != jkt => refuse(
             "invalid_token",
             format!(
@@ -399,21 +440,14 @@ fn api(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -
         Ok(seen) => {
             state.seen.lock().unwrap().push(seen);
             state.tally.accepted();
-            answer(
-                200,
-                json!({"method": req.method().as_str(), "path": req.uri().path()}),
-            )
+            Ok(())
         }
         Err(Refusal::UseNonce) => {
             state.api_nonce_challenges.fetch_add(1, Ordering::SeqCst);
-            let mut response = answer(401, json!({"error": "use_dpop_nonce"}));
-            response.headers_mut().insert(
-                "www-authenticate",
-                r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#
-                    .parse()
-                    .unwrap(),
-            );
-            response
+            Err(ApiRefusal {
+                error: "use_dpop_nonce",
+                why: "Resource server requires nonce in DPoP proof".into(),
+            })
         }
         Err(Refusal::Invalid(why)) => refuse("invalid_dpop_proof", why),
     }
