@@ -10,11 +10,11 @@ use http::{HeaderName, Uri};
 use tower_service::Service;
 
 use crate::authorize::Placement;
-use crate::cache::{Endpoint, Policy, TokenCache};
-use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
-use crate::discovery::{Credentials, Discovery};
+use crate::cache::{Policy, TokenCache};
+use crate::client::{AssertionSettings, ClientAuth, TokenSource};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
+use crate::recipe::{Recipe, Target};
 use crate::store::{identity, TokenStore};
 use crate::transport::{TowerTransport, Transport};
 use crate::BoxError;
@@ -737,8 +737,9 @@ impl OAuthLayerBuilder {
             Some(transport) => transport,
             None => self.default_transport(policy.fetch_timeout)?,
         };
-        // The store's key: where tokens come from, never the secret.
-        let mut parts = vec![
+        // The store's key: where tokens come from, never the secret; the
+        // parameters are added by the recipe.
+        let mut identity = vec![
             match &target {
                 Target::Issuer(issuer, _) => issuer.clone(),
                 Target::Url(url) => url.to_string(),
@@ -747,69 +748,28 @@ impl OAuthLayerBuilder {
             auth.as_ref()
                 .map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
         ];
-        for (name, value) in &self.params {
-            parts.extend([name.clone(), value.clone()]);
-        }
         if let Some(thumbprint) = self.dpop_key() {
             // Tokens bound to one key are of no use to a replica with another.
-            parts.extend(["dpop".to_owned(), thumbprint]);
+            identity.extend(["dpop".to_owned(), thumbprint]);
         }
-        let store = self.store.take().map(|store| {
-            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-            (store, identity(&parts))
-        });
-        let (source, endpoint): (Arc<dyn TokenSource>, Endpoint) = match target {
-            Target::Issuer(raw, parsed) => {
-                let discovery = Discovery::new(
-                    &raw,
-                    &parsed,
-                    Credentials {
-                        client_id: client_id.clone(),
-                        client_secret,
-                        client_auth: auth,
-                        params: self.params.clone(),
-                        assertion,
-                        presents_certificate: self.presents_certificate(),
-                        #[cfg(feature = "jwt")]
-                        dpop: placement.dpop.clone(),
-                        transport,
-                        allow_insecure_http: self.allow_insecure_http,
-                    },
-                );
-                let endpoint = Endpoint {
-                    url: None,
-                    client_id,
-                    discovery: Some(Arc::clone(&discovery)),
-                };
-                (discovery, endpoint)
-            }
-            Target::Url(url) => {
-                let mut source = ClientCredentials::new(
-                    url.clone(),
-                    &client_id,
-                    client_secret,
-                    // Always chosen above for a URL; Basic is its default.
-                    &auth.unwrap_or(ClientAuth::Basic),
-                    &self.params,
-                    &assertion,
-                    &url.to_string(),
-                    transport,
-                );
-                if self.auth_url.is_some() {
-                    source = source.built_from_auth_url();
-                }
-                #[cfg(feature = "jwt")]
-                let source = source.with_dpop(placement.dpop.clone());
-                let endpoint = Endpoint {
-                    url: Some(url),
-                    client_id,
-                    discovery: None,
-                };
-                (Arc::new(source), endpoint)
-            }
+        let recipe = Recipe {
+            target,
+            from_auth_url: self.auth_url.is_some(),
+            client_id,
+            client_secret,
+            auth,
+            params: std::mem::take(&mut self.params),
+            assertion,
+            presents_certificate: self.presents_certificate(),
+            transport,
+            allow_insecure_http: self.allow_insecure_http,
+            store: self.store.take(),
+            identity,
+            policy,
+            placement,
         };
         Ok(OAuthLayer {
-            cache: TokenCache::new(source, policy, placement, Some(endpoint), store),
+            cache: recipe.cache(&[]),
         })
     }
 
@@ -1091,14 +1051,6 @@ pub(crate) fn checked_url(
     Ok(uri)
 }
 
-/// Where the token request goes.
-enum Target {
-    /// The token endpoint of this issuer's metadata (as configured, parsed).
-    Issuer(String, Uri),
-    /// This token endpoint.
-    Url(Uri),
-}
-
 fn invalid_setting(message: &str) -> ConfigError {
     ConfigError::new(ConfigErrorKind::InvalidSetting, message)
 }
@@ -1139,7 +1091,7 @@ fn check_unencoded(value: &str, kind: ConfigErrorKind, what: &str) -> Result<(),
 
 /// Extra parameters: a name that is not empty or reserved, and (unencoded)
 /// a name and value the body can carry.
-fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
+pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
     let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
     if name.is_empty() {
         return bad("a token request parameter has an empty name".into());

@@ -304,7 +304,9 @@ mod future;
 #[cfg(feature = "jwt")]
 mod jwk;
 mod layer;
+mod params;
 mod random;
+mod recipe;
 mod retry;
 mod service;
 #[cfg(feature = "jwt")]
@@ -334,6 +336,7 @@ pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use future::ResponseFuture;
 pub use layer::OAuthLayer;
+pub use params::TokenParams;
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
 #[cfg(feature = "jwt")]

@@ -1,0 +1,188 @@
+//! [`TokenParams`]: the parameters that select a token (resource, audience,
+//! scope, others), for a layer that serves several APIs.
+
+use std::collections::hash_map::DefaultHasher;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The token request parameters that select a token: RFC 8707 `resource`
+/// values, an `audience`, a `scope`, or any other parameter. A request that
+/// carries `TokenParams` in its extensions (or for which
+/// [`params_for`](crate::OAuthLayerBuilder::params_for) gives some) gets a
+/// token requested with exactly these parameters, kept in a token slot of
+/// its own; other requests get the layer's default token.
+///
+/// The parameters replace the layer's own of the same names (its
+/// [`scope`](crate::OAuthLayerBuilder::scope), say) and add the others.
+/// Built with setters like the builder's; cloning is cheap (a reference
+/// count), so build each set once and clone it onto requests.
+///
+/// ```
+/// use tower_oauth::TokenParams;
+///
+/// let orders = TokenParams::new()
+///     .resource("https://orders.internal")
+///     .scope("orders:read");
+/// let mut request = http::Request::get("https://orders.internal/v1/orders").body(()).unwrap();
+/// request.extensions_mut().insert(orders.clone());
+/// assert_eq!(orders.params(), [("resource", "https://orders.internal"), ("scope", "orders:read")]);
+/// ```
+#[derive(Clone)]
+pub struct TokenParams {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone, Default)]
+struct Inner {
+    params: Vec<(String, String)>,
+    /// Of `params`, kept up to date: slots are found by it.
+    hash: u64,
+}
+
+impl TokenParams {
+    /// No parameters: the layer's default token.
+    pub fn new() -> Self {
+        let mut inner = Inner::default();
+        inner.rehash();
+        TokenParams {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Adds a `resource` (RFC 8707: the API's absolute URI); repeatable, for
+    /// a token valid at several APIs.
+    pub fn resource(self, resource: impl Into<String>) -> Self {
+        self.add_param("resource", resource)
+    }
+
+    /// Sets the `audience` (one value; again replaces it).
+    pub fn audience(self, audience: impl Into<String>) -> Self {
+        self.param("audience", audience)
+    }
+
+    /// Sets the `scope` (space-separated scopes; again replaces it).
+    pub fn scope(self, scope: impl Into<String>) -> Self {
+        self.param("scope", scope)
+    }
+
+    /// Sets `name=value`, replacing a value of that name. The names the
+    /// layer sets itself (`grant_type`, `client_id`, `client_secret`) are
+    /// refused when the request is made: it fails with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
+    pub fn param(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        self.edit(|params| match params.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => params.push((name, value)),
+        })
+    }
+
+    /// Adds `name=value`, keeping a value of that name already set.
+    pub fn add_param(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let pair = (name.into(), value.into());
+        self.edit(|params| params.push(pair))
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Vec<(String, String)>)) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        f(&mut inner.params);
+        inner.rehash();
+        self
+    }
+
+    /// The parameters, in the order they are sent.
+    pub fn params(&self) -> Vec<(&str, &str)> {
+        self.pairs().iter().map(|(n, v)| (n.as_str(), v.as_str())).collect()
+    }
+
+    pub(crate) fn pairs(&self) -> &[(String, String)] {
+        &self.inner.params
+    }
+
+    /// Whether no parameter is set.
+    pub fn is_empty(&self) -> bool {
+        self.inner.params.is_empty()
+    }
+}
+
+impl Inner {
+    fn rehash(&mut self) {
+        let mut hasher = DefaultHasher::new();
+        self.params.hash(&mut hasher);
+        self.hash = hasher.finish();
+    }
+}
+
+impl Default for TokenParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for TokenParams {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+            || (self.inner.hash == other.inner.hash && self.inner.params == other.inner.params)
+    }
+}
+
+impl Eq for TokenParams {}
+
+impl Hash for TokenParams {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.inner.hash);
+    }
+}
+
+impl fmt::Debug for TokenParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.inner.params.iter().map(|(n, v)| (n, v)))
+            .finish()
+    }
+}
+
+/// A hasher for maps keyed by [`TokenParams`], which carry their hash: it
+/// passes that on instead of hashing again.
+#[derive(Default)]
+pub(crate) struct CarriedHash(u64);
+
+impl Hasher for CarriedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `TokenParams`; anything else mixes in.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_params_are_equal_and_hash_alike() {
+        let a = TokenParams::new().resource("https://a").scope("x");
+        let b = TokenParams::new().resource("https://a").scope("y").scope("x");
+        assert_eq!(a, b);
+        let hash = |p: &TokenParams| {
+            let mut h = CarriedHash::default();
+            p.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&a), hash(&b));
+        assert_ne!(a, TokenParams::new().scope("x").resource("https://a"));
+        assert_ne!(a, a.clone().resource("https://b"));
+        assert!(TokenParams::new().is_empty());
+        assert_eq!(format!("{a:?}"), r#"{"resource": "https://a", "scope": "x"}"#);
+    }
+}

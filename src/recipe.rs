@@ -1,0 +1,163 @@
+//! [`Recipe`]: what a built layer keeps to make a token cache for a set of
+//! parameters: its default token's, and a slot's for each [`TokenParams`].
+
+use std::sync::Arc;
+
+use http::Uri;
+
+use crate::authorize::Placement;
+use crate::cache::{Endpoint, Policy, TokenCache};
+use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
+use crate::discovery::{Credentials, Discovery};
+use crate::error::{TokenError, TokenErrorKind};
+use crate::params::TokenParams;
+use crate::store::{identity, TokenStore};
+use crate::transport::Transport;
+
+/// Where the token request goes.
+pub(crate) enum Target {
+    /// The token endpoint of this issuer's metadata (as configured, parsed).
+    Issuer(String, Uri),
+    /// This token endpoint.
+    Url(Uri),
+}
+
+/// Everything checked by the builder that a token cache is made from.
+pub(crate) struct Recipe {
+    pub(crate) target: Target,
+    /// The URL was built from `auth_url` (for messages).
+    pub(crate) from_auth_url: bool,
+    pub(crate) client_id: String,
+    pub(crate) client_secret: String,
+    /// `None`: chosen by discovery.
+    pub(crate) auth: Option<ClientAuth>,
+    /// The layer's own parameters.
+    pub(crate) params: Vec<(String, String)>,
+    pub(crate) assertion: AssertionSettings,
+    pub(crate) presents_certificate: bool,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) allow_insecure_http: bool,
+    pub(crate) store: Option<Arc<dyn TokenStore>>,
+    /// The store key's parts besides the parameters.
+    pub(crate) identity: Vec<String>,
+    pub(crate) policy: Policy,
+    pub(crate) placement: Placement,
+}
+
+impl Recipe {
+    /// The cache of the token requested with the layer's parameters
+    /// replaced or extended by `extra`.
+    pub(crate) fn cache(&self, extra: &[(String, String)]) -> Arc<TokenCache> {
+        let params = merged(&self.params, extra);
+        let mut parts: Vec<&str> = self.identity.iter().map(String::as_str).collect();
+        for (name, value) in &params {
+            parts.extend([name.as_str(), value.as_str()]);
+        }
+        let store = self
+            .store
+            .as_ref()
+            .map(|store| (Arc::clone(store), identity(&parts)));
+        let (source, endpoint) = self.source(params);
+        TokenCache::new(
+            source,
+            self.policy.clone(),
+            self.placement.clone(),
+            Some(endpoint),
+            store,
+        )
+    }
+
+    /// The cache of a token slot for `params`, which are checked as the
+    /// builder checks its own.
+    pub(crate) fn slot(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
+        let unencoded = self.auth == Some(ClientAuth::UnencodedBody);
+        for (name, value) in params.pairs() {
+            crate::builder::check_param(name, value, unencoded).map_err(|e| {
+                TokenError::new(TokenErrorKind::InvalidRequest)
+                    .with_message(format!("the request's TokenParams: {e}"))
+            })?;
+        }
+        Ok(self.cache(params.pairs()))
+    }
+
+    fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
+        match &self.target {
+            Target::Issuer(raw, parsed) => {
+                let discovery = Discovery::new(
+                    raw,
+                    parsed,
+                    Credentials {
+                        client_id: self.client_id.clone(),
+                        client_secret: self.client_secret.clone(),
+                        client_auth: self.auth.clone(),
+                        params,
+                        assertion: self.assertion.clone(),
+                        presents_certificate: self.presents_certificate,
+                        #[cfg(feature = "jwt")]
+                        dpop: self.placement.dpop.clone(),
+                        transport: Arc::clone(&self.transport),
+                        allow_insecure_http: self.allow_insecure_http,
+                    },
+                );
+                let endpoint = Endpoint {
+                    url: None,
+                    client_id: self.client_id.clone(),
+                    discovery: Some(Arc::clone(&discovery)),
+                };
+                (discovery, endpoint)
+            }
+            Target::Url(url) => {
+                let mut source = ClientCredentials::new(
+                    url.clone(),
+                    &self.client_id,
+                    self.client_secret.clone(),
+                    // Always chosen by the builder for a URL.
+                    self.auth.as_ref().unwrap_or(&ClientAuth::Basic),
+                    &params,
+                    &self.assertion,
+                    &url.to_string(),
+                    Arc::clone(&self.transport),
+                );
+                if self.from_auth_url {
+                    source = source.built_from_auth_url();
+                }
+                #[cfg(feature = "jwt")]
+                let source = source.with_dpop(self.placement.dpop.clone());
+                let endpoint = Endpoint {
+                    url: Some(url.clone()),
+                    client_id: self.client_id.clone(),
+                    discovery: None,
+                };
+                (Arc::new(source), endpoint)
+            }
+        }
+    }
+}
+
+/// `base` without the names `extra` sets, then `extra`.
+fn merged(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String, String)> {
+    base.iter()
+        .filter(|(name, _)| !extra.iter().any(|(n, _)| n == name))
+        .chain(extra)
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_parameters_replace_those_of_their_names() {
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+        };
+        let base = pairs(&[("scope", "a"), ("resource", "r1"), ("resource", "r2"), ("x", "1")]);
+        let extra = pairs(&[("resource", "r3"), ("scope", "b")]);
+        assert_eq!(
+            merged(&base, &extra),
+            pairs(&[("x", "1"), ("resource", "r3"), ("scope", "b")])
+        );
+        assert_eq!(merged(&base, &[]), base);
+    }
+}
