@@ -14,7 +14,9 @@ use crate::cache::{Policy, TokenCache};
 use crate::client::{AssertionSettings, ClientAuth, TokenSource};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
+use crate::params::TokenParams;
 use crate::recipe::{Recipe, Target};
+use crate::slots::{ParamsFor, Slots, DEFAULT_TOKEN_SLOTS};
 use crate::store::{identity, TokenStore};
 use crate::transport::{TowerTransport, Transport};
 use crate::BoxError;
@@ -89,6 +91,8 @@ pub struct OAuthLayerBuilder {
     #[cfg(feature = "jwt")]
     dpop: Option<crate::DpopKey>,
     dpop_allow_bearer: bool,
+    params_for: Option<ParamsFor>,
+    max_token_slots: Option<usize>,
 }
 
 impl OAuthLayerBuilder {
@@ -473,6 +477,57 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// Chooses a request's token from the request itself: `choose` sees
+    /// each request's head (method, URI, headers, extensions) and gives the
+    /// [`TokenParams`] of its token, or `None` for the layer's default
+    /// token. Typically by origin, so that one client stack serves several
+    /// APIs, each with its own token. A request that carries `TokenParams`
+    /// in its extensions keeps those; `choose` is not asked.
+    ///
+    /// Build each `TokenParams` once and clone it (a reference count): the
+    /// closure runs for every request.
+    ///
+    /// ```
+    /// use tower_oauth::{OAuthLayer, TokenParams};
+    ///
+    /// let orders = TokenParams::new().resource("https://orders.internal");
+    /// let stock = TokenParams::new().resource("https://stock.internal").scope("stock:read");
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .client_id("gateway")
+    ///     .client_secret("secret")
+    ///     .params_for(move |request| match request.uri.host() {
+    ///         Some("orders.internal") => Some(orders.clone()),
+    ///         Some("stock.internal") => Some(stock.clone()),
+    ///         _ => None,
+    ///     })
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none (only a request's own `TokenParams` select a token).
+    pub fn params_for<F>(mut self, choose: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync + 'static,
+    {
+        self.params_for = Some(Arc::new(choose));
+        self
+    }
+
+    /// How many tokens the layer keeps besides its default one: one slot
+    /// per distinct [`TokenParams`], each with its own single flight,
+    /// renewal, back-off and 401 handling. Past it the least recently used
+    /// slot is evicted (its memory and tasks freed once no request uses
+    /// it), and a warning is logged once: a caller that puts per-request
+    /// values into the parameters cannot grow memory without bound.
+    ///
+    /// Default: [`DEFAULT_TOKEN_SLOTS`](crate::DEFAULT_TOKEN_SLOTS) (64); at
+    /// least 1.
+    pub fn max_token_slots(mut self, max: usize) -> Self {
+        self.max_token_slots = Some(max);
+        self
+    }
+
     /// Binds tokens to `key` with DPoP (RFC 9449): each token request
     /// carries a proof of the key, the token endpoint must answer with a
     /// `DPoP` token (bound to the key's thumbprint), and every request
@@ -653,6 +708,10 @@ impl OAuthLayerBuilder {
     /// timeout or back-off; an auth scheme that is not a single word.
     pub fn build(mut self) -> Result<OAuthLayer, ConfigError> {
         let (policy, placement) = self.settings()?;
+        let max_slots = self.max_token_slots.unwrap_or(DEFAULT_TOKEN_SLOTS);
+        if max_slots == 0 {
+            return Err(invalid_setting("max_token_slots must be at least 1"));
+        }
         if let Some(source) = self.source.take() {
             if self.auth_url.is_some()
                 || self.token_url.is_some()
@@ -671,6 +730,13 @@ impl OAuthLayerBuilder {
                      one or the other",
                 ));
             }
+            if self.params_for.is_some() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "params_for was given together with a token source, which has one token; \
+                     TokenParams select among the layer's own token requests",
+                ));
+            }
             if self.dpop_key().is_some() {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
@@ -682,8 +748,9 @@ impl OAuthLayerBuilder {
                 .store
                 .take()
                 .map(|store| (store, identity(&["token-source"])));
+            let slots = Slots::new(None, None, 0);
             return Ok(OAuthLayer {
-                cache: TokenCache::new(source, policy, placement, None, store),
+                cache: TokenCache::new(source, policy, placement, None, store, Some(slots)),
             });
         }
 
@@ -769,7 +836,7 @@ impl OAuthLayerBuilder {
             placement,
         };
         Ok(OAuthLayer {
-            cache: recipe.cache(&[]),
+            cache: Arc::new(recipe).layer_cache(self.params_for.take(), max_slots),
         })
     }
 
@@ -1153,6 +1220,8 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("client_identity", &self.presents_certificate())
             .field("dpop", &self.dpop_key())
             .field("dpop_allow_bearer", &self.dpop_allow_bearer)
+            .field("params_for", &self.params_for.as_ref().map(|_| "custom"))
+            .field("max_token_slots", &self.max_token_slots)
             .finish()
     }
 }

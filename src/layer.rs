@@ -9,7 +9,9 @@ use crate::builder::OAuthLayerBuilder;
 use crate::cache::TokenCache;
 use crate::discovery::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
+use crate::params::TokenParams;
 use crate::service::OAuthService;
+use crate::slots::Slots;
 use crate::stats::Stats;
 use crate::token::AccessToken;
 
@@ -103,10 +105,44 @@ impl OAuthLayer {
     }
 
     /// What the layer has done so far, and the state of its token: for
-    /// health checks and dashboards. Cheap: a few atomic loads, a clock read
-    /// and a brief lock that the hot path never takes.
+    /// health checks and dashboards. The counters are totals over the
+    /// default token and every [token slot](Self::slot_stats), evicted ones
+    /// included; `token_usable_for` and `backing_off` are the default
+    /// token's. Cheap: a few atomic loads per token, a clock read and brief
+    /// locks that the hot path never takes.
     pub fn stats(&self) -> Stats {
-        self.cache.stats()
+        let mut stats = self.cache.stats();
+        if let Some(slots) = self.cache.slots() {
+            stats.add(&slots.totals());
+        }
+        stats
+    }
+
+    /// Each live token slot's parameters and stats (see
+    /// [`TokenParams`](crate::TokenParams)); empty for a layer that serves
+    /// one token.
+    pub fn slot_stats(&self) -> Vec<(TokenParams, Stats)> {
+        self.cache.slots().map(Slots::stats).unwrap_or_default()
+    }
+
+    /// A token for `params`, from its slot (made if need be), for code
+    /// outside a client stack: what a request carrying `params` gets.
+    /// Empty parameters give the default token, as [`token`](Self::token).
+    ///
+    /// # Errors
+    ///
+    /// As [`token`](Self::token); and
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest) for
+    /// parameters the layer cannot send (a reserved name, a value the
+    /// specification's unencoded body cannot carry) or a layer built on a
+    /// [`TokenSource`](crate::TokenSource).
+    pub async fn token_for(&self, params: &TokenParams) -> Result<AccessToken, TokenError> {
+        let slots = match self.cache.slots() {
+            Some(slots) if !params.is_empty() => slots,
+            _ => return self.token().await,
+        };
+        let link = slots.link_for(params, tokio::time::Instant::now())?;
+        link.0.token().await.map(|t| t.token.clone())
     }
 
     /// The current token, for code outside a Tower stack (a websocket

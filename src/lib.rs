@@ -311,6 +311,7 @@ mod retry;
 mod service;
 #[cfg(feature = "jwt")]
 mod signing;
+mod slots;
 mod stats;
 mod store;
 #[cfg(feature = "reqwest")]
@@ -342,6 +343,7 @@ pub use service::OAuthService;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use signing::{Algorithm, JwsSigner, SigningKey};
+pub use slots::DEFAULT_TOKEN_SLOTS;
 pub use stats::Stats;
 pub use store::{FetchContext, SharedToken, TokenStore};
 #[cfg(feature = "redis")]

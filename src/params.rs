@@ -93,7 +93,10 @@ impl TokenParams {
 
     /// The parameters, in the order they are sent.
     pub fn params(&self) -> Vec<(&str, &str)> {
-        self.pairs().iter().map(|(n, v)| (n.as_str(), v.as_str())).collect()
+        self.pairs()
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect()
     }
 
     pub(crate) fn pairs(&self) -> &[(String, String)] {
@@ -172,7 +175,10 @@ mod tests {
     #[test]
     fn equal_params_are_equal_and_hash_alike() {
         let a = TokenParams::new().resource("https://a").scope("x");
-        let b = TokenParams::new().resource("https://a").scope("y").scope("x");
+        let b = TokenParams::new()
+            .resource("https://a")
+            .scope("y")
+            .scope("x");
         assert_eq!(a, b);
         let hash = |p: &TokenParams| {
             let mut h = CarriedHash::default();
@@ -183,6 +189,9 @@ mod tests {
         assert_ne!(a, TokenParams::new().scope("x").resource("https://a"));
         assert_ne!(a, a.clone().resource("https://b"));
         assert!(TokenParams::new().is_empty());
-        assert_eq!(format!("{a:?}"), r#"{"resource": "https://a", "scope": "x"}"#);
+        assert_eq!(
+            format!("{a:?}"),
+            r#"{"resource": "https://a", "scope": "x"}"#
+        );
     }
 }

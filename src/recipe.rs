@@ -11,6 +11,7 @@ use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSourc
 use crate::discovery::{Credentials, Discovery};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::params::TokenParams;
+use crate::slots::{ParamsFor, Slots};
 use crate::store::{identity, TokenStore};
 use crate::transport::Transport;
 
@@ -45,9 +46,19 @@ pub(crate) struct Recipe {
 }
 
 impl Recipe {
+    /// A layer's default cache, with its slots.
+    pub(crate) fn layer_cache(
+        self: Arc<Self>,
+        params_for: Option<ParamsFor>,
+        max_slots: usize,
+    ) -> Arc<TokenCache> {
+        let slots = Slots::new(Some(Arc::clone(&self)), params_for, max_slots);
+        self.make(&[], Some(slots))
+    }
+
     /// The cache of the token requested with the layer's parameters
     /// replaced or extended by `extra`.
-    pub(crate) fn cache(&self, extra: &[(String, String)]) -> Arc<TokenCache> {
+    fn make(&self, extra: &[(String, String)], slots: Option<Slots>) -> Arc<TokenCache> {
         let params = merged(&self.params, extra);
         let mut parts: Vec<&str> = self.identity.iter().map(String::as_str).collect();
         for (name, value) in &params {
@@ -64,6 +75,7 @@ impl Recipe {
             self.placement.clone(),
             Some(endpoint),
             store,
+            slots,
         )
     }
 
@@ -77,7 +89,7 @@ impl Recipe {
                     .with_message(format!("the request's TokenParams: {e}"))
             })?;
         }
-        Ok(self.cache(params.pairs()))
+        Ok(self.make(params.pairs(), None))
     }
 
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
@@ -150,9 +162,16 @@ mod tests {
     #[test]
     fn extra_parameters_replace_those_of_their_names() {
         let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
-            p.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+            p.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
         };
-        let base = pairs(&[("scope", "a"), ("resource", "r1"), ("resource", "r2"), ("x", "1")]);
+        let base = pairs(&[
+            ("scope", "a"),
+            ("resource", "r1"),
+            ("resource", "r2"),
+            ("x", "1"),
+        ]);
         let extra = pairs(&[("resource", "r3"), ("scope", "b")]);
         assert_eq!(
             merged(&base, &extra),

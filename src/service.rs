@@ -142,6 +142,9 @@ where
         }
         // The token's expiry is checked against the clock on every use.
         let now = Instant::now();
+        if cache.slots().is_some_and(|slots| slots.wanted(&req)) {
+            return self.call_in_slot(req, now);
+        }
         let current = self.current.load().as_deref();
         if let Some(token) = cache.check(current, now) {
             if token.needs_proof() {
@@ -157,20 +160,71 @@ where
 
 impl<S> OAuthService<S> {
     #[cold]
-    fn call_without_token<B, ResB>(&mut self, mut req: Request<B>) -> ResponseFuture<S, B>
+    fn call_without_token<B, ResB>(&mut self, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        match self.link.0.acquire() {
+        let link = Arc::clone(&self.link);
+        self.acquire_on(&link, req)
+    }
+
+    /// A request that may select a token slot: the slot's token if it has
+    /// one usable now, else as for the default token, on the slot's cache.
+    #[inline(never)]
+    fn call_in_slot<B, ResB>(&mut self, req: Request<B>, now: Instant) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>, Response = Response<ResB>> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        let Some(slots) = self.link.0.slots() else {
+            unreachable!("only a layer's default cache is called, and it has slots");
+        };
+        let (mut req, chosen) = slots.choose(req, now);
+        let link = match chosen {
+            None => return self.call_default(req, now),
+            Some(Err(error)) => return ResponseFuture::failed(error),
+            Some(Ok(link)) => link,
+        };
+        let current = link.0.current().load();
+        if let Some(token) = link.0.check(current.as_deref(), now) {
+            let step = authorize(&mut req, &link, token);
+            return self.send(step, req);
+        }
+        drop(current);
+        self.acquire_on(&link, req)
+    }
+
+    /// The default token's path, for a request that selected no slot.
+    fn call_default<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>, Response = Response<ResB>> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        let current = self.current.load().as_deref();
+        if let Some(token) = self.link.0.check(current, now) {
+            let step = authorize(&mut req, &self.link, token);
+            return self.send(step, req);
+        }
+        self.call_without_token(req)
+    }
+
+    /// A token from `link`'s cache at once, an error, or the fetch under way
+    /// to wait for.
+    fn acquire_on<B, ResB>(&mut self, link: &Arc<Link>, mut req: Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>, Response = Response<ResB>> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        match link.0.acquire() {
             Acquire::Now(Ok(token)) => {
-                let step = authorize(&mut req, &self.link, &token);
+                let step = authorize(&mut req, link, &token);
                 self.send(step, req)
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
                 let ready = self.take_ready();
-                ResponseFuture::waiting(flight, ready, req, Arc::clone(&self.link))
+                ResponseFuture::waiting(flight, ready, req, Arc::clone(link))
             }
         }
     }

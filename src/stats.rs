@@ -48,6 +48,18 @@ pub struct Stats {
     pub backing_off: Option<Duration>,
 }
 
+impl Stats {
+    /// Adds `other`'s counters to these.
+    pub(crate) fn add(&mut self, other: &Stats) {
+        self.token_requests += other.token_requests;
+        self.failed_token_requests += other.failed_token_requests;
+        self.renewals_ahead += other.renewals_ahead;
+        self.forced_renewals += other.forced_renewals;
+        self.waited_for_token += other.waited_for_token;
+        self.dpop_nonce_challenges += other.dpop_nonce_challenges;
+    }
+}
+
 /// The counters behind [`Stats`]; touched only off the hot path.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {

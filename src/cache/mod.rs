@@ -130,6 +130,9 @@ pub(crate) struct TokenCache {
     endpoint: Option<Endpoint>,
     epoch: Instant,
     counters: Counters,
+    /// The other tokens a layer serves, one per set of parameters; none in
+    /// a slot's own cache.
+    slots: Option<crate::slots::Slots>,
 }
 
 impl fmt::Debug for TokenCache {
@@ -158,6 +161,7 @@ impl TokenCache {
         placement: Placement,
         endpoint: Option<Endpoint>,
         store: Option<(Arc<dyn TokenStore>, String)>,
+        slots: Option<crate::slots::Slots>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
@@ -171,6 +175,7 @@ impl TokenCache {
             endpoint,
             epoch: Instant::now(),
             counters: Counters::default(),
+            slots,
         })
     }
 
@@ -181,6 +186,12 @@ impl TokenCache {
 
     pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
         self.endpoint.as_ref()
+    }
+
+    /// The layer's token slots (only in its default cache).
+    #[inline]
+    pub(crate) fn slots(&self) -> Option<&crate::slots::Slots> {
+        self.slots.as_ref()
     }
 
     pub(crate) fn placement(&self) -> &Placement {

@@ -1,0 +1,211 @@
+//! Token slots: a token of its own for each set of [`TokenParams`] a request
+//! selects (by extension or by `params_for`), each with everything the
+//! default token has; at most a set number, the least recently used evicted.
+//!
+//! A request's way: [`Slots::wanted`] (one branch for a request that selects
+//! nothing), [`Slots::choose`] (its parameters, then [`Slots::link_for`]: a
+//! map lookup without a lock, or under the lock a new slot, evicting the
+//! least recently used); the slot's cache then serves it as the default
+//! cache serves other requests.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use http::Request;
+use tokio::time::Instant;
+
+use crate::authorize::Link;
+use crate::error::{TokenError, TokenErrorKind};
+use crate::params::{CarriedHash, TokenParams};
+use crate::recipe::Recipe;
+use crate::stats::Stats;
+
+/// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
+pub const DEFAULT_TOKEN_SLOTS: usize = 64;
+
+/// Chooses a request's token parameters from the request itself.
+pub(crate) type ParamsFor = Arc<dyn Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync>;
+
+type SlotMap = HashMap<TokenParams, Arc<Slot>, BuildHasherDefault<CarriedHash>>;
+
+/// One set of parameters' token.
+struct Slot {
+    link: Arc<Link>,
+    /// When a request last used it, in milliseconds since the slots' epoch.
+    used: AtomicU64,
+}
+
+/// A layer's token slots.
+pub(crate) struct Slots {
+    /// How to make a slot's cache; none for a layer on a token source.
+    recipe: Option<Arc<Recipe>>,
+    params_for: Option<ParamsFor>,
+    max: usize,
+    map: ArcSwap<SlotMap>,
+    /// Held while a slot is made, so that each is made once.
+    making: Mutex<()>,
+    epoch: Instant,
+    /// The evicted slots' counters, for the totals.
+    retired: Mutex<Stats>,
+    warned: AtomicBool,
+}
+
+impl fmt::Debug for Slots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slots")
+            .field("slots", &self.map.load().len())
+            .field("max", &self.max)
+            .field("params_for", &self.params_for.is_some())
+            .finish()
+    }
+}
+
+impl Slots {
+    pub(crate) fn new(
+        recipe: Option<Arc<Recipe>>,
+        params_for: Option<ParamsFor>,
+        max: usize,
+    ) -> Self {
+        Slots {
+            recipe,
+            params_for,
+            max,
+            map: ArcSwap::default(),
+            making: Mutex::new(()),
+            epoch: Instant::now(),
+            retired: Mutex::new(Stats::default()),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `req` may select parameters (it carries some, or the layer
+    /// chooses from requests): the one check every request pays.
+    #[inline]
+    pub(crate) fn wanted<B>(&self, req: &Request<B>) -> bool {
+        self.params_for.is_some() || req.extensions().get::<TokenParams>().is_some()
+    }
+
+    /// The slot `req` selects: `None` for the default token (no parameters,
+    /// or empty ones), else its link or why there is none.
+    pub(crate) fn choose<B>(
+        &self,
+        req: Request<B>,
+        now: Instant,
+    ) -> (Request<B>, Option<Result<Arc<Link>, TokenError>>) {
+        if let Some(params) = req.extensions().get::<TokenParams>() {
+            let chosen = (!params.is_empty()).then(|| self.link_for(params, now));
+            return (req, chosen);
+        }
+        let Some(params_for) = &self.params_for else {
+            return (req, None);
+        };
+        let (parts, body) = req.into_parts();
+        let chosen = params_for(&parts)
+            .filter(|p| !p.is_empty())
+            .map(|p| self.link_for(&p, now));
+        (Request::from_parts(parts, body), chosen)
+    }
+
+    /// The link to `params`' slot, made if need be.
+    pub(crate) fn link_for(
+        &self,
+        params: &TokenParams,
+        now: Instant,
+    ) -> Result<Arc<Link>, TokenError> {
+        let at = self.millis(now);
+        if let Some(slot) = self.map.load().get(params) {
+            if slot.used.load(Ordering::Relaxed) != at {
+                slot.used.store(at, Ordering::Relaxed);
+            }
+            return Ok(Arc::clone(&slot.link));
+        }
+        self.make(params, at)
+    }
+
+    /// Makes `params`' slot (unless another request just did), evicting the
+    /// least recently used one when all are taken.
+    #[cold]
+    fn make(&self, params: &TokenParams, at: u64) -> Result<Arc<Link>, TokenError> {
+        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = self.map.load().get(params) {
+            return Ok(Arc::clone(&slot.link));
+        }
+        let recipe = self.recipe.as_ref().ok_or_else(|| {
+            TokenError::new(TokenErrorKind::InvalidRequest).with_message(
+                "the request carries TokenParams, but the layer takes its token from a token \
+                 source, which has one token",
+            )
+        })?;
+        let slot = Arc::new(Slot {
+            link: Arc::new(Link(recipe.slot(params)?)),
+            used: AtomicU64::new(at),
+        });
+        let mut map = SlotMap::clone(&self.map.load());
+        if map.len() >= self.max {
+            self.evict(&mut map);
+        }
+        map.insert(params.clone(), Arc::clone(&slot));
+        self.map.store(Arc::new(map));
+        tracing::debug!(params = ?params, "new token slot");
+        Ok(Arc::clone(&slot.link))
+    }
+
+    /// Removes the least recently used slot from `map`; its cache, and any
+    /// fetch of it, go when the last request using it is done.
+    fn evict(&self, map: &mut SlotMap) {
+        let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, slot)| slot.used.load(Ordering::Relaxed))
+            .map(|(params, _)| params.clone())
+        else {
+            return;
+        };
+        if let Some(slot) = map.remove(&oldest) {
+            self.retired
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .add(&slot.link.0.stats());
+        }
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                max_token_slots = self.max,
+                evicted = ?oldest,
+                "more distinct TokenParams than max_token_slots: evicting the least recently \
+                 used token slot (reported once). If parameters carry per-request values, \
+                 such as an id in the scope, every request fetches a token"
+            );
+        }
+    }
+
+    fn millis(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Each live slot's parameters and stats.
+    pub(crate) fn stats(&self) -> Vec<(TokenParams, Stats)> {
+        self.map
+            .load()
+            .iter()
+            .map(|(params, slot)| (params.clone(), slot.link.0.stats()))
+            .collect()
+    }
+
+    /// The counters of every slot, live or evicted, summed.
+    pub(crate) fn totals(&self) -> Stats {
+        let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in self.map.load().values() {
+            total.add(&slot.link.0.stats());
+        }
+        total
+    }
+
+    /// How many slots are live.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.map.load().len()
+    }
+}
