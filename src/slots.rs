@@ -202,10 +202,4 @@ impl Slots {
         }
         total
     }
-
-    /// How many slots are live.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.map.load().len()
-    }
 }

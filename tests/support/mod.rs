@@ -13,6 +13,7 @@ pub mod keys;
 pub mod mtls;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+pub mod resource_server;
 pub mod serve;
 pub mod tally;
 
