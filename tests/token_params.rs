@@ -173,8 +173,8 @@ async fn slots_renew_on_their_own_under_load() {
         .unwrap();
     let client = client(&oauth);
     let mut tasks = Vec::new();
-    for worker in 0..4 {
-        let (client, url) = (client.clone(), server.api_url(names[worker]));
+    for name in names {
+        let (client, url) = (client.clone(), server.api_url(name));
         tasks.push(tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             let mut statuses = Vec::new();
