@@ -6,7 +6,6 @@
 mod support;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -339,7 +338,7 @@ async fn a_token_source_layer_has_one_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_shares_each_slots_token_through_redis() {
     let redis = support::redis_server::RedisServer::start();
-    let server = Arc::new(ResourceServer::start(HOUR).await);
+    let server = ResourceServer::start(HOUR).await;
     server.set_delay(Duration::from_millis(100));
     let names = ["a", "b", "c"];
     let replicas: Vec<OAuthLayer> = (0..4)
