@@ -31,6 +31,8 @@ fn single_thread(c: &mut Criterion) {
     });
     let mut svc = oauth.layer(Noop);
     group.bench_function("oauth", |b| b.iter(|| drive(&mut svc, &mut cx)));
+    let mut slots = services::warm_slots_layer(&rt, 8).layer(Noop);
+    group.bench_function("oauth_8_slots", |b| b.iter(|| drive(&mut slots, &mut cx)));
     group.finish();
 }
 
@@ -67,6 +69,10 @@ fn two_threads(c: &mut Criterion) {
     let svc = oauth.layer(Noop);
     group.bench_function("oauth", |b| {
         b.iter_custom(|n| on_two_threads(requests(svc.clone()), n))
+    });
+    let slots = services::warm_slots_layer(&rt, 8).layer(Noop);
+    group.bench_function("oauth_8_slots", |b| {
+        b.iter_custom(|n| on_two_threads(requests(slots.clone()), n))
     });
     group.finish();
 }

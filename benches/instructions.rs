@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench --bench instructions --no-run
-//! for mode in bare set_request_header oauth; do for n in 10000 20000; do
+//! for mode in bare set_request_header oauth slots8; do for n in 10000 20000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //!     target/release/deps/instructions-* $mode $n 2>&1 | grep refs
 //! done; done
@@ -14,6 +14,9 @@
 //! With `--features jwt`, modes `dpop` (the warm path with an ES256 DPoP
 //! proof) and `raw_es256` (a raw `ring` signature over a message of the
 //! proof's size, the floor) measure DPoP the same way.
+//!
+//! Mode `slots8`: requests choose among 8 warm token slots in turn, through
+//! `params_for`.
 //!
 //! Run without arguments (as `cargo bench` does) it does nothing.
 
@@ -56,6 +59,7 @@ fn main() {
             n,
         ),
         "oauth" => run(oauth.layer(Noop), n),
+        "slots8" => run(services::warm_slots_layer(&rt, 8).layer(Noop), n),
         #[cfg(feature = "jwt")]
         "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
         other => panic!("unknown mode {other}"),

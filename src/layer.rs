@@ -141,7 +141,7 @@ impl OAuthLayer {
             Some(slots) if !params.is_empty() => slots,
             _ => return self.token().await,
         };
-        let link = slots.link_for(params, tokio::time::Instant::now())?;
+        let link = slots.link_for(params)?;
         link.0.token().await.map(|t| t.token.clone())
     }
 

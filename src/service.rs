@@ -15,6 +15,7 @@ use crate::authorize::{authorize, bearer, Link, Step};
 use crate::cache::{Acquire, CachedToken};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
+use crate::params::TokenParams;
 use crate::BoxError;
 
 /// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
@@ -172,7 +173,7 @@ impl<S> OAuthService<S> {
     /// A request that may select a token slot: the slot's token if it has
     /// one usable now, else as for the default token, on the slot's cache.
     #[inline(never)]
-    fn call_in_slot<B, ResB>(&mut self, req: Request<B>, now: Instant) -> ResponseFuture<S, B>
+    fn call_in_slot<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
@@ -180,7 +181,16 @@ impl<S> OAuthService<S> {
         let Some(slots) = self.link.0.slots() else {
             unreachable!("only a layer's default cache is called, and it has slots");
         };
-        let (mut req, chosen) = slots.choose(req, now);
+        let chosen = match req.extensions().get::<TokenParams>() {
+            Some(params) => slots.carried(params),
+            None => {
+                // params_for reads the request's head.
+                let (parts, body) = req.into_parts();
+                let chosen = slots.chosen(&parts);
+                req = Request::from_parts(parts, body);
+                chosen
+            }
+        };
         let link = match chosen {
             None => return self.call_default(req, now),
             Some(Err(error)) => return ResponseFuture::failed(error),

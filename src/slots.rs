@@ -3,10 +3,10 @@
 //! default token has; at most a set number, the least recently used evicted.
 //!
 //! A request's way: [`Slots::wanted`] (one branch for a request that selects
-//! nothing), [`Slots::choose`] (its parameters, then [`Slots::link_for`]: a
-//! map lookup without a lock, or under the lock a new slot, evicting the
-//! least recently used); the slot's cache then serves it as the default
-//! cache serves other requests.
+//! nothing), [`Slots::carried`] or [`Slots::chosen`] (its parameters), then
+//! [`Slots::link_for`]: a map lookup without a lock, or under the lock a new
+//! slot, evicting the least recently used; the slot's cache then serves it
+//! as the default cache serves other requests.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use http::Request;
-use tokio::time::Instant;
 
 use crate::authorize::Link;
 use crate::error::{TokenError, TokenErrorKind};
@@ -35,7 +34,7 @@ type SlotMap = HashMap<TokenParams, Arc<Slot>, BuildHasherDefault<CarriedHash>>;
 /// One set of parameters' token.
 struct Slot {
     link: Arc<Link>,
-    /// When a request last used it, in milliseconds since the slots' epoch.
+    /// The slots' tick when a request last used it.
     used: AtomicU64,
 }
 
@@ -48,7 +47,8 @@ pub(crate) struct Slots {
     map: ArcSwap<SlotMap>,
     /// Held while a slot is made, so that each is made once.
     making: Mutex<()>,
-    epoch: Instant,
+    /// Counts the slots made: the clock of least-recently-used eviction.
+    tick: AtomicU64,
     /// The evicted slots' counters, for the totals.
     retired: Mutex<Stats>,
     warned: AtomicBool,
@@ -76,7 +76,7 @@ impl Slots {
             max,
             map: ArcSwap::default(),
             making: Mutex::new(()),
-            epoch: Instant::now(),
+            tick: AtomicU64::new(0),
             retired: Mutex::new(Stats::default()),
             warned: AtomicBool::new(false),
         }
@@ -89,47 +89,43 @@ impl Slots {
         self.params_for.is_some() || req.extensions().get::<TokenParams>().is_some()
     }
 
-    /// The slot `req` selects: `None` for the default token (no parameters,
-    /// or empty ones), else its link or why there is none.
-    pub(crate) fn choose<B>(
+    /// The slot a request with `params` in its extensions selects: `None`
+    /// for the default token (empty parameters), else its link or why
+    /// there is none.
+    #[inline]
+    pub(crate) fn carried(&self, params: &TokenParams) -> Option<Result<Arc<Link>, TokenError>> {
+        (!params.is_empty()).then(|| self.link_for(params))
+    }
+
+    /// The slot `params_for` chooses for a request with head `parts`, as
+    /// [`carried`](Self::carried) says.
+    #[inline]
+    pub(crate) fn chosen(
         &self,
-        req: Request<B>,
-        now: Instant,
-    ) -> (Request<B>, Option<Result<Arc<Link>, TokenError>>) {
-        if let Some(params) = req.extensions().get::<TokenParams>() {
-            let chosen = (!params.is_empty()).then(|| self.link_for(params, now));
-            return (req, chosen);
-        }
-        let Some(params_for) = &self.params_for else {
-            return (req, None);
-        };
-        let (parts, body) = req.into_parts();
-        let chosen = params_for(&parts)
-            .filter(|p| !p.is_empty())
-            .map(|p| self.link_for(&p, now));
-        (Request::from_parts(parts, body), chosen)
+        parts: &http::request::Parts,
+    ) -> Option<Result<Arc<Link>, TokenError>> {
+        let params = self.params_for.as_ref()?(parts)?;
+        self.carried(&params)
     }
 
     /// The link to `params`' slot, made if need be.
-    pub(crate) fn link_for(
-        &self,
-        params: &TokenParams,
-        now: Instant,
-    ) -> Result<Arc<Link>, TokenError> {
-        let at = self.millis(now);
+    pub(crate) fn link_for(&self, params: &TokenParams) -> Result<Arc<Link>, TokenError> {
         if let Some(slot) = self.map.load().get(params) {
-            if slot.used.load(Ordering::Relaxed) != at {
-                slot.used.store(at, Ordering::Relaxed);
+            // Recency counts in slots made: a store only when one was made
+            // since this slot was last used.
+            let tick = self.tick.load(Ordering::Relaxed);
+            if slot.used.load(Ordering::Relaxed) != tick {
+                slot.used.store(tick, Ordering::Relaxed);
             }
             return Ok(Arc::clone(&slot.link));
         }
-        self.make(params, at)
+        self.make(params)
     }
 
     /// Makes `params`' slot (unless another request just did), evicting the
     /// least recently used one when all are taken.
     #[cold]
-    fn make(&self, params: &TokenParams, at: u64) -> Result<Arc<Link>, TokenError> {
+    fn make(&self, params: &TokenParams) -> Result<Arc<Link>, TokenError> {
         let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = self.map.load().get(params) {
             return Ok(Arc::clone(&slot.link));
@@ -142,7 +138,7 @@ impl Slots {
         })?;
         let slot = Arc::new(Slot {
             link: Arc::new(Link(recipe.slot(params)?)),
-            used: AtomicU64::new(at),
+            used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
         });
         let mut map = SlotMap::clone(&self.map.load());
         if map.len() >= self.max {
@@ -179,10 +175,6 @@ impl Slots {
                  such as an id in the scope, every request fetches a token"
             );
         }
-    }
-
-    fn millis(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Each live slot's parameters and stats.

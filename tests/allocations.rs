@@ -85,6 +85,28 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
     );
 }
 
+/// A request through a warm token slot (chosen by `params_for` among 8)
+/// allocates no more than one with the default token.
+#[test]
+fn a_warm_slot_allocates_no_more_than_a_fixed_header() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    let mut slots = services::warm_slots_layer(&rt, 8).layer(Noop);
+    allocations_for(&mut fixed, 1);
+    allocations_for(&mut slots, 8);
+    let n = 1000;
+    let baseline = allocations_for(&mut fixed, n);
+    let ours = allocations_for(&mut slots, n);
+    assert_eq!(
+        ours, baseline,
+        "warm slots: {ours} allocations for {n} requests, fixed header: {baseline}"
+    );
+}
+
 /// With DPoP, each request allocates two things more than a bearer
 /// request: the proof's `htu` (kept to read the nonce of the answer) and
 /// the proof itself, sized exactly so that it becomes the header value as

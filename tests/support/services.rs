@@ -87,20 +87,47 @@ pub fn fixed_header() -> http::HeaderValue {
 }
 
 /// A token endpoint that answers every request at once with
-/// [`FIXED_TOKEN`] as a DPoP-bound token, for a layer with DPoP on.
-#[cfg(feature = "jwt")]
-pub fn dpop_token_endpoint() -> impl Service<
+/// [`FIXED_TOKEN`] of `token_type` (`Bearer`, or `DPoP` for a layer with
+/// DPoP on).
+pub fn token_endpoint(
+    token_type: &'static str,
+) -> impl Service<
     Request<bytes::Bytes>,
     Response = Response<http_body_util::Full<bytes::Bytes>>,
     Error = Infallible,
     Future = impl Send,
 > + Clone
        + Send {
-    tower::service_fn(|_req: Request<bytes::Bytes>| async {
-        let body =
-            format!(r#"{{"access_token":"{FIXED_TOKEN}","token_type":"DPoP","expires_in":3600}}"#);
+    tower::service_fn(move |_req: Request<bytes::Bytes>| async move {
+        let body = format!(
+            r#"{{"access_token":"{FIXED_TOKEN}","token_type":"{token_type}","expires_in":3600}}"#
+        );
         Ok::<_, Infallible>(Response::new(http_body_util::Full::from(body)))
     })
+}
+
+/// A layer whose requests choose among `n` token slots in turn (by
+/// `params_for`), every slot's token already fetched. Keep `rt` alive while
+/// the layer is used.
+pub fn warm_slots_layer(rt: &tokio::runtime::Runtime, n: usize) -> tower_oauth::OAuthLayer {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let params: Vec<tower_oauth::TokenParams> = (0..n)
+        .map(|i| tower_oauth::TokenParams::new().resource(format!("urn:api:{i}")))
+        .collect();
+    let chosen = params.clone();
+    let next = AtomicUsize::new(0);
+    let oauth = tower_oauth::OAuthLayer::builder()
+        .token_url("https://login.example/oauth2/token")
+        .client_id("bench-client")
+        .client_secret("bench-secret")
+        .transport(token_endpoint("Bearer"))
+        .params_for(move |_| Some(chosen[next.fetch_add(1, Ordering::Relaxed) % n].clone()))
+        .build()
+        .unwrap();
+    for p in &params {
+        rt.block_on(oauth.token_for(p)).unwrap();
+    }
+    oauth
 }
 
 /// A layer with DPoP on `key`, its token already fetched. Keep `rt` alive
@@ -114,7 +141,7 @@ pub fn warm_dpop_layer(
         .token_url("https://login.example/oauth2/token")
         .client_id("bench-client")
         .client_secret("bench-secret")
-        .transport(dpop_token_endpoint())
+        .transport(token_endpoint("DPoP"))
         .dpop(key)
         .build()
         .unwrap();
