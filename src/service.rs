@@ -241,7 +241,7 @@ impl<S> OAuthService<S> {
 
     /// Sends a request as `step` says: at once, after a custom signer has
     /// made its DPoP proof, or not at all.
-    #[inline(never)]
+    #[inline]
     fn send<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>> + Clone,

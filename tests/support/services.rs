@@ -110,18 +110,28 @@ pub fn token_endpoint(
 /// `params_for`), every slot's token already fetched. Keep `rt` alive while
 /// the layer is used.
 pub fn warm_slots_layer(rt: &tokio::runtime::Runtime, n: usize) -> tower_oauth::OAuthLayer {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::cell::Cell;
+    thread_local! {
+        // Each thread takes the slots in turn on its own count, so that the
+        // benchmark adds no shared write of its own.
+        static NEXT: Cell<usize> = const { Cell::new(0) };
+    }
     let params: Vec<tower_oauth::TokenParams> = (0..n)
         .map(|i| tower_oauth::TokenParams::new().resource(format!("urn:api:{i}")))
         .collect();
     let chosen = params.clone();
-    let next = AtomicUsize::new(0);
     let oauth = tower_oauth::OAuthLayer::builder()
         .token_url("https://login.example/oauth2/token")
         .client_id("bench-client")
         .client_secret("bench-secret")
         .transport(token_endpoint("Bearer"))
-        .params_for(move |_| Some(chosen[next.fetch_add(1, Ordering::Relaxed) % n].clone()))
+        .params_for(move |_| {
+            let i = NEXT.with(|next| {
+                next.set(next.get() + 1);
+                next.get()
+            });
+            Some(chosen[i % n].clone())
+        })
         .build()
         .unwrap();
     for p in &params {
