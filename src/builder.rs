@@ -832,6 +832,7 @@ impl OAuthLayerBuilder {
             allow_insecure_http: self.allow_insecure_http,
             store: self.store.take(),
             identity,
+            metadata: Default::default(),
             policy,
             placement,
         };

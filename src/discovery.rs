@@ -69,6 +69,10 @@ pub(crate) struct Credentials {
     pub(crate) allow_insecure_http: bool,
 }
 
+/// The metadata last found by any discovery of one layer (its default
+/// token's and its token slots'), so that it is read once, not per slot.
+pub(crate) type SharedMetadata = Arc<Mutex<Option<ServerMetadata>>>;
+
 /// The token source of a layer configured with an issuer.
 pub(crate) struct Discovery {
     issuer: String,
@@ -76,18 +80,29 @@ pub(crate) struct Discovery {
     metadata_urls: [Uri; 2],
     credentials: Credentials,
     found: Mutex<Option<(Arc<ClientCredentials>, ServerMetadata)>>,
+    shared: SharedMetadata,
 }
 
 impl Discovery {
     /// Discovery for `issuer` (already checked: absolute, no query or
     /// fragment).
-    pub(crate) fn new(issuer: &str, parsed: &Uri, credentials: Credentials) -> Arc<Self> {
+    pub(crate) fn new(
+        issuer: &str,
+        parsed: &Uri,
+        credentials: Credentials,
+        shared: SharedMetadata,
+    ) -> Arc<Self> {
         Arc::new(Discovery {
             issuer: issuer.to_owned(),
             metadata_urls: metadata_urls(parsed),
             credentials,
             found: Mutex::new(None),
+            shared,
         })
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Option<ServerMetadata>> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The issuer as configured.
@@ -109,6 +124,13 @@ impl Discovery {
         if let Some((request, _)) = self.lock().as_ref() {
             return Ok(Arc::clone(request));
         }
+        // Found already by another discovery of the layer.
+        let known = self.shared().clone();
+        if let Some(metadata) = known {
+            let request = Arc::new(self.request_for(&metadata)?);
+            *self.lock() = Some((Arc::clone(&request), metadata));
+            return Ok(request);
+        }
         let mut not_found = Vec::new();
         for url in &self.metadata_urls {
             match self.read(url).await {
@@ -120,6 +142,7 @@ impl Discovery {
                         client_auth = ?metadata.client_auth,
                         "discovered the token endpoint"
                     );
+                    *self.shared() = Some(metadata.clone());
                     *self.lock() = Some((Arc::clone(&request), metadata));
                     return Ok(request);
                 }
@@ -329,6 +352,7 @@ impl TokenSource for Discovery {
                 // time.
                 if e.status().is_some_and(crate::answer::not_a_token_endpoint) {
                     *self.lock() = None;
+                    *self.shared() = None;
                 }
             }
             outcome

@@ -8,7 +8,7 @@ use http::Uri;
 use crate::authorize::Placement;
 use crate::cache::{Endpoint, Policy, TokenCache};
 use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
-use crate::discovery::{Credentials, Discovery};
+use crate::discovery::{Credentials, Discovery, SharedMetadata};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::params::TokenParams;
 use crate::slots::{ParamsFor, Slots};
@@ -41,6 +41,8 @@ pub(crate) struct Recipe {
     pub(crate) store: Option<Arc<dyn TokenStore>>,
     /// The store key's parts besides the parameters.
     pub(crate) identity: Vec<String>,
+    /// With an issuer: the metadata found, shared by the layer's caches.
+    pub(crate) metadata: SharedMetadata,
     pub(crate) policy: Policy,
     pub(crate) placement: Placement,
 }
@@ -110,6 +112,7 @@ impl Recipe {
                         transport: Arc::clone(&self.transport),
                         allow_insecure_http: self.allow_insecure_http,
                     },
+                    Arc::clone(&self.metadata),
                 );
                 let endpoint = Endpoint {
                     url: None,

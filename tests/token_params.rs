@@ -290,6 +290,32 @@ async fn a_flood_of_distinct_params_stays_bounded_and_is_reported_once() {
 }
 
 #[tokio::test]
+async fn with_an_issuer_the_metadata_is_read_once_for_every_slot() {
+    let server = ResourceServer::start(HOUR).await;
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(server.issuer())
+            .allow_insecure_http(true)
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+            .params_for(by_path(&APIS)),
+    )
+    .build()
+    .unwrap();
+    let client = client(&oauth);
+    for name in APIS {
+        assert_eq!(
+            status(&client, get(&server.api_url(name), None))
+                .await
+                .unwrap(),
+            200
+        );
+    }
+    assert_eq!(server.token_requests(), 8);
+    assert_eq!(server.metadata_reads(), 1);
+}
+
+#[tokio::test]
 async fn invalid_params_fail_their_request_alone() {
     let server = ResourceServer::start(HOUR).await;
     let oauth = builder(&server).build().unwrap();

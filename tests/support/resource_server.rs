@@ -37,6 +37,8 @@ struct State {
     revoked: Mutex<HashSet<String>>,
     lifetime_ms: AtomicU64,
     delay_ms: AtomicU64,
+    metadata_reads: AtomicU64,
+    issuer: String,
 }
 
 pub struct ResourceServer {
@@ -55,6 +57,8 @@ impl ResourceServer {
             revoked: Mutex::new(HashSet::new()),
             lifetime_ms: AtomicU64::new(lifetime.as_millis() as u64),
             delay_ms: AtomicU64::new(0),
+            metadata_reads: AtomicU64::new(0),
+            issuer: format!("http://{addr}"),
         });
         let served = Arc::clone(&state);
         serve(
@@ -70,6 +74,17 @@ impl ResourceServer {
 
     pub fn token_url(&self) -> String {
         format!("http://{}/token", self.addr)
+    }
+
+    /// The issuer identifier: its RFC 8414 metadata names the token
+    /// endpoint.
+    pub fn issuer(&self) -> &str {
+        &self.state.issuer
+    }
+
+    /// How often the metadata was read.
+    pub fn metadata_reads(&self) -> u64 {
+        self.state.metadata_reads.load(Ordering::SeqCst)
     }
 
     pub fn api_url(&self, name: &str) -> String {
@@ -126,6 +141,13 @@ impl std::ops::Deref for ResourceServer {
 
 async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Response {
     let path = req.uri().path().to_owned();
+    if path == "/.well-known/oauth-authorization-server" {
+        state.metadata_reads.fetch_add(1, Ordering::SeqCst);
+        return answer(
+            200,
+            json!({"issuer": state.issuer, "token_endpoint": format!("{}/token", state.issuer)}),
+        );
+    }
     if path == "/token" {
         let basic = format!(
             "Basic {}",
