@@ -47,6 +47,19 @@ fn get(url: &str, params: Option<&TokenParams>) -> Request<Full<Bytes>> {
     request
 }
 
+/// Waits for `tasks`, each of which sent requests, and checks every one was
+/// answered 200.
+async fn all_ok(tasks: Vec<tokio::task::JoinHandle<Vec<StatusCode>>>, server: &ResourceServer) {
+    for task in tasks {
+        let statuses = task.await.unwrap();
+        assert!(
+            statuses.iter().all(|s| *s == 200),
+            "{:?}",
+            server.refusals()
+        );
+    }
+}
+
 async fn status(client: &Client, request: Request<Full<Bytes>>) -> Result<StatusCode, BoxError> {
     Ok(client.clone().oneshot(request).await?.status())
 }
@@ -93,13 +106,7 @@ async fn eight_apis_mixed_concurrently_each_get_their_own_token_once() {
             statuses
         }));
     }
-    for task in tasks {
-        assert!(
-            task.await.unwrap().iter().all(|s| *s == 200),
-            "{:?}",
-            server.refusals()
-        );
-    }
+    all_ok(tasks, &server).await;
     // One token request per slot on a cold start, never a token of another.
     for name in APIS {
         assert_eq!(server.requests_for(name), 1, "{name}");
@@ -184,13 +191,7 @@ async fn slots_renew_on_their_own_under_load() {
             statuses
         }));
     }
-    for task in tasks {
-        assert!(
-            task.await.unwrap().iter().all(|s| *s == 200),
-            "{:?}",
-            server.refusals()
-        );
-    }
+    all_ok(tasks, &server).await;
     for name in names {
         let n = server.requests_for(name);
         // Renewed ahead (about every second for 2 s tokens), never per request.

@@ -14,7 +14,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::serve::{answer, serve, Response};
+use super::serve::{answer, serve_state, Response};
 use super::tally::Tally;
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -81,15 +81,9 @@ impl AssertionEndpoint {
             lifetime_secs,
             metadata: Mutex::new(None),
         });
-        let served = Arc::clone(&state);
-        serve(
-            listener,
-            |stream| async move { Some((stream, ())) },
-            move |(), req| {
-                let state = Arc::clone(&served);
-                async move { handle(&state, req).await }
-            },
-        );
+        serve_state(listener, Arc::clone(&state), |state, req| async move {
+            handle(&state, req).await
+        });
         AssertionEndpoint { addr, state }
     }
 

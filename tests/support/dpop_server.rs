@@ -16,14 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::serve::{answer, serve, Response};
+use super::serve::{answer, has_basic, serve, Response};
 use super::tally::Tally;
 
 pub const CLIENT_ID: &str = "dpop-client";
@@ -285,16 +285,7 @@ async fn handle(
 }
 
 fn token(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>) -> Response {
-    let basic = format!(
-        "Basic {}",
-        STANDARD.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
-    );
-    if req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        != Some(&basic)
-    {
+    if !has_basic(&req, CLIENT_ID, CLIENT_SECRET) {
         state
             .tally
             .refused("token request: wrong client credentials");

@@ -10,13 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use http_body_util::BodyExt;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use super::serve::{answer, serve, Response};
+use super::serve::{answer, has_basic, serve_state, Response};
 use super::tally::Tally;
 
 pub const CLIENT_ID: &str = "gateway";
@@ -60,15 +58,9 @@ impl ResourceServer {
             metadata_reads: AtomicU64::new(0),
             issuer: format!("http://{addr}"),
         });
-        let served = Arc::clone(&state);
-        serve(
-            listener,
-            |stream| async move { Some((stream, ())) },
-            move |(), req| {
-                let state = Arc::clone(&served);
-                async move { handle(&state, req).await }
-            },
-        );
+        serve_state(listener, Arc::clone(&state), |state, req| async move {
+            handle(&state, req).await
+        });
         ResourceServer { addr, state }
     }
 
@@ -149,16 +141,7 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
         );
     }
     if path == "/token" {
-        let basic = format!(
-            "Basic {}",
-            STANDARD.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
-        );
-        if req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            != Some(&basic)
-        {
+        if !has_basic(&req, CLIENT_ID, CLIENT_SECRET) {
             state
                 .tally
                 .refused("token request: wrong client credentials");

@@ -59,3 +59,32 @@ where
         }
     });
 }
+
+/// Serves plain HTTP on `listener`, every request answered by `handle` with
+/// the server's shared `state`.
+pub fn serve_state<T, H, HF>(listener: TcpListener, state: Arc<T>, handle: H)
+where
+    T: Send + Sync + 'static,
+    H: Fn(Arc<T>, http::Request<hyper::body::Incoming>) -> HF + Send + Sync + 'static,
+    HF: Future<Output = Response> + Send,
+{
+    serve(
+        listener,
+        |stream| async move { Some((stream, ())) },
+        move |(), req| handle(Arc::clone(&state), req),
+    );
+}
+
+/// Whether `req` carries HTTP Basic credentials of `id` and `secret`
+/// (neither needing encoding).
+pub fn has_basic<B>(req: &http::Request<B>, id: &str, secret: &str) -> bool {
+    use base64::Engine;
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+    );
+    req.headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(expected.as_str())
+}
