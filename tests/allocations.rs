@@ -19,18 +19,27 @@ struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes allocated and not yet freed on this thread.
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+fn live(change: i64) {
+    LIVE.with(|l| l.set(l.get() + change));
 }
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        live(layout.size() as i64);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as i64));
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        live(new_size as i64 - layout.size() as i64);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -104,6 +113,45 @@ fn a_warm_slot_allocates_no_more_than_a_fixed_header() {
     assert_eq!(
         ours, baseline,
         "warm slots: {ours} allocations for {n} requests, fixed header: {baseline}"
+    );
+}
+
+/// A flood of distinct parameters through a layer of 4 slots: memory stops
+/// growing once the slots are full. Every slot made after that evicts one,
+/// and the evicted slot's cache, token and fetch go.
+#[test]
+fn evicted_slots_free_their_memory() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let oauth = tower_oauth::OAuthLayer::builder()
+        .token_url("https://login.example/oauth2/token")
+        .client_id("c")
+        .client_secret("s")
+        .transport(services::token_endpoint("Bearer"))
+        .max_token_slots(4)
+        .build()
+        .unwrap();
+    let flood = |from: usize, to: usize| {
+        for i in from..to {
+            let params = tower_oauth::TokenParams::new().scope(format!("read request-{i}"));
+            rt.block_on(oauth.token_for(&params)).unwrap();
+        }
+        // Let the fetch tasks of the last slots finish.
+        rt.block_on(tokio::task::yield_now());
+    };
+    flood(0, 100);
+    let after_100 = LIVE.with(Cell::get);
+    flood(100, 1000);
+    let after_1000 = LIVE.with(Cell::get);
+    eprintln!("live bytes after 100 slots: {after_100}, after 1000: {after_1000}");
+    assert_eq!(oauth.slot_stats().len(), 4);
+    assert_eq!(oauth.stats().token_requests, 1000);
+    assert!(
+        after_1000 - after_100 < 2048,
+        "{} bytes more live after 900 more slots",
+        after_1000 - after_100
     );
 }
 
