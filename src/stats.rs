@@ -7,7 +7,7 @@ use std::time::Duration;
 /// [`OAuthLayer::stats`](crate::OAuthLayer::stats). Reading it takes a few
 /// relaxed atomic loads, one clock read and a brief lock that requests do not
 /// take on their hot path; the counters count since the layer was built,
-/// across all its clones.
+/// across all its clones (and, in `OAuthLayer::stats`, all its token slots).
 ///
 /// ```
 /// # async fn example(oauth: tower_oauth::OAuthLayer) {
