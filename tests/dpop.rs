@@ -666,6 +666,9 @@ fn debug_shows_no_key_material() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_shares_tokens_only_among_replicas_with_the_same_key() {
+    if support::redis_server::missing() {
+        return;
+    }
     let redis = support::redis_server::RedisServer::start();
     let server = DpopServer::start(1, Nonces::Strict, 3600).await;
     let pem = TestKey::new(Kind::P256).pkcs8.clone();

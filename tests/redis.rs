@@ -44,6 +44,9 @@ async fn learn_key(authority: &Authority, server: &RedisServer, prefix: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_cold_starting_together_make_one_token_request() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(100));
@@ -73,6 +76,9 @@ async fn replicas_cold_starting_together_make_one_token_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_renews_once_per_renewal() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(3)).await;
     let replicas: Vec<_> = (0..4)
@@ -108,6 +114,9 @@ async fn the_fleet_renews_once_per_renewal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_lock_holder_delays_but_does_not_block_the_fleet() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     // Learn the key, then leave a lock as a crashed holder would.
@@ -147,6 +156,9 @@ async fn a_dead_lock_holder_delays_but_does_not_block_the_fleet() {
 
 #[tokio::test]
 async fn redis_going_away_and_coming_back() {
+    if support::redis_server::missing() {
+        return;
+    }
     let (_logs, captured) = capture_logs();
     let mut server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
@@ -194,6 +206,9 @@ async fn redis_going_away_and_coming_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_in_redis_does_not_fail_requests() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let key = learn_key(&authority, &server, "t5:").await;
@@ -208,6 +223,9 @@ async fn garbage_in_redis_does_not_fail_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_refused_on_one_replica_is_renewed_once_for_all() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let a = replica(&authority, &server.url(), "t6:");
@@ -234,6 +252,9 @@ async fn a_token_refused_on_one_replica_is_renewed_once_for_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_url_is_used_and_never_shown() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start_with_password("r3dis-pa55");
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let store = RedisStore::new(server.url()).unwrap().prefix("t7:");
@@ -275,6 +296,9 @@ fn openssl(dir: &std::path::Path, args: &[&str]) {
 #[cfg(feature = "reqwest")] // rustls's crypto provider (ring) comes with it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_through_redis_over_tls() {
+    if support::redis_server::missing() {
+        return;
+    }
     // A throwaway CA and a server certificate for 127.0.0.1.
     let dir = std::env::temp_dir().join(format!("tower-oauth-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -380,6 +404,9 @@ async fn replicas_share_through_redis_over_tls() {
 #[tokio::test]
 #[ignore = "a helper: run by replicas_in_separate_processes"]
 async fn replica_process() {
+    if support::redis_server::missing() {
+        return;
+    }
     let auth_url = std::env::var("REPLICA_AUTH_URL").unwrap();
     let redis_url = std::env::var("REPLICA_REDIS_URL").unwrap();
     let fetch_timeout = std::env::var("REPLICA_FETCH_TIMEOUT_MS")
@@ -424,6 +451,9 @@ fn spawn_replica(authority: &Authority, server: &RedisServer) -> std::process::C
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_holder_process_killed_mid_fetch_does_not_block_the_fleet() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     // The holder's token request hangs; the holder is killed while it waits.
@@ -480,6 +510,9 @@ async fn a_lock_holder_process_killed_mid_fetch_does_not_block_the_fleet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_in_separate_processes_make_one_token_request() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(300));
@@ -511,6 +544,9 @@ async fn replicas_in_separate_processes_make_one_token_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_is_shared_so_the_fleet_backs_off_together() {
+    if support::redis_server::missing() {
+        return;
+    }
     let server = RedisServer::start();
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     // The endpoint fails once, slowly: every replica starts while it does.

@@ -364,6 +364,9 @@ async fn a_token_source_layer_has_one_token() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_shares_each_slots_token_through_redis() {
+    if support::redis_server::missing() {
+        return;
+    }
     let redis = support::redis_server::RedisServer::start();
     let server = ResourceServer::start(HOUR).await;
     server.set_delay(Duration::from_millis(100));

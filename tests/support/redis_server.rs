@@ -3,8 +3,53 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
+
+/// Set (as `.ci/run` does) to make a missing `redis-server` fail the Redis
+/// tests instead of skipping them.
+pub const REQUIRE_REDIS: &str = "TOWER_OAUTH_REQUIRE_REDIS";
+
+/// Whether the calling test must be skipped because `redis-server` is not
+/// installed. Says so on the terminal, past the test harness's capture: the
+/// hint once per test file, then the name of each test skipped. With
+/// [`REQUIRE_REDIS`] set, a missing server is a failure instead.
+pub fn missing() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    let installed = *INSTALLED.get_or_init(|| {
+        Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if installed {
+        return false;
+    }
+    assert!(
+        std::env::var_os(REQUIRE_REDIS).is_none(),
+        "redis-server is not installed, and {REQUIRE_REDIS} is set: the Redis tests must run \
+         (apt-get install redis-server)"
+    );
+    static HINT: Once = Once::new();
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a Redis test")
+        .to_owned();
+    let mut terminal = std::io::stderr().lock();
+    HINT.call_once(|| {
+        let _ = writeln!(
+            terminal,
+            "\nnote: redis-server is not installed, so the Redis tests named below did not \
+             run; install it to run them (Debian: apt-get install redis-server)"
+        );
+    });
+    let _ = writeln!(terminal, "note: skipped {test} (needs redis-server)");
+    true
+}
 
 pub struct RedisServer {
     pub port: u16,
