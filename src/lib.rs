@@ -345,7 +345,7 @@ pub use service::OAuthService;
 pub use signing::{Algorithm, JwsSigner, SigningKey};
 pub use slots::DEFAULT_TOKEN_SLOTS;
 pub use stats::Stats;
-pub use store::{FetchContext, SharedToken, TokenStore};
+pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};

@@ -40,6 +40,16 @@ pub struct Stats {
     /// stayed. Such a request is resent by
     /// [`RetryUnauthorized`](crate::RetryUnauthorized).
     pub dpop_nonce_challenges: u64,
+    /// With a [token store](crate::OAuthLayerBuilder::token_store): fetches
+    /// the store served with a token another replica had fetched.
+    pub store_took_shared: u64,
+    /// Fetches for which this replica asked the token endpoint for the
+    /// whole fleet (it held the store's fetch lock).
+    pub store_fetched_for_fleet: u64,
+    /// Fetches that waited while another replica fetched.
+    pub store_waited: u64,
+    /// Fetches made without the store because it did not answer.
+    pub store_fell_back: u64,
     /// How much longer the current token may be presented; `None` without a
     /// usable token.
     pub token_usable_for: Option<Duration>,
@@ -57,6 +67,10 @@ impl Stats {
         self.forced_renewals += other.forced_renewals;
         self.waited_for_token += other.waited_for_token;
         self.dpop_nonce_challenges += other.dpop_nonce_challenges;
+        self.store_took_shared += other.store_took_shared;
+        self.store_fetched_for_fleet += other.store_fetched_for_fleet;
+        self.store_waited += other.store_waited;
+        self.store_fell_back += other.store_fell_back;
     }
 }
 
@@ -85,6 +99,10 @@ impl Counters {
             forced_renewals: get(&self.forced_renewals),
             waited_for_token: get(&self.waited_for_token),
             dpop_nonce_challenges: get(&self.dpop_nonce_challenges),
+            store_took_shared: 0,
+            store_fetched_for_fleet: 0,
+            store_waited: 0,
+            store_fell_back: 0,
             token_usable_for: None,
             backing_off: None,
         }

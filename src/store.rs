@@ -7,6 +7,7 @@
 //! a token another replica fetched, or make sure only one replica fetches.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::cache::Fetcher;
@@ -86,6 +87,45 @@ impl<'a> FetchContext<'a> {
     pub fn hold_after(&self, error: &TokenError) -> Duration {
         self.fetcher.policy.hold_after(error.retry_after())
     }
+}
+
+impl FetchContext<'_> {
+    /// Notes what the store did for this fetch, for the layer's
+    /// [`Stats`](crate::Stats) (`store_*` fields) and logs.
+    pub fn record(&self, event: StoreEvent) {
+        let counters = &self.fetcher.fleet;
+        let counter = match event {
+            StoreEvent::TookShared => &counters.took_shared,
+            StoreEvent::FetchedForFleet => &counters.fetched_for_fleet,
+            StoreEvent::WaitedForAnother => &counters.waited,
+            StoreEvent::FellBackToLocal => &counters.fell_back,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(identity = self.identity, ?event, "token store");
+    }
+}
+
+/// What a [`TokenStore`] did for one fetch: see [`FetchContext::record`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreEvent {
+    /// It handed out a token another replica had fetched.
+    TookShared,
+    /// It fetched the token for every replica (it held the fetch lock).
+    FetchedForFleet,
+    /// It waited while another replica fetched.
+    WaitedForAnother,
+    /// Its backend did not answer, so the layer fetched on its own.
+    FellBackToLocal,
+}
+
+/// The counters behind [`StoreEvent`]s, kept by a layer's fetcher.
+#[derive(Debug, Default)]
+pub(crate) struct FleetCounters {
+    pub(crate) took_shared: AtomicU64,
+    pub(crate) fetched_for_fleet: AtomicU64,
+    pub(crate) waited: AtomicU64,
+    pub(crate) fell_back: AtomicU64,
 }
 
 impl fmt::Debug for FetchContext<'_> {

@@ -66,6 +66,20 @@ async fn replicas_cold_starting_together_make_one_token_request() {
     }
     assert_eq!(authority.token_requests(), 1);
     assert!(tokens.iter().all(|t| t == &tokens[0]));
+    // Each replica's stats say what the store did: one fetched for all,
+    // the seven others took its token (most after waiting on its lock).
+    let mut fleet = tower_oauth::Stats::default();
+    for r in &replicas {
+        let s = r.stats();
+        fleet.store_took_shared += s.store_took_shared;
+        fleet.store_fetched_for_fleet += s.store_fetched_for_fleet;
+        fleet.store_waited += s.store_waited;
+        fleet.store_fell_back += s.store_fell_back;
+    }
+    assert_eq!(fleet.store_fetched_for_fleet, 1, "{fleet:?}");
+    assert_eq!(fleet.store_took_shared, 7, "{fleet:?}");
+    assert!(fleet.store_waited >= 1, "{fleet:?}");
+    assert_eq!(fleet.store_fell_back, 0, "{fleet:?}");
     // Stored under the prefix and a hash; the lock is gone; no secret in keys.
     let keys = keys(&server, "t1:");
     assert_eq!(keys.len(), 1, "{keys:?}");
@@ -189,6 +203,7 @@ async fn redis_going_away_and_coming_back() {
         (1..=2).contains(&warnings),
         "warned {warnings} times, once per replica at most"
     );
+    assert!(a.stats().store_fell_back >= 1 && b.stats().store_fell_back >= 1);
 
     // Redis is back: the fleet shares again.
     server.restart();

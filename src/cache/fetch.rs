@@ -25,6 +25,8 @@ pub(crate) struct Fetcher {
     /// A store shared with other replicas, and this layer's identity in it.
     pub(crate) store: Option<(Arc<dyn TokenStore>, String)>,
     pub(crate) policy: Policy,
+    /// What the store did for this layer's fetches.
+    pub(crate) fleet: crate::store::FleetCounters,
 }
 
 /// A token just fetched, and when it runs out.

@@ -170,6 +170,7 @@ impl TokenCache {
                 source,
                 store,
                 policy,
+                fleet: Default::default(),
             }),
             placement,
             endpoint,
@@ -211,6 +212,12 @@ impl TokenCache {
     /// The counters and the token's state now.
     pub(crate) fn stats(&self) -> Stats {
         let mut stats = self.counters.snapshot();
+        let fleet = &self.fetcher.fleet;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        stats.store_took_shared = get(&fleet.took_shared);
+        stats.store_fetched_for_fleet = get(&fleet.fetched_for_fleet);
+        stats.store_waited = get(&fleet.waited);
+        stats.store_fell_back = get(&fleet.fell_back);
         let now = Instant::now();
         stats.token_usable_for = self
             .current

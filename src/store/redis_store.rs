@@ -10,7 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tokio::time::{sleep, timeout, Instant};
 
-use super::{FetchContext, SharedToken, TokenStore};
+use super::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::BoxFuture;
@@ -233,9 +233,11 @@ impl RedisStore {
         let lock_ttl = ctx.fetch_timeout() + Duration::from_secs(1);
         let nonce = random_hex();
         let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
+        let mut waited = false;
         loop {
             let now = self.read(&key).await?;
             if let Some(shared) = now.token.filter(|t| ctx.is_fresh(t)) {
+                ctx.record(StoreEvent::TookShared);
                 return Ok(shared);
             }
             if let Some(failure) = now.failure {
@@ -266,6 +268,10 @@ impl RedisStore {
                     "waited too long for another replica's token".into(),
                 ));
             }
+            if !waited {
+                waited = true;
+                ctx.record(StoreEvent::WaitedForAnother);
+            }
             sleep(POLL).await;
         }
     }
@@ -283,12 +289,18 @@ impl RedisStore {
             Ok(Shared {
                 token: Some(shared),
                 ..
-            }) if ctx.is_fresh(&shared) => Ok(shared),
+            }) if ctx.is_fresh(&shared) => {
+                ctx.record(StoreEvent::TookShared);
+                Ok(shared)
+            }
             Ok(Shared {
                 failure: Some(failure),
                 ..
             }) => Err(failure),
-            _ => ctx.fetch().await,
+            _ => {
+                ctx.record(StoreEvent::FetchedForFleet);
+                ctx.fetch().await
+            }
         };
         let mut con = self.connection()?;
         let shared = match &outcome {
@@ -482,6 +494,7 @@ impl TokenStore for RedisStore {
                 }
                 Err(Problem::Redis(why)) => {
                     self.redis_failed(&why);
+                    ctx.record(StoreEvent::FellBackToLocal);
                     ctx.fetch().await
                 }
             }
