@@ -747,7 +747,7 @@ impl OAuthLayerBuilder {
             let store = self
                 .store
                 .take()
-                .map(|store| (store, identity(&["token-source"])));
+                .map(|store| (store, identity(&["token-source"]), None));
             let slots = Slots::new(None, None, 0);
             return Ok(OAuthLayer {
                 cache: TokenCache::new(source, policy, placement, None, store, Some(slots)),
@@ -819,6 +819,7 @@ impl OAuthLayerBuilder {
             // Tokens bound to one key are of no use to a replica with another.
             identity.extend(["dpop".to_owned(), thumbprint]);
         }
+        let sealing_key = self.sealing_key(&client_secret, auth.as_ref());
         let recipe = Recipe {
             target,
             from_auth_url: self.auth_url.is_some(),
@@ -832,6 +833,7 @@ impl OAuthLayerBuilder {
             allow_insecure_http: self.allow_insecure_http,
             store: self.store.take(),
             identity,
+            sealing_key,
             metadata: Default::default(),
             policy,
             placement,
@@ -907,6 +909,33 @@ impl OAuthLayerBuilder {
             lifetime,
             typ,
         })
+    }
+
+    /// The key for sealing what a store keeps, derived from the client's own
+    /// credential: its secret, else its private key, else its TLS client
+    /// key; none without one (or without feature `redis`).
+    #[cfg_attr(not(all(feature = "redis", feature = "jwt")), allow(unused_variables))]
+    fn sealing_key(&self, secret: &str, auth: Option<&ClientAuth>) -> Option<[u8; 32]> {
+        #[cfg(feature = "redis")]
+        {
+            let derive = crate::store::seal::derive;
+            if !secret.is_empty() {
+                return Some(derive(secret.as_bytes()));
+            }
+            #[cfg(feature = "jwt")]
+            if let Some(ClientAuth::PrivateKeyJwt(key)) = auth {
+                if let Some(seed) = key.seed() {
+                    return Some(derive(seed));
+                }
+            }
+            #[cfg(feature = "reqwest")]
+            if let Some(key_pem) = self.tls.identity_key() {
+                return Some(derive(key_pem));
+            }
+            None
+        }
+        #[cfg(not(feature = "redis"))]
+        None
     }
 
     /// The DPoP key's thumbprint, if DPoP is on.

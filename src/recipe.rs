@@ -41,6 +41,9 @@ pub(crate) struct Recipe {
     pub(crate) store: Option<Arc<dyn TokenStore>>,
     /// The store key's parts besides the parameters.
     pub(crate) identity: Vec<String>,
+    /// Derived from the client's credential, for sealing what the store
+    /// keeps.
+    pub(crate) sealing_key: Option<[u8; 32]>,
     /// With an issuer: the metadata found, shared by the layer's caches.
     pub(crate) metadata: SharedMetadata,
     pub(crate) policy: Policy,
@@ -69,7 +72,7 @@ impl Recipe {
         let store = self
             .store
             .as_ref()
-            .map(|store| (Arc::clone(store), identity(&parts)));
+            .map(|store| (Arc::clone(store), identity(&parts), self.sealing_key));
         let (source, endpoint) = self.source(params);
         TokenCache::new(
             source,

@@ -170,6 +170,9 @@ pub trait JwsSigner: Send + Sync + 'static {
 pub struct SigningKey {
     signer: Arc<Signer>,
     key_id: Option<Arc<str>>,
+    /// SHA-256 of the private key's bytes, for deriving other keys from it
+    /// (a token store's sealing key); none for a custom signer.
+    seed: Option<[u8; 32]>,
 }
 
 /// What makes the signatures.
@@ -253,6 +256,7 @@ impl SigningKey {
         Ok(SigningKey {
             signer: Arc::new(signer),
             key_id: None,
+            seed: Some(seed(key.secret_der())),
         })
     }
 
@@ -348,6 +352,7 @@ impl SigningKey {
         Ok(SigningKey {
             signer: Arc::new(signer),
             key_id: text("kid").map(Arc::from),
+            seed: Some(seed(&bytes("d")?)),
         })
     }
 
@@ -358,22 +363,22 @@ impl SigningKey {
         let rng = SystemRandom::new();
         let no_random = |_| invalid_key("the system's random source gave no bytes for a new key");
         let rejected = |e: ring::error::KeyRejected| wrong_key(algorithm, e);
-        let signer = match algorithm {
+        let (signer, pkcs8) = match algorithm {
             Algorithm::Es256 => {
                 let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
                     .map_err(no_random)?;
-                Signer::Ecdsa(
-                    EcdsaKeyPair::from_pkcs8(
-                        &ECDSA_P256_SHA256_FIXED_SIGNING,
-                        pkcs8.as_ref(),
-                        &rng,
-                    )
-                    .map_err(rejected)?,
+                let pair = EcdsaKeyPair::from_pkcs8(
+                    &ECDSA_P256_SHA256_FIXED_SIGNING,
+                    pkcs8.as_ref(),
+                    &rng,
                 )
+                .map_err(rejected)?;
+                (Signer::Ecdsa(pair), pkcs8)
             }
             Algorithm::EdDsa => {
                 let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(no_random)?;
-                Signer::Ed25519(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(rejected)?)
+                let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(rejected)?;
+                (Signer::Ed25519(pair), pkcs8)
             }
             Algorithm::Rs256 | Algorithm::Ps256 => {
                 return Err(invalid_key(format!(
@@ -387,6 +392,7 @@ impl SigningKey {
         Ok(SigningKey {
             signer: Arc::new(signer),
             key_id: None,
+            seed: Some(seed(pkcs8.as_ref())),
         })
     }
 
@@ -395,7 +401,14 @@ impl SigningKey {
         SigningKey {
             signer: Arc::new(Signer::Custom(Box::new(signer))),
             key_id: None,
+            seed: None,
         }
+    }
+
+    /// SHA-256 of the private key's bytes; none for a custom signer.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn seed(&self) -> Option<&[u8]> {
+        self.seed.as_ref().map(|s| s.as_slice())
     }
 
     /// Sets the key id sent as the JWS header's `kid`: the id under which
@@ -544,6 +557,14 @@ impl fmt::Debug for SigningKey {
             .field("key", &"[redacted]")
             .finish()
     }
+}
+
+/// SHA-256 of a private key's bytes.
+fn seed(secret: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut seed = [0u8; 32];
+    seed.copy_from_slice(digest.as_ref());
+    seed
 }
 
 fn invalid_key(message: impl Into<String>) -> ConfigError {

@@ -31,6 +31,8 @@ pub struct SharedToken {
 pub struct FetchContext<'a> {
     pub(crate) identity: &'a str,
     pub(crate) fetcher: &'a Fetcher,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) sealing_key: Option<&'a [u8; 32]>,
 }
 
 impl<'a> FetchContext<'a> {
@@ -68,6 +70,18 @@ impl<'a> FetchContext<'a> {
         self.fetcher
             .policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
+    }
+
+    /// A key for sealing what the store keeps (feature `redis`): derived
+    /// (HKDF-SHA256) from the client's credential (its secret, its private
+    /// key, or its TLS client key), so the same on every replica holding
+    /// that credential; `None` when the layer has no credential of its own
+    /// (a key in a KMS, a token source). Never derived from anything in the
+    /// store.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn sealing_key(&self) -> Option<&[u8; 32]> {
+        self.sealing_key
     }
 
     /// The longest a token request may take.
@@ -243,6 +257,8 @@ pub use self::redis_store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIME
 
 #[cfg(feature = "redis")]
 mod redis_store;
+#[cfg(feature = "redis")]
+pub(crate) mod seal;
 
 #[cfg(test)]
 mod tests {

@@ -25,6 +25,15 @@ impl TlsSettings {
         false
     }
 
+    /// The client's private key (PEM), if it presents a certificate.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn identity_key(&self) -> Option<&[u8]> {
+        #[cfg(feature = "mtls")]
+        return self.identity.as_ref().map(|(_, key)| key.as_slice());
+        #[cfg(not(feature = "mtls"))]
+        None
+    }
+
     /// Whether anything differs from reqwest's defaults.
     pub(crate) fn is_default(&self) -> bool {
         self.roots.is_empty() && !self.presents_certificate()

@@ -608,3 +608,135 @@ async fn a_failure_is_shared_so_the_fleet_backs_off_together() {
     }
     assert_eq!(authority.token_requests(), 2);
 }
+
+/// Opens a value the store sealed under `key` for the Redis key `aad`, with
+/// RustCrypto's AES-256-GCM: not the crate's own code.
+fn open_independently(key: &[u8; 32], aad: &str, value: &str) -> Option<Vec<u8>> {
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(value.strip_prefix("sealed1.")?)
+        .ok()?;
+    let (nonce, sealed) = bytes.split_at(12);
+    aes_gcm::Aes256Gcm::new(key.into())
+        .decrypt(
+            nonce.into(),
+            Payload {
+                msg: sealed,
+                aad: aad.as_bytes(),
+            },
+        )
+        .ok()
+}
+
+/// The sealing key the crate documents: HKDF-SHA256 of the client secret,
+/// salt `tower-oauth token store`, info `sealing key v1` (RustCrypto's HKDF).
+fn documented_key(secret: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    hkdf::Hkdf::<sha2::Sha256>::new(Some(b"tower-oauth token store"), secret.as_bytes())
+        .expand(b"sealing key v1", &mut key)
+        .unwrap();
+    key
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_is_stored_in_clear() {
+    if support::redis_server::missing() {
+        return;
+    }
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let token = replica(&authority, &server.url(), "s1:")
+        .token()
+        .await
+        .unwrap();
+    let key = keys(&server, "s1:").remove(0);
+    let value: String = server.connection().get(&key).unwrap();
+    assert!(value.starts_with("sealed1."), "{value}");
+    assert!(!value.contains(token.expose_token()) && !value.contains("access_token"));
+    assert!(!value.contains(CLIENT_SECRET));
+    // Opened with the documented derivation and an independent AES-GCM.
+    let json = open_independently(&documented_key(CLIENT_SECRET), &key, &value).unwrap();
+    let stored: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(stored["access_token"], token.expose_token());
+    // Bound to its Redis key: under another name it does not open.
+    assert!(open_independently(&documented_key(CLIENT_SECRET), "s1:other", &value).is_none());
+
+    // A key of the user's own seals instead.
+    let own = [7u8; 32];
+    let oauth = builder(&authority)
+        .token_store(
+            RedisStore::new(server.url())
+                .unwrap()
+                .prefix("s2:")
+                .encryption_key(own),
+        )
+        .build()
+        .unwrap();
+    let token = oauth.token().await.unwrap();
+    let key = keys(&server, "s2:").remove(0);
+    let value: String = server.connection().get(&key).unwrap();
+    let json = open_independently(&own, &key, &value).unwrap();
+    assert!(String::from_utf8(json)
+        .unwrap()
+        .contains(token.expose_token()));
+}
+
+// One thread, so that the log capture sees the fetch tasks' warnings.
+#[tokio::test]
+async fn a_value_that_does_not_open_counts_as_no_token() {
+    if support::redis_server::missing() {
+        return;
+    }
+    let (_logs, captured) = capture_logs();
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    replica(&authority, &server.url(), "s3:")
+        .token()
+        .await
+        .unwrap();
+    let key = keys(&server, "s3:").remove(0);
+    let mut con = server.connection();
+
+    // Tampered with: one character changed.
+    let value: String = con.get(&key).unwrap();
+    let mut tampered = value.into_bytes();
+    let middle = tampered.len() / 2;
+    tampered[middle] = if tampered[middle] == b'A' { b'B' } else { b'A' };
+    let _: () = con
+        .set_ex(&key, String::from_utf8(tampered).unwrap(), 3600)
+        .unwrap();
+    let fresh = replica(&authority, &server.url(), "s3:");
+    let token = fresh.token().await.unwrap();
+    assert_eq!(authority.token_requests(), 2, "fetched anew");
+    // Overwritten with a value that opens.
+    let value: String = con.get(&key).unwrap();
+    assert!(open_independently(&documented_key(CLIENT_SECRET), &key, &value).is_some());
+
+    // A token stored in clear (by an older version, or by someone else).
+    let clear = format!(
+        r#"{{"access_token":"{}","expires_in":3600}}"#,
+        token.expose_token()
+    );
+    let _: () = con.set_ex(&key, clear, 3600).unwrap();
+    replica(&authority, &server.url(), "s3:")
+        .token()
+        .await
+        .unwrap();
+    assert_eq!(authority.token_requests(), 3);
+
+    // Replicas with another sealing key cannot take the token: they fetch.
+    let other = builder(&authority)
+        .token_store(
+            RedisStore::new(server.url())
+                .unwrap()
+                .prefix("s3:")
+                .encryption_key([9u8; 32]),
+        )
+        .build()
+        .unwrap();
+    other.token().await.unwrap();
+    assert_eq!(authority.token_requests(), 4);
+    let warnings = captured.text().matches("does not open").count();
+    assert!((1..=3).contains(&warnings), "warned {warnings} times");
+}

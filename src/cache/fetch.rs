@@ -22,12 +22,16 @@ use crate::token::AccessToken;
 /// under way never keeps a dropped layer alive.
 pub(crate) struct Fetcher {
     pub(crate) source: Arc<dyn TokenSource>,
-    /// A store shared with other replicas, and this layer's identity in it.
-    pub(crate) store: Option<(Arc<dyn TokenStore>, String)>,
+    /// See [`StoreUse`].
+    pub(crate) store: Option<StoreUse>,
     pub(crate) policy: Policy,
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
 }
+
+/// A store shared with other replicas, this layer's identity in it, and the
+/// key derived from the client's credential for sealing what it keeps.
+pub(crate) type StoreUse = (Arc<dyn TokenStore>, String, Option<[u8; 32]>);
 
 /// A token just fetched, and when it runs out.
 #[derive(Debug)]
@@ -40,7 +44,7 @@ impl Fetcher {
     /// A new token: from the store when there is one (telling it first that
     /// `refused` was refused), else from the source.
     pub(crate) async fn fetch(&self, refused: Option<AccessToken>) -> Result<Fetched, TokenError> {
-        let Some((store, identity)) = &self.store else {
+        let Some((store, identity, sealing_key)) = &self.store else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
             let token = self.ask_source().await?;
@@ -54,6 +58,7 @@ impl Fetcher {
             let ctx = FetchContext {
                 identity,
                 fetcher: self,
+                sealing_key: sealing_key.as_ref(),
             };
             let shared = store.get_or_fetch(&ctx).await?;
             let lifetime = shared.token.lifetime();

@@ -34,14 +34,13 @@ use tracing::Instrument;
 
 use self::control::Control;
 use self::fetch::Fetched;
-pub(crate) use self::fetch::Fetcher;
+pub(crate) use self::fetch::{Fetcher, StoreUse};
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 pub(crate) use self::timings::Policy;
 use crate::authorize::Placement;
 use crate::client::TokenSource;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::stats::{Counters, Stats};
-use crate::store::TokenStore;
 use crate::token::AccessToken;
 
 /// While a renewal is under way, a request past the renewal point looks
@@ -160,7 +159,7 @@ impl TokenCache {
         policy: Policy,
         placement: Placement,
         endpoint: Option<Endpoint>,
-        store: Option<(Arc<dyn TokenStore>, String)>,
+        store: Option<StoreUse>,
         slots: Option<crate::slots::Slots>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {

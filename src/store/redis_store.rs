@@ -1,15 +1,17 @@
 //! [`RedisStore`]: one token, and one token request, for a whole fleet.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tokio::time::{sleep, timeout, Instant};
 
+use super::seal::Sealer;
 use super::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
@@ -23,20 +25,10 @@ pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often a replica waiting for another one's token looks again.
 const POLL: Duration = Duration::from_millis(25);
 
-/// Deletes the lock only for its holder.
-const RELEASE: &str = r#"
+/// Deletes a key only if it still holds the value given: the lock for its
+/// holder, the shared token only if it is still the refused one.
+const DELETE_IF_EQUAL: &str = r#"
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-    return redis.call("DEL", KEYS[1])
-end
-return 0
-"#;
-
-/// Deletes the shared token only if it is still the refused one.
-const FORGET_IF_SAME: &str = r#"
-local value = redis.call("GET", KEYS[1])
-if not value then return 0 end
-local ok, decoded = pcall(cjson.decode, value)
-if (not ok) or type(decoded) ~= "table" or decoded["access_token"] == ARGV[1] then
     return redis.call("DEL", KEYS[1])
 end
 return 0
@@ -64,8 +56,19 @@ return 0
 /// replica fetches and caches on its own, warns once, and goes back to Redis
 /// when it answers again.
 ///
-/// **Security**: the stored token is a bearer credential; anyone who can read
-/// the key can use it. Protect Redis with a password (`redis://:password@host`
+/// **Security**: the token (and a shared failure) is stored sealed, with
+/// AES-256-GCM under a key derived (HKDF-SHA256) from the client's own
+/// credential (its secret, its private key, or its TLS client key), which
+/// every replica holds and Redis never sees, bound to its Redis key; or
+/// under a key of yours ([`encryption_key`](RedisStore::encryption_key)).
+/// Someone who can read Redis sees keys (hashes, never the secret), expiry
+/// times and sealed values: no token. Someone who can write it can delete or
+/// replace values, which replicas then cannot open: they count as no token,
+/// and a replica fetches and overwrites (a warning says so once). A layer
+/// with no credential of its own (a key in a KMS) and no
+/// [`encryption_key`](RedisStore::encryption_key) does not share through
+/// Redis at all, and says so once. Protect Redis all the same with a
+/// password (`redis://:password@host`
 /// or `redis://user:password@host`, ACLs) and, across networks, TLS:
 /// `rediss://` URLs work once one of the `redis` crate's TLS features is
 /// enabled in your build (e.g. `redis = { version = "1", features =
@@ -91,6 +94,16 @@ pub struct RedisStore {
     prefix: String,
     timeout: Duration,
     degraded: AtomicBool,
+    /// The user's sealing key, instead of the one derived from the client.
+    sealing: Option<[u8; 32]>,
+    /// Warned that a stored value did not open.
+    warned_unopened: AtomicBool,
+    /// Warned that nothing could be sealed.
+    warned_unsealed: AtomicBool,
+    /// Per Redis key, the token this replica last took or stored there and
+    /// its sealed value: a refused token is deleted only if Redis still
+    /// holds exactly that value.
+    handed_out: Mutex<HashMap<String, (String, String)>>,
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
@@ -137,7 +150,24 @@ impl RedisStore {
             prefix: DEFAULT_REDIS_PREFIX.to_owned(),
             timeout: DEFAULT_REDIS_TIMEOUT,
             degraded: AtomicBool::new(false),
+            sealing: None,
+            warned_unopened: AtomicBool::new(false),
+            warned_unsealed: AtomicBool::new(false),
+            handed_out: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Seals stored values under `key` (32 bytes, from your secret store)
+    /// instead of the key derived from the client's credential: for clients
+    /// whose key never leaves a KMS, or to rotate client secrets without the
+    /// fleet losing its shared token. Every replica sharing the token needs
+    /// the same key.
+    ///
+    /// Default: derived from the client's credential.
+    #[must_use]
+    pub fn encryption_key(mut self, key: [u8; 32]) -> Self {
+        self.sealing = Some(key);
+        self
     }
 
     /// The start of every key this store writes, to keep apart applications
@@ -194,7 +224,7 @@ impl RedisStore {
 
     /// What Redis holds for `key`: the shared token and its remaining time
     /// (if readable), and a failure another replica reported (if recent).
-    async fn read(&self, key: &str) -> Result<Shared, Problem> {
+    async fn read(&self, key: &str, sealer: &Sealer) -> Result<Shared, Problem> {
         let mut con = self.connection()?;
         let failure_key = failure_key(key);
         let (value, pttl, failure, failure_pttl): (Option<String>, i64, Option<String>, i64) = self
@@ -208,26 +238,59 @@ impl RedisStore {
                     .query_async(&mut con),
             )
             .await?;
-        // Garbage under the key counts as no token; a fetch overwrites it.
+        // A value that does not open, or garbage, counts as no token; a
+        // fetch overwrites it.
         let token = match (value, u64::try_from(pttl)) {
-            (Some(value), Ok(ms)) => {
-                AccessToken::from_json(value.as_bytes())
-                    .ok()
-                    .map(|token| SharedToken {
-                        token,
-                        usable_for: Duration::from_millis(ms),
-                    })
-            }
+            (Some(value), Ok(ms)) => self
+                .open(sealer, key, &value)
+                .and_then(|json| AccessToken::from_json(&json).ok())
+                .map(|token| {
+                    let sealed = (token.expose_token().to_owned(), value);
+                    (
+                        SharedToken {
+                            token,
+                            usable_for: Duration::from_millis(ms),
+                        },
+                        sealed,
+                    )
+                }),
             _ => None,
         };
         let failure = match (failure, u64::try_from(failure_pttl)) {
-            (Some(f), Ok(ms)) => decode_failure(&f, Duration::from_millis(ms)),
+            (Some(f), Ok(ms)) => self.open(sealer, &failure_key, &f).and_then(|json| {
+                decode_failure(&String::from_utf8_lossy(&json), Duration::from_millis(ms))
+            }),
             _ => None,
         };
         Ok(Shared { token, failure })
     }
 
-    async fn shared(&self, ctx: &FetchContext<'_>) -> Result<SharedToken, Problem> {
+    /// `value` opened, or `None` (said once) when it does not open.
+    fn open(&self, sealer: &Sealer, key: &str, value: &str) -> Option<Vec<u8>> {
+        let opened = sealer.open(key, value);
+        if opened.is_none() && !self.warned_unopened.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "a value in the Redis token store does not open (sealed under another key, \
+                 changed by someone, or stored in clear by an older version): it counts as no \
+                 token, and a new one overwrites it (reported once)"
+            );
+        }
+        opened
+    }
+
+    /// Remembers that `token`, sealed as `sealed`, was handed out from `key`.
+    fn handed_out(&self, key: &str, token: &str, sealed: String) {
+        self.handed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned(), (token.to_owned(), sealed));
+    }
+
+    async fn shared(
+        &self,
+        ctx: &FetchContext<'_>,
+        sealer: &Sealer,
+    ) -> Result<SharedToken, Problem> {
         let key = self.key(ctx.identity());
         let lock = format!("{key}:lock");
         let lock_ttl = ctx.fetch_timeout() + Duration::from_secs(1);
@@ -235,9 +298,10 @@ impl RedisStore {
         let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
         let mut waited = false;
         loop {
-            let now = self.read(&key).await?;
-            if let Some(shared) = now.token.filter(|t| ctx.is_fresh(t)) {
+            let now = self.read(&key, sealer).await?;
+            if let Some((shared, (token, sealed))) = now.token.filter(|(t, _)| ctx.is_fresh(t)) {
                 ctx.record(StoreEvent::TookShared);
+                self.handed_out(&key, &token, sealed);
                 return Ok(shared);
             }
             if let Some(failure) = now.failure {
@@ -258,7 +322,9 @@ impl RedisStore {
                 )
                 .await?;
             if acquired.is_some() {
-                return self.fetch_under_lock(ctx, &key, &lock, &nonce).await;
+                return self
+                    .fetch_under_lock(ctx, sealer, &key, &lock, &nonce)
+                    .await;
             }
             // Another replica is fetching: wait for its token (or failure)
             // to appear, or its lock to go (released, or expired with a dead
@@ -279,18 +345,20 @@ impl RedisStore {
     async fn fetch_under_lock(
         &self,
         ctx: &FetchContext<'_>,
+        sealer: &Sealer,
         key: &str,
         lock: &str,
         nonce: &str,
     ) -> Result<SharedToken, Problem> {
         // Another replica may have stored a token, or a failure, just before
         // we locked.
-        let outcome = match self.read(key).await {
+        let outcome = match self.read(key, sealer).await {
             Ok(Shared {
-                token: Some(shared),
+                token: Some((shared, (token, sealed))),
                 ..
             }) if ctx.is_fresh(&shared) => {
                 ctx.record(StoreEvent::TookShared);
+                self.handed_out(key, &token, sealed);
                 Ok(shared)
             }
             Ok(Shared {
@@ -305,11 +373,15 @@ impl RedisStore {
         let mut con = self.connection()?;
         let shared = match &outcome {
             Ok(shared) => {
+                let Some(sealed) = sealer.seal(key, token_json(&shared.token).as_bytes()) else {
+                    return outcome.map_err(Problem::Token);
+                };
+                self.handed_out(key, shared.token.expose_token(), sealed.clone());
                 self.bounded(
                     redis::pipe()
                         .cmd("SET")
                         .arg(key)
-                        .arg(token_json(&shared.token))
+                        .arg(sealed)
                         .arg("PX")
                         .arg(millis(shared.usable_for).max(1))
                         .ignore()
@@ -322,10 +394,14 @@ impl RedisStore {
             Err(e) => {
                 // The fleet holds back as long as this replica will.
                 let hold = ctx.hold_after(e);
+                let failure_key = failure_key(key);
+                let Some(sealed) = sealer.seal(&failure_key, encode_failure(e).as_bytes()) else {
+                    return outcome.map_err(Problem::Token);
+                };
                 self.bounded(
                     redis::cmd("SET")
-                        .arg(failure_key(key))
-                        .arg(encode_failure(e))
+                        .arg(failure_key)
+                        .arg(sealed)
                         .arg("PX")
                         .arg(millis(hold).max(1))
                         .query_async::<()>(&mut con),
@@ -339,7 +415,7 @@ impl RedisStore {
         }
         let _ = self
             .bounded(
-                Script::new(RELEASE)
+                Script::new(DELETE_IF_EQUAL)
                     .key(lock)
                     .arg(nonce)
                     .invoke_async::<i64>(&mut con),
@@ -366,7 +442,8 @@ impl RedisStore {
 
 /// What Redis holds for one identity.
 struct Shared {
-    token: Option<SharedToken>,
+    /// The token, with the token itself and the sealed value it came in.
+    token: Option<(SharedToken, (String, String))>,
     failure: Option<TokenError>,
 }
 
@@ -483,7 +560,19 @@ impl TokenStore for RedisStore {
         ctx: &'a FetchContext<'a>,
     ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
         Box::pin(async move {
-            match self.shared(ctx).await {
+            let Some(key) = self.sealing.as_ref().or(ctx.sealing_key()) else {
+                if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the Redis token store has no key to seal tokens with (the client \
+                         has no credential of its own, such as a key in a KMS): tokens are not \
+                         shared; give one with RedisStore::encryption_key"
+                    );
+                }
+                ctx.record(StoreEvent::FellBackToLocal);
+                return ctx.fetch().await;
+            };
+            let sealer = Sealer::new(key);
+            match self.shared(ctx, &sealer).await {
                 Ok(shared) => {
                     self.redis_answered();
                     Ok(shared)
@@ -504,14 +593,25 @@ impl TokenStore for RedisStore {
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = self.key(identity);
+            let sealed = {
+                let handed_out = self
+                    .handed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                match handed_out.get(&key) {
+                    Some((t, sealed)) if t == token.expose_token() => sealed.clone(),
+                    // Not a token this replica had from Redis.
+                    _ => return,
+                }
+            };
             let Ok(mut con) = self.connection() else {
                 return;
             };
             let forgot = self
                 .bounded(
-                    Script::new(FORGET_IF_SAME)
+                    Script::new(DELETE_IF_EQUAL)
                         .key(&key)
-                        .arg(token.expose_token())
+                        .arg(sealed)
                         .invoke_async::<i64>(&mut con),
                 )
                 .await;

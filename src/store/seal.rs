@@ -1,0 +1,111 @@
+//! Sealing what a store keeps: AES-256-GCM with a random 96-bit nonce per
+//! value, the value's own store key as associated data, under a key derived
+//! (HKDF-SHA256) from the client's credential or given by the user.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::hkdf;
+
+/// What a sealed value starts with; anything else (a token stored in clear
+/// by an older version, garbage) does not open.
+const PREFIX: &str = "sealed1.";
+
+/// The key a layer derives from `credential` (a client secret, or the
+/// private key's bytes): the same on every replica holding it, and useless
+/// without it.
+pub(crate) fn derive(credential: &[u8]) -> [u8; 32] {
+    struct Len32;
+    impl hkdf::KeyType for Len32 {
+        fn len(&self) -> usize {
+            32
+        }
+    }
+    let mut key = [0u8; 32];
+    hkdf::Salt::new(hkdf::HKDF_SHA256, b"tower-oauth token store")
+        .extract(credential)
+        .expand(&[b"sealing key v1"], Len32)
+        .and_then(|okm| okm.fill(&mut key))
+        .expect("32 bytes are within HKDF-SHA256's output");
+    key
+}
+
+/// Seals and opens values under one key.
+pub(crate) struct Sealer {
+    key: LessSafeKey,
+}
+
+impl Sealer {
+    pub(crate) fn new(key: &[u8; 32]) -> Self {
+        Sealer {
+            key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")),
+        }
+    }
+
+    /// `plaintext` sealed for the store key `aad`, as text; `None` only if
+    /// the system's random source fails.
+    pub(crate) fn seal(&self, aad: &str, plaintext: &[u8]) -> Option<String> {
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::getrandom(&mut nonce).ok()?;
+        let mut sealed = plaintext.to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad.as_bytes()),
+                &mut sealed,
+            )
+            .ok()?;
+        let mut out = nonce.to_vec();
+        out.extend(sealed);
+        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out)))
+    }
+
+    /// The plaintext of `value` sealed for `aad`; `None` when it does not
+    /// open: another key, another store key, tampering, or not sealed.
+    pub(crate) fn open(&self, aad: &str, value: &str) -> Option<Vec<u8>> {
+        let bytes = URL_SAFE_NO_PAD.decode(value.strip_prefix(PREFIX)?).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut sealed = sealed.to_vec();
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(aad.as_bytes()), &mut sealed)
+            .ok()?;
+        Some(plain.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_only_what_it_sealed_for_that_key() {
+        let sealer = Sealer::new(&derive(b"s3cr3t"));
+        let sealed = sealer.seal("k1", b"{\"access_token\":\"abc\"}").unwrap();
+        assert!(!sealed.contains("abc"));
+        assert_eq!(
+            sealer.open("k1", &sealed).unwrap(),
+            b"{\"access_token\":\"abc\"}"
+        );
+        assert_ne!(
+            sealed,
+            sealer.seal("k1", b"{\"access_token\":\"abc\"}").unwrap()
+        );
+        assert_eq!(sealer.open("k2", &sealed), None, "bound to its store key");
+        assert_eq!(Sealer::new(&derive(b"other")).open("k1", &sealed), None);
+        let mut tampered = sealed.clone().into_bytes();
+        let last = tampered.len() - 3;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(
+            sealer.open("k1", std::str::from_utf8(&tampered).unwrap()),
+            None
+        );
+        assert_eq!(sealer.open("k1", "{\"access_token\":\"abc\"}"), None);
+        assert_eq!(sealer.open("k1", "sealed1.AAAA"), None);
+        assert_eq!(derive(b"s3cr3t"), derive(b"s3cr3t"));
+    }
+}
