@@ -60,6 +60,14 @@ async fn all_ok(tasks: Vec<tokio::task::JoinHandle<Vec<StatusCode>>>, server: &R
     }
 }
 
+/// One request to each of the [`APIS`], each answered 200.
+async fn each_api_answers(client: &Client, server: &ResourceServer) {
+    for name in APIS {
+        let answer = status(client, get(&server.api_url(name), None)).await;
+        assert_eq!(answer.unwrap(), 200, "{name}: {:?}", server.refusals());
+    }
+}
+
 async fn status(client: &Client, request: Request<Full<Bytes>>) -> Result<StatusCode, BoxError> {
     Ok(client.clone().oneshot(request).await?.status())
 }
@@ -212,14 +220,7 @@ async fn a_401_on_one_slot_renews_that_slot_alone() {
     let server = ResourceServer::start(HOUR).await;
     let oauth = builder(&server).params_for(by_path(&APIS)).build().unwrap();
     let client = client(&oauth);
-    for name in APIS {
-        assert_eq!(
-            status(&client, get(&server.api_url(name), None))
-                .await
-                .unwrap(),
-            200
-        );
-    }
+    each_api_answers(&client, &server).await;
     server.revoke_for("c");
     // Refused once, the slot's token dropped, resent with a new one.
     assert_eq!(
@@ -304,14 +305,7 @@ async fn with_an_issuer_the_metadata_is_read_once_for_every_slot() {
     .build()
     .unwrap();
     let client = client(&oauth);
-    for name in APIS {
-        assert_eq!(
-            status(&client, get(&server.api_url(name), None))
-                .await
-                .unwrap(),
-            200
-        );
-    }
+    each_api_answers(&client, &server).await;
     assert_eq!(server.token_requests(), 8);
     assert_eq!(server.metadata_reads(), 1);
 }
