@@ -22,6 +22,10 @@ pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
 /// Default of [`RedisStore::timeout`].
 pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// How many keys' handed-out tokens a store remembers (see
+/// `RedisStore::handed_out`).
+const MAX_HANDED_OUT: usize = 4096;
+
 /// How often a replica waiting for another one's token looks again.
 const POLL: Duration = Duration::from_millis(25);
 
@@ -279,11 +283,18 @@ impl RedisStore {
     }
 
     /// Remembers that `token`, sealed as `sealed`, was handed out from `key`.
+    /// Bounded: past [`MAX_HANDED_OUT`] keys (token slots churned through
+    /// the store) it starts afresh, and a token refused meanwhile is left in
+    /// Redis until it expires (its refusals stay rate-limited).
     fn handed_out(&self, key: &str, token: &str, sealed: String) {
-        self.handed_out
+        let mut handed_out = self
+            .handed_out
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.to_owned(), (token.to_owned(), sealed));
+            .unwrap_or_else(PoisonError::into_inner);
+        if handed_out.len() >= MAX_HANDED_OUT && !handed_out.contains_key(key) {
+            handed_out.clear();
+        }
+        handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
     }
 
     async fn shared(
