@@ -740,3 +740,76 @@ async fn a_value_that_does_not_open_counts_as_no_token() {
     let warnings = captured.text().matches("does not open").count();
     assert!((1..=3).contains(&warnings), "warned {warnings} times");
 }
+
+/// `INFO commandstats`: calls per command.
+fn command_calls(server: &RedisServer) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
+    if support::redis_server::missing() {
+        return;
+    }
+    let server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.set_delay(Duration::from_millis(300));
+    let replicas: Vec<_> = (0..8)
+        .map(|_| replica(&authority, &server.url(), "w1:"))
+        .collect();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut server.connection())
+        .unwrap();
+    let tasks: Vec<_> = replicas
+        .iter()
+        .map(|r| {
+            let r = r.clone();
+            tokio::spawn(async move {
+                r.token().await.unwrap();
+                Instant::now()
+            })
+        })
+        .collect();
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.unwrap());
+    }
+    assert_eq!(authority.token_requests(), 1);
+    let calls = command_calls(&server);
+    let reads = calls.get("exec").copied().unwrap_or(0);
+    eprintln!(
+        "8 replicas, 300 ms token request: {reads} reads, {} subscriptions, {} publications; \
+         last replica {:?} after the first",
+        calls.get("subscribe").copied().unwrap_or(0),
+        calls.get("publish").copied().unwrap_or(0),
+        done.iter()
+            .max()
+            .unwrap()
+            .duration_since(*done.iter().min().unwrap())
+    );
+    // Polling every 25 ms would read about 12 times per waiting replica
+    // (some 90 reads); woken by the news, each reads three times (before
+    // the lock, after subscribing, after the news).
+    assert!(reads <= 30, "{calls:?}");
+    assert_eq!(calls.get("publish").copied(), Some(1), "{calls:?}");
+    assert!(
+        calls.get("subscribe").copied().unwrap_or(0) <= 7,
+        "{calls:?}"
+    );
+}

@@ -26,8 +26,13 @@ pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// `RedisStore::handed_out`).
 const MAX_HANDED_OUT: usize = 4096;
 
-/// How often a replica waiting for another one's token looks again.
+/// How often a replica waiting for another one's token looks again when it
+/// could not subscribe to the news of it.
 const POLL: Duration = Duration::from_millis(25);
+
+/// How long a subscribed waiter waits for the news before it looks anyway
+/// (a message lost, a lock holder that died).
+const WAKE_FALLBACK: Duration = Duration::from_millis(500);
 
 /// Deletes a key only if it still holds the value given: the lock for its
 /// holder, the shared token only if it is still the refused one.
@@ -48,7 +53,9 @@ return 0
 /// token reads Redis first; only when there is no fresh one does it fetch,
 /// under a lock (`SET NX PX` with a value of its own, released only by its
 /// holder), so that concurrent cold starts and renewals across the fleet make
-/// one token request. The others wait briefly for the token to appear. A lock
+/// one token request. The others subscribe to the key's news and are woken
+/// when the token (or a failure) is stored, looking again every 500 ms if
+/// none comes (polling every 25 ms if they cannot subscribe). A lock
 /// whose holder died expires on its own after the fetch timeout plus a
 /// second. A token the API refused is deleted from Redis only if Redis still
 /// holds that same token. A failed fetch is recorded for its back-off (the
@@ -308,6 +315,7 @@ impl RedisStore {
         let nonce = random_hex();
         let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
         let mut waited = false;
+        let mut wake: Option<Wake> = None;
         loop {
             let now = self.read(&key, sealer).await?;
             if let Some((shared, (token, sealed))) = now.token.filter(|(t, _)| ctx.is_fresh(t)) {
@@ -349,8 +357,26 @@ impl RedisStore {
                 waited = true;
                 ctx.record(StoreEvent::WaitedForAnother);
             }
-            sleep(POLL).await;
+            match &mut wake {
+                Some(wake) => wake.wait(WAKE_FALLBACK).await,
+                None => {
+                    // Subscribed first, then read again at once: news
+                    // published before the subscription is not missed.
+                    wake = self.subscribe(&landed_channel(&key)).await;
+                    if wake.is_none() {
+                        sleep(POLL).await;
+                    }
+                }
+            }
         }
+    }
+
+    /// A subscription to `channel`, or `None` (the waiter polls) when
+    /// Redis does not give one in time.
+    async fn subscribe(&self, channel: &str) -> Option<Wake> {
+        let mut pubsub = self.bounded(self.client.get_async_pubsub()).await.ok()?;
+        self.bounded(pubsub.subscribe(channel)).await.ok()?;
+        Some(Wake { pubsub })
     }
 
     async fn fetch_under_lock(
@@ -398,6 +424,8 @@ impl RedisStore {
                         .ignore()
                         .del(failure_key(key))
                         .ignore()
+                        .publish(landed_channel(key), "token")
+                        .ignore()
                         .query_async::<()>(&mut con),
                 )
                 .await
@@ -410,11 +438,15 @@ impl RedisStore {
                     return outcome.map_err(Problem::Token);
                 };
                 self.bounded(
-                    redis::cmd("SET")
+                    redis::pipe()
+                        .cmd("SET")
                         .arg(failure_key)
                         .arg(sealed)
                         .arg("PX")
                         .arg(millis(hold).max(1))
+                        .ignore()
+                        .publish(landed_channel(key), "failure")
+                        .ignore()
                         .query_async::<()>(&mut con),
                 )
                 .await
@@ -460,6 +492,27 @@ struct Shared {
 
 fn failure_key(key: &str) -> String {
     format!("{key}:failure")
+}
+
+/// Where the replica that fetched announces that a token (or a failure)
+/// landed under `key`.
+fn landed_channel(key: &str) -> String {
+    format!("{key}:landed")
+}
+
+/// A waiter's subscription to the news that a token landed.
+struct Wake {
+    pubsub: redis::aio::PubSub,
+}
+
+impl Wake {
+    /// Until a message arrives, or `fallback` passes.
+    async fn wait(&mut self, fallback: Duration) {
+        use futures_core::Stream;
+        let mut messages = std::pin::pin!(self.pubsub.on_message());
+        let next = std::future::poll_fn(|cx| messages.as_mut().poll_next(cx));
+        let _ = timeout(fallback, next).await;
+    }
 }
 
 /// A failed fetch as JSON, for the other replicas: its kind, status, the
