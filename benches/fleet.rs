@@ -7,10 +7,8 @@
 //! `cargo bench --features redis --bench fleet` (needs `redis-server`)
 
 #[path = "../tests/support/authority.rs"]
-#[allow(dead_code)]
 mod authority;
 #[path = "../tests/support/redis_server.rs"]
-#[allow(dead_code)]
 mod redis_server;
 
 use std::collections::HashMap;
