@@ -11,31 +11,11 @@ mod authority;
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use authority::Authority;
 use redis_server::RedisServer;
 use tower_oauth::{OAuthLayer, RedisStore};
-
-fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
 
 /// One cold start of `n` replicas: (time to the first token, time to the
 /// last, commands, reads).
@@ -62,10 +42,7 @@ async fn cold_start(
                 .unwrap()
         })
         .collect();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut server.connection())
-        .unwrap();
+    server.reset_stats();
     let start = Instant::now();
     let tasks: Vec<_> = replicas
         .iter()
@@ -81,7 +58,7 @@ async fn cold_start(
     for t in tasks {
         done.push(t.await.unwrap() - start);
     }
-    let calls = command_calls(server);
+    let calls = server.command_calls();
     // The statistics' own CONFIG RESETSTAT is not the fleet's.
     let commands = calls
         .iter()

@@ -741,26 +741,6 @@ async fn a_value_that_does_not_open_counts_as_no_token() {
     assert!((1..=3).contains(&warnings), "warned {warnings} times");
 }
 
-/// `INFO commandstats`: calls per command.
-fn command_calls(server: &RedisServer) -> std::collections::HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
     if support::redis_server::missing() {
@@ -772,10 +752,7 @@ async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
     let replicas: Vec<_> = (0..8)
         .map(|_| replica(&authority, &server.url(), "w1:"))
         .collect();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut server.connection())
-        .unwrap();
+    server.reset_stats();
     let tasks: Vec<_> = replicas
         .iter()
         .map(|r| {
@@ -791,7 +768,7 @@ async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
         done.push(t.await.unwrap());
     }
     assert_eq!(authority.token_requests(), 1);
-    let calls = command_calls(&server);
+    let calls = server.command_calls();
     let reads = calls.get("exec").copied().unwrap_or(0);
     eprintln!(
         "8 replicas, 300 ms token request: {reads} reads, {} subscriptions, {} publications; \

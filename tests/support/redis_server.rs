@@ -142,6 +142,35 @@ impl RedisServer {
         }
     }
 
+    /// Calls per command since the last [`reset_stats`](Self::reset_stats)
+    /// (`INFO commandstats`).
+    pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .unwrap();
+        info.lines()
+            .filter_map(|line| {
+                let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest
+                    .strip_prefix("calls=")?
+                    .split(',')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                Some((name.to_owned(), calls))
+            })
+            .collect()
+    }
+
+    /// Zeroes the command statistics (`CONFIG RESETSTAT`).
+    pub fn reset_stats(&self) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut self.connection())
+            .unwrap();
+    }
+
     /// A synchronous connection, for inspecting and tampering.
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
