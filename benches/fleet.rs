@@ -2,25 +2,74 @@
 //! N in-process replicas has its token, and how many commands Redis served
 //! (`INFO commandstats`), with waiters woken by pub/sub and with waiters
 //! polling every 25 ms (`RedisStore::notifications(false)`), N = 1, 8, 64,
-//! behind a token request of 100 ms and of 1 s.
+//! behind a token request of 100 ms and of 1 s; on one `redis-server`, and
+//! with feature `redis-cluster` on a 3-master Redis Cluster too.
 //!
-//! `cargo bench --features redis --bench fleet` (needs `redis-server`)
+//! `cargo bench --features redis --bench fleet` (needs `redis-server`;
+//! `--features redis-cluster` adds the cluster's rows)
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+#[cfg(feature = "redis-cluster")]
+#[path = "../tests/support/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use authority::Authority;
 use redis_server::RedisServer;
 use tower_oauth::{OAuthLayer, RedisStore};
 
+/// The Redis the fleet shares through.
+enum Redis {
+    Server(RedisServer),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(redis_cluster::RedisCluster),
+}
+
+impl Redis {
+    fn name(&self) -> &'static str {
+        match self {
+            Redis::Server(_) => "server",
+            #[cfg(feature = "redis-cluster")]
+            Redis::Cluster(_) => "cluster",
+        }
+    }
+
+    fn store(&self) -> RedisStore {
+        match self {
+            Redis::Server(server) => RedisStore::new(server.url()).unwrap(),
+            #[cfg(feature = "redis-cluster")]
+            Redis::Cluster(cluster) => RedisStore::cluster(cluster.urls()).unwrap(),
+        }
+    }
+
+    fn reset_stats(&self) {
+        match self {
+            Redis::Server(server) => server.reset_stats(),
+            #[cfg(feature = "redis-cluster")]
+            Redis::Cluster(cluster) => cluster.reset_stats(),
+        }
+    }
+
+    fn command_calls(&self) -> HashMap<String, u64> {
+        match self {
+            Redis::Server(server) => server.command_calls(),
+            #[cfg(feature = "redis-cluster")]
+            Redis::Cluster(cluster) => cluster.command_calls(),
+        }
+    }
+}
+
 /// One cold start of `n` replicas: (time to the first token, time to the
 /// last, commands, reads).
 async fn cold_start(
-    server: &RedisServer,
+    redis: &Redis,
     authority: &Authority,
     n: usize,
     notifications: bool,
@@ -33,8 +82,8 @@ async fn cold_start(
                 .client_id("fleet")
                 .client_secret("fleet-secret")
                 .token_store(
-                    RedisStore::new(server.url())
-                        .unwrap()
+                    redis
+                        .store()
                         .prefix(format!("run{run}:"))
                         .notifications(notifications),
                 )
@@ -42,30 +91,23 @@ async fn cold_start(
                 .unwrap()
         })
         .collect();
-    server.reset_stats();
+    redis.reset_stats();
     let start = Instant::now();
-    let tasks: Vec<_> = replicas
-        .iter()
-        .map(|r| {
-            let r = r.clone();
-            tokio::spawn(async move {
-                r.token().await.unwrap();
-                Instant::now()
-            })
-        })
+    let done: Vec<Duration> = fleet::tokens_at_once(&replicas)
+        .await
+        .into_iter()
+        .map(|(_, at)| at - start)
         .collect();
-    let mut done = Vec::new();
-    for t in tasks {
-        done.push(t.await.unwrap() - start);
-    }
-    let calls = server.command_calls();
+    let calls = redis.command_calls();
     // The statistics' own CONFIG RESETSTAT is not the fleet's.
     let commands = calls
         .iter()
         .filter(|(name, _)| !name.starts_with("config"))
         .map(|(_, n)| n)
         .sum();
-    let reads = calls.get("exec").copied().unwrap_or(0);
+    // A read is one script with two PTTL (Redis counts the commands a
+    // script runs).
+    let reads = calls.get("pttl").copied().unwrap_or(0) / 2;
     (
         *done.iter().min().unwrap(),
         *done.iter().max().unwrap(),
@@ -82,25 +124,31 @@ fn main() {
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let server = RedisServer::start();
+        #[allow(unused_mut)]
+        let mut deployments = vec![Redis::Server(RedisServer::start())];
+        #[cfg(feature = "redis-cluster")]
+        deployments.push(Redis::Cluster(redis_cluster::RedisCluster::start(3, 0)));
         let authority = Authority::start("fleet", "fleet-secret", Duration::from_secs(3600)).await;
-        println!("| token request | replicas | waiters | token requests | last token after | last after first | Redis commands | reads |");
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("| Redis | token request | replicas | waiters | token requests | last token after | last after first | Redis commands | reads |");
+        println!("|---|---|---|---|---|---|---|---|---|");
         let mut run = 0;
-        for (delay, n) in [(100, 1), (100, 8), (100, 64), (1000, 8), (1000, 64)] {
-            authority.set_delay(Duration::from_millis(delay));
-            for notifications in [true, false] {
-                run += 1;
-                let before = authority.token_requests();
-                let (first, last, commands, reads) =
-                    cold_start(&server, &authority, n, notifications, run).await;
-                println!(
-                    "| {delay} ms | {n} | {} | {} | {:.1} ms | {:.1} ms | {commands} | {reads} |",
-                    if notifications { "woken" } else { "polling" },
-                    authority.token_requests() - before,
-                    last.as_secs_f64() * 1e3,
-                    (last - first).as_secs_f64() * 1e3,
-                );
+        for redis in &deployments {
+            for (delay, n) in [(100, 1), (100, 8), (100, 64), (1000, 8), (1000, 64)] {
+                authority.set_delay(Duration::from_millis(delay));
+                for notifications in [true, false] {
+                    run += 1;
+                    let before = authority.token_requests();
+                    let (first, last, commands, reads) =
+                        cold_start(redis, &authority, n, notifications, run).await;
+                    println!(
+                        "| {} | {delay} ms | {n} | {} | {} | {:.1} ms | {:.1} ms | {commands} | {reads} |",
+                        redis.name(),
+                        if notifications { "woken" } else { "polling" },
+                        authority.token_requests() - before,
+                        last.as_secs_f64() * 1e3,
+                        (last - first).as_secs_f64() * 1e3,
+                    );
+                }
             }
         }
     });

@@ -266,7 +266,9 @@
 //!   [`RetryUnauthorized`] to resend a request refused with 401.
 //! - Fleets: a [`TokenStore`] shared by replicas
 //!   ([`token_store`](OAuthLayerBuilder::token_store)); with feature `redis`,
-//!   `RedisStore` makes one token request per lifetime for a whole fleet.
+//!   `RedisStore` makes one token request per lifetime for a whole fleet (on
+//!   one server, a Redis Cluster with feature `redis-cluster`, or the master
+//!   Redis Sentinel names with feature `redis-sentinel`).
 //!
 //! # Cargo features
 //!
@@ -274,6 +276,8 @@
 //! |---|---|---|
 //! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
 //! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`]) |
+//! | `redis-cluster` | no | `RedisStore::cluster`: the same through a Redis Cluster; implies `redis` |
+//! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
 //! | `jwt` | no | client authentication with keys: `ClientAuth::PrivateKeyJwt(SigningKey)` and `ClientAuth::ClientSecretJwt` (RFC 7523), signed with `ring` |
 //! | `mtls` | no | `OAuthLayerBuilder::client_identity`: mutual TLS (RFC 8705) for the built-in reqwest transport; implies `reqwest` |
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -33,6 +33,8 @@ pub struct FetchContext<'a> {
     pub(crate) fetcher: &'a Fetcher,
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) sealing_key: Option<&'a [u8; 32]>,
+    /// Until when the layer's token in hand serves, asked anew each time.
+    pub(crate) serving_until: &'a crate::cache::ServingUntil<'a>,
 }
 
 impl<'a> FetchContext<'a> {
@@ -82,6 +84,19 @@ impl<'a> FetchContext<'a> {
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn sealing_key(&self) -> Option<&[u8; 32]> {
         self.sealing_key
+    }
+
+    /// How much longer the layer's token in hand may be presented, now:
+    /// while this fetch renews it ahead of its expiry; `None` on a first
+    /// fetch, once the token was refused, or once it ran out. While it
+    /// leaves time, a store whose backend does not answer may try the
+    /// backend again for a while instead of fetching alone (a failover
+    /// passes, and the fleet still makes one token request); asked again
+    /// between tries, it says when to stop.
+    pub fn serving_for(&self) -> Option<Duration> {
+        (self.serving_until)()
+            .map(|until| until.saturating_duration_since(tokio::time::Instant::now()))
+            .filter(|left| !left.is_zero())
     }
 
     /// The longest a token request may take.
@@ -255,6 +270,8 @@ pub(crate) fn identity(parts: &[&str]) -> String {
 #[cfg(feature = "redis")]
 pub use self::redis_store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
+#[cfg(feature = "redis")]
+mod redis_connection;
 #[cfg(feature = "redis")]
 mod redis_store;
 #[cfg(feature = "redis")]

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
+use support::fleet::{reported, tokens_at_once};
 use support::redis_server::RedisServer;
 use support::*;
 use tower::{ServiceBuilder, ServiceExt};
@@ -53,19 +54,9 @@ async fn replicas_cold_starting_together_make_one_token_request() {
     let replicas: Vec<_> = (0..8)
         .map(|_| replica(&authority, &server.url(), "t1:"))
         .collect();
-    let tasks: Vec<_> = replicas
-        .iter()
-        .map(|r| {
-            let r = r.clone();
-            tokio::spawn(async move { r.token().await.unwrap() })
-        })
-        .collect();
-    let mut tokens = Vec::new();
-    for t in tasks {
-        tokens.push(t.await.unwrap());
-    }
+    let tokens = tokens_at_once(&replicas).await;
     assert_eq!(authority.token_requests(), 1);
-    assert!(tokens.iter().all(|t| t == &tokens[0]));
+    assert!(tokens.iter().all(|(t, _)| t == &tokens[0].0));
     // Each replica's stats say what the store did: one fetched for all,
     // the seven others took its token (most after waiting on its lock).
     let mut fleet = tower_oauth::Stats::default();
@@ -146,15 +137,10 @@ async fn a_dead_lock_holder_delays_but_does_not_block_the_fleet() {
         .unwrap();
 
     let started = Instant::now();
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            let r = replica(&authority, &server.url(), "t3:");
-            tokio::spawn(async move { r.token().await.unwrap() })
-        })
+    let replicas: Vec<_> = (0..4)
+        .map(|_| replica(&authority, &server.url(), "t3:"))
         .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    tokens_at_once(&replicas).await;
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_millis(1400),
@@ -536,18 +522,13 @@ async fn replicas_in_separate_processes_make_one_token_request() {
         .collect();
     let mut digests = Vec::new();
     for child in children {
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-            .await
-            .unwrap();
-        assert!(out.status.success());
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let digest = stdout
-            .lines()
-            .find_map(|l| l.split("REPLICA-TOKEN ").nth(1))
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no token line in {stdout}"))
-            .to_owned();
-        digests.push(digest);
+        let line = reported(child, "REPLICA-TOKEN").await;
+        digests.push(
+            line.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        );
     }
     assert_eq!(
         authority.token_requests(),
@@ -753,23 +734,16 @@ async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
         .map(|_| replica(&authority, &server.url(), "w1:"))
         .collect();
     server.reset_stats();
-    let tasks: Vec<_> = replicas
-        .iter()
-        .map(|r| {
-            let r = r.clone();
-            tokio::spawn(async move {
-                r.token().await.unwrap();
-                Instant::now()
-            })
-        })
+    let done: Vec<Instant> = tokens_at_once(&replicas)
+        .await
+        .into_iter()
+        .map(|(_, at)| at)
         .collect();
-    let mut done = Vec::new();
-    for t in tasks {
-        done.push(t.await.unwrap());
-    }
     assert_eq!(authority.token_requests(), 1);
     let calls = server.command_calls();
-    let reads = calls.get("exec").copied().unwrap_or(0);
+    // A read is one script with two PTTL (Redis counts the commands a
+    // script runs).
+    let reads = calls.get("pttl").copied().unwrap_or(0) / 2;
     eprintln!(
         "8 replicas, 300 ms token request: {reads} reads, {} subscriptions, {} publications; \
          last replica {:?} after the first",
@@ -789,4 +763,42 @@ async fn a_cold_fleet_wakes_on_the_news_instead_of_polling() {
         calls.get("subscribe").copied().unwrap_or(0) <= 7,
         "{calls:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refused_while_a_renewal_waits_for_redis_is_replaced_at_once() {
+    if support::redis_server::missing() {
+        return;
+    }
+    let mut server = RedisServer::start();
+    // 12 s tokens are renewed 5.4 to 6 s after they are issued, with about
+    // 5 s left: the renewal waits for Redis up to two fetch timeouts (2 s).
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(12)).await;
+    let layer = builder(&authority)
+        .token_store(RedisStore::new(server.url()).unwrap().prefix("t9:"))
+        .fetch_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let url = authority.api_url("/p");
+    let send = || client(&layer).oneshot(get(&url));
+    assert_eq!(send().await.unwrap().status(), 200);
+    server.stop();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while layer.stats().renewals_ahead == 0 {
+        assert!(Instant::now() < deadline, "no renewal ahead");
+        assert_eq!(send().await.unwrap().status(), 200);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The renewal is waiting for Redis on the token in hand; the API now
+    // refuses that token. The wait ends at once: the token serves no more.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    authority.revoke_all();
+    let refused = Instant::now();
+    assert_eq!(send().await.unwrap().status(), 401);
+    assert_eq!(send().await.unwrap().status(), 200);
+    let took = refused.elapsed();
+    println!("a new token {took:?} after the refusal");
+    assert!(took < Duration::from_millis(1200), "{took:?}");
+    assert_eq!(authority.token_requests(), 2);
+    assert_eq!(layer.stats().store_fell_back, 1);
 }

@@ -33,6 +33,9 @@ pub(crate) struct Fetcher {
 /// key derived from the client's credential for sealing what it keeps.
 pub(crate) type StoreUse = (Arc<dyn TokenStore>, String, Option<[u8; 32]>);
 
+/// Until when the layer's token in hand may be presented, if it may be now.
+pub(crate) type ServingUntil<'a> = dyn Fn() -> Option<Instant> + Send + Sync + 'a;
+
 /// A token just fetched, and when it runs out.
 #[derive(Debug)]
 pub(crate) struct Fetched {
@@ -42,8 +45,13 @@ pub(crate) struct Fetched {
 
 impl Fetcher {
     /// A new token: from the store when there is one (telling it first that
-    /// `refused` was refused), else from the source.
-    pub(crate) async fn fetch(&self, refused: Option<AccessToken>) -> Result<Fetched, TokenError> {
+    /// `refused` was refused, and letting it ask until when the token in
+    /// hand serves), else from the source.
+    pub(crate) async fn fetch(
+        &self,
+        refused: Option<AccessToken>,
+        serving_until: &ServingUntil<'_>,
+    ) -> Result<Fetched, TokenError> {
         let Some((store, identity, sealing_key)) = &self.store else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
@@ -59,6 +67,7 @@ impl Fetcher {
                 identity,
                 fetcher: self,
                 sealing_key: sealing_key.as_ref(),
+                serving_until,
             };
             let shared = store.get_or_fetch(&ctx).await?;
             let lifetime = shared.token.lifetime();

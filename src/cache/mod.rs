@@ -34,7 +34,7 @@ use tracing::Instrument;
 
 use self::control::Control;
 use self::fetch::Fetched;
-pub(crate) use self::fetch::{Fetcher, StoreUse};
+pub(crate) use self::fetch::{Fetcher, ServingUntil, StoreUse};
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 pub(crate) use self::timings::Policy;
 use crate::authorize::Placement;
@@ -436,6 +436,13 @@ impl TokenCache {
         Ok(flight)
     }
 
+    /// The current token, if it may be presented at `now`.
+    fn serving(&self, now: Instant) -> Option<Arc<CachedToken>> {
+        self.current
+            .load_full()
+            .filter(|t| t.timings.usable_at(now))
+    }
+
     /// Installs the outcome of `flight` (if it is still the fetch under way)
     /// and lands it.
     fn land(
@@ -467,10 +474,7 @@ impl TokenCache {
             }
             Err(error) => {
                 Counters::bump(&self.counters.failed_token_requests);
-                let serving = self
-                    .current
-                    .load_full()
-                    .filter(|t| t.timings.usable_at(now));
+                let serving = self.serving(now);
                 let serving_until = serving.as_ref().map(|t| t.timings.usable_until);
                 let (failures, retry_at) =
                     ctl.record_failure(error, self.policy(), serving_until, now, jitter());
@@ -570,7 +574,14 @@ struct FetchTask {
 impl FetchTask {
     async fn run(self, fetcher: Arc<Fetcher>, refused: Option<AccessToken>) {
         let sent_at = Instant::now();
-        let outcome = fetcher.fetch(refused).await;
+        // Until when the token in hand serves, asked anew each time: a
+        // token refused meanwhile serves no more.
+        let cache = Weak::clone(&self.cache);
+        let serving_until = move || {
+            let token = cache.upgrade()?.serving(Instant::now())?;
+            Some(token.timings.usable_until)
+        };
+        let outcome = fetcher.fetch(refused, &serving_until).await;
         if let Some(cache) = self.cache.upgrade() {
             cache.land(&self.flight, outcome, self.reason, sent_at);
         }

@@ -4,16 +4,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tokio::time::{sleep, timeout, Instant};
 
+use super::redis_connection::{self, Connection, Deployment};
 use super::seal::Sealer;
 use super::{FetchContext, SharedToken, StoreEvent, TokenStore};
-use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+use crate::error::{ConfigError, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::BoxFuture;
 
@@ -30,9 +30,40 @@ const MAX_HANDED_OUT: usize = 4096;
 /// could not subscribe to the news of it.
 const POLL: Duration = Duration::from_millis(25);
 
+/// How often a replica whose token still serves tries Redis again while
+/// Redis does not answer (a failover under way), before it fetches alone.
+const RIDE_OUT_RETRY: Duration = Duration::from_millis(250);
+
+/// What a replica riding out a Redis outage keeps of its token's time, on
+/// top of a fetch timeout, for fetching alone in the end.
+const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
+
 /// How long a subscribed waiter waits for the news before it looks anyway
 /// (a message lost, a lock holder that died).
 const WAKE_FALLBACK: Duration = Duration::from_millis(500);
+
+/// Reads the shared token (`KEYS[1]`) and failure (`KEYS[2]`) with their
+/// remaining times, at one instant. A script rather than `MULTI`: a Redis
+/// Cluster client follows a script to the node owning its keys (and follows
+/// it again after a failover), which it does not do for a transaction.
+const READ: &str = r#"
+return {
+    redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1]),
+    redis.call("GET", KEYS[2]), redis.call("PTTL", KEYS[2])
+}
+"#;
+
+/// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms, deletes `KEYS[2]` (a
+/// stale failure, when a token is stored) and publishes `ARGV[4]` on the
+/// channel `ARGV[3]`, waking the waiting replicas.
+const STORE: &str = r#"
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+if KEYS[2] then
+    redis.call("DEL", KEYS[2])
+end
+redis.call("PUBLISH", ARGV[3], ARGV[4])
+return 1
+"#;
 
 /// Deletes a key only if it still holds the value given: the lock for its
 /// holder, the shared token only if it is still the refused one.
@@ -44,11 +75,14 @@ return 0
 "#;
 
 /// Shares tokens among the replicas of a service through Redis (feature
-/// `redis`).
+/// `redis`): one server ([`new`](RedisStore::new)), a Redis Cluster
+/// ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the
+/// master Redis Sentinel names ([`sentinel`](RedisStore::sentinel), feature
+/// `redis-sentinel`).
 ///
 /// Replicas whose layers have the same token URL, client id, client
 /// authentication and parameters share one token under one key
-/// (`{prefix}{hash}`, never containing the secret), stored with a
+/// (`prefix{hash}`, never containing the secret), stored with a
 /// time-to-live equal to its remaining usable time. A replica that needs a
 /// token reads Redis first; only when there is no fresh one does it fetch,
 /// under a lock (`SET NX PX` with a value of its own, released only by its
@@ -65,7 +99,11 @@ return 0
 /// Redis never fails a request: when it is unreachable, slow (each operation
 /// is bounded by [`timeout`](RedisStore::timeout)) or holds garbage, the
 /// replica fetches and caches on its own, warns once, and goes back to Redis
-/// when it answers again.
+/// when it answers again. A renewal ahead of expiry, whose token in hand
+/// still serves, first tries Redis again every 250 ms, for up to two fetch
+/// timeouts and as long as the token leaves a fetch timeout and a second to
+/// spare: a failover or restart that short passes without
+/// every replica fetching a token of its own.
 ///
 /// **Security**: the token (and a shared failure) is stored sealed, with
 /// AES-256-GCM under a key derived (HKDF-SHA256) from the client's own
@@ -100,8 +138,10 @@ return 0
 /// # Ok(()) }
 /// ```
 pub struct RedisStore {
-    client: Client,
-    connection: OnceLock<ConnectionManager>,
+    deployment: Deployment,
+    scripts: Scripts,
+    /// Made when first needed; through Sentinel, made again after an error.
+    connection: Mutex<Option<Connection>>,
     prefix: String,
     timeout: Duration,
     degraded: AtomicBool,
@@ -117,6 +157,23 @@ pub struct RedisStore {
     /// its sealed value: a refused token is deleted only if Redis still
     /// holds exactly that value.
     handed_out: Mutex<HashMap<String, (String, String)>>,
+}
+
+/// The store's Lua scripts, their digests computed once.
+struct Scripts {
+    read: Script,
+    store: Script,
+    delete_if_equal: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            read: Script::new(READ),
+            store: Script::new(STORE),
+            delete_if_equal: Script::new(DELETE_IF_EQUAL),
+        }
+    }
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
@@ -143,13 +200,90 @@ impl RedisStore {
     /// A [`ConfigError`] when the URL cannot be used (the message never
     /// shows a password).
     pub fn new(url: impl AsRef<str>) -> Result<Self, ConfigError> {
-        let client = Client::open(url.as_ref()).map_err(|e| {
-            ConfigError::new(
-                ConfigErrorKind::InvalidUrl,
-                format!("the Redis URL cannot be used ({:?})", e.kind()),
-            )
-        })?;
-        Ok(Self::from_client(client))
+        Ok(Self::from_client(redis_connection::client(url.as_ref())?))
+    }
+
+    /// A store on a Redis Cluster (feature `redis-cluster`), known by the
+    /// URLs of some of its nodes (`redis://host:port`, `rediss://` with a
+    /// TLS feature of the `redis` crate; a password in the first URL is used
+    /// for every node). The cluster's other nodes, and where each key lives,
+    /// are learnt from it, and learnt again when a master fails over.
+    ///
+    /// Every key of one token (the token, a shared failure, the lock, the
+    /// channel its news goes out on) carries the same hash tag, so it lives
+    /// in one hash slot, and reading the token and failure together stays
+    /// atomic. Waiting replicas subscribe to the news on whichever of the
+    /// given nodes answers (a cluster passes every message to every node).
+    /// No connection is made until a token is needed.
+    ///
+    /// ```no_run
+    /// use tower_oauth::{OAuthLayer, RedisStore};
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let store = RedisStore::cluster([
+    ///     "redis://:password@redis-0.internal:6379",
+    ///     "redis://:password@redis-1.internal:6379",
+    ///     "redis://:password@redis-2.internal:6379",
+    /// ])?;
+    /// let oauth = OAuthLayer::builder()
+    ///     .auth_url("https://auth.example.com")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .token_store(store)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when no URL is given, or one cannot be used (the
+    /// message never shows a password).
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub fn cluster(nodes: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, ConfigError> {
+        Ok(Self::on(Deployment::cluster(nodes)?))
+    }
+
+    /// A store on the master that Redis Sentinel names (feature
+    /// `redis-sentinel`): `sentinels` are the URLs of some of the Sentinels
+    /// (`redis://host:26379`; a username and password in the first are
+    /// used for the Sentinels and for the master alike), `master_name` the
+    /// name they monitor it under. The master is asked for when a
+    /// connection is first needed, and asked for again after any Redis
+    /// error, so a failover costs the fleet no more than the time Sentinel
+    /// takes to promote a replica (meanwhile a renewal ahead waits on the
+    /// token in hand, and a replica without a usable token fetches alone). No connection is made until a token is
+    /// needed.
+    ///
+    /// ```no_run
+    /// use tower_oauth::RedisStore;
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let store = RedisStore::sentinel(
+    ///     [
+    ///         "redis://:password@sentinel-0.internal:26379",
+    ///         "redis://:password@sentinel-1.internal:26379",
+    ///         "redis://:password@sentinel-2.internal:26379",
+    ///     ],
+    ///     "tokens",
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when no URL is given, one cannot be used (the
+    /// message never shows a password), or `master_name` is empty.
+    #[cfg(feature = "redis-sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-sentinel")))]
+    pub fn sentinel(
+        sentinels: impl IntoIterator<Item = impl AsRef<str>>,
+        master_name: impl AsRef<str>,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self::on(Deployment::sentinel(
+            sentinels,
+            master_name.as_ref(),
+        )?))
     }
 
     /// A store on an already configured [`redis::Client`] (of the `redis`
@@ -157,9 +291,14 @@ impl RedisStore {
     /// (`Client::build_with_tls`), or any other connection setting. No
     /// connection is made until a token is needed.
     pub fn from_client(client: Client) -> Self {
+        Self::on(Deployment::Server(client))
+    }
+
+    fn on(deployment: Deployment) -> Self {
         RedisStore {
-            client,
-            connection: OnceLock::new(),
+            deployment,
+            scripts: Scripts::new(),
+            connection: Mutex::new(None),
             prefix: DEFAULT_REDIS_PREFIX.to_owned(),
             timeout: DEFAULT_REDIS_TIMEOUT,
             degraded: AtomicBool::new(false),
@@ -197,7 +336,9 @@ impl RedisStore {
     }
 
     /// The start of every key this store writes, to keep apart applications
-    /// sharing one Redis.
+    /// sharing one Redis. Leave braces out of it: the part of a key in the
+    /// first pair of braces is what a Redis Cluster hashes, and the store
+    /// puts the token's identity there.
     ///
     /// Default: `tower-oauth:`.
     #[must_use]
@@ -216,22 +357,27 @@ impl RedisStore {
         self
     }
 
-    /// The key of the shared token for `identity`.
+    /// The key of the shared token for `identity`: the prefix, then the
+    /// identity in braces (`tower-oauth:{…}`). The braces make it the key's
+    /// hash tag: the token's other keys
+    /// (`…:failure`, `…:lock`, and the channel `…:landed`) extend this one,
+    /// so on a Redis Cluster they all live in one hash slot.
     pub fn key(&self, identity: &str) -> String {
-        format!("{}{}", self.prefix, identity)
+        format!("{}{{{}}}", self.prefix, identity)
     }
 
-    fn connection(&self) -> Result<ConnectionManager, Problem> {
-        if let Some(c) = self.connection.get() {
+    async fn connection(&self) -> Result<Connection, Problem> {
+        if let Some(c) = self.lock_connection().as_ref() {
             return Ok(c.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_secs(1));
-        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
-        Ok(self.connection.get_or_init(|| manager).clone())
+        let made = self.deployment.connect(self.timeout).await?;
+        Ok(self.lock_connection().get_or_insert(made).clone())
+    }
+
+    fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs one Redis operation, bounded by the store's timeout.
@@ -251,17 +397,15 @@ impl RedisStore {
     /// What Redis holds for `key`: the shared token and its remaining time
     /// (if readable), and a failure another replica reported (if recent).
     async fn read(&self, key: &str, sealer: &Sealer) -> Result<Shared, Problem> {
-        let mut con = self.connection()?;
+        let mut con = self.connection().await?;
         let failure_key = failure_key(key);
         let (value, pttl, failure, failure_pttl): (Option<String>, i64, Option<String>, i64) = self
             .bounded(
-                redis::pipe()
-                    .atomic()
-                    .get(key)
-                    .pttl(key)
-                    .get(&failure_key)
-                    .pttl(&failure_key)
-                    .query_async(&mut con),
+                self.scripts
+                    .read
+                    .key(key)
+                    .key(&failure_key)
+                    .invoke_async(&mut con),
             )
             .await?;
         // A value that does not open, or garbage, counts as no token; a
@@ -319,16 +463,18 @@ impl RedisStore {
         handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
     }
 
+    /// The token from Redis, or fetched for the fleet under the lock;
+    /// waiting for another replica's no later than `give_up`.
     async fn shared(
         &self,
         ctx: &FetchContext<'_>,
         sealer: &Sealer,
+        give_up: Instant,
     ) -> Result<SharedToken, Problem> {
         let key = self.key(ctx.identity());
         let lock = format!("{key}:lock");
-        let lock_ttl = ctx.fetch_timeout() + Duration::from_secs(1);
+        let lock_ttl = lock_ttl(ctx);
         let nonce = random_hex();
-        let give_up = Instant::now() + lock_ttl + ctx.fetch_timeout();
         let mut waited = false;
         let mut wake: Option<Wake> = None;
         loop {
@@ -343,7 +489,7 @@ impl RedisStore {
                 // before its back-off is over.
                 return Err(Problem::Token(failure));
             }
-            let mut con = self.connection()?;
+            let mut con = self.connection().await?;
             let acquired: Option<String> = self
                 .bounded(
                     redis::cmd("SET")
@@ -391,8 +537,7 @@ impl RedisStore {
     /// A subscription to `channel`, or `None` (the waiter polls) when
     /// Redis does not give one in time.
     async fn subscribe(&self, channel: &str) -> Option<Wake> {
-        let mut pubsub = self.bounded(self.client.get_async_pubsub()).await.ok()?;
-        self.bounded(pubsub.subscribe(channel)).await.ok()?;
+        let pubsub = self.deployment.subscribe(channel, self.timeout).await?;
         Some(Wake { pubsub })
     }
 
@@ -424,7 +569,7 @@ impl RedisStore {
                 ctx.fetch().await
             }
         };
-        let mut con = self.connection()?;
+        let mut con = self.connection().await?;
         let shared = match &outcome {
             Ok(shared) => {
                 let Some(sealed) = sealer.seal(key, token_json(&shared.token).as_bytes()) else {
@@ -432,18 +577,15 @@ impl RedisStore {
                 };
                 self.handed_out(key, shared.token.expose_token(), sealed.clone());
                 self.bounded(
-                    redis::pipe()
-                        .cmd("SET")
-                        .arg(key)
+                    self.scripts
+                        .store
+                        .key(key)
+                        .key(failure_key(key))
                         .arg(sealed)
-                        .arg("PX")
                         .arg(millis(shared.usable_for).max(1))
-                        .ignore()
-                        .del(failure_key(key))
-                        .ignore()
-                        .publish(landed_channel(key), "token")
-                        .ignore()
-                        .query_async::<()>(&mut con),
+                        .arg(landed_channel(key))
+                        .arg("token")
+                        .invoke_async::<()>(&mut con),
                 )
                 .await
             }
@@ -455,16 +597,14 @@ impl RedisStore {
                     return outcome.map_err(Problem::Token);
                 };
                 self.bounded(
-                    redis::pipe()
-                        .cmd("SET")
-                        .arg(failure_key)
+                    self.scripts
+                        .store
+                        .key(failure_key)
                         .arg(sealed)
-                        .arg("PX")
                         .arg(millis(hold).max(1))
-                        .ignore()
-                        .publish(landed_channel(key), "failure")
-                        .ignore()
-                        .query_async::<()>(&mut con),
+                        .arg(landed_channel(key))
+                        .arg("failure")
+                        .invoke_async::<()>(&mut con),
                 )
                 .await
             }
@@ -475,7 +615,8 @@ impl RedisStore {
         }
         let _ = self
             .bounded(
-                Script::new(DELETE_IF_EQUAL)
+                self.scripts
+                    .delete_if_equal
                     .key(lock)
                     .arg(nonce)
                     .invoke_async::<i64>(&mut con),
@@ -485,6 +626,11 @@ impl RedisStore {
     }
 
     fn redis_failed(&self, why: &str) {
+        if self.deployment.forget() {
+            // Through Sentinel: the next operation asks which server is
+            // master now.
+            self.lock_connection().take();
+        }
         if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 error = %why,
@@ -631,6 +777,20 @@ fn random_hex() -> String {
     format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 
+/// Whether a fetch whose Redis did not answer may wait and try Redis again
+/// rather than fetch alone: before `until`, and while the layer's token in
+/// hand (asked anew: it may have been refused meanwhile) leaves a fetch
+/// timeout and a margin after the wait.
+fn may_ride_out(ctx: &FetchContext<'_>, until: Instant) -> bool {
+    let spare = RIDE_OUT_RETRY + ctx.fetch_timeout() + RIDE_OUT_MARGIN;
+    Instant::now() + RIDE_OUT_RETRY < until && ctx.serving_for().is_some_and(|left| left > spare)
+}
+
+/// How long the fetch lock lives: a holder that died releases it by then.
+fn lock_ttl(ctx: &FetchContext<'_>) -> Duration {
+    ctx.fetch_timeout() + Duration::from_secs(1)
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -653,7 +813,28 @@ impl TokenStore for RedisStore {
                 return ctx.fetch().await;
             };
             let sealer = Sealer::new(key);
-            match self.shared(ctx, &sealer).await {
+            let started = Instant::now();
+            // Waiting on another replica ends by then; with a fetch alone
+            // after it, the whole stays within the layer's bound for a fetch.
+            let give_up = started + lock_ttl(ctx) + ctx.fetch_timeout();
+            // A renewal ahead, while the token in hand still serves, tries
+            // Redis again for a while rather than fetch alone: a failover
+            // passes, and the fleet still makes one token request.
+            let ride_out_until = started + 2 * ctx.fetch_timeout();
+            let mut outcome = self.shared(ctx, &sealer, give_up).await;
+            while let Err(Problem::Redis(why)) = &outcome {
+                self.redis_failed(why);
+                if !may_ride_out(ctx, ride_out_until) {
+                    break;
+                }
+                tracing::debug!(
+                    identity = ctx.identity(),
+                    "Redis did not answer; the token in hand serves on, trying Redis again"
+                );
+                sleep(RIDE_OUT_RETRY).await;
+                outcome = self.shared(ctx, &sealer, give_up).await;
+            }
+            match outcome {
                 Ok(shared) => {
                     self.redis_answered();
                     Ok(shared)
@@ -662,8 +843,7 @@ impl TokenStore for RedisStore {
                     self.redis_answered();
                     Err(e)
                 }
-                Err(Problem::Redis(why)) => {
-                    self.redis_failed(&why);
+                Err(Problem::Redis(_)) => {
                     ctx.record(StoreEvent::FellBackToLocal);
                     ctx.fetch().await
                 }
@@ -685,12 +865,13 @@ impl TokenStore for RedisStore {
                     _ => return,
                 }
             };
-            let Ok(mut con) = self.connection() else {
+            let Ok(mut con) = self.connection().await else {
                 return;
             };
             let forgot = self
                 .bounded(
-                    Script::new(DELETE_IF_EQUAL)
+                    self.scripts
+                        .delete_if_equal
                         .key(&key)
                         .arg(sealed)
                         .invoke_async::<i64>(&mut con),

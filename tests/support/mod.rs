@@ -6,11 +6,16 @@ pub mod authority;
 pub mod chaos;
 #[cfg(feature = "jwt")]
 pub mod dpop_server;
+pub mod fleet;
 pub mod grpc;
 #[cfg(feature = "jwt")]
 pub mod keys;
 #[cfg(feature = "mtls")]
 pub mod mtls;
+#[cfg(feature = "redis-cluster")]
+pub mod redis_cluster;
+#[cfg(feature = "redis-sentinel")]
+pub mod redis_sentinel;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod resource_server;
@@ -69,6 +74,51 @@ pub async fn send(
 ) -> Result<http::Response<hyper::body::Incoming>, tower::BoxError> {
     use tower::ServiceExt;
     client(oauth).oneshot(get(url)).await
+}
+
+/// Every layer of a fleet sending a GET every 20 ms, each on its own task.
+pub struct Senders(Vec<tokio::task::JoinHandle<(u64, u64)>>);
+
+impl Senders {
+    /// Each of `layers` sends a GET of `url` every 20 ms until `until`.
+    pub fn start(
+        layers: &[tower_oauth::OAuthLayer],
+        url: &str,
+        until: std::time::Instant,
+    ) -> Senders {
+        Senders(
+            layers
+                .iter()
+                .map(|layer| {
+                    let (service, url) = (client(layer), url.to_owned());
+                    tokio::spawn(async move {
+                        use tower::ServiceExt;
+                        let (mut ok, mut failed) = (0, 0);
+                        while std::time::Instant::now() < until {
+                            match service.clone().oneshot(get(&url)).await {
+                                Ok(resp) if resp.status() == 200 => ok += 1,
+                                _ => failed += 1,
+                            }
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        }
+                        (ok, failed)
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Once all are done: the requests answered 200, and the others
+    /// (failed, or answered otherwise).
+    pub async fn finish(self) -> (u64, u64) {
+        let (mut ok, mut failed) = (0, 0);
+        for sender in self.0 {
+            let (o, f) = sender.await.unwrap();
+            ok += o;
+            failed += f;
+        }
+        (ok, failed)
+    }
 }
 
 pub fn get(url: &str) -> http::Request<Full<Bytes>> {

@@ -51,6 +51,29 @@ pub fn missing() -> bool {
     true
 }
 
+/// Calls per command a server served since its statistics were last reset
+/// (`INFO commandstats`; the commands scripts ran count too).
+pub fn command_calls(con: &mut redis::Connection) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Zeroes a server's command statistics (`CONFIG RESETSTAT`).
+pub fn reset_stats(con: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+}
+
 pub struct RedisServer {
     pub port: u16,
     password: Option<String>,
@@ -145,30 +168,12 @@ impl RedisServer {
     /// Calls per command since the last [`reset_stats`](Self::reset_stats)
     /// (`INFO commandstats`).
     pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.connection())
-            .unwrap();
-        info.lines()
-            .filter_map(|line| {
-                let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = rest
-                    .strip_prefix("calls=")?
-                    .split(',')
-                    .next()?
-                    .parse()
-                    .ok()?;
-                Some((name.to_owned(), calls))
-            })
-            .collect()
+        command_calls(&mut self.connection())
     }
 
     /// Zeroes the command statistics (`CONFIG RESETSTAT`).
     pub fn reset_stats(&self) {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut self.connection())
-            .unwrap();
+        reset_stats(&mut self.connection());
     }
 
     /// A synchronous connection, for inspecting and tampering.
