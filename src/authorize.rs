@@ -6,12 +6,9 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue, Request, Response};
 
+use crate::boxed::BoxFuture;
 use crate::cache::{CachedToken, TokenCache};
 use crate::error::TokenError;
-use crate::transport::BoxFuture;
-
-/// The request header that carries a DPoP proof (RFC 9449 section 4.1).
-pub(crate) const DPOP: HeaderName = HeaderName::from_static("dpop");
 
 /// Where a token goes on a request.
 #[derive(Clone, Debug)]
@@ -67,7 +64,7 @@ impl Sent {
         if let Some(target) = &self.target {
             return self.answered_with_proof(target, response);
         }
-        if crate::retry::is_unauthorized(response) {
+        if crate::refusal::is_unauthorized(response) {
             self.link.0.refused(self.generation);
         }
     }
@@ -108,7 +105,7 @@ pub(crate) enum Step {
     /// Nothing: send it.
     Send(Sent),
     /// Its DPoP proof, which a custom signer is making: put it in the
-    /// [`DPOP`] header, then send.
+    /// [`DPOP`](crate::dpop::DPOP) header, then send.
     Sign(Sent, BoxFuture<'static, Result<HeaderValue, TokenError>>),
     /// It cannot carry the token; it fails alone.
     Fail(TokenError),
@@ -142,6 +139,16 @@ pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedTo
     }
 }
 
+/// Puts the DPoP proof a custom signer made for `req` on it ([`Step::Sign`]).
+#[inline]
+pub(crate) fn put_proof<B>(req: &mut Request<B>, proof: HeaderValue) {
+    // Without DPoP no step signs, and there is no proof to put.
+    #[cfg(feature = "jwt")]
+    req.headers_mut().insert(crate::dpop::DPOP, proof);
+    #[cfg(not(feature = "jwt"))]
+    let _ = (req, proof);
+}
+
 /// Adds the DPoP proof of `req` (see [`crate::dpop`]).
 #[cfg(feature = "jwt")]
 #[inline(never)]
@@ -149,7 +156,7 @@ fn prove<B>(dpop: &crate::dpop::Dpop, req: &mut Request<B>, ath: &str, mut sent:
     use crate::dpop::Proof;
     match dpop.prove(req, ath) {
         Ok((Proof::Ready(value), target)) => {
-            req.headers_mut().insert(DPOP, value);
+            req.headers_mut().insert(crate::dpop::DPOP, value);
             sent.target = Some(target);
             Step::Send(sent)
         }

@@ -1,7 +1,6 @@
 //! [`OAuthLayerBuilder`]: every setting, its default, and validation.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,32 +9,23 @@ use http::{HeaderName, Uri};
 use tower_service::Service;
 
 use crate::authorize::Placement;
+use crate::boxed::BoxError;
 use crate::cache::{Policy, TokenCache};
-use crate::client::{AssertionSettings, ClientAuth, TokenSource};
+use crate::endpoint::client_auth::{check_param, check_unencoded};
+use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::transport::{TowerTransport, Transport};
+use crate::endpoint::url::checked_url;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
 use crate::params::TokenParams;
+use crate::policy::DEFAULT_TOKEN_SLOTS;
 use crate::recipe::{Recipe, Target};
-use crate::slots::{ParamsFor, Slots, DEFAULT_TOKEN_SLOTS};
+use crate::slots::{ParamsFor, Slots};
+use crate::source::TokenSource;
 use crate::store::{identity, TokenStore};
-use crate::transport::{TowerTransport, Transport};
-use crate::BoxError;
 
 /// The token endpoint's path below `auth_url` (specification, section 4).
 const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
-
-/// Default of [`OAuthLayerBuilder::refresh_margin`].
-pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
-/// Default of [`OAuthLayerBuilder::expiry_skew`].
-pub const DEFAULT_EXPIRY_SKEW: Duration = Duration::from_secs(10);
-/// Default of [`OAuthLayerBuilder::fetch_timeout`].
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default of [`OAuthLayerBuilder::forced_renewal_interval`].
-pub const DEFAULT_FORCED_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
-/// Default of [`OAuthLayerBuilder::min_backoff`].
-pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
-/// Default of [`OAuthLayerBuilder::max_backoff`].
-pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Configures an [`OAuthLayer`].
 ///
@@ -87,7 +77,7 @@ pub struct OAuthLayerBuilder {
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
-    tls: crate::tls::TlsSettings,
+    tls: crate::endpoint::tls::TlsSettings,
     #[cfg(feature = "jwt")]
     dpop: Option<crate::DpopKey>,
     dpop_allow_bearer: bool,
@@ -886,16 +876,15 @@ impl OAuthLayerBuilder {
     fn assertion_settings(&self) -> Result<AssertionSettings, ConfigError> {
         let lifetime = self
             .assertion_lifetime
-            .unwrap_or(crate::client::DEFAULT_ASSERTION_LIFETIME);
+            .unwrap_or(crate::endpoint::client_auth::DEFAULT_ASSERTION_LIFETIME);
         if lifetime < Duration::from_secs(1) || lifetime > Duration::from_secs(3600) {
             return Err(invalid_setting(
                 "assertion_lifetime must be between 1 second and 1 hour",
             ));
         }
-        let typ = self
-            .assertion_typ
-            .clone()
-            .unwrap_or_else(|| Some(crate::client::CLIENT_AUTHENTICATION_JWT_TYPE.to_owned()));
+        let typ = self.assertion_typ.clone().unwrap_or_else(|| {
+            Some(crate::endpoint::client_auth::CLIENT_AUTHENTICATION_JWT_TYPE.to_owned())
+        });
         if typ
             .as_deref()
             .is_some_and(|t| t.is_empty() || t.chars().any(char::is_control))
@@ -960,7 +949,7 @@ impl OAuthLayerBuilder {
         &self,
         fetch_timeout: Duration,
     ) -> Result<Arc<dyn Transport>, ConfigError> {
-        Ok(Arc::new(crate::transport::ReqwestTransport::new(
+        Ok(Arc::new(crate::endpoint::transport::ReqwestTransport::new(
             fetch_timeout,
             &self.tls,
         )?))
@@ -1101,53 +1090,6 @@ impl OAuthLayerBuilder {
     }
 }
 
-/// `raw` as the URL of `name`: absolute, with a host, no user information or
-/// fragment, and `https` unless the host is loopback or `allow_insecure_http`.
-pub(crate) fn checked_url(
-    name: &str,
-    raw: &str,
-    allow_insecure_http: bool,
-) -> Result<Uri, ConfigError> {
-    let bad =
-        |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
-    if raw.contains('@') {
-        // Checked before parsing, so the message never echoes a password.
-        return Err(ConfigError::new(
-            ConfigErrorKind::InvalidUrl,
-            format!("{name} carries user information (`user@` or `user:password@`); pass credentials with client_id and client_secret"),
-        ));
-    }
-    if raw.contains('#') {
-        return Err(bad("has a fragment (`#...`)"));
-    }
-    let uri: Uri = raw
-        .parse()
-        .map_err(|e| bad(&format!("is not a valid URL ({e})")))?;
-    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-        return Err(bad("is not an absolute URL (scheme and host are required)"));
-    };
-    let host = authority.host();
-    if host.is_empty() {
-        return Err(bad("has no host"));
-    }
-    match scheme {
-        "https" => {}
-        "http" if allow_insecure_http || is_loopback(host) => {}
-        "http" => {
-            return Err(ConfigError::new(
-                ConfigErrorKind::InsecureUrl,
-                format!(
-                    "{name} `{raw}` is plain http to a host that is not loopback; the client \
-                     secret would cross the network unencrypted (use https, or \
-                     allow_insecure_http(true) on a network you trust)"
-                ),
-            ))
-        }
-        other => return Err(bad(&format!("has scheme `{other}`; use https"))),
-    }
-    Ok(uri)
-}
-
 fn invalid_setting(message: &str) -> ConfigError {
     ConfigError::new(ConfigErrorKind::InvalidSetting, message)
 }
@@ -1162,57 +1104,6 @@ fn required(
         Some(_) => Err(ConfigError::new(kind, format!("the {what} is empty"))),
         None => Err(ConfigError::new(kind, format!("no {what} was given"))),
     }
-}
-
-/// The specification sends values unencoded: `&` would split the body, and
-/// whitespace or control characters are not carried intact.
-fn check_unencoded(value: &str, kind: ConfigErrorKind, what: &str) -> Result<(), ConfigError> {
-    let problem = if value.contains('&') {
-        "`&`"
-    } else if value.chars().any(char::is_whitespace) {
-        "whitespace"
-    } else if value.chars().any(char::is_control) {
-        "a control character"
-    } else {
-        return Ok(());
-    };
-    Err(ConfigError::new(
-        kind,
-        format!(
-            "the {what} contains {problem}, which the token request body cannot carry: \
-             its values are sent without encoding (use ClientAuth::FormBody or \
-             ClientAuth::Basic for such values)"
-        ),
-    ))
-}
-
-/// Extra parameters: a name that is not empty or reserved, and (unencoded)
-/// a name and value the body can carry.
-pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
-    let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
-    if name.is_empty() {
-        return bad("a token request parameter has an empty name".into());
-    }
-    if ["grant_type", "client_id", "client_secret"].contains(&name) {
-        return bad(format!(
-            "`{name}` is set by the layer itself and cannot be given as a parameter"
-        ));
-    }
-    if unencoded {
-        if name.contains('=') {
-            return bad(format!("the parameter name `{name}` contains `=`"));
-        }
-        let what = format!("value of parameter `{name}`");
-        check_unencoded(name, ConfigErrorKind::InvalidParameter, "parameter name")?;
-        check_unencoded(value, ConfigErrorKind::InvalidParameter, &what)?;
-    }
-    Ok(())
-}
-
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 impl fmt::Debug for OAuthLayerBuilder {

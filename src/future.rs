@@ -13,11 +13,11 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::authorize::{authorize, Link, Sent, Step, DPOP};
+use crate::authorize::{authorize, put_proof, Link, Sent, Step};
+use crate::boxed::BoxError;
+use crate::boxed::BoxFuture;
 use crate::cache::{cut_off, Acquire, Flight, Landing, Waiter};
 use crate::error::TokenError;
-use crate::transport::BoxFuture;
-use crate::BoxError;
 
 /// How many times a waiting request asks again when the fetch it waited
 /// for was cut off (its runtime shut down), or its token ran out before the
@@ -95,7 +95,7 @@ where
         };
         Poll::Ready(match proof {
             Ok(proof) => {
-                req.headers_mut().insert(DPOP, proof);
+                put_proof(&mut req, proof);
                 Next::Call(self.svc.call(req), sent)
             }
             Err(error) => Next::Fail(error),

@@ -7,7 +7,7 @@ use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::TokenCache;
-use crate::discovery::ServerMetadata;
+use crate::endpoint::discovery::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
 use crate::params::TokenParams;
 use crate::service::OAuthService;

@@ -292,74 +292,66 @@
     clippy::todo
 )]
 
-mod answer;
-#[cfg(feature = "jwt")]
-mod assertion;
 mod authorize;
+mod boxed;
 mod builder;
 mod cache;
-mod client;
-mod discovery;
 #[cfg(feature = "jwt")]
 mod dpop;
 mod encoding;
+mod endpoint;
 mod error;
 mod future;
 #[cfg(feature = "jwt")]
-mod jwk;
+mod keys;
 mod layer;
 mod params;
+mod policy;
 mod random;
 mod recipe;
+mod refusal;
 mod retry;
 mod service;
-#[cfg(feature = "jwt")]
-mod signing;
 mod slots;
+mod source;
 mod stats;
 mod store;
-#[cfg(feature = "reqwest")]
-mod tls;
 mod token;
-mod transport;
 
-#[cfg(feature = "jwt")]
-#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
-pub use assertion::{ClientAssertion, JWT_BEARER_ASSERTION_TYPE};
-pub use builder::{
-    OAuthLayerBuilder, DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
-    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN,
-};
-pub use client::{ClientAuth, TokenSource};
-#[cfg(feature = "jwt")]
-#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
-pub use client::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
-pub use discovery::ServerMetadata;
+pub use boxed::{BoxError, BoxFuture};
+pub use builder::OAuthLayerBuilder;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
-pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-pub use future::ResponseFuture;
-pub use layer::OAuthLayer;
-pub use params::TokenParams;
-pub use retry::RetryUnauthorized;
-pub use service::OAuthService;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
-pub use signing::{Algorithm, JwsSigner, SigningKey};
-pub use slots::DEFAULT_TOKEN_SLOTS;
+pub use endpoint::{
+    ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME,
+    JWT_BEARER_ASSERTION_TYPE,
+};
+pub use endpoint::{ClientAuth, ServerMetadata};
+pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+pub use future::ResponseFuture;
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub use keys::{Algorithm, JwsSigner, SigningKey};
+pub use layer::OAuthLayer;
+pub use params::TokenParams;
+pub use policy::{
+    DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN, DEFAULT_TOKEN_SLOTS,
+};
+pub use retry::RetryUnauthorized;
+pub use service::OAuthService;
+pub use source::TokenSource;
 pub use stats::Stats;
 pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 pub use token::{AccessToken, DEFAULT_LIFETIME};
-pub use transport::BoxFuture;
 
 /// The README's examples, compiled as doctests so that they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-/// The error type of [`OAuthService`]: the same type as `tower::BoxError`.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -7,13 +7,15 @@ use http::Uri;
 
 use crate::authorize::Placement;
 use crate::cache::{Endpoint, Policy, TokenCache};
-use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
-use crate::discovery::{Credentials, Discovery, SharedMetadata};
+use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::client_credentials::ClientCredentials;
+use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
+use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::params::TokenParams;
 use crate::slots::{ParamsFor, Slots};
+use crate::source::TokenSource;
 use crate::store::{identity, TokenStore};
-use crate::transport::Transport;
 
 /// Where the token request goes.
 pub(crate) enum Target {
@@ -89,7 +91,7 @@ impl Recipe {
     pub(crate) fn slot(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         let unencoded = self.auth == Some(ClientAuth::UnencodedBody);
         for (name, value) in params.pairs() {
-            crate::builder::check_param(name, value, unencoded).map_err(|e| {
+            crate::endpoint::client_auth::check_param(name, value, unencoded).map_err(|e| {
                 TokenError::new(TokenErrorKind::InvalidRequest)
                     .with_message(format!("the request's TokenParams: {e}"))
             })?;

@@ -3,8 +3,10 @@
 
 use std::future::{ready, Ready};
 
-use http::{HeaderName, Request, Response, StatusCode};
+use http::{Request, Response};
 use tower::retry::Policy;
+
+use crate::refusal::is_unauthorized;
 
 /// A [`tower::retry::Policy`] that resends a request after a
 /// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only
@@ -52,23 +54,6 @@ impl Default for RetryUnauthorized {
     }
 }
 
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-
-/// Whether the API refused the credential: HTTP 401, or a gRPC
-/// trailers-only response with `grpc-status: 16` (UNAUTHENTICATED), which
-/// gRPC servers send with HTTP 200.
-#[inline]
-pub(crate) fn is_unauthorized<B>(response: &Response<B>) -> bool {
-    match response.status() {
-        StatusCode::UNAUTHORIZED => true,
-        StatusCode::OK => response
-            .headers()
-            .get(GRPC_STATUS)
-            .is_some_and(|status| status == "16"),
-        _ => false,
-    }
-}
-
 impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthorized {
     type Future = Ready<()>;
 
@@ -98,28 +83,5 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
         *clone.headers_mut() = req.headers().clone();
         *clone.extensions_mut() = req.extensions().clone();
         Some(clone)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unauthorized_is_401_or_grpc_unauthenticated() {
-        let with = |status: u16, grpc: Option<&'static str>| {
-            let mut r = Response::builder().status(status);
-            if let Some(g) = grpc {
-                r = r.header("grpc-status", g);
-            }
-            is_unauthorized(&r.body(()).unwrap())
-        };
-        assert!(with(401, None));
-        assert!(with(200, Some("16")));
-        assert!(!with(200, Some("0")));
-        assert!(!with(200, Some("7"))); // PERMISSION_DENIED: a new token will not help
-        assert!(!with(200, None));
-        assert!(!with(403, None));
-        assert!(!with(500, Some("16")));
     }
 }

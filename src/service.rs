@@ -12,11 +12,11 @@ use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
 use crate::authorize::{authorize, bearer, Link, Step};
+use crate::boxed::BoxError;
 use crate::cache::{Acquire, CachedToken};
 use crate::future::ResponseFuture;
 use crate::layer::OAuthLayer;
 use crate::params::TokenParams;
-use crate::BoxError;
 
 /// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
 /// on every request and passes it to the inner service; built by

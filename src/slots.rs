@@ -23,9 +23,6 @@ use crate::params::{CarriedHash, TokenParams};
 use crate::recipe::Recipe;
 use crate::stats::Stats;
 
-/// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
-pub const DEFAULT_TOKEN_SLOTS: usize = 64;
-
 /// Chooses a request's token parameters from the request itself.
 pub(crate) type ParamsFor = Arc<dyn Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync>;
 

@@ -10,10 +10,14 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::cache::Fetcher;
+use crate::boxed::BoxFuture;
 use crate::error::TokenError;
+use crate::policy::Policy;
+use crate::source::TokenSource;
 use crate::token::AccessToken;
-use crate::transport::BoxFuture;
+
+/// Until when the layer's token in hand may be presented, if it may be now.
+pub(crate) type ServingUntil<'a> = dyn Fn() -> Option<tokio::time::Instant> + Send + Sync + 'a;
 
 /// A token as a store hands it out: the token, and how much longer it may be
 /// presented.
@@ -30,11 +34,16 @@ pub struct SharedToken {
 /// take.
 pub struct FetchContext<'a> {
     pub(crate) identity: &'a str,
-    pub(crate) fetcher: &'a Fetcher,
+    /// The layer's own way to a token.
+    pub(crate) source: &'a dyn TokenSource,
+    /// The layer's timing rules.
+    pub(crate) policy: &'a Policy,
+    /// Where this layer counts what the store did.
+    pub(crate) fleet: &'a FleetCounters,
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) sealing_key: Option<&'a [u8; 32]>,
     /// Until when the layer's token in hand serves, asked anew each time.
-    pub(crate) serving_until: &'a crate::cache::ServingUntil<'a>,
+    pub(crate) serving_until: &'a ServingUntil<'a>,
 }
 
 impl<'a> FetchContext<'a> {
@@ -54,7 +63,7 @@ impl<'a> FetchContext<'a> {
     /// The token request's [`TokenError`].
     pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
         let started = tokio::time::Instant::now();
-        let token = self.fetcher.ask_source().await?;
+        let token = crate::source::ask(self.source, self.policy.fetch_timeout).await?;
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());
         Ok(SharedToken { token, usable_for })
     }
@@ -62,15 +71,14 @@ impl<'a> FetchContext<'a> {
     /// How long a token of `lifetime`, fetched `elapsed` ago, may be
     /// presented from now: its lifetime less the layer's expiry skew.
     pub fn usable_for(&self, lifetime: Duration, elapsed: Duration) -> Duration {
-        self.fetcher.policy.usable_for(lifetime, elapsed)
+        self.policy.usable_for(lifetime, elapsed)
     }
 
     /// Whether the layer would take `shared` rather than renew it: it stays
     /// usable for longer than the layer's refresh margin with its largest
     /// jitter (less the skew), so no replica is past its renewal point yet.
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
-        self.fetcher
-            .policy
+        self.policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
     }
 
@@ -101,12 +109,12 @@ impl<'a> FetchContext<'a> {
 
     /// The longest a token request may take.
     pub fn fetch_timeout(&self) -> Duration {
-        self.fetcher.policy.fetch_timeout
+        self.policy.fetch_timeout
     }
 
     /// The layer's shortest back-off after a failed token request.
     pub fn min_backoff(&self) -> Duration {
-        self.fetcher.policy.min_backoff
+        self.policy.min_backoff
     }
 
     /// How long the replicas sharing a token should hold back after
@@ -114,7 +122,7 @@ impl<'a> FetchContext<'a> {
     /// at most an hour), or else the layer's minimum back-off. Meanwhile a
     /// store hands `error` to the replicas that ask, instead of fetching.
     pub fn hold_after(&self, error: &TokenError) -> Duration {
-        self.fetcher.policy.hold_after(error.retry_after())
+        self.policy.hold_after(error.retry_after())
     }
 }
 
@@ -122,7 +130,7 @@ impl FetchContext<'_> {
     /// Notes what the store did for this fetch, for the layer's
     /// [`Stats`](crate::Stats) (`store_*` fields) and logs.
     pub fn record(&self, event: StoreEvent) {
-        let counters = &self.fetcher.fleet;
+        let counters = self.fleet;
         let counter = match event {
             StoreEvent::TookShared => &counters.took_shared,
             StoreEvent::FetchedForFleet => &counters.fetched_for_fleet,

@@ -10,8 +10,8 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::flight::{Flight, Landing};
-use super::timings::{Failure, Policy};
 use crate::error::TokenError;
+use crate::policy::{Failure, Policy};
 
 #[derive(Debug, Default)]
 pub(crate) struct Control {

@@ -20,7 +20,6 @@
 mod control;
 mod fetch;
 mod flight;
-mod timings;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,12 +33,13 @@ use tracing::Instrument;
 
 use self::control::Control;
 use self::fetch::Fetched;
-pub(crate) use self::fetch::{Fetcher, ServingUntil, StoreUse};
+use self::fetch::Fetcher;
+pub(crate) use self::fetch::StoreUse;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
-pub(crate) use self::timings::Policy;
 use crate::authorize::Placement;
-use crate::client::TokenSource;
 use crate::error::{TokenError, TokenErrorKind};
+pub(crate) use crate::policy::Policy;
+use crate::source::TokenSource;
 use crate::stats::{Counters, Stats};
 use crate::token::AccessToken;
 
@@ -60,14 +60,14 @@ pub(crate) struct Endpoint {
     pub(crate) url: Option<http::Uri>,
     pub(crate) client_id: String,
     /// The issuer's discovery, when the layer was configured with one.
-    pub(crate) discovery: Option<Arc<crate::discovery::Discovery>>,
+    pub(crate) discovery: Option<Arc<crate::endpoint::discovery::Discovery>>,
 }
 
 /// A token ready to present, with its timings.
 pub(crate) struct CachedToken {
     /// `Bearer <token>` (or as configured), marked sensitive.
     pub(crate) header: HeaderValue,
-    pub(crate) timings: timings::Timings,
+    pub(crate) timings: crate::policy::Timings,
     /// Identifies this token within its cache (tokens are compared by it).
     pub(crate) generation: u64,
     /// The token and what the endpoint said about it.

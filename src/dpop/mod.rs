@@ -18,15 +18,19 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 
+use crate::boxed::BoxFuture;
 use crate::error::{ConfigError, TokenError, TokenErrorKind};
-use crate::jwk::PublicJwk;
-use crate::signing::{Algorithm, JwsSigner, SigningKey};
-use crate::transport::BoxFuture;
+use crate::keys::jwk::PublicJwk;
+use crate::keys::{Algorithm, JwsSigner, SigningKey};
 
 pub(crate) use self::nonces::NonceBook;
 pub(crate) use self::proof::Target;
 
 /// The `typ` of a DPoP proof (RFC 9449 section 4.2).
+/// The request header that carries a DPoP proof (RFC 9449 section 4.1).
+pub(crate) const DPOP: http::HeaderName = http::HeaderName::from_static("dpop");
+
+/// The `typ` of a DPoP proof.
 pub const DPOP_PROOF_TYPE: &str = "dpop+jwt";
 
 /// The key that binds the layer's tokens to this client (DPoP, RFC 9449):
@@ -300,7 +304,7 @@ impl Dpop {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
-        if !crate::retry::is_unauthorized(response) {
+        if !crate::refusal::is_unauthorized(response) {
             return Verdict::Accepted;
         }
         verdict(response.headers())

@@ -13,9 +13,9 @@ use tokio::time::{sleep, timeout, Instant};
 use super::redis_connection::{self, Connection, Deployment};
 use super::seal::Sealer;
 use super::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::boxed::BoxFuture;
 use crate::error::{ConfigError, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
-use crate::transport::BoxFuture;
 
 /// Default of [`RedisStore::prefix`].
 pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";

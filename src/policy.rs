@@ -1,10 +1,26 @@
-//! The timing rules, as plain values and pure functions: when a token is
-//! renewed, when it stops being presented, how long to back off after a
-//! failure. No runtime, no clock: every instant is an argument.
+//! Every default and timing rule of a layer, as plain values and pure
+//! functions: the settings' defaults, when a token is renewed, when it stops
+//! being presented, how long to back off after a failure. No runtime, no
+//! clock: every instant is an argument.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+/// Default of [`OAuthLayerBuilder::refresh_margin`](crate::OAuthLayerBuilder::refresh_margin).
+pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+/// Default of [`OAuthLayerBuilder::expiry_skew`](crate::OAuthLayerBuilder::expiry_skew).
+pub const DEFAULT_EXPIRY_SKEW: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout).
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::forced_renewal_interval`](crate::OAuthLayerBuilder::forced_renewal_interval).
+pub const DEFAULT_FORCED_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
+/// Default of [`OAuthLayerBuilder::min_backoff`](crate::OAuthLayerBuilder::min_backoff).
+pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
+/// Default of [`OAuthLayerBuilder::max_backoff`](crate::OAuthLayerBuilder::max_backoff).
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
+pub const DEFAULT_TOKEN_SLOTS: usize = 64;
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
@@ -62,7 +78,6 @@ pub(crate) struct Failure {
 /// The builder's defaults.
 impl Default for Policy {
     fn default() -> Self {
-        use crate::builder::*;
         Policy {
             refresh_margin: DEFAULT_REFRESH_MARGIN,
             expiry_skew: DEFAULT_EXPIRY_SKEW,

@@ -4,8 +4,8 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
+use super::algorithm::Algorithm;
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::signing::Algorithm;
 
 /// A public key as a JWK of its required members only, in RFC 7638's
 /// canonical form (members in lexicographic order, no white space), and its

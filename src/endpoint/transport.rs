@@ -5,20 +5,16 @@
 //! client secret to another host. Any `tower::Service` for HTTP can carry it
 //! instead ([`TowerTransport`]).
 
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Mutex;
 
 use bytes::{Buf, Bytes};
 use http_body::Body;
 use tower_service::Service;
 
+use crate::boxed::{BoxError, BoxFuture};
 use crate::error::{TokenError, TokenErrorKind};
-use crate::BoxError;
-
-/// A boxed, sendable future, as [`TokenSource`](crate::TokenSource) returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The largest token response body read. A larger one is refused, so a broken
 /// proxy cannot make the client buffer megabytes.
@@ -130,7 +126,7 @@ mod reqwest_transport {
     impl ReqwestTransport {
         pub(crate) fn new(
             connect_timeout: Duration,
-            tls: &crate::tls::TlsSettings,
+            tls: &crate::endpoint::tls::TlsSettings,
         ) -> Result<Self, ConfigError> {
             let builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())

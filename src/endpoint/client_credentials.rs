@@ -8,242 +8,13 @@ use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
+use super::client_auth::{AssertionSettings, ClientAuth};
+use crate::boxed::BoxFuture;
 use crate::encoding::{base64, form_urlencode, percent_encode};
+use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::TokenError;
+use crate::source::TokenSource;
 use crate::token::AccessToken;
-use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
-
-/// Anything that can produce an access token: the seam for another grant, a
-/// vault, a sidecar, or a test double.
-///
-/// An [`OAuthLayer`](crate::OAuthLayer) built with
-/// [`OAuthLayerBuilder::token_source`](crate::OAuthLayerBuilder::token_source)
-/// keeps all its caching, single flight, renewal ahead, back-off and 401
-/// handling for the source; the source only fetches. The layer calls it at
-/// most once at a time, on a task of its own, under
-/// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout).
-///
-/// ```
-/// use std::time::Duration;
-/// use tower_oauth::{AccessToken, BoxFuture, OAuthLayer, TokenError, TokenErrorKind, TokenSource};
-///
-/// /// Tokens from a file a sidecar keeps fresh.
-/// struct FromFile(std::path::PathBuf);
-///
-/// impl TokenSource for FromFile {
-///     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
-///         Box::pin(async move {
-///             let token = tokio::fs::read_to_string(&self.0)
-///                 .await
-///                 .map_err(|e| TokenError::custom(TokenErrorKind::Transport, e))?;
-///             Ok(AccessToken::new(token.trim()).with_expires_in(Duration::from_secs(300)))
-///         })
-///     }
-/// }
-///
-/// let oauth = OAuthLayer::builder()
-///     .token_source(FromFile("/run/secrets/token".into()))
-///     .build()
-///     .unwrap();
-/// ```
-pub trait TokenSource: Send + Sync + 'static {
-    /// Fetches a new token.
-    ///
-    /// # Errors
-    ///
-    /// A [`TokenError`] saying what went wrong; its
-    /// [`retry_after`](TokenError::retry_after) sets the back-off.
-    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>>;
-}
-
-/// How the client authenticates to the token endpoint.
-///
-/// Without a choice, the layer picks by how the endpoint was given:
-///
-/// | endpoint given with | default | why |
-/// |---|---|---|
-/// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the specification's endpoint takes exactly its own request body |
-/// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
-/// | [`issuer`](crate::OAuthLayerBuilder::issuer) | what the server lists in `token_endpoint_auth_methods_supported`: [`Basic`](ClientAuth::Basic) if it lists `client_secret_basic` or nothing, else [`FormBody`](ClientAuth::FormBody) for `client_secret_post` | the server says what it takes (RFC 8414 section 2) |
-///
-/// It also parses from the names used in configuration (`basic` or
-/// `client_secret_basic`, `form` or `client_secret_post`, `basic-unencoded`,
-/// `unencoded`), as `OAUTH_CLIENT_AUTH` does for
-/// [`from_env`](crate::OAuthLayerBuilder::from_env):
-///
-/// ```
-/// use tower_oauth::ClientAuth;
-///
-/// assert_eq!("client_secret_post".parse::<ClientAuth>().unwrap(), ClientAuth::FormBody);
-/// assert!("magic".parse::<ClientAuth>().is_err());
-/// ```
-///
-/// ```
-/// use tower_oauth::{ClientAuth, OAuthLayer};
-///
-/// let oauth = OAuthLayer::builder()
-///     .token_url("https://idp.example.com/oauth2/token")
-///     .client_id("my-client")
-///     .client_secret("a secret with + / & = and spaces")
-///     .client_auth(ClientAuth::Basic)
-///     .scope("read:products write:orders")
-///     .build()
-///     .unwrap();
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientAuth {
-    /// The specification's request: id and secret in the body, values sent
-    /// as they are, without encoding. Values with `&`, whitespace or control
-    /// characters cannot be carried (a [`ConfigError`](crate::ConfigError)).
-    #[default]
-    UnencodedBody,
-    /// Id and secret in the body, every name and value form-urlencoded
-    /// (RFC 6749 section 2.3.1 and appendix B, `client_secret_post`):
-    /// carries any value.
-    FormBody,
-    /// HTTP Basic authentication (RFC 6749 section 2.3.1,
-    /// `client_secret_basic`): id and secret percent-encoded (RFC 3986's
-    /// unreserved characters stay, a space is `%20`, a `+` is `%2B`), joined
-    /// with `:`, base64-encoded in the `Authorization` header; the body holds
-    /// `grant_type` and any extra parameters, form-urlencoded. Servers that
-    /// form-decode the credentials (as RFC 6749 says) and servers that only
-    /// percent-decode them both read any secret back exactly; servers that
-    /// decode nothing read secrets of letters, digits and `-._~` exactly.
-    Basic,
-    /// HTTP Basic authentication with id and secret as they are, not
-    /// encoded: for servers that do not decode the credentials at all. A
-    /// client id containing `:` cannot be carried (a
-    /// [`ConfigError`](crate::ConfigError)).
-    BasicUnencoded,
-    /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
-    /// 9): no secret; each token request carries a fresh
-    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key
-    /// (`client_assertion_type` and `client_assertion`, with `client_id`),
-    /// form-urlencoded. The assertion's `aud` is the issuer with
-    /// [`issuer`](crate::OAuthLayerBuilder::issuer), else the token
-    /// endpoint's URL, unless
-    /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
-    /// says otherwise. Feature `jwt`.
-    ///
-    /// ```
-    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
-    ///
-    /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
-    /// // let pem = std::fs::read("/run/secrets/client-key.pem")?;
-    /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-1");
-    /// let oauth = OAuthLayer::builder()
-    ///     .issuer("https://login.example.com")
-    ///     .client_id("my-client")
-    ///     .client_auth(ClientAuth::PrivateKeyJwt(key))
-    ///     .build()?;
-    /// # Ok::<_, tower_oauth::ConfigError>(())
-    /// ```
-    #[cfg(feature = "jwt")]
-    PrivateKeyJwt(crate::SigningKey),
-    /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
-    /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
-    /// assertion signed with HMAC SHA-256 (`HS256`) under the client
-    /// secret, which itself is never sent. Feature `jwt`.
-    #[cfg(feature = "jwt")]
-    ClientSecretJwt,
-    /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
-    /// `self_signed_tls_client_auth`): the client proves itself with the
-    /// certificate it presents in the TLS handshake; the body carries
-    /// `client_id`, no secret. The built-in transport presents the
-    /// certificate given to
-    /// [`client_identity`](crate::OAuthLayerBuilder::client_identity)
-    /// (feature `mtls`); a transport of your own brings its own TLS
-    /// configuration.
-    TlsClientAuth,
-}
-
-impl std::str::FromStr for ClientAuth {
-    type Err = crate::ConfigError;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "basic" | "client-secret-basic" => Ok(ClientAuth::Basic),
-            "form" | "post" | "client-secret-post" => Ok(ClientAuth::FormBody),
-            "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
-            "unencoded" => Ok(ClientAuth::UnencodedBody),
-            #[cfg(feature = "jwt")]
-            "client-secret-jwt" => Ok(ClientAuth::ClientSecretJwt),
-            "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
-                Ok(ClientAuth::TlsClientAuth)
-            }
-            "private-key-jwt" => Err(crate::ConfigError::new(
-                crate::ConfigErrorKind::InvalidSetting,
-                "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
-                 client_auth (feature `jwt`)",
-            )),
-            _ => Err(crate::ConfigError::new(
-                crate::ConfigErrorKind::InvalidSetting,
-                format!(
-                    "unknown client authentication `{name}`: use basic (client_secret_basic), \
-                     form (client_secret_post), basic-unencoded, unencoded, client_secret_jwt \
-                     or tls_client_auth"
-                ),
-            )),
-        }
-    }
-}
-
-impl ClientAuth {
-    /// Whether the id and secret go in an `Authorization: Basic` header.
-    fn is_basic(&self) -> bool {
-        matches!(self, ClientAuth::Basic | ClientAuth::BasicUnencoded)
-    }
-
-    /// Whether the token request carries the client secret in some form
-    /// (the secret is required then).
-    pub(crate) fn needs_secret(&self) -> bool {
-        match self {
-            ClientAuth::TlsClientAuth => false,
-            #[cfg(feature = "jwt")]
-            ClientAuth::PrivateKeyJwt(_) => false,
-            _ => true,
-        }
-    }
-
-    /// The method's name in server metadata
-    /// (`token_endpoint_auth_methods_supported`), for messages.
-    pub(crate) fn method_name(&self) -> &'static str {
-        match self {
-            ClientAuth::UnencodedBody => "the specification's unencoded body",
-            ClientAuth::FormBody => "client_secret_post",
-            ClientAuth::Basic | ClientAuth::BasicUnencoded => "client_secret_basic",
-            #[cfg(feature = "jwt")]
-            ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
-            #[cfg(feature = "jwt")]
-            ClientAuth::ClientSecretJwt => "client_secret_jwt",
-            ClientAuth::TlsClientAuth => "tls_client_auth",
-        }
-    }
-}
-
-/// The explicit `typ` of a client authentication JWT, the default of
-/// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the
-/// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
-/// it so that the JWT cannot be taken for another kind.
-#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
-pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
-
-/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
-/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
-#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
-pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// The settings of client assertions (`private_key_jwt`,
-/// `client_secret_jwt`) beyond the key.
-#[derive(Clone, Debug)]
-#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
-pub(crate) struct AssertionSettings {
-    /// The `aud`; none: the issuer with discovery, else the token endpoint.
-    pub(crate) audience: Option<String>,
-    pub(crate) lifetime: std::time::Duration,
-    pub(crate) typ: Option<String>,
-}
 
 /// What proves the client, beyond what the request holds from the start.
 enum Proof {
@@ -453,7 +224,7 @@ impl ClientCredentials {
         #[cfg(feature = "jwt")]
         if let Some(dpop) = &self.dpop {
             let proof = dpop.prove_token_request(&self.url).await?;
-            request.headers_mut().insert(crate::authorize::DPOP, proof);
+            request.headers_mut().insert(crate::dpop::DPOP, proof);
         }
         Ok(request)
     }
@@ -485,7 +256,7 @@ impl TokenSource for ClientCredentials {
                 if let Some(dpop) = &self.dpop {
                     dpop.remember_from(&self.url, response.headers());
                 }
-                return match crate::answer::read(&response, &self.client_secret) {
+                return match crate::endpoint::answer::read(&response, &self.client_secret) {
                     Ok(token) => {
                         #[cfg(feature = "jwt")]
                         if let Some(dpop) = &self.dpop {
@@ -499,7 +270,7 @@ impl TokenSource for ClientCredentials {
                         nonce_asked = true;
                         continue;
                     }
-                    Err(e) if crate::answer::not_a_token_endpoint(status) => {
+                    Err(e) if crate::endpoint::answer::not_a_token_endpoint(status) => {
                         Err(e.with_message(self.not_a_token_endpoint(status)))
                     }
                     Err(e) => Err(e),

@@ -11,11 +11,14 @@ use http::header::ACCEPT;
 use http::{HeaderValue, Method, StatusCode, Uri};
 use serde_json::Value;
 
-use crate::answer::{retry_after, status_error};
-use crate::client::{AssertionSettings, ClientAuth, ClientCredentials, TokenSource};
+use crate::boxed::BoxFuture;
+use crate::endpoint::answer::{retry_after, status_error};
+use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::client_credentials::ClientCredentials;
+use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::{TokenError, TokenErrorKind};
+use crate::source::TokenSource;
 use crate::token::AccessToken;
-use crate::transport::{BoxFuture, Transport, MAX_RESPONSE_BODY};
 
 /// What discovery found at an issuer: from
 /// [`OAuthLayer::server_metadata`](crate::OAuthLayer::server_metadata).
@@ -259,8 +262,8 @@ impl Discovery {
             }
             _ => ("token_endpoint", &metadata.token_endpoint),
         };
-        let url =
-            crate::builder::checked_url(name, endpoint, c.allow_insecure_http).map_err(|e| {
+        let url = crate::endpoint::url::checked_url(name, endpoint, c.allow_insecure_http)
+            .map_err(|e| {
                 TokenError::new(TokenErrorKind::InvalidResponse)
                     .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
             })?;
@@ -350,7 +353,9 @@ impl TokenSource for Discovery {
             if let Err(e) = &outcome {
                 // The endpoint may have moved: read the metadata again next
                 // time.
-                if e.status().is_some_and(crate::answer::not_a_token_endpoint) {
+                if e.status()
+                    .is_some_and(crate::endpoint::answer::not_a_token_endpoint)
+                {
                     *self.lock() = None;
                     *self.shared() = None;
                 }

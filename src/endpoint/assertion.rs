@@ -9,9 +9,9 @@ use base64::Engine;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
-use crate::client::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
+use crate::endpoint::client_auth::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
 use crate::error::{TokenError, TokenErrorKind};
-use crate::signing::SigningKey;
+use crate::keys::SigningKey;
 
 /// The `client_assertion_type` of a JWT client assertion (RFC 7523 section
 /// 2.2).

@@ -1,0 +1,244 @@
+//! [`ClientAuth`]: how the client proves itself to the token endpoint, and
+//! everything that depends on the method: what it requires, what values it
+//! can carry, its names in configuration and server metadata, and what it
+//! adds to the token request.
+
+use crate::error::{ConfigError, ConfigErrorKind};
+
+/// How the client authenticates to the token endpoint.
+///
+/// Without a choice, the layer picks by how the endpoint was given:
+///
+/// | endpoint given with | default | why |
+/// |---|---|---|
+/// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the specification's endpoint takes exactly its own request body |
+/// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
+/// | [`issuer`](crate::OAuthLayerBuilder::issuer) | what the server lists in `token_endpoint_auth_methods_supported`: [`Basic`](ClientAuth::Basic) if it lists `client_secret_basic` or nothing, else [`FormBody`](ClientAuth::FormBody) for `client_secret_post` | the server says what it takes (RFC 8414 section 2) |
+///
+/// It also parses from the names used in configuration (`basic` or
+/// `client_secret_basic`, `form` or `client_secret_post`, `basic-unencoded`,
+/// `unencoded`), as `OAUTH_CLIENT_AUTH` does for
+/// [`from_env`](crate::OAuthLayerBuilder::from_env):
+///
+/// ```
+/// use tower_oauth::ClientAuth;
+///
+/// assert_eq!("client_secret_post".parse::<ClientAuth>().unwrap(), ClientAuth::FormBody);
+/// assert!("magic".parse::<ClientAuth>().is_err());
+/// ```
+///
+/// ```
+/// use tower_oauth::{ClientAuth, OAuthLayer};
+///
+/// let oauth = OAuthLayer::builder()
+///     .token_url("https://idp.example.com/oauth2/token")
+///     .client_id("my-client")
+///     .client_secret("a secret with + / & = and spaces")
+///     .client_auth(ClientAuth::Basic)
+///     .scope("read:products write:orders")
+///     .build()
+///     .unwrap();
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientAuth {
+    /// The specification's request: id and secret in the body, values sent
+    /// as they are, without encoding. Values with `&`, whitespace or control
+    /// characters cannot be carried (a [`ConfigError`](crate::ConfigError)).
+    #[default]
+    UnencodedBody,
+    /// Id and secret in the body, every name and value form-urlencoded
+    /// (RFC 6749 section 2.3.1 and appendix B, `client_secret_post`):
+    /// carries any value.
+    FormBody,
+    /// HTTP Basic authentication (RFC 6749 section 2.3.1,
+    /// `client_secret_basic`): id and secret percent-encoded (RFC 3986's
+    /// unreserved characters stay, a space is `%20`, a `+` is `%2B`), joined
+    /// with `:`, base64-encoded in the `Authorization` header; the body holds
+    /// `grant_type` and any extra parameters, form-urlencoded. Servers that
+    /// form-decode the credentials (as RFC 6749 says) and servers that only
+    /// percent-decode them both read any secret back exactly; servers that
+    /// decode nothing read secrets of letters, digits and `-._~` exactly.
+    Basic,
+    /// HTTP Basic authentication with id and secret as they are, not
+    /// encoded: for servers that do not decode the credentials at all. A
+    /// client id containing `:` cannot be carried (a
+    /// [`ConfigError`](crate::ConfigError)).
+    BasicUnencoded,
+    /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
+    /// 9): no secret; each token request carries a fresh
+    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key
+    /// (`client_assertion_type` and `client_assertion`, with `client_id`),
+    /// form-urlencoded. The assertion's `aud` is the issuer with
+    /// [`issuer`](crate::OAuthLayerBuilder::issuer), else the token
+    /// endpoint's URL, unless
+    /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
+    /// says otherwise. Feature `jwt`.
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+    ///
+    /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
+    /// // let pem = std::fs::read("/run/secrets/client-key.pem")?;
+    /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-1");
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com")
+    ///     .client_id("my-client")
+    ///     .client_auth(ClientAuth::PrivateKeyJwt(key))
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    #[cfg(feature = "jwt")]
+    PrivateKeyJwt(crate::SigningKey),
+    /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
+    /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
+    /// assertion signed with HMAC SHA-256 (`HS256`) under the client
+    /// secret, which itself is never sent. Feature `jwt`.
+    #[cfg(feature = "jwt")]
+    ClientSecretJwt,
+    /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
+    /// `self_signed_tls_client_auth`): the client proves itself with the
+    /// certificate it presents in the TLS handshake; the body carries
+    /// `client_id`, no secret. The built-in transport presents the
+    /// certificate given to
+    /// [`client_identity`](crate::OAuthLayerBuilder::client_identity)
+    /// (feature `mtls`); a transport of your own brings its own TLS
+    /// configuration.
+    TlsClientAuth,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = crate::ConfigError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "basic" | "client-secret-basic" => Ok(ClientAuth::Basic),
+            "form" | "post" | "client-secret-post" => Ok(ClientAuth::FormBody),
+            "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
+            "unencoded" => Ok(ClientAuth::UnencodedBody),
+            #[cfg(feature = "jwt")]
+            "client-secret-jwt" => Ok(ClientAuth::ClientSecretJwt),
+            "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
+                Ok(ClientAuth::TlsClientAuth)
+            }
+            "private-key-jwt" => Err(crate::ConfigError::new(
+                crate::ConfigErrorKind::InvalidSetting,
+                "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
+                 client_auth (feature `jwt`)",
+            )),
+            _ => Err(crate::ConfigError::new(
+                crate::ConfigErrorKind::InvalidSetting,
+                format!(
+                    "unknown client authentication `{name}`: use basic (client_secret_basic), \
+                     form (client_secret_post), basic-unencoded, unencoded, client_secret_jwt \
+                     or tls_client_auth"
+                ),
+            )),
+        }
+    }
+}
+
+impl ClientAuth {
+    /// Whether the id and secret go in an `Authorization: Basic` header.
+    pub(crate) fn is_basic(&self) -> bool {
+        matches!(self, ClientAuth::Basic | ClientAuth::BasicUnencoded)
+    }
+
+    /// Whether the token request carries the client secret in some form
+    /// (the secret is required then).
+    pub(crate) fn needs_secret(&self) -> bool {
+        match self {
+            ClientAuth::TlsClientAuth => false,
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(_) => false,
+            _ => true,
+        }
+    }
+
+    /// The method's name in server metadata
+    /// (`token_endpoint_auth_methods_supported`), for messages.
+    pub(crate) fn method_name(&self) -> &'static str {
+        match self {
+            ClientAuth::UnencodedBody => "the specification's unencoded body",
+            ClientAuth::FormBody => "client_secret_post",
+            ClientAuth::Basic | ClientAuth::BasicUnencoded => "client_secret_basic",
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
+            #[cfg(feature = "jwt")]
+            ClientAuth::ClientSecretJwt => "client_secret_jwt",
+            ClientAuth::TlsClientAuth => "tls_client_auth",
+        }
+    }
+}
+
+/// The explicit `typ` of a client authentication JWT, the default of
+/// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the
+/// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
+/// it so that the JWT cannot be taken for another kind.
+#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
+pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
+
+/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
+/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
+#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
+pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The settings of client assertions (`private_key_jwt`,
+/// `client_secret_jwt`) beyond the key.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
+pub(crate) struct AssertionSettings {
+    /// The `aud`; none: the issuer with discovery, else the token endpoint.
+    pub(crate) audience: Option<String>,
+    pub(crate) lifetime: std::time::Duration,
+    pub(crate) typ: Option<String>,
+}
+
+/// The specification sends values unencoded: `&` would split the body, and
+/// whitespace or control characters are not carried intact.
+pub(crate) fn check_unencoded(
+    value: &str,
+    kind: ConfigErrorKind,
+    what: &str,
+) -> Result<(), ConfigError> {
+    let problem = if value.contains('&') {
+        "`&`"
+    } else if value.chars().any(char::is_whitespace) {
+        "whitespace"
+    } else if value.chars().any(char::is_control) {
+        "a control character"
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::new(
+        kind,
+        format!(
+            "the {what} contains {problem}, which the token request body cannot carry: \
+             its values are sent without encoding (use ClientAuth::FormBody or \
+             ClientAuth::Basic for such values)"
+        ),
+    ))
+}
+
+/// Extra parameters: a name that is not empty or reserved, and (unencoded)
+/// a name and value the body can carry.
+pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
+    let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
+    if name.is_empty() {
+        return bad("a token request parameter has an empty name".into());
+    }
+    if ["grant_type", "client_id", "client_secret"].contains(&name) {
+        return bad(format!(
+            "`{name}` is set by the layer itself and cannot be given as a parameter"
+        ));
+    }
+    if unencoded {
+        if name.contains('=') {
+            return bad(format!("the parameter name `{name}` contains `=`"));
+        }
+        let what = format!("value of parameter `{name}`");
+        check_unencoded(name, ConfigErrorKind::InvalidParameter, "parameter name")?;
+        check_unencoded(value, ConfigErrorKind::InvalidParameter, &what)?;
+    }
+    Ok(())
+}

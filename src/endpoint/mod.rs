@@ -1,0 +1,23 @@
+//! The token endpoint: how the client authenticates ([`ClientAuth`]), the
+//! client-credentials request and its answer, discovery of the endpoint from
+//! an issuer, client assertions, and the transport (with TLS) the request
+//! travels on. Each module here is one step of one token request; none
+//! knows of caches, stores or layers.
+
+pub(crate) mod answer;
+#[cfg(feature = "jwt")]
+pub(crate) mod assertion;
+pub(crate) mod client_auth;
+pub(crate) mod client_credentials;
+pub(crate) mod discovery;
+#[cfg(feature = "reqwest")]
+pub(crate) mod tls;
+pub(crate) mod transport;
+pub(crate) mod url;
+
+#[cfg(feature = "jwt")]
+pub use self::assertion::{ClientAssertion, JWT_BEARER_ASSERTION_TYPE};
+pub use self::client_auth::ClientAuth;
+#[cfg(feature = "jwt")]
+pub use self::client_auth::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
+pub use self::discovery::ServerMetadata;

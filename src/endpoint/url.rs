@@ -1,0 +1,61 @@
+//! The rules for a URL the token request may go to: absolute, with a host,
+//! no user information or fragment, `https` unless the host is loopback.
+
+use std::net::IpAddr;
+
+use http::Uri;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+
+/// `raw` as the URL of `name`: absolute, with a host, no user information or
+/// fragment, and `https` unless the host is loopback or `allow_insecure_http`.
+pub(crate) fn checked_url(
+    name: &str,
+    raw: &str,
+    allow_insecure_http: bool,
+) -> Result<Uri, ConfigError> {
+    let bad =
+        |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
+    if raw.contains('@') {
+        // Checked before parsing, so the message never echoes a password.
+        return Err(ConfigError::new(
+            ConfigErrorKind::InvalidUrl,
+            format!("{name} carries user information (`user@` or `user:password@`); pass credentials with client_id and client_secret"),
+        ));
+    }
+    if raw.contains('#') {
+        return Err(bad("has a fragment (`#...`)"));
+    }
+    let uri: Uri = raw
+        .parse()
+        .map_err(|e| bad(&format!("is not a valid URL ({e})")))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(bad("is not an absolute URL (scheme and host are required)"));
+    };
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(bad("has no host"));
+    }
+    match scheme {
+        "https" => {}
+        "http" if allow_insecure_http || is_loopback(host) => {}
+        "http" => {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InsecureUrl,
+                format!(
+                    "{name} `{raw}` is plain http to a host that is not loopback; the client \
+                     secret would cross the network unencrypted (use https, or \
+                     allow_insecure_http(true) on a network you trust)"
+                ),
+            ))
+        }
+        other => return Err(bad(&format!("has scheme `{other}`; use https"))),
+    }
+    Ok(uri)
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
