@@ -16,13 +16,14 @@ use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::transport::{TowerTransport, Transport};
 use crate::endpoint::url::checked_url;
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::identity::{IdentityBase, Origin, Parts};
 use crate::layer::OAuthLayer;
 use crate::params::TokenParams;
 use crate::policy::DEFAULT_TOKEN_SLOTS;
 use crate::recipe::{Recipe, Target};
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
-use crate::store::{identity, TokenStore};
+use crate::store::{StoreUse, TokenStore};
 
 /// The token endpoint's path below `auth_url` (specification, section 4).
 const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
@@ -734,10 +735,18 @@ impl OAuthLayerBuilder {
                      the layer's own token request, which proves the key",
                 ));
             }
-            let store = self
-                .store
-                .take()
-                .map(|store| (store, identity(&["token-source"]), None));
+            let store = self.store.take().map(|store| StoreUse {
+                store,
+                identity: IdentityBase::new(Parts {
+                    origin: Origin::Source,
+                    client_id: "",
+                    client_auth: None,
+                    credential: None,
+                    dpop_thumbprint: None,
+                })
+                .with_params(&[]),
+                sealing_key: None,
+            });
             let slots = Slots::new(None, None, 0);
             return Ok(OAuthLayer {
                 cache: TokenCache::new(source, policy, placement, None, store, Some(slots)),
@@ -794,21 +803,21 @@ impl OAuthLayerBuilder {
             Some(transport) => transport,
             None => self.default_transport(policy.fetch_timeout)?,
         };
-        // The store's key: where tokens come from, never the secret; the
+        // What makes its tokens interchangeable, never the secret; the
         // parameters are added by the recipe.
-        let mut identity = vec![
-            match &target {
-                Target::Issuer(issuer, _) => issuer.clone(),
-                Target::Url(url) => url.to_string(),
+        let mut url_text = None;
+        let credential = auth.as_ref().and_then(ClientAuth::identity_credential);
+        let dpop_thumbprint = self.dpop_key();
+        let identity = IdentityBase::new(Parts {
+            origin: match &target {
+                Target::Issuer(issuer, _) => Origin::Issuer(issuer),
+                Target::Url(url) => Origin::TokenUrl(url_text.get_or_insert(url.to_string())),
             },
-            client_id.clone(),
-            auth.as_ref()
-                .map_or_else(|| "discovered".to_owned(), |a| format!("{a:?}")),
-        ];
-        if let Some(thumbprint) = self.dpop_key() {
-            // Tokens bound to one key are of no use to a replica with another.
-            identity.extend(["dpop".to_owned(), thumbprint]);
-        }
+            client_id: &client_id,
+            client_auth: auth.as_ref().map(ClientAuth::identity_name),
+            credential: credential.as_deref(),
+            dpop_thumbprint: dpop_thumbprint.as_deref(),
+        });
         let sealing_key = self.sealing_key(&client_secret, auth.as_ref());
         let recipe = Recipe {
             target,

@@ -302,6 +302,7 @@ mod encoding;
 mod endpoint;
 mod error;
 mod future;
+mod identity;
 #[cfg(feature = "jwt")]
 mod keys;
 mod layer;

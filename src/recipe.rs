@@ -12,10 +12,11 @@ use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
 use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
+use crate::identity::IdentityBase;
 use crate::params::TokenParams;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
-use crate::store::{identity, TokenStore};
+use crate::store::{StoreUse, TokenStore};
 
 /// Where the token request goes.
 pub(crate) enum Target {
@@ -41,8 +42,8 @@ pub(crate) struct Recipe {
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) allow_insecure_http: bool,
     pub(crate) store: Option<Arc<dyn TokenStore>>,
-    /// The store key's parts besides the parameters.
-    pub(crate) identity: Vec<String>,
+    /// What makes the tokens interchangeable, besides the parameters.
+    pub(crate) identity: IdentityBase,
     /// Derived from the client's credential, for sealing what the store
     /// keeps.
     pub(crate) sealing_key: Option<[u8; 32]>,
@@ -67,14 +68,11 @@ impl Recipe {
     /// replaced or extended by `extra`.
     fn make(&self, extra: &[(String, String)], slots: Option<Slots>) -> Arc<TokenCache> {
         let params = merged(&self.params, extra);
-        let mut parts: Vec<&str> = self.identity.iter().map(String::as_str).collect();
-        for (name, value) in &params {
-            parts.extend([name.as_str(), value.as_str()]);
-        }
-        let store = self
-            .store
-            .as_ref()
-            .map(|store| (Arc::clone(store), identity(&parts), self.sealing_key));
+        let store = self.store.as_ref().map(|store| StoreUse {
+            store: Arc::clone(store),
+            identity: self.identity.with_params(&params),
+            sealing_key: self.sealing_key,
+        });
         let (source, endpoint) = self.source(params);
         TokenCache::new(
             source,

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::error::TokenError;
 use crate::policy::Policy;
 use crate::source::{ask, caught, TokenSource};
-use crate::store::{FetchContext, ServingUntil, TokenStore};
+use crate::store::{FetchContext, ServingUntil, StoreUse};
 use crate::token::AccessToken;
 
 /// What the fetch task needs, and nothing of the cache: so that a fetch
@@ -23,10 +23,6 @@ pub(crate) struct Fetcher {
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
 }
-
-/// A store shared with other replicas, this layer's identity in it, and the
-/// key derived from the client's credential for sealing what it keeps.
-pub(crate) type StoreUse = (Arc<dyn TokenStore>, String, Option<[u8; 32]>);
 
 /// A token just fetched, and when it runs out.
 #[derive(Debug)]
@@ -44,7 +40,12 @@ impl Fetcher {
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
-        let Some((store, identity, sealing_key)) = &self.store else {
+        let Some(StoreUse {
+            store,
+            identity,
+            sealing_key,
+        }) = &self.store
+        else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
             let token = ask(&*self.source, self.policy.fetch_timeout).await?;
@@ -53,7 +54,7 @@ impl Fetcher {
         };
         caught("token store", async {
             if let Some(refused) = &refused {
-                store.refused(identity, refused).await;
+                store.refused(identity.key(), refused).await;
             }
             let ctx = FetchContext {
                 identity,

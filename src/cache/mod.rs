@@ -34,13 +34,13 @@ use tracing::Instrument;
 use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
-pub(crate) use self::fetch::StoreUse;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 use crate::authorize::Placement;
 use crate::error::{TokenError, TokenErrorKind};
 pub(crate) use crate::policy::Policy;
 use crate::source::TokenSource;
 use crate::stats::{Counters, Stats};
+use crate::store::StoreUse;
 use crate::token::AccessToken;
 
 /// While a renewal is under way, a request past the renewal point looks

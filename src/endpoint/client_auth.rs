@@ -155,6 +155,36 @@ impl ClientAuth {
         }
     }
 
+    /// The method's name in a [token identity](crate::identity): stable
+    /// across versions (a rename of a variant must not change it), and
+    /// distinct for every method.
+    pub(crate) fn identity_name(&self) -> &'static str {
+        match self {
+            ClientAuth::UnencodedBody => "unencoded_body",
+            ClientAuth::FormBody => "client_secret_post",
+            ClientAuth::Basic => "client_secret_basic",
+            ClientAuth::BasicUnencoded => "client_secret_basic_unencoded",
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
+            #[cfg(feature = "jwt")]
+            ClientAuth::ClientSecretJwt => "client_secret_jwt",
+            ClientAuth::TlsClientAuth => "tls_client_auth",
+        }
+    }
+
+    /// What of the credential, beyond the method, sets the client's tokens
+    /// apart in a [token identity](crate::identity): the signing key's
+    /// algorithm and id for `private_key_jwt`. Never a secret.
+    pub(crate) fn identity_credential(&self) -> Option<String> {
+        match self {
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(key) => {
+                Some(format!("{}:{}", key.algorithm(), key.kid().unwrap_or("")))
+            }
+            _ => None,
+        }
+    }
+
     /// The method's name in server metadata
     /// (`token_endpoint_auth_methods_supported`), for messages.
     pub(crate) fn method_name(&self) -> &'static str {

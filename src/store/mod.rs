@@ -8,10 +8,12 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::boxed::BoxFuture;
 use crate::error::TokenError;
+use crate::identity::TokenIdentity;
 use crate::policy::Policy;
 use crate::source::TokenSource;
 use crate::token::AccessToken;
@@ -33,7 +35,7 @@ pub struct SharedToken {
 /// token, and its timing rules for when a shared token is fresh enough to
 /// take.
 pub struct FetchContext<'a> {
-    pub(crate) identity: &'a str,
+    pub(crate) identity: &'a TokenIdentity,
     /// The layer's own way to a token.
     pub(crate) source: &'a dyn TokenSource,
     /// The layer's timing rules.
@@ -47,11 +49,12 @@ pub struct FetchContext<'a> {
 }
 
 impl<'a> FetchContext<'a> {
-    /// A stable name for what the token is for: a hash of the token URL,
-    /// client id, client authentication and extra parameters (never the
+    /// A stable name for what the token is for: a hash of everything that
+    /// makes two tokens interchangeable (the issuer or token URL, client id,
+    /// client authentication and its key, DPoP key, parameters; never the
     /// secret). Layers with the same identity can share a token.
     pub fn identity(&self) -> &str {
-        self.identity
+        self.identity.key()
     }
 
     /// Fetches a new token from the token endpoint (bounded by the layer's
@@ -138,7 +141,7 @@ impl FetchContext<'_> {
             StoreEvent::FellBackToLocal => &counters.fell_back,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(identity = self.identity, ?event, "token store");
+        tracing::debug!(identity = self.identity.key(), ?event, "token store");
     }
 }
 
@@ -168,7 +171,7 @@ pub(crate) struct FleetCounters {
 impl fmt::Debug for FetchContext<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FetchContext")
-            .field("identity", &self.identity)
+            .field("identity", &self.identity.key())
             .field("fetch_timeout", &self.fetch_timeout())
             .finish_non_exhaustive()
     }
@@ -263,37 +266,21 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
     }
 }
 
-/// A stable 64-bit FNV-1a hash, hex: the same in every process and version.
-pub(crate) fn identity(parts: &[&str]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in part.as_bytes().iter().chain(std::iter::once(&0xff)) {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
+/// A store shared with other replicas, as a layer (or token slot) uses it:
+/// the store, the identity of the token in it, and the key derived from the
+/// client's credential for sealing what it keeps.
+pub(crate) struct StoreUse {
+    pub(crate) store: Arc<dyn TokenStore>,
+    pub(crate) identity: TokenIdentity,
+    pub(crate) sealing_key: Option<[u8; 32]>,
 }
 
 #[cfg(feature = "redis")]
-pub use self::redis_store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
+pub use self::redis::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
 #[cfg(feature = "redis")]
-mod redis_connection;
+mod codec;
 #[cfg(feature = "redis")]
-mod redis_store;
+mod redis;
 #[cfg(feature = "redis")]
 pub(crate) mod seal;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn identity_is_stable_and_separates_parts() {
-        assert_eq!(identity(&["a", "b"]), identity(&["a", "b"]));
-        assert_ne!(identity(&["ab", ""]), identity(&["a", "b"]));
-        // Fixed value: the same in every build, so replicas agree.
-        assert_eq!(identity(&[]), "cbf29ce484222325");
-    }
-}

@@ -1,0 +1,222 @@
+//! [`TokenIdentity`]: what makes two tokens interchangeable, in one place.
+//!
+//! Two layers may share a token (through a [`TokenStore`](crate::TokenStore))
+//! exactly when their identities are equal: the same origin (issuer, token
+//! endpoint or token source), client, client authentication (and the key it
+//! signs with), DPoP key and parameters. The identity is built here from
+//! typed parts, never from `Debug` text, and encoded in a stable, versioned
+//! form ([`TokenIdentity::encoded`]) that a test pins byte for byte: a
+//! refactor cannot silently change the key replicas agree on, and a change
+//! of what goes in is a new version, a clean miss rather than a wrong token.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The first bytes of every encoding: the format and its version.
+const VERSION: &[u8] = b"tower-oauth/token-identity/1";
+
+/// Where a token comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Origin<'a> {
+    /// The token endpoint an issuer's metadata names.
+    Issuer(&'a str),
+    /// A token endpoint given by its URL.
+    TokenUrl(&'a str),
+    /// A [`TokenSource`](crate::TokenSource) of the user's.
+    Source,
+}
+
+/// The parts of an identity besides the token request's parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parts<'a> {
+    pub(crate) origin: Origin<'a>,
+    pub(crate) client_id: &'a str,
+    /// The client authentication's stable name
+    /// ([`ClientAuth::identity_name`](crate::ClientAuth)); `None`: chosen
+    /// by discovery.
+    pub(crate) client_auth: Option<&'a str>,
+    /// What of the client's credential sets its tokens apart beyond the
+    /// method (the signing key's algorithm and id), never a secret.
+    pub(crate) credential: Option<&'a str>,
+    /// The DPoP key's thumbprint: tokens bound to one key are of no use to
+    /// a layer with another.
+    pub(crate) dpop_thumbprint: Option<&'a str>,
+}
+
+/// An identity without its parameters: what a layer's token slots share.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct IdentityBase {
+    encoded: Vec<u8>,
+}
+
+impl IdentityBase {
+    /// The encoding of `parts`: after [`VERSION`], each part as a tag byte,
+    /// its length (4 bytes, big-endian) and its bytes; parts that are absent
+    /// are left out.
+    pub(crate) fn new(parts: Parts<'_>) -> Self {
+        let mut encoded = VERSION.to_vec();
+        let (kind, origin) = match parts.origin {
+            Origin::Issuer(issuer) => ("issuer", issuer),
+            Origin::TokenUrl(url) => ("token_url", url),
+            Origin::Source => ("token_source", ""),
+        };
+        field(&mut encoded, b'o', kind);
+        field(&mut encoded, b'u', origin);
+        field(&mut encoded, b'c', parts.client_id);
+        field(
+            &mut encoded,
+            b'a',
+            parts.client_auth.unwrap_or("discovered"),
+        );
+        if let Some(credential) = parts.credential {
+            field(&mut encoded, b'k', credential);
+        }
+        if let Some(thumbprint) = parts.dpop_thumbprint {
+            field(&mut encoded, b'd', thumbprint);
+        }
+        IdentityBase { encoded }
+    }
+
+    /// The identity of the token requested with `params` (in any order: a
+    /// request's parameters are a set).
+    pub(crate) fn with_params(&self, params: &[(String, String)]) -> TokenIdentity {
+        let mut encoded = self.encoded.clone();
+        let mut sorted: Vec<&(String, String)> = params.iter().collect();
+        sorted.sort();
+        for (name, value) in sorted {
+            field(&mut encoded, b'p', name);
+            field(&mut encoded, b'v', value);
+        }
+        TokenIdentity::from_encoded(encoded)
+    }
+}
+
+/// Appends one part.
+fn field(out: &mut Vec<u8>, tag: u8, value: &str) {
+    out.push(tag);
+    let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&value.as_bytes()[..len as usize]);
+}
+
+/// What a token is for; see the [module](self).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct TokenIdentity(Arc<Inner>);
+
+#[derive(PartialEq, Eq)]
+struct Inner {
+    encoded: Vec<u8>,
+    key: String,
+}
+
+impl TokenIdentity {
+    fn from_encoded(encoded: Vec<u8>) -> Self {
+        let key = fnv1a_hex(&encoded);
+        TokenIdentity(Arc::new(Inner { encoded, key }))
+    }
+
+    /// The stable encoding of every part.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.0.encoded
+    }
+
+    /// The name a store keeps the token under: a hash of the encoding, hex
+    /// (never a secret, and the same in every process and version of this
+    /// encoding).
+    pub(crate) fn key(&self) -> &str {
+        &self.0.key
+    }
+}
+
+impl fmt::Debug for TokenIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// A 64-bit FNV-1a hash, hex.
+fn fnv1a_hex(bytes: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> IdentityBase {
+        IdentityBase::new(Parts {
+            origin: Origin::TokenUrl("https://idp.example/token"),
+            client_id: "svc",
+            client_auth: Some("client_secret_basic"),
+            credential: None,
+            dpop_thumbprint: Some("jkt"),
+        })
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_encoding_is_pinned_byte_for_byte() {
+        let identity = base().with_params(&pairs(&[("scope", "read")]));
+        let mut expected = b"tower-oauth/token-identity/1".to_vec();
+        for (tag, value) in [
+            (b'o', "token_url"),
+            (b'u', "https://idp.example/token"),
+            (b'c', "svc"),
+            (b'a', "client_secret_basic"),
+            (b'd', "jkt"),
+            (b'p', "scope"),
+            (b'v', "read"),
+        ] {
+            expected.push(tag);
+            expected.extend_from_slice(&(value.len() as u32).to_be_bytes());
+            expected.extend_from_slice(value.as_bytes());
+        }
+        assert_eq!(identity.encoded(), &expected[..]);
+        // The key replicas agree on: fixed for this version of the encoding
+        // (FNV-1a 64 of the bytes above, checked with an implementation of
+        // its own outside the crate).
+        assert_eq!(identity.key(), "0fcdfa38d52a8f52");
+    }
+
+    #[test]
+    fn parameters_are_a_set_and_parts_do_not_run_together() {
+        let one = base().with_params(&pairs(&[("a", "1"), ("b", "2")]));
+        let other = base().with_params(&pairs(&[("b", "2"), ("a", "1")]));
+        assert_eq!(one, other);
+        assert_ne!(
+            base().with_params(&pairs(&[("ab", "")])).key(),
+            base().with_params(&pairs(&[("a", "b")])).key()
+        );
+        let issuer = IdentityBase::new(Parts {
+            origin: Origin::Issuer("https://idp.example/token"),
+            ..parts_of_base()
+        });
+        assert_ne!(issuer.with_params(&[]), base().with_params(&[]));
+        let no_dpop = IdentityBase::new(Parts {
+            dpop_thumbprint: None,
+            ..parts_of_base()
+        });
+        assert_ne!(no_dpop.with_params(&[]), base().with_params(&[]));
+    }
+
+    fn parts_of_base() -> Parts<'static> {
+        Parts {
+            origin: Origin::TokenUrl("https://idp.example/token"),
+            client_id: "svc",
+            client_auth: Some("client_secret_basic"),
+            credential: None,
+            dpop_thumbprint: Some("jkt"),
+        }
+    }
+}

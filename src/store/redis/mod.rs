@@ -1,0 +1,312 @@
+//! [`RedisStore`]: one token, and one token request, for a whole fleet:
+//! its settings and deployments here; the protocol (read, lock, fetch,
+//! store, wake) in `protocol`, its Lua scripts in `scripts`, the connection
+//! to one server, a cluster or Sentinel's master in `connection`.
+
+mod connection;
+mod protocol;
+mod scripts;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::{Client, RedisError};
+
+use self::connection::{Connection, Deployment};
+use self::scripts::Scripts;
+use crate::error::{ConfigError, TokenError};
+
+/// Default of [`RedisStore::prefix`].
+pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
+/// Default of [`RedisStore::timeout`].
+pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Shares tokens among the replicas of a service through Redis (feature
+/// `redis`): one server ([`new`](RedisStore::new)), a Redis Cluster
+/// ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the
+/// master Redis Sentinel names ([`sentinel`](RedisStore::sentinel), feature
+/// `redis-sentinel`).
+///
+/// Replicas whose layers have the same token URL, client id, client
+/// authentication and parameters share one token under one key
+/// (`prefix{hash}`, never containing the secret), stored with a
+/// time-to-live equal to its remaining usable time. A replica that needs a
+/// token reads Redis first; only when there is no fresh one does it fetch,
+/// under a lock (`SET NX PX` with a value of its own, released only by its
+/// holder), so that concurrent cold starts and renewals across the fleet make
+/// one token request. The others subscribe to the key's news and are woken
+/// when the token (or a failure) is stored, looking again every 500 ms if
+/// none comes (polling every 25 ms if they cannot subscribe). A lock
+/// whose holder died expires on its own after the fetch timeout plus a
+/// second. A token the API refused is deleted from Redis only if Redis still
+/// holds that same token. A failed fetch is recorded for its back-off (the
+/// endpoint's `Retry-After`, or the layer's minimum back-off): meanwhile the
+/// other replicas get the same error without asking the endpoint.
+///
+/// Redis never fails a request: when it is unreachable, slow (each operation
+/// is bounded by [`timeout`](RedisStore::timeout)) or holds garbage, the
+/// replica fetches and caches on its own, warns once, and goes back to Redis
+/// when it answers again. A renewal ahead of expiry, whose token in hand
+/// still serves, first tries Redis again every 250 ms, for up to two fetch
+/// timeouts and as long as the token leaves a fetch timeout and a second to
+/// spare: a failover or restart that short passes without
+/// every replica fetching a token of its own.
+///
+/// **Security**: the token (and a shared failure) is stored sealed, with
+/// AES-256-GCM under a key derived (HKDF-SHA256) from the client's own
+/// credential (its secret, its private key, or its TLS client key), which
+/// every replica holds and Redis never sees, bound to its Redis key; or
+/// under a key of yours ([`encryption_key`](RedisStore::encryption_key)).
+/// Someone who can read Redis sees keys (hashes, never the secret), expiry
+/// times and sealed values: no token. Someone who can write it can delete or
+/// replace values, which replicas then cannot open: they count as no token,
+/// and a replica fetches and overwrites (a warning says so once). A layer
+/// with no credential of its own (a key in a KMS) and no
+/// [`encryption_key`](RedisStore::encryption_key) does not share through
+/// Redis at all, and says so once. Protect Redis all the same with a
+/// password (`redis://:password@host`
+/// or `redis://user:password@host`, ACLs) and, across networks, TLS:
+/// `rediss://` URLs work once one of the `redis` crate's TLS features is
+/// enabled in your build (e.g. `redis = { version = "1", features =
+/// ["tokio-rustls-comp"] }`, with a rustls crypto provider); for your own CA
+/// or client certificates build the client with `Client::build_with_tls` and
+/// pass it to [`from_client`](RedisStore::from_client).
+///
+/// ```no_run
+/// use tower_oauth::{OAuthLayer, RedisStore};
+///
+/// # fn main() -> Result<(), tower_oauth::ConfigError> {
+/// let oauth = OAuthLayer::builder()
+///     .auth_url("https://auth.example.com")
+///     .client_id("my-client")
+///     .client_secret("my-secret")
+///     .token_store(RedisStore::new("redis://:password@redis.internal:6379")?.prefix("billing:"))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct RedisStore {
+    deployment: Deployment,
+    scripts: Scripts,
+    /// Made when first needed; through Sentinel, made again after an error.
+    connection: Mutex<Option<Connection>>,
+    prefix: String,
+    timeout: Duration,
+    degraded: AtomicBool,
+    /// The user's sealing key, instead of the one derived from the client.
+    sealing: Option<[u8; 32]>,
+    /// Waiters subscribe to the news of a landed token.
+    notifications: bool,
+    /// Warned that a stored value did not open.
+    warned_unopened: AtomicBool,
+    /// Warned that nothing could be sealed.
+    warned_unsealed: AtomicBool,
+    /// Per Redis key, the token this replica last took or stored there and
+    /// its sealed value: a refused token is deleted only if Redis still
+    /// holds exactly that value.
+    handed_out: Mutex<HashMap<String, (String, String)>>,
+}
+
+/// What went wrong: Redis (fall back), or the token request (report).
+enum Problem {
+    Redis(String),
+    Token(TokenError),
+}
+
+impl From<RedisError> for Problem {
+    fn from(e: RedisError) -> Self {
+        // Redis errors name the command and the server's answer, never our
+        // values; the URL (with a password) is not part of them.
+        Problem::Redis(format!("{:?}: {}", e.kind(), e.detail().unwrap_or("")))
+    }
+}
+
+impl RedisStore {
+    /// A store on the Redis at `url` (`redis://`, `rediss://`, `unix://`;
+    /// a password may be given in the URL). No connection is made until a
+    /// token is needed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when the URL cannot be used (the message never
+    /// shows a password).
+    pub fn new(url: impl AsRef<str>) -> Result<Self, ConfigError> {
+        Ok(Self::from_client(connection::client(url.as_ref())?))
+    }
+
+    /// A store on a Redis Cluster (feature `redis-cluster`), known by the
+    /// URLs of some of its nodes (`redis://host:port`, `rediss://` with a
+    /// TLS feature of the `redis` crate; a password in the first URL is used
+    /// for every node). The cluster's other nodes, and where each key lives,
+    /// are learnt from it, and learnt again when a master fails over.
+    ///
+    /// Every key of one token (the token, a shared failure, the lock, the
+    /// channel its news goes out on) carries the same hash tag, so it lives
+    /// in one hash slot, and reading the token and failure together stays
+    /// atomic. Waiting replicas subscribe to the news on whichever of the
+    /// given nodes answers (a cluster passes every message to every node).
+    /// No connection is made until a token is needed.
+    ///
+    /// ```no_run
+    /// use tower_oauth::{OAuthLayer, RedisStore};
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let store = RedisStore::cluster([
+    ///     "redis://:password@redis-0.internal:6379",
+    ///     "redis://:password@redis-1.internal:6379",
+    ///     "redis://:password@redis-2.internal:6379",
+    /// ])?;
+    /// let oauth = OAuthLayer::builder()
+    ///     .auth_url("https://auth.example.com")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .token_store(store)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when no URL is given, or one cannot be used (the
+    /// message never shows a password).
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub fn cluster(nodes: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, ConfigError> {
+        Ok(Self::on(Deployment::cluster(nodes)?))
+    }
+
+    /// A store on the master that Redis Sentinel names (feature
+    /// `redis-sentinel`): `sentinels` are the URLs of some of the Sentinels
+    /// (`redis://host:26379`; a username and password in the first are
+    /// used for the Sentinels and for the master alike), `master_name` the
+    /// name they monitor it under. The master is asked for when a
+    /// connection is first needed, and asked for again after any Redis
+    /// error, so a failover costs the fleet no more than the time Sentinel
+    /// takes to promote a replica (meanwhile a renewal ahead waits on the
+    /// token in hand, and a replica without a usable token fetches alone). No connection is made until a token is
+    /// needed.
+    ///
+    /// ```no_run
+    /// use tower_oauth::RedisStore;
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let store = RedisStore::sentinel(
+    ///     [
+    ///         "redis://:password@sentinel-0.internal:26379",
+    ///         "redis://:password@sentinel-1.internal:26379",
+    ///         "redis://:password@sentinel-2.internal:26379",
+    ///     ],
+    ///     "tokens",
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when no URL is given, one cannot be used (the
+    /// message never shows a password), or `master_name` is empty.
+    #[cfg(feature = "redis-sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-sentinel")))]
+    pub fn sentinel(
+        sentinels: impl IntoIterator<Item = impl AsRef<str>>,
+        master_name: impl AsRef<str>,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self::on(Deployment::sentinel(
+            sentinels,
+            master_name.as_ref(),
+        )?))
+    }
+
+    /// A store on an already configured [`redis::Client`] (of the `redis`
+    /// crate, version 1): for TLS with your own roots or client certificates
+    /// (`Client::build_with_tls`), or any other connection setting. No
+    /// connection is made until a token is needed.
+    pub fn from_client(client: Client) -> Self {
+        Self::on(Deployment::Server(client))
+    }
+
+    fn on(deployment: Deployment) -> Self {
+        RedisStore {
+            deployment,
+            scripts: Scripts::new(),
+            connection: Mutex::new(None),
+            prefix: DEFAULT_REDIS_PREFIX.to_owned(),
+            timeout: DEFAULT_REDIS_TIMEOUT,
+            degraded: AtomicBool::new(false),
+            sealing: None,
+            notifications: true,
+            warned_unopened: AtomicBool::new(false),
+            warned_unsealed: AtomicBool::new(false),
+            handed_out: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether replicas waiting for another's fetch subscribe to the news
+    /// that its token landed (Redis pub/sub, one channel per key) and are
+    /// woken at once; without, they poll every 25 ms: for a Redis whose ACL
+    /// refuses `SUBSCRIBE`. Fetching replicas publish either way.
+    ///
+    /// Default: `true`.
+    #[must_use]
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
+    /// Seals stored values under `key` (32 bytes, from your secret store)
+    /// instead of the key derived from the client's credential: for clients
+    /// whose key never leaves a KMS, or to rotate client secrets without the
+    /// fleet losing its shared token. Every replica sharing the token needs
+    /// the same key.
+    ///
+    /// Default: derived from the client's credential.
+    #[must_use]
+    pub fn encryption_key(mut self, key: [u8; 32]) -> Self {
+        self.sealing = Some(key);
+        self
+    }
+
+    /// The start of every key this store writes, to keep apart applications
+    /// sharing one Redis. Leave braces out of it: the part of a key in the
+    /// first pair of braces is what a Redis Cluster hashes, and the store
+    /// puts the token's identity there.
+    ///
+    /// Default: `tower-oauth:`.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest one Redis operation may take before the replica stops
+    /// waiting for Redis and fetches on its own.
+    ///
+    /// Default: 250 ms.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The key of the shared token for `identity`: the prefix, then the
+    /// identity in braces (`tower-oauth:{…}`). The braces make it the key's
+    /// hash tag: the token's other keys
+    /// (`…:failure`, `…:lock`, and the channel `…:landed`) extend this one,
+    /// so on a Redis Cluster they all live in one hash slot.
+    pub fn key(&self, identity: &str) -> String {
+        format!("{}{{{}}}", self.prefix, identity)
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The connection info holds the password: not shown.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("degraded", &self.degraded.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,478 @@
+//! The Redis store's protocol: read the shared token and failure, take the
+//! lock and fetch for the fleet, store and publish, wait to be woken, ride
+//! out an outage on the token in hand, delete a refused token.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use redis::RedisError;
+use tokio::time::{sleep, timeout, Instant};
+
+use super::connection::Connection;
+use super::{Problem, RedisStore};
+use crate::boxed::BoxFuture;
+use crate::error::TokenError;
+use crate::store::codec::{decode_failure, encode_failure, token_json};
+use crate::store::seal::Sealer;
+use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::token::AccessToken;
+
+/// How many keys' handed-out tokens a store remembers (see
+/// `RedisStore::handed_out`).
+const MAX_HANDED_OUT: usize = 4096;
+
+/// How often a replica waiting for another one's token looks again when it
+/// could not subscribe to the news of it.
+const POLL: Duration = Duration::from_millis(25);
+
+/// How often a replica whose token still serves tries Redis again while
+/// Redis does not answer (a failover under way), before it fetches alone.
+const RIDE_OUT_RETRY: Duration = Duration::from_millis(250);
+
+/// What a replica riding out a Redis outage keeps of its token's time, on
+/// top of a fetch timeout, for fetching alone in the end.
+const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
+
+/// How long a subscribed waiter waits for the news before it looks anyway
+/// (a message lost, a lock holder that died).
+const WAKE_FALLBACK: Duration = Duration::from_millis(500);
+
+impl RedisStore {
+    async fn connection(&self) -> Result<Connection, Problem> {
+        if let Some(c) = self.lock_connection().as_ref() {
+            return Ok(c.clone());
+        }
+        let made = self.deployment.connect(self.timeout).await?;
+        Ok(self.lock_connection().get_or_insert(made).clone())
+    }
+
+    fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one Redis operation, bounded by the store's timeout.
+    async fn bounded<T>(
+        &self,
+        op: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, Problem> {
+        match timeout(self.timeout, op).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Problem::Redis(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    /// What Redis holds for `key`: the shared token and its remaining time
+    /// (if readable), and a failure another replica reported (if recent).
+    async fn read(&self, key: &str, sealer: &Sealer) -> Result<Shared, Problem> {
+        let mut con = self.connection().await?;
+        let failure_key = failure_key(key);
+        let (value, pttl, failure, failure_pttl): (Option<String>, i64, Option<String>, i64) = self
+            .bounded(
+                self.scripts
+                    .read
+                    .key(key)
+                    .key(&failure_key)
+                    .invoke_async(&mut con),
+            )
+            .await?;
+        // A value that does not open, or garbage, counts as no token; a
+        // fetch overwrites it.
+        let token = match (value, u64::try_from(pttl)) {
+            (Some(value), Ok(ms)) => self
+                .open(sealer, key, &value)
+                .and_then(|json| AccessToken::from_json(&json).ok())
+                .map(|token| {
+                    let sealed = (token.expose_token().to_owned(), value);
+                    (
+                        SharedToken {
+                            token,
+                            usable_for: Duration::from_millis(ms),
+                        },
+                        sealed,
+                    )
+                }),
+            _ => None,
+        };
+        let failure = match (failure, u64::try_from(failure_pttl)) {
+            (Some(f), Ok(ms)) => self.open(sealer, &failure_key, &f).and_then(|json| {
+                decode_failure(&String::from_utf8_lossy(&json), Duration::from_millis(ms))
+            }),
+            _ => None,
+        };
+        Ok(Shared { token, failure })
+    }
+
+    /// `value` opened, or `None` (said once) when it does not open.
+    fn open(&self, sealer: &Sealer, key: &str, value: &str) -> Option<Vec<u8>> {
+        let opened = sealer.open(key, value);
+        if opened.is_none() && !self.warned_unopened.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "a value in the Redis token store does not open (sealed under another key, \
+                 changed by someone, or stored in clear by an older version): it counts as no \
+                 token, and a new one overwrites it (reported once)"
+            );
+        }
+        opened
+    }
+
+    /// Remembers that `token`, sealed as `sealed`, was handed out from `key`.
+    /// Bounded: past [`MAX_HANDED_OUT`] keys (token slots churned through
+    /// the store) it starts afresh, and a token refused meanwhile is left in
+    /// Redis until it expires (its refusals stay rate-limited).
+    fn handed_out(&self, key: &str, token: &str, sealed: String) {
+        let mut handed_out = self
+            .handed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if handed_out.len() >= MAX_HANDED_OUT && !handed_out.contains_key(key) {
+            handed_out.clear();
+        }
+        handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
+    }
+
+    /// The token from Redis, or fetched for the fleet under the lock;
+    /// waiting for another replica's no later than `give_up`.
+    async fn shared(
+        &self,
+        ctx: &FetchContext<'_>,
+        sealer: &Sealer,
+        give_up: Instant,
+    ) -> Result<SharedToken, Problem> {
+        let key = self.key(ctx.identity());
+        let lock = format!("{key}:lock");
+        let lock_ttl = lock_ttl(ctx);
+        let nonce = random_hex();
+        let mut waited = false;
+        let mut wake: Option<Wake> = None;
+        loop {
+            let now = self.read(&key, sealer).await?;
+            if let Some((shared, (token, sealed))) = now.token.filter(|(t, _)| ctx.is_fresh(t)) {
+                ctx.record(StoreEvent::TookShared);
+                self.handed_out(&key, &token, sealed);
+                return Ok(shared);
+            }
+            if let Some(failure) = now.failure {
+                // Another replica just failed: do not ask the endpoint again
+                // before its back-off is over.
+                return Err(Problem::Token(failure));
+            }
+            let mut con = self.connection().await?;
+            let acquired: Option<String> = self
+                .bounded(
+                    redis::cmd("SET")
+                        .arg(&lock)
+                        .arg(&nonce)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(lock_ttl))
+                        .query_async(&mut con),
+                )
+                .await?;
+            if acquired.is_some() {
+                return self
+                    .fetch_under_lock(ctx, sealer, &key, &lock, &nonce)
+                    .await;
+            }
+            // Another replica is fetching: wait for its token (or failure)
+            // to appear, or its lock to go (released, or expired with a dead
+            // holder).
+            if Instant::now() >= give_up {
+                return Err(Problem::Redis(
+                    "waited too long for another replica's token".into(),
+                ));
+            }
+            if !waited {
+                waited = true;
+                ctx.record(StoreEvent::WaitedForAnother);
+            }
+            match &mut wake {
+                Some(wake) => wake.wait(WAKE_FALLBACK).await,
+                None => {
+                    // Subscribed first, then read again at once: news
+                    // published before the subscription is not missed.
+                    if self.notifications {
+                        wake = self.subscribe(&landed_channel(&key)).await;
+                    }
+                    if wake.is_none() {
+                        sleep(POLL).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A subscription to `channel`, or `None` (the waiter polls) when
+    /// Redis does not give one in time.
+    async fn subscribe(&self, channel: &str) -> Option<Wake> {
+        let pubsub = self.deployment.subscribe(channel, self.timeout).await?;
+        Some(Wake { pubsub })
+    }
+
+    async fn fetch_under_lock(
+        &self,
+        ctx: &FetchContext<'_>,
+        sealer: &Sealer,
+        key: &str,
+        lock: &str,
+        nonce: &str,
+    ) -> Result<SharedToken, Problem> {
+        // Another replica may have stored a token, or a failure, just before
+        // we locked.
+        let outcome = match self.read(key, sealer).await {
+            Ok(Shared {
+                token: Some((shared, (token, sealed))),
+                ..
+            }) if ctx.is_fresh(&shared) => {
+                ctx.record(StoreEvent::TookShared);
+                self.handed_out(key, &token, sealed);
+                Ok(shared)
+            }
+            Ok(Shared {
+                failure: Some(failure),
+                ..
+            }) => Err(failure),
+            _ => {
+                ctx.record(StoreEvent::FetchedForFleet);
+                ctx.fetch().await
+            }
+        };
+        let mut con = self.connection().await?;
+        let shared = match &outcome {
+            Ok(shared) => {
+                let Some(sealed) = sealer.seal(key, token_json(&shared.token).as_bytes()) else {
+                    return outcome.map_err(Problem::Token);
+                };
+                self.handed_out(key, shared.token.expose_token(), sealed.clone());
+                self.bounded(
+                    self.scripts
+                        .store
+                        .key(key)
+                        .key(failure_key(key))
+                        .arg(sealed)
+                        .arg(millis(shared.usable_for).max(1))
+                        .arg(landed_channel(key))
+                        .arg("token")
+                        .invoke_async::<()>(&mut con),
+                )
+                .await
+            }
+            Err(e) => {
+                // The fleet holds back as long as this replica will.
+                let hold = ctx.hold_after(e);
+                let failure_key = failure_key(key);
+                let Some(sealed) = sealer.seal(&failure_key, encode_failure(e).as_bytes()) else {
+                    return outcome.map_err(Problem::Token);
+                };
+                self.bounded(
+                    self.scripts
+                        .store
+                        .key(failure_key)
+                        .arg(sealed)
+                        .arg(millis(hold).max(1))
+                        .arg(landed_channel(key))
+                        .arg("failure")
+                        .invoke_async::<()>(&mut con),
+                )
+                .await
+            }
+        };
+        if let Err(Problem::Redis(e)) = shared {
+            // The outcome stands; only sharing it failed.
+            self.redis_failed(&e);
+        }
+        let _ = self
+            .bounded(
+                self.scripts
+                    .delete_if_equal
+                    .key(lock)
+                    .arg(nonce)
+                    .invoke_async::<i64>(&mut con),
+            )
+            .await;
+        outcome.map_err(Problem::Token)
+    }
+
+    fn redis_failed(&self, why: &str) {
+        if self.deployment.forget() {
+            // Through Sentinel: the next operation asks which server is
+            // master now.
+            self.lock_connection().take();
+        }
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %why,
+                "Redis token store unavailable; fetching and caching tokens locally until it answers"
+            );
+        }
+    }
+
+    fn redis_answered(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            tracing::info!("Redis token store answers again; sharing tokens through it");
+        }
+    }
+}
+
+/// What Redis holds for one identity.
+struct Shared {
+    /// The token, with the token itself and the sealed value it came in.
+    token: Option<(SharedToken, (String, String))>,
+    failure: Option<TokenError>,
+}
+
+fn failure_key(key: &str) -> String {
+    format!("{key}:failure")
+}
+
+/// Where the replica that fetched announces that a token (or a failure)
+/// landed under `key`.
+fn landed_channel(key: &str) -> String {
+    format!("{key}:landed")
+}
+
+/// A waiter's subscription to the news that a token landed.
+struct Wake {
+    pubsub: redis::aio::PubSub,
+}
+
+impl Wake {
+    /// Until a message arrives, or `fallback` passes.
+    async fn wait(&mut self, fallback: Duration) {
+        use futures_core::Stream;
+        let mut messages = std::pin::pin!(self.pubsub.on_message());
+        let next = std::future::poll_fn(|cx| messages.as_mut().poll_next(cx));
+        let _ = timeout(fallback, next).await;
+    }
+}
+
+/// 128 random bits as hex: a lock value no other replica holds.
+fn random_hex() -> String {
+    use crate::random::random_u64;
+    format!("{:016x}{:016x}", random_u64(), random_u64())
+}
+
+/// Whether a fetch whose Redis did not answer may wait and try Redis again
+/// rather than fetch alone: before `until`, and while the layer's token in
+/// hand (asked anew: it may have been refused meanwhile) leaves a fetch
+/// timeout and a margin after the wait.
+fn may_ride_out(ctx: &FetchContext<'_>, until: Instant) -> bool {
+    let spare = RIDE_OUT_RETRY + ctx.fetch_timeout() + RIDE_OUT_MARGIN;
+    Instant::now() + RIDE_OUT_RETRY < until && ctx.serving_for().is_some_and(|left| left > spare)
+}
+
+/// How long the fetch lock lives: a holder that died releases it by then.
+fn lock_ttl(ctx: &FetchContext<'_>) -> Duration {
+    ctx.fetch_timeout() + Duration::from_secs(1)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl TokenStore for RedisStore {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+        Box::pin(async move {
+            let Some(key) = self.sealing.as_ref().or(ctx.sealing_key()) else {
+                if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the Redis token store has no key to seal tokens with (the client \
+                         has no credential of its own, such as a key in a KMS): tokens are not \
+                         shared; give one with RedisStore::encryption_key"
+                    );
+                }
+                ctx.record(StoreEvent::FellBackToLocal);
+                return ctx.fetch().await;
+            };
+            let sealer = Sealer::new(key);
+            let started = Instant::now();
+            // Waiting on another replica ends by then; with a fetch alone
+            // after it, the whole stays within the layer's bound for a fetch.
+            let give_up = started + lock_ttl(ctx) + ctx.fetch_timeout();
+            // A renewal ahead, while the token in hand still serves, tries
+            // Redis again for a while rather than fetch alone: a failover
+            // passes, and the fleet still makes one token request.
+            let ride_out_until = started + 2 * ctx.fetch_timeout();
+            let mut outcome = self.shared(ctx, &sealer, give_up).await;
+            while let Err(Problem::Redis(why)) = &outcome {
+                self.redis_failed(why);
+                if !may_ride_out(ctx, ride_out_until) {
+                    break;
+                }
+                tracing::debug!(
+                    identity = ctx.identity(),
+                    "Redis did not answer; the token in hand serves on, trying Redis again"
+                );
+                sleep(RIDE_OUT_RETRY).await;
+                outcome = self.shared(ctx, &sealer, give_up).await;
+            }
+            match outcome {
+                Ok(shared) => {
+                    self.redis_answered();
+                    Ok(shared)
+                }
+                Err(Problem::Token(e)) => {
+                    self.redis_answered();
+                    Err(e)
+                }
+                Err(Problem::Redis(_)) => {
+                    ctx.record(StoreEvent::FellBackToLocal);
+                    ctx.fetch().await
+                }
+            }
+        })
+    }
+
+    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key = self.key(identity);
+            let sealed = {
+                let handed_out = self
+                    .handed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                match handed_out.get(&key) {
+                    Some((t, sealed)) if t == token.expose_token() => sealed.clone(),
+                    // Not a token this replica had from Redis.
+                    _ => return,
+                }
+            };
+            let Ok(mut con) = self.connection().await else {
+                return;
+            };
+            let forgot = self
+                .bounded(
+                    self.scripts
+                        .delete_if_equal
+                        .key(&key)
+                        .arg(sealed)
+                        .invoke_async::<i64>(&mut con),
+                )
+                .await;
+            if let Err(Problem::Redis(why)) = forgot {
+                self.redis_failed(&why);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_values_differ() {
+        let (a, b) = (random_hex(), random_hex());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,54 @@
+//! The Redis store's Lua scripts: each runs on the node that owns its keys,
+//! so that a cluster follows it, and is made (its digest computed) once per
+//! store.
+
+use redis::Script;
+
+/// Reads the shared token (`KEYS[1]`) and failure (`KEYS[2]`) with their
+/// remaining times, at one instant. A script rather than `MULTI`: a Redis
+/// Cluster client follows a script to the node owning its keys (and follows
+/// it again after a failover), which it does not do for a transaction.
+const READ: &str = r#"
+return {
+    redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1]),
+    redis.call("GET", KEYS[2]), redis.call("PTTL", KEYS[2])
+}
+"#;
+
+/// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms, deletes `KEYS[2]` (a
+/// stale failure, when a token is stored) and publishes `ARGV[4]` on the
+/// channel `ARGV[3]`, waking the waiting replicas.
+const STORE: &str = r#"
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+if KEYS[2] then
+    redis.call("DEL", KEYS[2])
+end
+redis.call("PUBLISH", ARGV[3], ARGV[4])
+return 1
+"#;
+
+/// Deletes a key only if it still holds the value given: the lock for its
+/// holder, the shared token only if it is still the refused one.
+const DELETE_IF_EQUAL: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("DEL", KEYS[1])
+end
+return 0
+"#;
+
+/// The store's Lua scripts, their digests computed once.
+pub(super) struct Scripts {
+    pub(super) read: Script,
+    pub(super) store: Script,
+    pub(super) delete_if_equal: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Scripts {
+            read: Script::new(READ),
+            store: Script::new(STORE),
+            delete_if_equal: Script::new(DELETE_IF_EQUAL),
+        }
+    }
+}
