@@ -1,4 +1,6 @@
-//! [`OAuthLayer`]: the layer users add to their client stack.
+//! [`OAuthLayer`]: the layer users add to their client stack, what it holds
+//! (the default token's cache, the token slots, where tokens come from),
+//! and the [`OAuthService`] constructors that take a layer.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use crate::endpoint::discovery::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
 use crate::params::TokenParams;
 use crate::service::OAuthService;
+use crate::slots::recipe::Endpoint;
 use crate::slots::Slots;
 use crate::stats::Stats;
 use crate::token::AccessToken;
@@ -42,10 +45,32 @@ use crate::token::AccessToken;
 #[derive(Clone)]
 #[must_use]
 pub struct OAuthLayer {
-    pub(crate) cache: Arc<TokenCache>,
+    shared: Arc<Shared>,
+}
+
+/// What a layer and its clones share.
+#[derive(Debug)]
+struct Shared {
+    /// The default token's cache.
+    cache: Arc<TokenCache>,
+    /// A token of its own for each set of parameters requests select.
+    slots: Arc<Slots>,
+    /// Where tokens come from; none for a layer on a token source.
+    endpoint: Option<Endpoint>,
 }
 
 impl OAuthLayer {
+    /// A layer on `cache` (the default token), with its token slots.
+    pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
+        OAuthLayer {
+            shared: Arc::new(Shared {
+                cache,
+                slots: Arc::new(slots),
+                endpoint,
+            }),
+        }
+    }
+
     /// Starts configuring a layer; the same as [`OAuthLayerBuilder::new`].
     pub fn builder() -> OAuthLayerBuilder {
         OAuthLayerBuilder::new()
@@ -80,13 +105,13 @@ impl OAuthLayer {
     /// [`issuer`](OAuthLayerBuilder::issuer) (see
     /// [`server_metadata`](Self::server_metadata)).
     pub fn token_url(&self) -> Option<&http::Uri> {
-        self.cache.endpoint().and_then(|e| e.url.as_ref())
+        self.shared.endpoint.as_ref().and_then(|e| e.url.as_ref())
     }
 
     /// The issuer the layer discovers its token endpoint from, when built
     /// with [`issuer`](OAuthLayerBuilder::issuer).
     pub fn issuer(&self) -> Option<&str> {
-        let discovery = self.cache.endpoint()?.discovery.as_ref()?;
+        let discovery = self.shared.endpoint.as_ref()?.discovery.as_ref()?;
         Some(discovery.issuer())
     }
 
@@ -95,13 +120,18 @@ impl OAuthLayer {
     /// the first token request (discovery happens then), after a failed
     /// discovery, and for layers without an issuer.
     pub fn server_metadata(&self) -> Option<ServerMetadata> {
-        self.cache.endpoint()?.discovery.as_ref()?.metadata()
+        self.shared
+            .endpoint
+            .as_ref()?
+            .discovery
+            .as_ref()?
+            .metadata()
     }
 
     /// The client id the layer authenticates as; `None` for a layer built on
     /// a [`TokenSource`](crate::TokenSource).
     pub fn client_id(&self) -> Option<&str> {
-        self.cache.endpoint().map(|e| e.client_id.as_str())
+        self.shared.endpoint.as_ref().map(|e| e.client_id.as_str())
     }
 
     /// What the layer has done so far, and the state of its token: for
@@ -111,10 +141,8 @@ impl OAuthLayer {
     /// token's. Cheap: a few atomic loads per token, a clock read and brief
     /// locks that the hot path never takes.
     pub fn stats(&self) -> Stats {
-        let mut stats = self.cache.stats();
-        if let Some(slots) = self.cache.slots() {
-            stats.add(&slots.totals());
-        }
+        let mut stats = self.shared.cache.stats();
+        stats.add(&self.shared.slots.totals());
         stats
     }
 
@@ -122,7 +150,7 @@ impl OAuthLayer {
     /// [`TokenParams`](crate::TokenParams)); empty for a layer that serves
     /// one token.
     pub fn slot_stats(&self) -> Vec<(TokenParams, Stats)> {
-        self.cache.slots().map(Slots::stats).unwrap_or_default()
+        self.shared.slots.stats()
     }
 
     /// A token for `params`, from its slot (made if need be), for code
@@ -137,11 +165,10 @@ impl OAuthLayer {
     /// specification's unencoded body cannot carry) or a layer built on a
     /// [`TokenSource`](crate::TokenSource).
     pub async fn token_for(&self, params: &TokenParams) -> Result<AccessToken, TokenError> {
-        let slots = match self.cache.slots() {
-            Some(slots) if !params.is_empty() => slots,
-            _ => return self.token().await,
-        };
-        let link = slots.link_for(params)?;
+        if params.is_empty() {
+            return self.token().await;
+        }
+        let link = self.shared.slots.link_for(params)?;
         link.0.token().await.map(|t| t.token.clone())
     }
 
@@ -162,7 +189,7 @@ impl OAuthLayer {
     /// The [`TokenError`] of a failed fetch, or the last one while backing
     /// off.
     pub async fn token(&self) -> Result<AccessToken, TokenError> {
-        self.cache.token().await.map(|t| t.token.clone())
+        self.shared.cache.token().await.map(|t| t.token.clone())
     }
 
     /// Drops the current token because the API refused it, and starts
@@ -184,7 +211,7 @@ impl OAuthLayer {
     /// # Ok(()) }
     /// ```
     pub fn force_renewal(&self) -> bool {
-        self.cache.force_renewal(None)
+        self.shared.cache.force_renewal(None)
     }
 }
 
@@ -196,13 +223,27 @@ impl<S> Layer<S> for OAuthLayer {
     }
 }
 
+impl<S> OAuthService<S> {
+    /// Wraps `inner`, taking tokens from `layer`.
+    pub fn new(inner: S, layer: OAuthLayer) -> Self {
+        let shared = &layer.shared;
+        OAuthService::on(inner, Arc::clone(&shared.cache), Arc::clone(&shared.slots))
+    }
+
+    /// The same layer as [`OAuthLayer`]; here for symmetry with tower's
+    /// middleware (`Timeout::layer`, ...).
+    pub fn layer(layer: OAuthLayer) -> OAuthLayer {
+        layer
+    }
+}
+
 impl fmt::Debug for OAuthLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthLayer")
             .field("token_url", &self.token_url())
             .field("client_id", &self.client_id())
             .field("client_secret", &"[redacted]")
-            .field("cache", &self.cache)
+            .field("cache", &self.shared.cache)
             .finish()
     }
 }

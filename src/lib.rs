@@ -60,6 +60,33 @@
 //! # }
 //! ```
 //!
+//! # How a request flows
+//!
+//! Top to bottom, each step in one module (the map is the repository's
+//! `ARCHITECTURE.md`):
+//!
+//! 1. [`OAuthService::call`](tower::Service::call) (`service`): a request
+//!    that brings its own credential goes on untouched; one that carries
+//!    [`TokenParams`] (or that `params_for` chooses parameters for) takes
+//!    its token slot's cache (`slots`), any other the layer's default one.
+//! 2. The cache's current token is checked against the clock (`cache`):
+//!    usable, it goes on at once (past its renewal point a renewal starts in
+//!    the background); otherwise the request waits in its
+//!    [`ResponseFuture`] for the one fetch under way.
+//! 3. The token is placed on the request, with a DPoP proof when it is
+//!    bound (`service::authorize`, the one place a token goes on a request),
+//!    and the inner service is called; the API's answer tells the cache
+//!    whether the token was refused.
+//! 4. A fetch runs on its own task: through the [`TokenStore`] when there is
+//!    one (`store`, keyed by the token's identity, `identity`), else from
+//!    the [`TokenSource`] (`source`), bounded by the fetch timeout. The
+//!    built-in source is the client-credentials request (`endpoint`): client
+//!    authentication, discovery, the answer read, the transport; keys and
+//!    JWKs (`keys`) and DPoP (`dpop`) below it.
+//!
+//! [`OAuthLayer::token`] and [`OAuthLayer::token_for`] take the same way
+//! from step 2, without a request.
+//!
 //! # The token request
 //!
 //! Exactly the specification's: `POST {auth_url}/v1/oauth/accesstoken` (or
@@ -292,7 +319,6 @@
     clippy::todo
 )]
 
-mod authorize;
 mod boxed;
 mod builder;
 mod cache;
@@ -301,7 +327,6 @@ mod dpop;
 mod encoding;
 mod endpoint;
 mod error;
-mod future;
 mod identity;
 #[cfg(feature = "jwt")]
 mod keys;
@@ -309,7 +334,6 @@ mod layer;
 mod params;
 mod policy;
 mod random;
-mod recipe;
 mod refusal;
 mod retry;
 mod service;
@@ -332,7 +356,6 @@ pub use endpoint::{
 };
 pub use endpoint::{ClientAuth, ServerMetadata};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-pub use future::ResponseFuture;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use keys::{Algorithm, JwsSigner, SigningKey};
@@ -344,6 +367,7 @@ pub use policy::{
 };
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
+pub use service::ResponseFuture;
 pub use source::TokenSource;
 pub use stats::Stats;
 pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};

@@ -22,6 +22,16 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
 pub const DEFAULT_TOKEN_SLOTS: usize = 64;
 
+/// While a renewal is under way, a request past the renewal point looks
+/// this often whether it is still alive (its runtime may have shut down
+/// under it), and starts another if not.
+pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
+
+/// A fetch that has not landed within this many fetch timeouts (plus a
+/// second) runs on a runtime that is not running it: it is given up, and
+/// the next request starts another.
+pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
+
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 

@@ -10,6 +10,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::boxed::BoxFuture;
+use crate::endpoint::client_credentials::ClientCredentials;
+use crate::endpoint::discovery::Discovery;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
@@ -54,6 +56,20 @@ pub trait TokenSource: Send + Sync + 'static {
     /// A [`TokenError`] saying what went wrong; its
     /// [`retry_after`](TokenError::retry_after) sets the back-off.
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>>;
+}
+
+/// The client-credentials request to a token URL.
+impl TokenSource for ClientCredentials {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        self.fetch()
+    }
+}
+
+/// The client-credentials request to the endpoint an issuer names.
+impl TokenSource for Discovery {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        self.fetch()
+    }
 }
 
 /// One request to `source`, bounded by `timeout`; a panic of the source is

@@ -20,6 +20,7 @@
 mod control;
 mod fetch;
 mod flight;
+mod placement;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,33 +36,23 @@ use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
-use crate::authorize::Placement;
+pub(crate) use self::placement::Placement;
 use crate::error::{TokenError, TokenErrorKind};
 pub(crate) use crate::policy::Policy;
+use crate::policy::{OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
 use crate::stats::{Counters, Stats};
 use crate::store::StoreUse;
 use crate::token::AccessToken;
 
-/// While a renewal is under way, a request past the renewal point looks
-/// this often whether it is still alive (its runtime may have shut down
-/// under it), and starts another if not.
-const RENEWAL_CHECK: Duration = Duration::from_millis(100);
-
-/// A fetch that has not landed within this many fetch timeouts (plus a
-/// second) runs on a runtime that is not running it: it is given up, and
-/// the next request starts another.
-const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
-
-/// Where tokens come from, for display.
-#[derive(Clone, Debug)]
-pub(crate) struct Endpoint {
-    /// The token endpoint, when it was configured (not discovered).
-    pub(crate) url: Option<http::Uri>,
-    pub(crate) client_id: String,
-    /// The issuer's discovery, when the layer was configured with one.
-    pub(crate) discovery: Option<Arc<crate::endpoint::discovery::Discovery>>,
-}
+/// One service instance's link to its cache, which the response future of
+/// each request it sends takes a reference to. Each instance has a link of
+/// its own (a clone makes a new one), so that this per-request reference is
+/// counted on memory that no other thread touches: a count shared by every
+/// instance, fought over by threads, would cost more than the rest of the
+/// hot path together (see BENCHMARKS.md).
+#[derive(Debug)]
+pub(crate) struct Link(pub(crate) Arc<TokenCache>);
 
 /// A token ready to present, with its timings.
 pub(crate) struct CachedToken {
@@ -126,12 +117,10 @@ pub(crate) struct TokenCache {
     control: Mutex<Control>,
     fetcher: Arc<Fetcher>,
     placement: Placement,
-    endpoint: Option<Endpoint>,
+    /// The token endpoint, when it was configured (not discovered): for logs.
+    token_url: Option<http::Uri>,
     epoch: Instant,
     counters: Counters,
-    /// The other tokens a layer serves, one per set of parameters; none in
-    /// a slot's own cache.
-    slots: Option<crate::slots::Slots>,
 }
 
 impl fmt::Debug for TokenCache {
@@ -158,9 +147,8 @@ impl TokenCache {
         source: Arc<dyn TokenSource>,
         policy: Policy,
         placement: Placement,
-        endpoint: Option<Endpoint>,
+        token_url: Option<http::Uri>,
         store: Option<StoreUse>,
-        slots: Option<crate::slots::Slots>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
@@ -172,26 +160,15 @@ impl TokenCache {
                 fleet: Default::default(),
             }),
             placement,
-            endpoint,
+            token_url,
             epoch: Instant::now(),
             counters: Counters::default(),
-            slots,
         })
     }
 
     /// The current token, for a per-service `arc_swap::Cache` to follow.
     pub(crate) fn current(&self) -> &ArcSwapOption<CachedToken> {
         &self.current
-    }
-
-    pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
-        self.endpoint.as_ref()
-    }
-
-    /// The layer's token slots (only in its default cache).
-    #[inline]
-    pub(crate) fn slots(&self) -> Option<&crate::slots::Slots> {
-        self.slots.as_ref()
     }
 
     pub(crate) fn placement(&self) -> &Placement {
@@ -421,7 +398,7 @@ impl TokenCache {
         let span = tracing::debug_span!(
             "oauth_token_fetch",
             ?reason,
-            token_url = ?self.endpoint.as_ref().and_then(|e| e.url.as_ref()),
+            token_url = ?self.token_url,
         );
         let task = FetchTask {
             cache: Arc::downgrade(self),

@@ -77,14 +77,7 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
-    TokenCache::new(
-        Arc::new(source),
-        Policy::default(),
-        placement(),
-        None,
-        None,
-        None,
-    )
+    TokenCache::new(Arc::new(source), Policy::default(), placement(), None, None)
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

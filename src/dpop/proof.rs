@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn claims_are_json_whatever_the_text() {
-        let key = DpopKey::generate(crate::Algorithm::Es256).unwrap();
+        let key = DpopKey::generate(crate::keys::Algorithm::Es256).unwrap();
         let long = format!("https://a/{}", "p".repeat(2000));
         for (htu, nonce) in [
             ("https://a/\"x\\y\u{7f}", Some("n-1")),

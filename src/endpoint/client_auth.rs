@@ -44,7 +44,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 pub enum ClientAuth {
     /// The specification's request: id and secret in the body, values sent
     /// as they are, without encoding. Values with `&`, whitespace or control
-    /// characters cannot be carried (a [`ConfigError`](crate::ConfigError)).
+    /// characters cannot be carried (a [`ConfigError`](ConfigError)).
     #[default]
     UnencodedBody,
     /// Id and secret in the body, every name and value form-urlencoded
@@ -63,7 +63,7 @@ pub enum ClientAuth {
     /// HTTP Basic authentication with id and secret as they are, not
     /// encoded: for servers that do not decode the credentials at all. A
     /// client id containing `:` cannot be carried (a
-    /// [`ConfigError`](crate::ConfigError)).
+    /// [`ConfigError`](ConfigError)).
     BasicUnencoded,
     /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
     /// 9): no secret; each token request carries a fresh
@@ -89,7 +89,7 @@ pub enum ClientAuth {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     #[cfg(feature = "jwt")]
-    PrivateKeyJwt(crate::SigningKey),
+    PrivateKeyJwt(crate::keys::SigningKey),
     /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
     /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
     /// assertion signed with HMAC SHA-256 (`HS256`) under the client
@@ -108,7 +108,7 @@ pub enum ClientAuth {
 }
 
 impl std::str::FromStr for ClientAuth {
-    type Err = crate::ConfigError;
+    type Err = ConfigError;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
@@ -121,13 +121,13 @@ impl std::str::FromStr for ClientAuth {
             "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
                 Ok(ClientAuth::TlsClientAuth)
             }
-            "private-key-jwt" => Err(crate::ConfigError::new(
-                crate::ConfigErrorKind::InvalidSetting,
+            "private-key-jwt" => Err(ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
                 "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
                  client_auth (feature `jwt`)",
             )),
-            _ => Err(crate::ConfigError::new(
-                crate::ConfigErrorKind::InvalidSetting,
+            _ => Err(ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
                 format!(
                     "unknown client authentication `{name}`: use basic (client_secret_basic), \
                      form (client_secret_post), basic-unencoded, unencoded, client_secret_jwt \

@@ -13,7 +13,6 @@ use crate::boxed::BoxFuture;
 use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::TokenError;
-use crate::source::TokenSource;
 use crate::token::AccessToken;
 
 /// What proves the client, beyond what the request holds from the start.
@@ -22,10 +21,10 @@ enum Proof {
     Fixed,
     /// A fresh client assertion signed with a key.
     #[cfg(feature = "jwt")]
-    Key(crate::ClientAssertion, crate::SigningKey),
+    Key(super::assertion::ClientAssertion, crate::keys::SigningKey),
     /// A fresh client assertion signed with HMAC under the secret.
     #[cfg(feature = "jwt")]
-    Secret(crate::ClientAssertion, ring::hmac::Key),
+    Secret(super::assertion::ClientAssertion, ring::hmac::Key),
 }
 
 /// The token request of the specification (section 4) and its variants.
@@ -235,7 +234,7 @@ impl ClientCredentials {
         let mut body = Vec::with_capacity(self.body.len() + assertion.len() + 128);
         body.extend_from_slice(&self.body);
         body.extend_from_slice(b"&client_assertion_type=");
-        body.extend(form_urlencode(crate::JWT_BEARER_ASSERTION_TYPE).bytes());
+        body.extend(form_urlencode(super::assertion::JWT_BEARER_ASSERTION_TYPE).bytes());
         body.extend_from_slice(b"&client_assertion=");
         // base64url and dots: nothing to encode.
         body.extend_from_slice(assertion.as_bytes());
@@ -243,8 +242,10 @@ impl ClientCredentials {
     }
 }
 
-impl TokenSource for ClientCredentials {
-    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+impl ClientCredentials {
+    /// One token request, and its answer read (the
+    /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
+    pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
             // A DPoP nonce demanded (RFC 9449 section 8) is sent once.
             let mut nonce_asked = false;
@@ -299,9 +300,9 @@ fn claims(
     client_id: &str,
     settings: &AssertionSettings,
     default_audience: &str,
-) -> crate::ClientAssertion {
+) -> super::assertion::ClientAssertion {
     let audience = settings.audience.as_deref().unwrap_or(default_audience);
-    crate::ClientAssertion::new(client_id, audience)
+    super::assertion::ClientAssertion::new(client_id, audience)
         .lifetime(settings.lifetime)
         .typ(settings.typ.as_deref())
 }

@@ -17,7 +17,6 @@ use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::{TokenError, TokenErrorKind};
-use crate::source::TokenSource;
 use crate::token::AccessToken;
 
 /// What discovery found at an issuer: from
@@ -345,11 +344,14 @@ fn choose(methods: &[String], has_secret: bool) -> Result<ClientAuth, String> {
     }
 }
 
-impl TokenSource for Discovery {
-    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+impl Discovery {
+    /// The metadata read (again, when need be), then one token request to
+    /// the endpoint it names (the [`TokenSource`](crate::TokenSource) of a
+    /// layer with an issuer).
+    pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
             let request = self.credentials().await?;
-            let outcome = request.fetch_token().await;
+            let outcome = request.fetch().await;
             if let Err(e) = &outcome {
                 // The endpoint may have moved: read the metadata again next
                 // time.

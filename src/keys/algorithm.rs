@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::error::{ConfigError, ConfigErrorKind};
 
-/// A JWS signature algorithm (RFC 7518) for a [`SigningKey`].
+/// A JWS signature algorithm (RFC 7518) for a [`SigningKey`](crate::SigningKey).
 ///
 /// | algorithm | key | signature |
 /// |---|---|---|

@@ -13,10 +13,10 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::authorize::{authorize, put_proof, Link, Sent, Step};
+use super::authorize::{authorize, put_proof, Sent, Step};
 use crate::boxed::BoxError;
 use crate::boxed::BoxFuture;
-use crate::cache::{cut_off, Acquire, Flight, Landing, Waiter};
+use crate::cache::{cut_off, Acquire, Flight, Landing, Link, Waiter};
 use crate::error::TokenError;
 
 /// How many times a waiting request asks again when the fetch it waited

@@ -1,45 +1,15 @@
 //! Putting a token on a request, and naming what was sent: the one place a
 //! request gets its credential (and its DPoP proof), whichever path it took
-//! to the token, and reads what the API said of it.
+//! to the token (its layer's default token or a slot's, at once or after a
+//! wait), and reads what the API said of it.
 
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue, Request, Response};
+use http::{HeaderValue, Request, Response};
 
 use crate::boxed::BoxFuture;
-use crate::cache::{CachedToken, TokenCache};
+use crate::cache::{CachedToken, Link};
 use crate::error::TokenError;
-
-/// Where a token goes on a request.
-#[derive(Clone, Debug)]
-pub(crate) struct Placement {
-    /// The header that carries the token.
-    pub(crate) header_name: HeaderName,
-    /// The scheme before the token (`Bearer`); empty for the bare token.
-    pub(crate) auth_scheme: String,
-    /// Leave a request's own header of that name in place.
-    pub(crate) keep_existing: bool,
-    /// Sign a DPoP proof for each request that carries a bound token.
-    #[cfg(feature = "jwt")]
-    pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
-}
-
-impl Placement {
-    /// Whether `req` brought its own credential, to be left alone.
-    #[inline]
-    pub(crate) fn keeps<B>(&self, req: &Request<B>) -> bool {
-        self.keep_existing && req.headers().contains_key(&self.header_name)
-    }
-}
-
-/// One service instance's link to its cache, which the response future of
-/// each request it sends takes a reference to. Each instance has a link of
-/// its own (a clone makes a new one), so that this per-request reference is
-/// counted on memory that no other thread touches: a count shared by every
-/// instance, fought over by threads, would cost more than the rest of the
-/// hot path together (see BENCHMARKS.md).
-#[derive(Debug)]
-pub(crate) struct Link(pub(crate) Arc<TokenCache>);
 
 /// A token sent with a request: if the API refuses it, the cache drops it
 /// (if it is still the current one) and fetches another.

@@ -1,4 +1,17 @@
-//! [`OAuthService`]: the middleware itself.
+//! [`OAuthService`]: the middleware itself, and a request's way through it.
+//!
+//! `call` reads top to bottom: a request that brings its own credential goes
+//! on; one that selects a [token slot](crate::slots) takes the slot's link;
+//! then the link's token, checked against the clock ([`TokenCache::check`]),
+//! is placed on the request ([`authorize`]) and the inner service called.
+//! Without a usable token the request waits in its [`ResponseFuture`] for
+//! the shared fetch ([`TokenCache::acquire`]). `future` holds that future,
+//! `authorize` the one place a token (and its DPoP proof) goes on a request.
+
+mod authorize;
+mod future;
+
+pub use self::future::ResponseFuture;
 
 use std::fmt;
 use std::mem;
@@ -11,16 +24,15 @@ use tower_service::Service;
 use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
-use crate::authorize::{authorize, bearer, Link, Step};
+use self::authorize::{authorize, bearer, Step};
 use crate::boxed::BoxError;
-use crate::cache::{Acquire, CachedToken};
-use crate::future::ResponseFuture;
-use crate::layer::OAuthLayer;
+use crate::cache::{Acquire, CachedToken, Link, TokenCache};
 use crate::params::TokenParams;
+use crate::slots::Slots;
 
 /// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
 /// on every request and passes it to the inner service; built by
-/// [`OAuthLayer`].
+/// [`OAuthLayer`](crate::OAuthLayer).
 ///
 /// With a token at hand (the usual case) [`call`](Service::call) inserts the
 /// header and calls the inner service at once: no lock, no allocation of its
@@ -41,6 +53,8 @@ pub struct OAuthService<S> {
     link: Arc<Link>,
     /// The current token, followed through `link`.
     current: CurrentCache,
+    /// The layer's token slots.
+    slots: Arc<Slots>,
 }
 
 /// A per-service view of the current token: `arc_swap::Cache` revalidates it
@@ -61,27 +75,16 @@ impl std::ops::Deref for Current {
 }
 
 impl<S> OAuthService<S> {
-    /// An instance on `link`, with its view of the current token.
-    fn on(inner: S, link: Link) -> Self {
-        let link = Arc::new(link);
+    /// An instance on a link of its own to `cache` (the layer's default
+    /// token), with its view of the current token.
+    pub(crate) fn on(inner: S, cache: Arc<TokenCache>, slots: Arc<Slots>) -> Self {
+        let link = Arc::new(Link(cache));
         OAuthService {
             inner,
             current: CurrentCache::new(Current(Arc::clone(&link))),
             link,
+            slots,
         }
-    }
-}
-
-impl<S> OAuthService<S> {
-    /// Wraps `inner`, taking tokens from `layer`'s cache.
-    pub fn new(inner: S, layer: OAuthLayer) -> Self {
-        Self::on(inner, Link(layer.cache))
-    }
-
-    /// The same layer as [`OAuthLayer`]; here for symmetry with tower's
-    /// middleware (`Timeout::layer`, ...).
-    pub fn layer(layer: OAuthLayer) -> OAuthLayer {
-        layer
     }
 
     /// The inner service.
@@ -107,7 +110,11 @@ impl<S: Clone> Clone for OAuthService<S> {
     /// using different instances never contend for one reference count (see
     /// BENCHMARKS.md).
     fn clone(&self) -> Self {
-        Self::on(self.inner.clone(), Link(Arc::clone(&self.link.0)))
+        Self::on(
+            self.inner.clone(),
+            Arc::clone(&self.link.0),
+            Arc::clone(&self.slots),
+        )
     }
 }
 
@@ -143,7 +150,7 @@ where
         }
         // The token's expiry is checked against the clock on every use.
         let now = Instant::now();
-        if cache.slots().is_some_and(|slots| slots.wanted(&req)) {
+        if self.slots.wanted(&req) {
             return self.call_in_slot(req, now);
         }
         let current = self.current.load().as_deref();
@@ -178,9 +185,7 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        let Some(slots) = self.link.0.slots() else {
-            unreachable!("only a layer's default cache is called, and it has slots");
-        };
+        let slots = &self.slots;
         let chosen = match req.extensions().get::<TokenParams>() {
             Some(params) => slots.carried(params),
             None => {
@@ -192,7 +197,9 @@ impl<S> OAuthService<S> {
             }
         };
         let link = match chosen {
-            None => return self.call_default(req, now),
+            // The default token, through the link's own load: the slot
+            // path's, rather than a second copy of `call`'s.
+            None => Arc::clone(&self.link),
             Some(Err(error)) => return ResponseFuture::failed(error),
             Some(Ok(link)) => link,
         };
@@ -203,23 +210,6 @@ impl<S> OAuthService<S> {
         }
         drop(current);
         self.acquire_on(&link, req)
-    }
-
-    /// The default token's path, for a request that selected no slot: what
-    /// `call` does inline. `call` keeps its own copy: sharing this one (even
-    /// inlined) costs every request 34 instructions (measured with
-    /// `benches/instructions.rs`).
-    fn call_default<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>, Response = Response<ResB>> + Clone,
-        S::Error: Into<BoxError>,
-    {
-        let current = self.current.load().as_deref();
-        if let Some(token) = self.link.0.check(current, now) {
-            let step = authorize(&mut req, &self.link, token);
-            return self.send(step, req);
-        }
-        self.call_without_token(req)
     }
 
     /// A token from `link`'s cache at once, an error, or the fetch under way

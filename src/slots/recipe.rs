@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use http::Uri;
 
-use crate::authorize::Placement;
-use crate::cache::{Endpoint, Policy, TokenCache};
+use crate::cache::{Placement, TokenCache};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
@@ -14,6 +13,7 @@ use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::identity::IdentityBase;
 use crate::params::TokenParams;
+use crate::policy::Policy;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
 use crate::store::{StoreUse, TokenStore};
@@ -24,6 +24,16 @@ pub(crate) enum Target {
     Issuer(String, Uri),
     /// This token endpoint.
     Url(Uri),
+}
+
+/// Where a layer's tokens come from, as the layer reports it.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    /// The token endpoint, when it was configured (not discovered).
+    pub(crate) url: Option<Uri>,
+    pub(crate) client_id: String,
+    /// The issuer's discovery, when the layer was configured with one.
+    pub(crate) discovery: Option<Arc<Discovery>>,
 }
 
 /// Everything checked by the builder that a token cache is made from.
@@ -54,19 +64,21 @@ pub(crate) struct Recipe {
 }
 
 impl Recipe {
-    /// A layer's default cache, with its slots.
-    pub(crate) fn layer_cache(
+    /// A layer's default cache, its token slots and where its tokens come
+    /// from.
+    pub(crate) fn layer(
         self: Arc<Self>,
         params_for: Option<ParamsFor>,
         max_slots: usize,
-    ) -> Arc<TokenCache> {
+    ) -> (Arc<TokenCache>, Slots, Endpoint) {
+        let (cache, endpoint) = self.make(&[]);
         let slots = Slots::new(Some(Arc::clone(&self)), params_for, max_slots);
-        self.make(&[], Some(slots))
+        (cache, slots, endpoint)
     }
 
     /// The cache of the token requested with the layer's parameters
     /// replaced or extended by `extra`.
-    fn make(&self, extra: &[(String, String)], slots: Option<Slots>) -> Arc<TokenCache> {
+    fn make(&self, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
         let params = merged(&self.params, extra);
         let store = self.store.as_ref().map(|store| StoreUse {
             store: Arc::clone(store),
@@ -74,14 +86,14 @@ impl Recipe {
             sealing_key: self.sealing_key,
         });
         let (source, endpoint) = self.source(params);
-        TokenCache::new(
+        let cache = TokenCache::new(
             source,
             self.policy.clone(),
             self.placement.clone(),
-            Some(endpoint),
+            endpoint.url.clone(),
             store,
-            slots,
-        )
+        );
+        (cache, endpoint)
     }
 
     /// The cache of a token slot for `params`, which are checked as the
@@ -94,7 +106,7 @@ impl Recipe {
                     .with_message(format!("the request's TokenParams: {e}"))
             })?;
         }
-        Ok(self.make(params.pairs(), None))
+        Ok(self.make(params.pairs()).0)
     }
 
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {

@@ -8,6 +8,8 @@
 //! slot, evicting the least recently used; the slot's cache then serves it
 //! as the default cache serves other requests.
 
+pub(crate) mod recipe;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
@@ -17,10 +19,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use http::Request;
 
-use crate::authorize::Link;
+use self::recipe::Recipe;
+use crate::cache::Link;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::params::{CarriedHash, TokenParams};
-use crate::recipe::Recipe;
 use crate::stats::Stats;
 
 /// Chooses a request's token parameters from the request itself.

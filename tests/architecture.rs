@@ -1,0 +1,189 @@
+//! The layout ARCHITECTURE.md describes, kept true: dependencies between the
+//! top-level modules of `src/` point one way (from the user's entry down to
+//! the wire and the leaf types), and no source file grows past 700 non-blank
+//! lines outside its tests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Each top-level module's level: a module may use only modules of a lower
+/// level (leaves, level 0, may use other leaves). The one exception is the
+/// layer and its builder, which know each other.
+const LEVELS: &[(&str, u32)] = &[
+    ("layer", 90),
+    ("builder", 90),
+    ("retry", 90),
+    ("service", 80),
+    ("slots", 70),
+    ("cache", 60),
+    ("store", 50),
+    ("source", 40),
+    ("endpoint", 30),
+    ("dpop", 20),
+    ("keys", 10),
+    ("boxed", 0),
+    ("encoding", 0),
+    ("error", 0),
+    ("identity", 0),
+    ("params", 0),
+    ("policy", 0),
+    ("random", 0),
+    ("refusal", 0),
+    ("stats", 0),
+    ("token", 0),
+];
+
+const MAX_LINES: usize = 700;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The lines of `text` before its unit tests (a `#[cfg(test)]` followed by
+/// `mod tests`); none for a file of tests.
+fn code_lines(path: &Path, text: &str) -> Vec<String> {
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|l| l.trim().starts_with("mod tests"))
+        })
+        .unwrap_or(lines.len());
+    lines[..end]
+        .iter()
+        .map(|l| l.split("//").next().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// The top-level modules of `src/` and, for each, the ones its code names
+/// through `crate::`.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mut paths = Vec::new();
+    files(&src(), &mut paths);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in paths {
+        let rel = path.strip_prefix(src()).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if top == "lib" {
+            continue;
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let used = graph.entry(top.clone()).or_default();
+        for line in code_lines(&path, &text) {
+            for (at, _) in line.match_indices("crate::") {
+                let name: String = line[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    name.starts_with(|c: char| c.is_lowercase()),
+                    "{}: `crate::{name}` names a re-export; name the module it lives in",
+                    rel.display()
+                );
+                if name != top {
+                    used.insert(name);
+                }
+            }
+        }
+    }
+    graph
+}
+
+fn level(module: &str) -> u32 {
+    LEVELS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map(|(_, level)| *level)
+        .unwrap_or_else(|| panic!("module `{module}` is not in ARCHITECTURE.md's levels"))
+}
+
+#[test]
+fn dependencies_point_one_way() {
+    let graph = imports();
+    let mut upward = Vec::new();
+    for (module, used) in &graph {
+        for dep in used {
+            let (from, to) = (level(module), level(dep));
+            let pair = [module.as_str(), dep.as_str()];
+            let allowed = to < from
+                || (from == 0 && to == 0)
+                || pair == ["layer", "builder"]
+                || pair == ["builder", "layer"];
+            if !allowed {
+                upward.push(format!("{module} -> {dep}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that point up: {upward:?}");
+    // And no cycle among the leaves either.
+    for (module, used) in &graph {
+        for dep in used {
+            let back = graph.get(dep).is_some_and(|u| u.contains(module));
+            let pair = [module.as_str(), dep.as_str()];
+            assert!(
+                !back || pair == ["layer", "builder"] || pair == ["builder", "layer"],
+                "{module} and {dep} import each other"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_module_has_a_level_and_a_first_doc_line() {
+    let mut paths = Vec::new();
+    files(&src(), &mut paths);
+    for path in paths {
+        let rel = path.strip_prefix(src()).unwrap().display().to_string();
+        let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
+        if top != "lib" {
+            level(top);
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("//!"),
+            "{rel} does not begin with a doc line saying what it owns"
+        );
+    }
+}
+
+#[test]
+fn no_source_file_is_over_700_lines_outside_its_tests() {
+    let mut paths = Vec::new();
+    files(&src(), &mut paths);
+    for path in paths {
+        let text = fs::read_to_string(&path).unwrap();
+        let lines = code_lines(&path, &text)
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        assert!(
+            lines <= MAX_LINES,
+            "{} has {lines} lines of code",
+            path.display()
+        );
+    }
+}
