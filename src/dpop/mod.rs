@@ -4,7 +4,7 @@
 //!
 //! A request's way through it: [`Dpop::prove`] (called from
 //! [`authorize`](crate::authorize::authorize) when the token is DPoP-bound)
-//! finds the request's `htu` ([`proof::Target`]), looks up its origin's
+//! finds the request's `htu` ([`proof::Htu`]), looks up its origin's
 //! nonce ([`nonces::NonceBook`]) and signs a proof ([`proof`]); when the
 //! answer comes back, [`Dpop::answered`] keeps a new nonce and tells a
 //! nonce challenge from a refused token.
@@ -24,7 +24,7 @@ use crate::keys::jwk::PublicJwk;
 use crate::keys::{Algorithm, JwsSigner, SigningKey};
 
 pub(crate) use self::nonces::NonceBook;
-pub(crate) use self::proof::Target;
+pub(crate) use self::proof::Htu;
 
 /// The `typ` of a DPoP proof (RFC 9449 section 4.2).
 /// The request header that carries a DPoP proof (RFC 9449 section 4.1).
@@ -185,7 +185,7 @@ impl DpopKey {
         access_token: Option<&str>,
         nonce: Option<&str>,
     ) -> Result<String, TokenError> {
-        let target = Target::of(uri)?;
+        let target = Htu::of(uri)?;
         let ath = access_token.map(proof::ath);
         let input = self.signing_input(method.as_str(), target.htu(), ath.as_deref(), nonce)?;
         let value = self.clone().finish(input).await?;
@@ -250,12 +250,8 @@ impl Dpop {
     /// A proof for `req`, bound to the token whose hash is `ath`, for the
     /// request's origin's latest nonce; and the request's target, to read
     /// the answer by.
-    pub(crate) fn prove<B>(
-        &self,
-        req: &Request<B>,
-        ath: &str,
-    ) -> Result<(Proof, Target), TokenError> {
-        let target = Target::of(req.uri())?;
+    pub(crate) fn prove<B>(&self, req: &Request<B>, ath: &str) -> Result<(Proof, Htu), TokenError> {
+        let target = Htu::of(req.uri())?;
         let input = self.nonces.with(target.origin(), |nonce| {
             self.key
                 .signing_input(req.method().as_str(), target.htu(), Some(ath), nonce)
@@ -265,7 +261,7 @@ impl Dpop {
 
     /// The proof of a token request to `url`, with the endpoint's nonce.
     pub(crate) async fn prove_token_request(&self, url: &Uri) -> Result<HeaderValue, TokenError> {
-        let target = Target::of(url)?;
+        let target = Htu::of(url)?;
         let input = self.nonces.with(target.origin(), |nonce| {
             self.key.signing_input("POST", target.htu(), None, nonce)
         })?;
@@ -300,7 +296,7 @@ impl Dpop {
     /// Reads a response from `origin` (to the request `target`): keeps the
     /// nonce it sent, and says whether a `401` refused the token or only the
     /// proof.
-    pub(crate) fn answered<B>(&self, target: &Target, response: &Response<B>) -> Verdict {
+    pub(crate) fn answered<B>(&self, target: &Htu, response: &Response<B>) -> Verdict {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
@@ -346,7 +342,7 @@ impl Dpop {
 
     /// Keeps the nonce a token endpoint at `url` sent.
     pub(crate) fn remember_from(&self, url: &Uri, headers: &HeaderMap) {
-        if let (Some(nonce), Ok(target)) = (nonces::nonce_in(headers), Target::of(url)) {
+        if let (Some(nonce), Ok(target)) = (nonces::nonce_in(headers), Htu::of(url)) {
             self.nonces.remember(target.origin(), nonce);
         }
     }

@@ -19,13 +19,13 @@ use crate::error::{TokenError, TokenErrorKind};
 /// sent (`/` when empty), no query, no fragment (RFC 9449 section 4.2); its
 /// origin is the part before the path.
 #[derive(Debug)]
-pub(crate) struct Target {
+pub(crate) struct Htu {
     /// Boxed, not a `String`: a request's response future carries it, and a
     /// smaller future is moved faster on every request.
     htu: Box<str>,
 }
 
-impl Target {
+impl Htu {
     /// The target of a request to `uri`, which must be absolute.
     pub(crate) fn of(uri: &Uri) -> Result<Self, TokenError> {
         let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
@@ -61,7 +61,7 @@ impl Target {
             let _ = write!(htu, ":{port}");
         }
         htu.push_str(path);
-        Ok(Target {
+        Ok(Htu {
             htu: htu.into_boxed_str(),
         })
     }
@@ -290,7 +290,7 @@ mod tests {
     use super::*;
 
     fn htu(uri: &str) -> (String, String) {
-        let t = Target::of(&uri.parse().unwrap()).unwrap();
+        let t = Htu::of(&uri.parse().unwrap()).unwrap();
         (t.htu().to_owned(), t.origin().to_owned())
     }
 
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn a_relative_uri_fails_the_request() {
-        let e = Target::of(&"/pkg.Service/Call".parse().unwrap()).unwrap_err();
+        let e = Htu::of(&"/pkg.Service/Call".parse().unwrap()).unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidRequest);
         assert!(e.to_string().contains("absolute"), "{e}");
     }

@@ -16,7 +16,7 @@ use crate::error::TokenError;
 use crate::token::AccessToken;
 
 /// What proves the client, beyond what the request holds from the start.
-enum Proof {
+enum ClientProof {
     /// Nothing more: the body and the `Basic` header say it all.
     Fixed,
     /// A fresh client assertion signed with a key.
@@ -33,7 +33,7 @@ pub(crate) struct ClientCredentials {
     client_secret: String,
     /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
-    proof: Proof,
+    proof: ClientProof,
     basic: Option<HeaderValue>,
     transport: Arc<dyn Transport>,
     /// What to suggest when the URL turns out not to be a token endpoint.
@@ -111,14 +111,14 @@ impl ClientCredentials {
         let proof = match auth {
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
-                Proof::Key(claims(client_id, assertion, audience), key.clone())
+                ClientProof::Key(claims(client_id, assertion, audience), key.clone())
             }
             #[cfg(feature = "jwt")]
-            ClientAuth::ClientSecretJwt => Proof::Secret(
+            ClientAuth::ClientSecretJwt => ClientProof::Secret(
                 claims(client_id, assertion, audience),
                 ring::hmac::Key::new(ring::hmac::HMAC_SHA256, client_secret.as_bytes()),
             ),
-            _ => Proof::Fixed,
+            _ => ClientProof::Fixed,
         };
         ClientCredentials {
             url,
@@ -202,11 +202,11 @@ impl ClientCredentials {
     /// authenticates with one.
     async fn request(&self) -> Result<http::Request<Bytes>, TokenError> {
         let body = match &self.proof {
-            Proof::Fixed => self.body.clone(),
+            ClientProof::Fixed => self.body.clone(),
             #[cfg(feature = "jwt")]
-            Proof::Key(claims, key) => self.with_assertion(&claims.sign(key).await?),
+            ClientProof::Key(claims, key) => self.with_assertion(&claims.sign(key).await?),
             #[cfg(feature = "jwt")]
-            Proof::Secret(claims, secret) => self.with_assertion(&claims.sign_hs256(secret)?),
+            ClientProof::Secret(claims, secret) => self.with_assertion(&claims.sign_hs256(secret)?),
         };
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;

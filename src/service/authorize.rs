@@ -20,7 +20,7 @@ pub(crate) struct Sent {
     /// Where a request with a DPoP proof went, to keep the nonce its answer
     /// brings.
     #[cfg(feature = "jwt")]
-    target: Option<crate::dpop::Target>,
+    target: Option<crate::dpop::Htu>,
 }
 
 impl Sent {
@@ -43,7 +43,7 @@ impl Sent {
     /// proof for `target`.
     #[cfg(feature = "jwt")]
     #[inline(never)]
-    fn answered_with_proof<B>(&self, target: &crate::dpop::Target, response: &Response<B>) {
+    fn answered_with_proof<B>(&self, target: &crate::dpop::Htu, response: &Response<B>) {
         use crate::dpop::Verdict;
         let Some(dpop) = &self.link.0.placement().dpop else {
             return;
