@@ -144,13 +144,16 @@ impl OAuthLayerBuilder {
         };
         // What makes its tokens interchangeable, never the secret; the
         // parameters are added by the recipe.
-        let mut url_text = None;
+        let token_url = match &target {
+            Target::Url(url) => url.to_string(),
+            Target::Issuer(..) => String::new(),
+        };
         let credential = auth.as_ref().and_then(ClientAuth::identity_credential);
         let dpop_thumbprint = self.dpop_key();
         let identity = IdentityBase::new(Parts {
             origin: match &target {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
-                Target::Url(url) => Origin::TokenUrl(url_text.get_or_insert(url.to_string())),
+                Target::Url(_) => Origin::TokenUrl(&token_url),
             },
             client_id: &client_id,
             client_auth: auth.as_ref().map(ClientAuth::identity_name),
