@@ -104,6 +104,9 @@ struct Inner {
     retry_after: Option<Duration>,
     message: Option<String>,
     backing_off: Option<Duration>,
+    /// Reported by another replica through a token store, not a token
+    /// request of this layer's.
+    shared: bool,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
@@ -133,6 +136,7 @@ impl TokenError {
             retry_after: None,
             message: None,
             backing_off: None,
+            shared: false,
             source: None,
         })
     }
@@ -148,6 +152,7 @@ impl TokenError {
                 retry_after: shared.retry_after,
                 message: shared.message.clone(),
                 backing_off: shared.backing_off,
+                shared: shared.shared,
                 // The source cannot be cloned; keep its text.
                 source: shared
                     .source
@@ -188,6 +193,20 @@ impl TokenError {
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn with_retry_after(self, after: Duration) -> Self {
         self.map_inner(|i| i.retry_after = Some(after))
+    }
+
+    /// The same error, marked as another replica's failure read back from a
+    /// token store: the layer waits out what is left of the fleet's hold
+    /// ([`retry_after`](Self::retry_after)), and does not count it as a
+    /// failure of its own.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn reported_by_another(self) -> Self {
+        self.map_inner(|i| i.shared = true)
+    }
+
+    /// Whether this is another replica's failure read from a token store.
+    pub(crate) fn is_reported_by_another(&self) -> bool {
+        self.inner.shared
     }
 
     /// The detail after the kind in `Display`: the message, or else the

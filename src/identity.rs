@@ -8,12 +8,17 @@
 //! form ([`TokenIdentity::encoded`]) that a test pins byte for byte: a
 //! refactor cannot silently change the key replicas agree on, and a change
 //! of what goes in is a new version, a clean miss rather than a wrong token.
+//!
+//! The store key is SHA-256 of the encoding (two identities that differ
+//! never share a key in practice, whoever chooses their parameters), and a
+//! store seals each value with the whole encoding as associated data, so a
+//! value opens only for the identity it was stored for.
 
 use std::fmt;
 use std::sync::Arc;
 
 /// The first bytes of every encoding: the format and its version.
-const VERSION: &[u8] = b"tower-oauth/token-identity/1";
+const VERSION: &[u8] = b"tower-oauth/token-identity/2";
 
 /// Where a token comes from.
 #[derive(Clone, Copy, Debug)]
@@ -22,8 +27,9 @@ pub(crate) enum Origin<'a> {
     Issuer(&'a str),
     /// A token endpoint given by its URL.
     TokenUrl(&'a str),
-    /// A [`TokenSource`](crate::TokenSource) of the user's.
-    Source,
+    /// A [`TokenSource`](crate::TokenSource) of the user's, by the name
+    /// the user gave it.
+    Source(&'a str),
 }
 
 /// The parts of an identity besides the token request's parameters.
@@ -38,6 +44,10 @@ pub(crate) struct Parts<'a> {
     /// What of the client's credential sets its tokens apart beyond the
     /// method (the signing key's algorithm and id), never a secret.
     pub(crate) credential: Option<&'a str>,
+    /// The SHA-256 thumbprint of the TLS client certificate the token
+    /// requests present (`x5t#S256`): a server that binds tokens to it
+    /// (RFC 8705) makes them useless to a client with another.
+    pub(crate) certificate: Option<&'a str>,
     /// The DPoP key's thumbprint: tokens bound to one key are of no use to
     /// a layer with another.
     pub(crate) dpop_thumbprint: Option<&'a str>,
@@ -58,7 +68,7 @@ impl IdentityBase {
         let (kind, origin) = match parts.origin {
             Origin::Issuer(issuer) => ("issuer", issuer),
             Origin::TokenUrl(url) => ("token_url", url),
-            Origin::Source => ("token_source", ""),
+            Origin::Source(name) => ("token_source", name),
         };
         field(&mut encoded, b'o', kind);
         field(&mut encoded, b'u', origin);
@@ -70,6 +80,9 @@ impl IdentityBase {
         );
         if let Some(credential) = parts.credential {
             field(&mut encoded, b'k', credential);
+        }
+        if let Some(thumbprint) = parts.certificate {
+            field(&mut encoded, b'x', thumbprint);
         }
         if let Some(thumbprint) = parts.dpop_thumbprint {
             field(&mut encoded, b'd', thumbprint);
@@ -111,19 +124,20 @@ struct Inner {
 
 impl TokenIdentity {
     fn from_encoded(encoded: Vec<u8>) -> Self {
-        let key = fnv1a_hex(&encoded);
+        let key = sha256_hex(&encoded);
         TokenIdentity(Arc::new(Inner { encoded, key }))
     }
 
-    /// The stable encoding of every part.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The stable encoding of every part: what a store binds a sealed
+    /// value to.
+    #[cfg_attr(not(any(test, feature = "redis")), allow(dead_code))]
     pub(crate) fn encoded(&self) -> &[u8] {
         &self.0.encoded
     }
 
-    /// The name a store keeps the token under: a hash of the encoding, hex
-    /// (never a secret, and the same in every process and version of this
-    /// encoding).
+    /// The name a store keeps the token under: SHA-256 of the encoding, 64
+    /// hex digits (never a secret, and the same in every process and
+    /// version of this encoding).
     pub(crate) fn key(&self) -> &str {
         &self.0.key
     }
@@ -135,14 +149,17 @@ impl fmt::Debug for TokenIdentity {
     }
 }
 
-/// A 64-bit FNV-1a hash, hex.
-fn fnv1a_hex(bytes: &[u8]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+/// SHA-256 of `bytes`, lowercase hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 #[cfg(test)]
@@ -155,6 +172,7 @@ mod tests {
             client_id: "svc",
             client_auth: Some("client_secret_basic"),
             credential: None,
+            certificate: Some("x5t"),
             dpop_thumbprint: Some("jkt"),
         })
     }
@@ -168,12 +186,13 @@ mod tests {
     #[test]
     fn the_encoding_is_pinned_byte_for_byte() {
         let identity = base().with_params(&pairs(&[("scope", "read")]));
-        let mut expected = b"tower-oauth/token-identity/1".to_vec();
+        let mut expected = b"tower-oauth/token-identity/2".to_vec();
         for (tag, value) in [
             (b'o', "token_url"),
             (b'u', "https://idp.example/token"),
             (b'c', "svc"),
             (b'a', "client_secret_basic"),
+            (b'x', "x5t"),
             (b'd', "jkt"),
             (b'p', "scope"),
             (b'v', "read"),
@@ -184,9 +203,11 @@ mod tests {
         }
         assert_eq!(identity.encoded(), &expected[..]);
         // The key replicas agree on: fixed for this version of the encoding
-        // (FNV-1a 64 of the bytes above, checked with an implementation of
-        // its own outside the crate).
-        assert_eq!(identity.key(), "0fcdfa38d52a8f52");
+        // (SHA-256 of the bytes above, as `sha256sum` gives it).
+        assert_eq!(
+            identity.key(),
+            "ef7f804be8976643bcc2d9290b2e28dd79afc8d45080019b28817d1e571e15d1"
+        );
     }
 
     #[test]
@@ -208,6 +229,22 @@ mod tests {
             ..parts_of_base()
         });
         assert_ne!(no_dpop.with_params(&[]), base().with_params(&[]));
+        let other_certificate = IdentityBase::new(Parts {
+            certificate: Some("another"),
+            ..parts_of_base()
+        });
+        assert_ne!(
+            other_certificate.with_params(&[]).key(),
+            base().with_params(&[]).key()
+        );
+        let source = |name| {
+            IdentityBase::new(Parts {
+                origin: Origin::Source(name),
+                ..parts_of_base()
+            })
+            .with_params(&[])
+        };
+        assert_ne!(source("billing").key(), source("ledger").key());
     }
 
     fn parts_of_base() -> Parts<'static> {
@@ -216,6 +253,7 @@ mod tests {
             client_id: "svc",
             client_auth: Some("client_secret_basic"),
             credential: None,
+            certificate: Some("x5t"),
             dpop_thumbprint: Some("jkt"),
         }
     }

@@ -33,7 +33,7 @@ pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
 pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 
 /// The timing settings of a layer.
 #[derive(Clone, Debug)]

@@ -10,6 +10,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::boxed::BoxFuture;
+use crate::endpoint::answer::check_token;
 use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::discovery::Discovery;
 use crate::error::{clip, TokenError, TokenErrorKind};
@@ -73,14 +74,19 @@ impl TokenSource for Discovery {
 }
 
 /// One request to `source`, bounded by `timeout`; a panic of the source is
-/// an error.
+/// an error, and so is a token that cannot be sent as it is
+/// ([`check_token`]): before anything caches or shares it.
 pub(crate) async fn ask(
     source: &dyn TokenSource,
     timeout: Duration,
 ) -> Result<AccessToken, TokenError> {
     caught("token source", async {
         match tokio::time::timeout(timeout, source.fetch_token()).await {
-            Ok(outcome) => outcome,
+            Ok(outcome) => {
+                let token = outcome?;
+                check_token(token.expose_token(), token.token_type())?;
+                Ok(token)
+            }
             Err(_) => Err(TokenError::new(TokenErrorKind::Timeout)
                 .with_message(format!("no complete answer within {timeout:?}"))),
         }

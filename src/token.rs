@@ -8,6 +8,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// so an absurd value renews daily rather than never.
 pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest access token taken: 16 KiB. Servers and proxies commonly cap
+/// a request's headers at 8 to 16 KiB, so a longer one would fail at the API
+/// on every request.
+pub(crate) const MAX_TOKEN_LEN: usize = 16 * 1024;
+
 /// The lifetime the specification gives a token whose response has no usable
 /// `expires_in`: 60 minutes.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
@@ -100,15 +105,17 @@ impl AccessToken {
         self.expires_in
     }
 
-    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in);
-    /// without it, for a JWT access token (RFC 9068), the time from the
-    /// server's `Date` to the token's `exp` claim (read, not verified: the
-    /// client is not the token's audience), cut to 24 hours; otherwise the
-    /// specification's 60 minutes.
+    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in),
+    /// or the specification's 60 minutes without it; but for a JWT access
+    /// token (RFC 9068) whose `exp` claim comes earlier (reckoned from the
+    /// server's `Date`; read, not verified: the client is not the token's
+    /// audience), the time to its `exp`, cut to 24 hours. A JWT whose `exp`
+    /// is already past is no token: the layer reports an error for it.
     pub fn lifetime(&self) -> Duration {
-        self.expires_in
-            .or(self.exp_lifetime)
-            .unwrap_or(DEFAULT_LIFETIME)
+        match (self.expires_in, self.exp_lifetime) {
+            (Some(announced), Some(exp)) => announced.min(exp),
+            (announced, exp) => announced.or(exp).unwrap_or(DEFAULT_LIFETIME),
+        }
     }
 
     /// `refresh_in`, where the server sends it: its advice on when to renew.

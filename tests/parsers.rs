@@ -55,6 +55,7 @@ fn check_token(result: Result<AccessToken, TokenError>) {
     match result {
         Ok(token) => {
             assert!(!token.expose_token().is_empty());
+            assert!(token.expose_token().bytes().all(|b| b.is_ascii_graphic()));
             assert!(token.lifetime() > Duration::ZERO);
             assert!(token.lifetime() <= Duration::from_secs(86_400));
         }
@@ -77,8 +78,18 @@ proptest! {
     fn any_object_makes_a_token_or_an_error(object in token_object()) {
         let body = serde_json::to_vec(&Value::Object(object.clone())).unwrap();
         let result = AccessToken::from_json(&body);
-        // A non-empty string token with no bad lifetime is always accepted.
-        let has_token = matches!(object.get("access_token"), Some(Value::String(s)) if !s.is_empty());
+        // A token that can go into a header as it is (visible ASCII, at most
+        // 16 KiB), with a `token_type` (if a string or number) of one such
+        // word and no bad lifetime, is always accepted; nothing else.
+        let sendable = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic());
+        let has_token = matches!(object.get("access_token"),
+            Some(Value::String(s)) if sendable(s) && s.len() <= 16 * 1024);
+        let good_type = match object.get("token_type") {
+            Some(Value::String(s)) => sendable(s) && s.len() <= 128,
+            Some(Value::Number(n)) => n.to_string().len() <= 128,
+            _ => true,
+        };
+        let has_token = has_token && good_type;
         let bad_lifetime = match object.get("expires_in") {
             Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f <= 0.0),
             Some(Value::String(s)) => s.trim().parse::<f64>().is_ok_and(|f| f <= 0.0),

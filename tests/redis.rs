@@ -590,24 +590,64 @@ async fn a_failure_is_shared_so_the_fleet_backs_off_together() {
     assert_eq!(authority.token_requests(), 2);
 }
 
-/// Opens a value the store sealed under `key` for the Redis key `aad`, with
-/// RustCrypto's AES-256-GCM: not the crate's own code.
-fn open_independently(key: &[u8; 32], aad: &str, value: &str) -> Option<Vec<u8>> {
+/// Opens a value the store sealed under `key`, at the Redis key
+/// `store_key`, for the token identity `identity` (its documented encoding),
+/// with RustCrypto's AES-256-GCM: not the crate's own code. The associated
+/// data is as documented: `tower-oauth/sealed/2`, the store key's length
+/// (4 bytes, big-endian) and bytes, the identity's encoding.
+fn open_independently(
+    key: &[u8; 32],
+    store_key: &str,
+    identity: &[u8],
+    value: &str,
+) -> Option<Vec<u8>> {
     use aes_gcm::aead::{Aead, KeyInit, Payload};
     use base64::Engine;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(value.strip_prefix("sealed1.")?)
+        .decode(value.strip_prefix("sealed2.")?)
         .ok()?;
     let (nonce, sealed) = bytes.split_at(12);
+    let mut aad = b"tower-oauth/sealed/2".to_vec();
+    aad.extend_from_slice(&(store_key.len() as u32).to_be_bytes());
+    aad.extend_from_slice(store_key.as_bytes());
+    aad.extend_from_slice(identity);
     aes_gcm::Aes256Gcm::new(key.into())
         .decrypt(
             nonce.into(),
             Payload {
                 msg: sealed,
-                aad: aad.as_bytes(),
+                aad: &aad,
             },
         )
         .ok()
+}
+
+/// The documented encoding of the identity of a token requested from
+/// `token_url` by `CLIENT_ID` with the specification's unencoded body and no
+/// parameters: `tower-oauth/token-identity/2`, then each part as a tag, its
+/// length (4 bytes, big-endian) and its bytes.
+fn documented_identity(token_url: &str) -> Vec<u8> {
+    let mut encoded = b"tower-oauth/token-identity/2".to_vec();
+    for (tag, value) in [
+        (b'o', "token_url"),
+        (b'u', token_url),
+        (b'c', CLIENT_ID),
+        (b'a', "unencoded_body"),
+    ] {
+        encoded.push(tag);
+        encoded.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        encoded.extend_from_slice(value.as_bytes());
+    }
+    encoded
+}
+
+/// The store key of `identity` under `prefix`: SHA-256 of the encoding, hex
+/// (RustCrypto's SHA-256), in braces.
+fn documented_key_name(prefix: &str, identity: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(identity);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{{{hex}}}")
 }
 
 /// The sealing key the crate documents: HKDF-SHA256 of the client secret,
@@ -632,16 +672,23 @@ async fn no_token_is_stored_in_clear() {
         .await
         .unwrap();
     let key = keys(&server, "s1:").remove(0);
+    let identity = documented_identity(&authority.token_url());
+    assert_eq!(key, documented_key_name("s1:", &identity));
     let value: String = server.connection().get(&key).unwrap();
-    assert!(value.starts_with("sealed1."), "{value}");
+    assert!(value.starts_with("sealed2."), "{value}");
     assert!(!value.contains(token.expose_token()) && !value.contains("access_token"));
     assert!(!value.contains(CLIENT_SECRET));
     // Opened with the documented derivation and an independent AES-GCM.
-    let json = open_independently(&documented_key(CLIENT_SECRET), &key, &value).unwrap();
+    let sealing = documented_key(CLIENT_SECRET);
+    let json = open_independently(&sealing, &key, &identity, &value).unwrap();
     let stored: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(stored["access_token"], token.expose_token());
     // Bound to its Redis key: under another name it does not open.
-    assert!(open_independently(&documented_key(CLIENT_SECRET), "s1:other", &value).is_none());
+    assert!(open_independently(&sealing, "s1:other", &identity, &value).is_none());
+    // Bound to the whole identity: for another (one more part) neither.
+    let mut other = identity.clone();
+    other.extend_from_slice(b"p\0\0\0\x05scopev\0\0\0\x04read");
+    assert!(open_independently(&sealing, &key, &other, &value).is_none());
 
     // A key of the user's own seals instead.
     let own = [7u8; 32];
@@ -657,7 +704,8 @@ async fn no_token_is_stored_in_clear() {
     let token = oauth.token().await.unwrap();
     let key = keys(&server, "s2:").remove(0);
     let value: String = server.connection().get(&key).unwrap();
-    let json = open_independently(&own, &key, &value).unwrap();
+    let identity = documented_identity(&authority.token_url());
+    let json = open_independently(&own, &key, &identity, &value).unwrap();
     assert!(String::from_utf8(json)
         .unwrap()
         .contains(token.expose_token()));
@@ -692,7 +740,8 @@ async fn a_value_that_does_not_open_counts_as_no_token() {
     assert_eq!(authority.token_requests(), 2, "fetched anew");
     // Overwritten with a value that opens.
     let value: String = con.get(&key).unwrap();
-    assert!(open_independently(&documented_key(CLIENT_SECRET), &key, &value).is_some());
+    let identity = documented_identity(&authority.token_url());
+    assert!(open_independently(&documented_key(CLIENT_SECRET), &key, &identity, &value).is_some());
 
     // A token stored in clear (by an older version, or by someone else).
     let clear = format!(

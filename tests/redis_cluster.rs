@@ -89,7 +89,7 @@ async fn replicas_share_one_token_through_a_cluster() {
     assert!(slots.iter().all(|&s| s == slots[0]), "{key}: {slots:?}");
     // Stored sealed: the token is not in it.
     for (_, value) in cluster.values("c1:") {
-        assert!(value.starts_with("sealed1."), "{value}");
+        assert!(value.starts_with("sealed2."), "{value}");
         assert!(!value.contains(tokens[0].0.expose_token()));
         assert!(!value.contains(CLIENT_SECRET));
     }

@@ -76,13 +76,28 @@ impl OAuthLayerBuilder {
                      the layer's own token request, which proves the key",
                 ));
             }
+            let name = match (self.source_name.take(), &self.store) {
+                (Some(name), _) if name.trim().is_empty() => {
+                    return Err(invalid_setting("token_source_name is empty"))
+                }
+                (Some(name), _) => name,
+                (None, Some(_)) => {
+                    return Err(invalid_setting(
+                        "a token store shares a token source's tokens by the name given with \
+                         token_source_name, and none was given: name the source (the same \
+                         name on every replica, another for every other source)",
+                    ))
+                }
+                (None, None) => String::new(),
+            };
             let store = self.store.take().map(|store| StoreUse {
                 store,
                 identity: IdentityBase::new(Parts {
-                    origin: Origin::Source,
+                    origin: Origin::Source(&name),
                     client_id: "",
                     client_auth: None,
                     credential: None,
+                    certificate: None,
                     dpop_thumbprint: None,
                 })
                 .with_params(&[]),
@@ -92,6 +107,13 @@ impl OAuthLayerBuilder {
             return Ok(OAuthLayer::new(cache, Slots::new(None, None, 0), None));
         }
 
+        if self.source_name.is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "token_source_name was given without a token source; it names a source's \
+                 tokens in a token store",
+            ));
+        }
         let target = match self.checked_issuer()? {
             Some((issuer, parsed)) => Target::Issuer(issuer, parsed),
             None => Target::Url(self.url()?),
@@ -150,6 +172,7 @@ impl OAuthLayerBuilder {
         };
         let credential = auth.as_ref().and_then(ClientAuth::identity_credential);
         let dpop_thumbprint = self.dpop_key();
+        let certificate = self.certificate_thumbprint();
         let identity = IdentityBase::new(Parts {
             origin: match &target {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
@@ -158,6 +181,7 @@ impl OAuthLayerBuilder {
             client_id: &client_id,
             client_auth: auth.as_ref().map(ClientAuth::identity_name),
             credential: credential.as_deref(),
+            certificate: certificate.as_deref(),
             dpop_thumbprint: dpop_thumbprint.as_deref(),
         });
         let sealing_key = self.sealing_key(&client_secret, auth.as_ref());
@@ -282,6 +306,15 @@ impl OAuthLayerBuilder {
         #[cfg(feature = "jwt")]
         return self.dpop.as_ref().map(|k| k.thumbprint().to_owned());
         #[cfg(not(feature = "jwt"))]
+        None
+    }
+
+    /// The SHA-256 thumbprint of the client certificate the built-in
+    /// transport presents, if it presents one.
+    fn certificate_thumbprint(&self) -> Option<String> {
+        #[cfg(feature = "reqwest")]
+        return self.tls.certificate_thumbprint();
+        #[cfg(not(feature = "reqwest"))]
         None
     }
 

@@ -58,6 +58,7 @@ pub struct OAuthLayerBuilder {
     keep_existing_header: bool,
     transport: Option<Arc<dyn Transport>>,
     source: Option<Arc<dyn TokenSource>>,
+    source_name: Option<String>,
     store: Option<Arc<dyn TokenStore>>,
     refresh_margin: Option<Duration>,
     expiry_skew: Option<Duration>,
@@ -335,12 +336,26 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// The name under which a [`token_store`](Self::token_store) shares the
+    /// tokens of the [`token_source`](Self::token_source): layers whose
+    /// sources have the same name share one token, so give each source
+    /// (each grant, audience or account it fetches for) a name of its own,
+    /// the same on every replica. Required with a token store, which cannot
+    /// tell sources apart by themselves.
+    ///
+    /// Default: none.
+    pub fn token_source_name(mut self, name: impl Into<String>) -> Self {
+        self.source_name = Some(name.into());
+        self
+    }
+
     /// Shares tokens, and token requests, with other replicas through
     /// `store`, such as [`RedisStore`](crate::RedisStore) (feature `redis`).
-    /// Layers with the same token URL, client id, client authentication and
-    /// parameters share one token; layers built on a
-    /// [`token_source`](Self::token_source) all share one key (give each
-    /// source's store its own prefix).
+    /// Layers with the same token URL (or issuer), client id, client
+    /// authentication (and its signing key), client certificate, DPoP key
+    /// and parameters share one token; layers built on a
+    /// [`token_source`](Self::token_source) share by the
+    /// [`token_source_name`](Self::token_source_name) they must be given.
     ///
     /// Default: none (each layer keeps its token in memory).
     pub fn token_store(mut self, store: impl TokenStore) -> Self {
@@ -627,6 +642,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("keep_existing_header", &self.keep_existing_header)
             .field("transport", &self.transport.as_ref().map(|_| "custom"))
             .field("token_source", &self.source.as_ref().map(|_| "custom"))
+            .field("token_source_name", &self.source_name)
             .field("token_store", &self.store.as_ref().map(|_| "custom"))
             .field("refresh_margin", &self.refresh_margin)
             .field("expiry_skew", &self.expiry_skew)

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::flight::{Flight, Landing};
 use crate::error::TokenError;
-use crate::policy::{Failure, Policy};
+use crate::policy::{Failure, Policy, MAX_RETRY_AFTER};
 
 #[derive(Debug, Default)]
 pub(crate) struct Control {
@@ -102,6 +102,18 @@ impl Control {
         now: Instant,
         jitter: f64,
     ) -> (u32, Instant) {
+        self.last_error = Some(error.clone());
+        if error.is_reported_by_another() {
+            // Another replica's failure, read back from the store: the
+            // fleet holds back for what is left of its hold, and no longer.
+            // Not a failure of this layer's: counting it would stretch this
+            // layer's back-off on each reading of the same failure.
+            // (At most an hour, as any `Retry-After`, whatever Redis says.)
+            let left = error.retry_after().unwrap_or(policy.min_backoff);
+            let at = now + left.min(MAX_RETRY_AFTER);
+            self.retry_at = Some(at);
+            return (self.failures, at);
+        }
         self.failures = self.failures.saturating_add(1);
         let failure = Failure {
             in_a_row: self.failures,
@@ -111,7 +123,6 @@ impl Control {
         };
         let at = policy.retry_at(&failure, now, jitter);
         self.retry_at = Some(at);
-        self.last_error = Some(error.clone());
         (self.failures, at)
     }
 

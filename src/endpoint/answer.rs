@@ -9,7 +9,7 @@ use http::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::error::{TokenError, TokenErrorKind};
-use crate::token::{AccessToken, MAX_LIFETIME};
+use crate::token::{AccessToken, MAX_LIFETIME, MAX_TOKEN_LEN};
 
 /// The token endpoint's whole answer, read: the token on success, else the
 /// error it describes. `secret` is scrubbed from any text the server sent.
@@ -20,13 +20,23 @@ pub(crate) fn read(
     let status = response.status();
     if status.is_success() {
         let mut token = AccessToken::from_json(response.body())?;
-        if token.expires_in.is_none() {
-            let server_now = response
-                .headers()
-                .get(http::header::DATE)
-                .and_then(|d| httpdate::parse_http_date(d.to_str().ok()?).ok())
-                .unwrap_or_else(SystemTime::now);
-            token.exp_lifetime = exp_lifetime(&token.access_token, server_now);
+        let server_now = response
+            .headers()
+            .get(http::header::DATE)
+            .and_then(|d| httpdate::parse_http_date(d.to_str().ok()?).ok())
+            .unwrap_or_else(SystemTime::now);
+        match exp_lifetime(&token.access_token, server_now) {
+            Exp::Left(left) => token.exp_lifetime = Some(left),
+            Exp::Past(ago) => {
+                return Err(
+                    TokenError::new(TokenErrorKind::InvalidResponse).with_message(format!(
+                        "the access token is a JWT whose `exp` is already past ({}s ago by the \
+                         server's clock): an expired token is never sent",
+                        ago.as_secs()
+                    )),
+                )
+            }
+            Exp::Unknown => {}
         }
         Ok(token)
     } else {
@@ -45,9 +55,13 @@ impl AccessToken {
     /// # Errors
     ///
     /// A [`TokenError`] of kind [`InvalidResponse`](TokenErrorKind::InvalidResponse)
-    /// when the body is not a JSON object, has no non-empty `access_token`
-    /// string, or announces a lifetime of zero or less (or one that rounds to
-    /// zero nanoseconds).
+    /// when the body is not a JSON object; has no non-empty `access_token`
+    /// string, or one that cannot go into a header as it is (anything but
+    /// visible ASCII) or is longer than 16 KiB; has a `token_type` that is
+    /// not a single word of visible ASCII (of at most 128 bytes); or
+    /// announces a lifetime of zero or less (or one that rounds to zero
+    /// nanoseconds). A token is checked in full here, before a layer caches
+    /// or a store shares it.
     pub fn from_json(body: &[u8]) -> Result<Self, TokenError> {
         let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
         let value: Value = serde_json::from_slice(body).map_err(|e| {
@@ -67,6 +81,8 @@ impl AccessToken {
             Some(_) => return Err(invalid("`access_token` is not a string")),
             None => return Err(invalid("no `access_token` in the response")),
         };
+        let token_type = text(&map, "token_type");
+        check_token(&access_token, token_type.as_deref())?;
         let expires_in = match map.get("expires_in") {
             None | Some(Value::Null) => None,
             Some(v) => match lifetime(v) {
@@ -86,7 +102,7 @@ impl AccessToken {
             .and_then(|v| lifetime(v).ok().flatten());
         Ok(AccessToken {
             access_token,
-            token_type: text(&map, "token_type"),
+            token_type,
             expires_in,
             scope: text(&map, "scope"),
             application_name: text(&map, "application_name"),
@@ -97,6 +113,38 @@ impl AccessToken {
             refresh_in,
         })
     }
+}
+
+/// Checks what of a token goes into a request or a store: `access_token`
+/// fits a header as it is and is at most [`MAX_TOKEN_LEN`] bytes;
+/// `token_type`, if any, is one word of visible ASCII. For every token,
+/// whatever its source, before it is cached or shared.
+pub(crate) fn check_token(access_token: &str, token_type: Option<&str>) -> Result<(), TokenError> {
+    let invalid = |m: String| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
+    if access_token.is_empty() {
+        return Err(invalid("`access_token` is empty".into()));
+    }
+    if access_token.len() > MAX_TOKEN_LEN {
+        return Err(invalid(format!(
+            "`access_token` is {} bytes long, over the {MAX_TOKEN_LEN} bytes a header can be \
+             relied on to carry",
+            access_token.len()
+        )));
+    }
+    if let Some(at) = access_token.bytes().position(|b| !b.is_ascii_graphic()) {
+        return Err(invalid(format!(
+            "`access_token` holds a character that cannot be sent in a header (byte {at} is \
+             not visible ASCII)"
+        )));
+    }
+    if let Some(kind) = token_type {
+        if kind.is_empty() || kind.len() > 128 || !kind.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "`token_type` is not a single word of visible ASCII (at most 128 bytes)".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl TokenError {
@@ -166,29 +214,48 @@ fn lifetime(v: &Value) -> Result<Option<Duration>, &'static str> {
     }
 }
 
-/// The lifetime of a JWT access token from its `exp` claim, reckoned from
-/// `now` on the server's clock (its `Date` header, else ours). `None` for a
-/// token that is not a JWT, has no readable `exp`, or one already past.
-fn exp_lifetime(token: &str, now: SystemTime) -> Option<Duration> {
+/// What a token's own `exp` says, if it is a JWT.
+#[derive(Debug, PartialEq)]
+enum Exp {
+    /// Not a JWT, or no readable `exp`.
+    Unknown,
+    /// This much of it is left.
+    Left(Duration),
+    /// It ran out this long ago.
+    Past(Duration),
+}
+
+/// The lifetime left to a JWT access token by its `exp` claim, reckoned
+/// from `now` on the server's clock (its `Date` header, else ours).
+fn exp_lifetime(token: &str, now: SystemTime) -> Exp {
     use base64::Engine;
     let mut parts = token.split('.');
     let (Some(_header), Some(payload), Some(_signature), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return None;
+        return Exp::Unknown;
     };
-    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+    let Some(exp) = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: Value = serde_json::from_slice(&json).ok()?;
-    let exp = claims
-        .get("exp")?
-        .as_f64()
-        .filter(|e| e.is_finite() && *e > 0.0)?;
-    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+        .ok()
+        .and_then(|json| serde_json::from_slice::<Value>(&json).ok())
+        .and_then(|claims| claims.get("exp")?.as_f64())
+        .filter(|e| e.is_finite() && *e > 0.0)
+    else {
+        return Exp::Unknown;
+    };
+    let Ok(now) = now.duration_since(UNIX_EPOCH) else {
+        return Exp::Unknown;
+    };
     // `Date` has whole seconds: the server's clock may be up to one ahead.
-    let left = exp - now - 1.0;
-    (left > 0.0).then(|| Duration::from_secs_f64(left.min(MAX_LIFETIME.as_secs_f64())))
+    let left = exp - now.as_secs_f64() - 1.0;
+    if left > 0.0 {
+        Exp::Left(Duration::from_secs_f64(
+            left.min(MAX_LIFETIME.as_secs_f64()),
+        ))
+    } else {
+        Exp::Past(Duration::try_from_secs_f64(-left).unwrap_or(Duration::MAX))
+    }
 }
 
 /// A JSON value as a number of seconds: a number, or a string holding one.
@@ -476,10 +543,30 @@ mod tests {
         assert_eq!(t.expires_in(), None);
         let lifetime = t.lifetime().as_secs_f64();
         assert!((598.0..=600.0).contains(&lifetime), "{lifetime}");
-        // `expires_in`, when sent, wins over `exp`.
+        // With `expires_in` too, the earlier of the two wins.
         let body = format!(r#"{{"access_token":"{token}","expires_in":300}}"#);
         let t = read(&answer(&body, Some(server_now)), "").unwrap();
         assert_eq!(t.lifetime(), Duration::from_secs(300));
+        let body = format!(r#"{{"access_token":"{token}","expires_in":3600}}"#);
+        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        let lifetime = t.lifetime().as_secs_f64();
+        assert!((598.0..=600.0).contains(&lifetime), "{lifetime}");
+    }
+
+    #[test]
+    fn a_jwt_already_past_its_exp_is_an_error_not_a_token() {
+        let now = SystemTime::now();
+        let an_hour_ago = now.duration_since(UNIX_EPOCH).unwrap().as_secs() - 3600;
+        let token = jwt(&format!(r#"{{"sub":"svc","exp":{an_hour_ago}}}"#));
+        for body in [
+            format!(r#"{{"access_token":"{token}"}}"#),
+            format!(r#"{{"access_token":"{token}","expires_in":3600}}"#),
+        ] {
+            let e = read(&answer(&body, Some(now)), "").unwrap_err();
+            assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+            assert!(e.to_string().contains("already past"), "{e}");
+            assert!(!e.to_string().contains(&token));
+        }
     }
 
     #[test]
@@ -489,7 +576,7 @@ mod tests {
             "a.b.c".to_owned(),
             jwt(r#"{"sub":"svc"}"#),
             jwt(r#"{"exp":"tomorrow"}"#),
-            jwt(r#"{"exp":1}"#),
+            jwt(r#"{"exp":-5}"#),
         ] {
             let body = format!(r#"{{"access_token":"{token}"}}"#);
             let t = read(&answer(&body, None), "").unwrap();

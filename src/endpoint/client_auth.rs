@@ -173,13 +173,21 @@ impl ClientAuth {
     }
 
     /// What of the credential, beyond the method, sets the client's tokens
-    /// apart in a [token identity](crate::identity): the signing key's
-    /// algorithm and id for `private_key_jwt`. Never a secret.
+    /// apart in a [token identity](crate::identity): for `private_key_jwt`
+    /// the signing key's algorithm, id and public key's thumbprint (RFC
+    /// 7638; a custom signer that gives no public key is known by its
+    /// algorithm and id). Never a secret.
     pub(crate) fn identity_credential(&self) -> Option<String> {
         match self {
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
-                Some(format!("{}:{}", key.algorithm(), key.kid().unwrap_or("")))
+                let thumbprint = key.jwk().map(|jwk| jwk.thumbprint().to_owned());
+                Some(format!(
+                    "{}:{}:{}",
+                    key.algorithm(),
+                    key.kid().unwrap_or(""),
+                    thumbprint.as_deref().unwrap_or("")
+                ))
             }
             _ => None,
         }

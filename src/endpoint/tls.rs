@@ -25,6 +25,24 @@ impl TlsSettings {
         false
     }
 
+    /// The SHA-256 thumbprint (`x5t#S256`, base64url) of the certificate it
+    /// presents: the first of the chain, the client's own. `None` without
+    /// one, or when the PEM holds none (which `apply` refuses).
+    pub(crate) fn certificate_thumbprint(&self) -> Option<String> {
+        #[cfg(feature = "mtls")]
+        {
+            use base64::Engine;
+            use rustls_pki_types::pem::PemObject;
+            use rustls_pki_types::CertificateDer;
+            let (chain, _) = self.identity.as_ref()?;
+            let first = CertificateDer::pem_slice_iter(chain).next()?.ok()?;
+            let digest = ring::digest::digest(&ring::digest::SHA256, first.as_ref());
+            Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest))
+        }
+        #[cfg(not(feature = "mtls"))]
+        None
+    }
+
     /// The client's private key (PEM), if it presents a certificate.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn identity_key(&self) -> Option<&[u8]> {

@@ -52,12 +52,13 @@ pub(crate) fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         Some(detail) => format!("{detail} ({by_another})"),
         None => by_another.to_owned(),
     });
-    Some(match (kind, status) {
+    let error = match (kind, status) {
         (TokenErrorKind::Status, Some(status)) => {
             error.with_status(status, text("error"), text("error_description"), Some(left))
         }
         _ => error.with_retry_after(left),
-    })
+    };
+    Some(error.reported_by_another())
 }
 
 fn kind_name(kind: TokenErrorKind) -> &'static str {

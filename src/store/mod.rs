@@ -49,10 +49,11 @@ pub struct FetchContext<'a> {
 }
 
 impl<'a> FetchContext<'a> {
-    /// A stable name for what the token is for: a hash of everything that
-    /// makes two tokens interchangeable (the issuer or token URL, client id,
-    /// client authentication and its key, DPoP key, parameters; never the
-    /// secret). Layers with the same identity can share a token.
+    /// A stable name for what the token is for: SHA-256 (64 hex digits) of
+    /// everything that makes two tokens interchangeable (the issuer or token
+    /// URL, or the token source's name; client id; client authentication and
+    /// its key; client certificate; DPoP key; parameters; never the secret).
+    /// Layers with the same identity can share a token.
     pub fn identity(&self) -> &str {
         self.identity.key()
     }

@@ -1,6 +1,8 @@
 //! Sealing what a store keeps: AES-256-GCM with a random 96-bit nonce per
-//! value, the value's own store key as associated data, under a key derived
-//! (HKDF-SHA256) from the client's credential or given by the user.
+//! value, under a key derived (HKDF-SHA256) from the client's credential or
+//! given by the user; the associated data is the value's own store key and
+//! the whole encoding of the token's identity, so a value opens only under
+//! the key it was stored at, for the identity it was stored for.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -9,7 +11,10 @@ use ring::hkdf;
 
 /// What a sealed value starts with; anything else (a token stored in clear
 /// by an older version, garbage) does not open.
-const PREFIX: &str = "sealed1.";
+const PREFIX: &str = "sealed2.";
+
+/// The first bytes of the associated data: its format and version.
+const AAD_VERSION: &[u8] = b"tower-oauth/sealed/2";
 
 /// The key a layer derives from `credential` (a client secret, or the
 /// private key's bytes): the same on every replica holding it, and useless
@@ -30,28 +35,45 @@ pub(crate) fn derive(credential: &[u8]) -> [u8; 32] {
     key
 }
 
-/// Seals and opens values under one key.
-pub(crate) struct Sealer {
+/// Seals and opens the values of one token identity under one key.
+pub(crate) struct Sealer<'a> {
     key: LessSafeKey,
+    /// The token identity's encoding.
+    identity: &'a [u8],
 }
 
-impl Sealer {
-    pub(crate) fn new(key: &[u8; 32]) -> Self {
+impl<'a> Sealer<'a> {
+    pub(crate) fn new(key: &[u8; 32], identity: &'a [u8]) -> Self {
         Sealer {
             key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")),
+            identity,
         }
+    }
+
+    /// The associated data of a value at `store_key`: the version, the
+    /// store key's length (4 bytes, big-endian) and bytes, the identity.
+    fn aad(&self, store_key: &str) -> Vec<u8> {
+        let len = u32::try_from(store_key.len()).unwrap_or(u32::MAX);
+        let mut aad =
+            Vec::with_capacity(AAD_VERSION.len() + 4 + store_key.len() + self.identity.len());
+        aad.extend_from_slice(AAD_VERSION);
+        aad.extend_from_slice(&len.to_be_bytes());
+        aad.extend_from_slice(store_key.as_bytes());
+        aad.extend_from_slice(self.identity);
+        aad
     }
 
     /// `plaintext` sealed for the store key `aad`, as text; `None` only if
     /// the system's random source fails.
     pub(crate) fn seal(&self, aad: &str, plaintext: &[u8]) -> Option<String> {
+        let aad = self.aad(aad);
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::getrandom(&mut nonce).ok()?;
         let mut sealed = plaintext.to_vec();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad.as_bytes()),
+                Aad::from(&aad[..]),
                 &mut sealed,
             )
             .ok()?;
@@ -63,6 +85,7 @@ impl Sealer {
     /// The plaintext of `value` sealed for `aad`; `None` when it does not
     /// open: another key, another store key, tampering, or not sealed.
     pub(crate) fn open(&self, aad: &str, value: &str) -> Option<Vec<u8>> {
+        let aad = self.aad(aad);
         let bytes = URL_SAFE_NO_PAD.decode(value.strip_prefix(PREFIX)?).ok()?;
         if bytes.len() < NONCE_LEN {
             return None;
@@ -72,7 +95,7 @@ impl Sealer {
         let mut sealed = sealed.to_vec();
         let plain = self
             .key
-            .open_in_place(nonce, Aad::from(aad.as_bytes()), &mut sealed)
+            .open_in_place(nonce, Aad::from(&aad[..]), &mut sealed)
             .ok()?;
         Some(plain.to_vec())
     }
@@ -84,7 +107,7 @@ mod tests {
 
     #[test]
     fn opens_only_what_it_sealed_for_that_key() {
-        let sealer = Sealer::new(&derive(b"s3cr3t"));
+        let sealer = Sealer::new(&derive(b"s3cr3t"), b"identity one");
         let sealed = sealer.seal("k1", b"{\"access_token\":\"abc\"}").unwrap();
         assert!(!sealed.contains("abc"));
         assert_eq!(
@@ -96,7 +119,15 @@ mod tests {
             sealer.seal("k1", b"{\"access_token\":\"abc\"}").unwrap()
         );
         assert_eq!(sealer.open("k2", &sealed), None, "bound to its store key");
-        assert_eq!(Sealer::new(&derive(b"other")).open("k1", &sealed), None);
+        assert_eq!(
+            Sealer::new(&derive(b"other"), b"identity one").open("k1", &sealed),
+            None
+        );
+        assert_eq!(
+            Sealer::new(&derive(b"s3cr3t"), b"identity two").open("k1", &sealed),
+            None,
+            "bound to its identity"
+        );
         let mut tampered = sealed.clone().into_bytes();
         let last = tampered.len() - 3;
         tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
@@ -105,7 +136,7 @@ mod tests {
             None
         );
         assert_eq!(sealer.open("k1", "{\"access_token\":\"abc\"}"), None);
-        assert_eq!(sealer.open("k1", "sealed1.AAAA"), None);
+        assert_eq!(sealer.open("k1", "sealed2.AAAA"), None);
         assert_eq!(derive(b"s3cr3t"), derive(b"s3cr3t"));
     }
 }

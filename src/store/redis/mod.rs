@@ -31,8 +31,9 @@ pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// `redis-sentinel`).
 ///
 /// Replicas whose layers have the same token URL, client id, client
-/// authentication and parameters share one token under one key
-/// (`prefix{hash}`, never containing the secret), stored with a
+/// authentication, client certificate, DPoP key and parameters share one
+/// token under one key (`prefix{hash}`, the hash SHA-256 of the token's
+/// identity, never containing the secret), stored with a
 /// time-to-live equal to its remaining usable time. A replica that needs a
 /// token reads Redis first; only when there is no fresh one does it fetch,
 /// under a lock (`SET NX PX` with a value of its own, released only by its
@@ -58,7 +59,8 @@ pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// **Security**: the token (and a shared failure) is stored sealed, with
 /// AES-256-GCM under a key derived (HKDF-SHA256) from the client's own
 /// credential (its secret, its private key, or its TLS client key), which
-/// every replica holds and Redis never sees, bound to its Redis key; or
+/// every replica holds and Redis never sees, bound to its Redis key and to
+/// the whole identity of the token (see SECURITY.md); or
 /// under a key of yours ([`encryption_key`](RedisStore::encryption_key)).
 /// Someone who can read Redis sees keys (hashes, never the secret), expiry
 /// times and sealed values: no token. Someone who can write it can delete or

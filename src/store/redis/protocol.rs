@@ -70,7 +70,7 @@ impl RedisStore {
 
     /// What Redis holds for `key`: the shared token and its remaining time
     /// (if readable), and a failure another replica reported (if recent).
-    async fn read(&self, key: &str, sealer: &Sealer) -> Result<Shared, Problem> {
+    async fn read(&self, key: &str, sealer: &Sealer<'_>) -> Result<Shared, Problem> {
         let mut con = self.connection().await?;
         let failure_key = failure_key(key);
         let (value, pttl, failure, failure_pttl): (Option<String>, i64, Option<String>, i64) = self
@@ -110,7 +110,7 @@ impl RedisStore {
     }
 
     /// `value` opened, or `None` (said once) when it does not open.
-    fn open(&self, sealer: &Sealer, key: &str, value: &str) -> Option<Vec<u8>> {
+    fn open(&self, sealer: &Sealer<'_>, key: &str, value: &str) -> Option<Vec<u8>> {
         let opened = sealer.open(key, value);
         if opened.is_none() && !self.warned_unopened.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -142,7 +142,7 @@ impl RedisStore {
     async fn shared(
         &self,
         ctx: &FetchContext<'_>,
-        sealer: &Sealer,
+        sealer: &Sealer<'_>,
         give_up: Instant,
     ) -> Result<SharedToken, Problem> {
         let key = self.key(ctx.identity());
@@ -218,7 +218,7 @@ impl RedisStore {
     async fn fetch_under_lock(
         &self,
         ctx: &FetchContext<'_>,
-        sealer: &Sealer,
+        sealer: &Sealer<'_>,
         key: &str,
         lock: &str,
         nonce: &str,
@@ -393,7 +393,7 @@ impl TokenStore for RedisStore {
                 ctx.record(StoreEvent::FellBackToLocal);
                 return ctx.fetch().await;
             };
-            let sealer = Sealer::new(key);
+            let sealer = Sealer::new(key, ctx.identity.encoded());
             let started = Instant::now();
             // Waiting on another replica ends by then; with a fetch alone
             // after it, the whole stays within the layer's bound for a fetch.
