@@ -164,8 +164,11 @@ impl TokenError {
         Self::from_inner(inner)
     }
 
+    /// Sets the message; whatever it holds, its control characters are
+    /// escaped and its length bounded, so no text a server slipped into it
+    /// can forge log lines or flood a log.
     pub(crate) fn with_message(self, message: impl Into<String>) -> Self {
-        let message = message.into();
+        let message = cut(&escape_controls(&message.into()), MAX_MESSAGE);
         self.map_inner(|i| i.message = Some(message))
     }
 
@@ -280,18 +283,43 @@ impl TokenError {
     }
 }
 
-/// `text`, trimmed and cut to [`MAX_SERVER_TEXT`] bytes.
+/// `text` (from a server), trimmed, its control characters escaped (`\r`,
+/// `\n`, `\u{1b}`: it cannot forge a log line or a terminal sequence), and
+/// cut to [`MAX_SERVER_TEXT`] bytes.
 pub(crate) fn clip(text: &str) -> String {
-    let text = text.trim();
-    if text.len() <= MAX_SERVER_TEXT {
+    cut(&escape_controls(text.trim()), MAX_SERVER_TEXT)
+}
+
+/// `text` with every control character escaped as Rust writes it (`\r`,
+/// `\n`, `\t`, `\u{1b}`), the rest as it is.
+pub(crate) fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), with `...`
+/// where it was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = MAX_SERVER_TEXT;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     format!("{}...", &text[..end])
 }
+
+/// The longest message a [`TokenError`] keeps: messages name server text
+/// (clipped each) inside a sentence of ours.
+const MAX_MESSAGE: usize = 2048;
 
 impl fmt::Display for TokenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -394,7 +422,8 @@ pub enum ConfigErrorKind {
     /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientSecret,
     /// An extra token request parameter has an empty or reserved name
-    /// (`grant_type`, `client_id`, `client_secret`), or a name or value the
+    /// (`grant_type`, `client_id`, `client_secret`, `client_assertion`,
+    /// `client_assertion_type`), or a name or value the
     /// chosen [`ClientAuth`](crate::ClientAuth) cannot carry.
     InvalidParameter,
     /// No transport for the token request: the `reqwest` feature is off and

@@ -364,6 +364,7 @@ pub use params::TokenParams;
 pub use policy::{
     DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
     DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN, DEFAULT_TOKEN_SLOTS,
+    MAX_SETTING,
 };
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;

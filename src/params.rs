@@ -67,8 +67,8 @@ impl TokenParams {
     }
 
     /// Sets `name=value`, replacing a value of that name. The names the
-    /// layer sets itself (`grant_type`, `client_id`, `client_secret`) are
-    /// refused when the request is made: it fails with
+    /// layer sets itself (`grant_type`, `client_id`, `client_secret`,
+    /// `client_assertion`, `client_assertion_type`) are refused when the request is made: it fails with
     /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
     pub fn param(self, name: impl Into<String>, value: impl Into<String>) -> Self {
         let (name, value) = (name.into(), value.into());
@@ -138,11 +138,14 @@ impl Hash for TokenParams {
     }
 }
 
+/// The parameters' names only: a value may be a secret (a parameter the
+/// server takes as a credential), and `Debug` output ends up in logs.
 impl fmt::Debug for TokenParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map()
-            .entries(self.inner.params.iter().map(|(n, v)| (n, v)))
-            .finish()
+        let names: Vec<&str> = self.inner.params.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("TokenParams")
+            .field("names", &names)
+            .finish_non_exhaustive()
     }
 }
 
@@ -189,9 +192,10 @@ mod tests {
         assert_ne!(a, TokenParams::new().scope("x").resource("https://a"));
         assert_ne!(a, a.clone().resource("https://b"));
         assert!(TokenParams::new().is_empty());
+        // Names only: a value may be a secret.
         assert_eq!(
-            format!("{a:?}"),
-            r#"{"resource": "https://a", "scope": "x"}"#
+            format!("{:?}", a.clone().param("api_key", "hunter2")),
+            r#"TokenParams { names: ["resource", "scope", "api_key"], .. }"#
         );
     }
 }

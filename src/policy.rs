@@ -22,6 +22,11 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
 pub const DEFAULT_TOKEN_SLOTS: usize = 64;
 
+/// The longest any duration setting is taken to be (24 hours): a longer one
+/// (`Duration::MAX` included) is cut to this, so that no instant computed
+/// from a setting can overflow.
+pub const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// While a renewal is under way, a request past the renewal point looks
 /// this often whether it is still alive (its runtime may have shut down
 /// under it), and starts another if not.

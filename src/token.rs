@@ -112,17 +112,19 @@ impl AccessToken {
     /// audience), the time to its `exp`, cut to 24 hours. A JWT whose `exp`
     /// is already past is no token: the layer reports an error for it.
     pub fn lifetime(&self) -> Duration {
-        match (self.expires_in, self.exp_lifetime) {
+        let lifetime = match (self.expires_in, self.exp_lifetime) {
             (Some(announced), Some(exp)) => announced.min(exp),
             (announced, exp) => announced.or(exp).unwrap_or(DEFAULT_LIFETIME),
-        }
+        };
+        // A token source's own `with_expires_in` is held to the same bound.
+        lifetime.min(MAX_LIFETIME)
     }
 
     /// `refresh_in`, where the server sends it: its advice on when to renew.
     /// The layer renews then if that is earlier than its own renewal point,
     /// but never before half the token's lifetime.
     pub fn refresh_in(&self) -> Option<Duration> {
-        self.refresh_in
+        self.refresh_in.map(|r| r.min(MAX_LIFETIME))
     }
 
     /// `scope`; may be empty.

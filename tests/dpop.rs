@@ -446,6 +446,8 @@ enum After {
     Hang,
     /// Wait for a permit of the gate.
     Gate,
+    /// Take 2.5 seconds.
+    Slow,
 }
 
 impl JwsSigner for Hsm {
@@ -461,6 +463,7 @@ impl JwsSigner for Hsm {
                 (_, After::Fail) => return Err("HSM: session closed".into()),
                 (_, After::Hang) => std::future::pending::<()>().await,
                 (_, After::Gate) => self.gate.acquire().await.unwrap().forget(),
+                (_, After::Slow) => tokio::time::sleep(Duration::from_millis(2500)).await,
             }
             let signature = self
                 .key
@@ -546,6 +549,28 @@ async fn a_failing_or_hanging_signer_fails_the_request_not_the_token() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// A signer slower than the token's life: once the proof is made the token
+/// is checked again, and the request fails rather than carry it expired.
+#[tokio::test]
+async fn a_token_that_runs_out_while_its_proof_is_signed_is_not_sent() {
+    // Two-second tokens, usable for 1.8 s; the signer takes 2.5 s.
+    let server = DpopServer::start(1, Nonces::Off, 2).await;
+    let (key, _, _) = hsm(After::Slow);
+    let oauth = builder(&server, key).build().unwrap();
+    let e = send(&oauth, Method::GET, &server.api_url(0, "/slow"))
+        .await
+        .unwrap_err();
+    let e = token_error(&e);
+    assert_eq!(e.kind(), TokenErrorKind::Timeout, "{e}");
+    assert!(
+        e.to_string().contains("ran out while the DPoP signer"),
+        "{e}"
+    );
+    // Only the token request carried a proof: no API request was sent.
+    assert!(server.seen().iter().all(|s| s.ath.is_none()));
+    assert!(server.refusals().is_empty(), "{:?}", server.refusals());
 }
 
 #[tokio::test]

@@ -11,6 +11,26 @@ use tower_oauth::{OAuthLayer, TokenErrorKind};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// Every log line of this test binary, from every thread: the tests that
+/// read logs check that something is absent (a superset does no harm) or
+/// present (their own lines are there, whatever else is). A subscriber for
+/// the whole process, not per thread: a per-thread one misses events of
+/// callsites another test thread registered first.
+fn logs() -> &'static Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        captured
+    })
+}
+
 /// A JWT with these claims (unsigned: a client never verifies one).
 fn jwt(claims: &str) -> String {
     use base64::Engine;
@@ -129,7 +149,13 @@ mod fleet {
 
     fn replica(authority: &Authority, redis: &str, prefix: &str) -> OAuthLayer {
         builder(authority)
-            .token_store(RedisStore::new(redis).unwrap().prefix(prefix))
+            .token_store(
+                RedisStore::new(redis)
+                    .unwrap()
+                    .prefix(prefix)
+                    // Item 7: a huge Redis timeout is bounded too.
+                    .timeout(Duration::MAX),
+            )
             .min_backoff(Duration::from_millis(100))
             .fetch_timeout(Duration::from_secs(2))
             .build()
@@ -309,4 +335,312 @@ async fn replicas_with_different_certificates_do_not_share_tokens() {
     let mut expected = vec![one.thumbprint(), two.thumbprint()];
     expected.sort();
     assert_eq!(bindings, expected);
+}
+
+/// Every form in which `secret` (of `client_id`) may come back: as sent
+/// raw, percent- and form-encoded (either hex case), inside the Basic
+/// credential, and JSON-escaped; computed here with the encoding crates
+/// themselves.
+fn echoed_forms(client_id: &str, secret: &str) -> Vec<String> {
+    use base64::Engine;
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let form: String = form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+    let percent = utf8_percent_encode(secret, NON_ALPHANUMERIC)
+        .to_string()
+        .replace("%2D", "-")
+        .replace("%2E", ".")
+        .replace("%5F", "_")
+        .replace("%7E", "~");
+    let id_percent = utf8_percent_encode(client_id, NON_ALPHANUMERIC)
+        .to_string()
+        .replace("%2D", "-");
+    let mut forms = vec![
+        secret.to_owned(),
+        form.clone(),
+        form.to_lowercase(),
+        percent.clone(),
+        b64(&format!("{client_id}:{secret}")),
+        b64(&format!("{id_percent}:{percent}")),
+    ];
+    let json = serde_json::to_string(secret).unwrap();
+    forms.push(json.trim_matches('"').replace('/', "\\/"));
+    forms
+}
+
+/// Item 4: a token endpoint that echoes the secret back in any encoding the
+/// crate sent gets none of them into the error or the log.
+#[tokio::test]
+async fn a_secret_echoed_back_in_any_encoding_is_scrubbed() {
+    let logs = logs();
+    for secret in [CLIENT_SECRET, "pa ss+wörd/\"x"] {
+        let authority = Authority::start(CLIENT_ID, secret, HOUR).await;
+        let forms = echoed_forms(CLIENT_ID, secret);
+        let description = format!("you sent {}", forms.join(" and "));
+        authority.push_faults([fault(
+            401,
+            &serde_json::json!({"error": "invalid_client", "error_description": description})
+                .to_string(),
+        )]);
+        let oauth = with_transport(
+            OAuthLayer::builder()
+                .token_url(authority.token_url())
+                .client_id(CLIENT_ID)
+                .client_secret(secret)
+                .client_auth(tower_oauth::ClientAuth::FormBody),
+        )
+        .build()
+        .unwrap();
+        let e = oauth.token().await.unwrap_err();
+        let shown = [e.to_string(), format!("{e:?}"), logs.text()];
+        for text in &shown {
+            assert!(text.contains("[redacted]"), "{text}");
+            for form in &forms {
+                assert!(!text.contains(form.as_str()), "{form} in {text}");
+            }
+        }
+    }
+}
+
+/// Item 7: `Duration::MAX` in every setting: no panic, and tokens still
+/// flow (renewed ahead, renewed after a refusal, backed off after a
+/// failure).
+#[tokio::test]
+async fn huge_durations_neither_panic_nor_overflow() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
+    let oauth = builder(&authority)
+        .refresh_margin(Duration::MAX)
+        .expiry_skew(Duration::MAX)
+        .fetch_timeout(Duration::MAX)
+        .forced_renewal_interval(Duration::MAX)
+        .min_backoff(Duration::MAX)
+        .max_backoff(Duration::MAX)
+        .build()
+        .unwrap();
+    let url = authority.api_url("/data");
+    assert_eq!(send(&oauth, &url).await.unwrap().status(), 200);
+    // Past the renewal point (half of two seconds): renewed ahead.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(send(&oauth, &url).await.unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(authority.token_requests(), 2);
+    // Refused: dropped and fetched anew.
+    authority.revoke_all();
+    let _ = send(&oauth, &url).await.unwrap();
+    assert_eq!(send(&oauth, &url).await.unwrap().status(), 200);
+    // A failure backs off for the longest setting, a day, and says so.
+    authority.push_faults([fault(400, r#"{"error":"invalid_client"}"#)]);
+    let failing = builder(&authority)
+        .min_backoff(Duration::MAX)
+        .max_backoff(Duration::MAX)
+        .build()
+        .unwrap();
+    assert!(failing.token().await.is_err());
+    let e = failing.token().await.unwrap_err();
+    let left = e.backing_off().unwrap_or_default();
+    assert!(
+        left > Duration::from_secs(23 * 3600) && left <= Duration::from_secs(24 * 3600),
+        "{e}"
+    );
+
+    // A token source's own huge lifetime and advice are bounded too.
+    struct Forever;
+    impl tower_oauth::TokenSource for Forever {
+        fn fetch_token(
+            &self,
+        ) -> tower_oauth::BoxFuture<'_, Result<tower_oauth::AccessToken, tower_oauth::TokenError>>
+        {
+            Box::pin(async {
+                Ok(tower_oauth::AccessToken::new("forever")
+                    .with_expires_in(Duration::MAX)
+                    .with_refresh_in(Duration::MAX))
+            })
+        }
+    }
+    let oauth = OAuthLayer::builder().token_source(Forever).build().unwrap();
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.lifetime(), Duration::from_secs(24 * 3600));
+    assert!(oauth.stats().token_usable_for.is_some());
+}
+
+/// Item 8: a secret or value with `+` or `%`, sent unencoded as the
+/// specification says, draws one warning at build naming the character
+/// and the client authentication to use, never the value; the same for a
+/// request's own parameters.
+#[tokio::test]
+async fn values_a_form_decoder_would_misread_are_warned_about() {
+    let logs = logs();
+    let secret = "ab+cd%2Fef";
+    let authority = Authority::start(CLIENT_ID, secret, HOUR).await;
+    authority.expect(
+        support::authority::Style::Unencoded,
+        &[("scope", "read+write%21")],
+    );
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .auth_url(authority.base_url())
+            .client_id(CLIENT_ID)
+            .client_secret(secret)
+            .scope("read+write%21"),
+    )
+    .build()
+    .unwrap();
+    let text = logs.text();
+    assert!(text.contains("the client secret contains `+`"), "{text}");
+    assert!(
+        text.contains("value of parameter `scope` contains `+`"),
+        "{text}"
+    );
+    assert!(text.contains("ClientAuth::FormBody"), "{text}");
+    assert!(
+        !text.contains(secret) && !text.contains("read+write"),
+        "{text}"
+    );
+    // What is sent is still exactly what the specification says.
+    let token = oauth.token().await.unwrap();
+    assert!(authority.accepts(token.expose_token()));
+    assert!(
+        authority.violations().is_empty(),
+        "{:?}",
+        authority.violations()
+    );
+
+    let _ = oauth
+        .token_for(&tower_oauth::TokenParams::new().scope("50%off"))
+        .await;
+    let text = logs.text();
+    assert!(
+        text.contains("value of parameter `scope` contains `%`"),
+        "{text}"
+    );
+    assert!(!text.contains("50%off"), "{text}");
+}
+
+/// Item 9: `client_assertion` and `client_assertion_type` are the layer's
+/// own: refused as parameters, at build and per request.
+#[tokio::test]
+async fn client_assertion_parameters_are_reserved() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    for name in ["client_assertion", "client_assertion_type"] {
+        let e = builder(&authority).param(name, "x").build().unwrap_err();
+        assert_eq!(
+            e.kind(),
+            tower_oauth::ConfigErrorKind::InvalidParameter,
+            "{e}"
+        );
+        assert!(e.to_string().contains(name), "{e}");
+        let oauth = builder(&authority).build().unwrap();
+        let e = oauth
+            .token_for(&tower_oauth::TokenParams::new().param(name, "x"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{e}");
+    }
+    assert_eq!(authority.token_requests(), 0);
+}
+
+/// Item 10: no value of `TokenParams` in its `Debug`; server text in an
+/// error or a log is clipped, and cannot forge a log line.
+#[tokio::test]
+async fn server_text_is_clipped_and_cannot_forge_log_lines() {
+    let params = tower_oauth::TokenParams::new()
+        .scope("orders")
+        .param("api_key", "hunter2");
+    let debug = format!("{params:?}");
+    assert!(
+        debug.contains("api_key") && !debug.contains("hunter2"),
+        "{debug}"
+    );
+
+    let logs = logs();
+    // A hostile issuer in the metadata: 20,000 characters with line breaks.
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let hostile = format!("x\r\nFORGED issuer line {}", "a".repeat(20_000));
+    authority.publish(
+        "/.well-known/oauth-authorization-server",
+        serde_json::json!({"issuer": hostile, "token_endpoint": authority.token_url()}).to_string(),
+    );
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .issuer(authority.base_url())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    for text in [e.to_string(), format!("{e:?}")] {
+        assert!(text.len() < 2_600, "{} bytes", text.len());
+        assert!(!text.contains('\n') && !text.contains('\r'), "{text}");
+    }
+    // An error description with line breaks.
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.push_faults([fault(
+        400,
+        r#"{"error":"invalid_request","error_description":"bad\r\nFORGED description line"}"#,
+    )]);
+    let e = builder(&authority)
+        .build()
+        .unwrap()
+        .token()
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains('\n'), "{e}");
+    assert!(e.to_string().contains("bad\\r\\nFORGED"), "{e}");
+    let text = logs.text();
+    assert!(
+        !text.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line in the log:\n{text}"
+    );
+}
+
+/// Item 11: an issuer whose metadata names a plain-http token endpoint off
+/// loopback is refused, and nothing is sent there.
+#[tokio::test]
+async fn a_plain_http_token_endpoint_off_loopback_is_refused() {
+    use std::sync::{Arc, Mutex};
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    authority.publish(
+        "/.well-known/oauth-authorization-server",
+        serde_json::json!({
+            "issuer": authority.base_url(),
+            "token_endpoint": "http://tokens.example.test/token",
+        })
+        .to_string(),
+    );
+    // A transport that goes only to 127.0.0.1, and notes every request.
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let noted = Arc::clone(&sent);
+    let inner = hyper_client();
+    let transport = tower::service_fn(
+        move |req: http::Request<http_body_util::Full<bytes::Bytes>>| {
+            noted.lock().unwrap().push(req.uri().to_string());
+            let inner = inner.clone();
+            async move {
+                if req.uri().host() != Some("127.0.0.1") {
+                    return Err::<_, tower::BoxError>("not loopback: refused by the test".into());
+                }
+                inner.request(req).await.map_err(tower::BoxError::from)
+            }
+        },
+    );
+    let oauth = OAuthLayer::builder()
+        .issuer(authority.base_url())
+        .client_id(CLIENT_ID)
+        .client_secret(CLIENT_SECRET)
+        .transport(transport)
+        .build()
+        .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
+    assert!(e.to_string().contains("http"), "{e}");
+    assert!(
+        sent.lock()
+            .unwrap()
+            .iter()
+            .all(|u| u.starts_with("http://127.0.0.1")),
+        "{:?}",
+        sent.lock().unwrap()
+    );
+    assert_eq!(authority.token_requests(), 0);
 }

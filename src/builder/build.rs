@@ -8,14 +8,14 @@ use std::time::Duration;
 use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
-use crate::endpoint::client_auth::{check_param, check_unencoded};
+use crate::endpoint::client_auth::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::transport::Transport;
 use crate::endpoint::url::checked_url;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::identity::{IdentityBase, Origin, Parts};
 use crate::layer::OAuthLayer;
-use crate::policy::{Policy, DEFAULT_TOKEN_SLOTS};
+use crate::policy::{Policy, DEFAULT_TOKEN_SLOTS, MAX_SETTING};
 use crate::slots::recipe::{Recipe, Target};
 use crate::slots::Slots;
 use crate::store::StoreUse;
@@ -146,6 +146,8 @@ impl OAuthLayerBuilder {
                 ConfigErrorKind::InvalidClientSecret,
                 "client secret",
             )?;
+            warn_if_read_otherwise(&client_id, "client id");
+            warn_if_read_otherwise(&client_secret, "client secret");
         }
         let assertion = self.assertion_settings()?;
         for (name, value) in &self.params {
@@ -157,8 +159,9 @@ impl OAuthLayerBuilder {
             Some(_) if !self.tls.is_default() => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
-                    "client_identity or root_certificates was given together with a transport \
-                     of your own; configure TLS in that transport instead",
+                    "client_identity, root_certificates or proxy_from_env was given together \
+                     with a transport of your own; configure TLS and proxies in that transport \
+                     instead",
                 ))
             }
             Some(transport) => transport,
@@ -386,15 +389,20 @@ impl OAuthLayerBuilder {
             ));
         }
         let defaults = Policy::default();
+        // Every duration is taken up to MAX_SETTING, so that no arithmetic
+        // on instants can overflow, whatever was given (`Duration::MAX`).
+        let setting =
+            |given: Option<Duration>, default: Duration| given.unwrap_or(default).min(MAX_SETTING);
         let policy = Policy {
-            refresh_margin: self.refresh_margin.unwrap_or(defaults.refresh_margin),
-            expiry_skew: self.expiry_skew.unwrap_or(defaults.expiry_skew),
-            fetch_timeout: self.fetch_timeout.unwrap_or(defaults.fetch_timeout),
-            forced_renewal_interval: self
-                .forced_renewal_interval
-                .unwrap_or(defaults.forced_renewal_interval),
-            min_backoff: self.min_backoff.unwrap_or(defaults.min_backoff),
-            max_backoff: self.max_backoff.unwrap_or(defaults.max_backoff),
+            refresh_margin: setting(self.refresh_margin, defaults.refresh_margin),
+            expiry_skew: setting(self.expiry_skew, defaults.expiry_skew),
+            fetch_timeout: setting(self.fetch_timeout, defaults.fetch_timeout),
+            forced_renewal_interval: setting(
+                self.forced_renewal_interval,
+                defaults.forced_renewal_interval,
+            ),
+            min_backoff: setting(self.min_backoff, defaults.min_backoff),
+            max_backoff: setting(self.max_backoff, defaults.max_backoff),
         };
         if policy.fetch_timeout.is_zero() {
             return Err(invalid_setting("fetch_timeout must be more than zero"));

@@ -216,8 +216,10 @@ impl OAuthLayerBuilder {
     /// Adds `name=value` to the token request body, after the built-in
     /// parameters; setting a name again replaces its value (use
     /// [`add_param`](Self::add_param) to send a name more than once). The
-    /// built-in names `grant_type`, `client_id` and `client_secret` cannot be
-    /// set (a [`ConfigError`](crate::ConfigError) from [`build`](Self::build)).
+    /// names the layer sets itself, `grant_type`, `client_id`,
+    /// `client_secret`, `client_assertion` and `client_assertion_type`,
+    /// cannot be set (a [`ConfigError`](crate::ConfigError) from
+    /// [`build`](Self::build)).
     ///
     /// Default: none.
     pub fn param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
@@ -368,6 +370,9 @@ impl OAuthLayerBuilder {
     /// part (up to a tenth of the margin) is added, so that many clients do
     /// not renew in step. Honoured up to half the token's lifetime.
     ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
     /// Default: 5 minutes.
     pub fn refresh_margin(mut self, refresh_margin: Duration) -> Self {
         self.refresh_margin = Some(refresh_margin);
@@ -378,6 +383,9 @@ impl OAuthLayerBuilder {
     /// clock drift and the request's time in flight. Honoured up to a tenth of
     /// the token's lifetime.
     ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
     /// Default: 10 seconds.
     pub fn expiry_skew(mut self, expiry_skew: Duration) -> Self {
         self.expiry_skew = Some(expiry_skew);
@@ -387,6 +395,9 @@ impl OAuthLayerBuilder {
     /// The longest a token request may take, from connecting to reading the
     /// last byte of the answer. Separate from any time-out on the requests it
     /// serves. Must be more than zero.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn fetch_timeout(mut self, fetch_timeout: Duration) -> Self {
@@ -401,6 +412,9 @@ impl OAuthLayerBuilder {
     /// instance) then costs one token request per interval, not one per
     /// request.
     ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
     /// Default: 10 seconds.
     pub fn forced_renewal_interval(mut self, interval: Duration) -> Self {
         self.forced_renewal_interval = Some(interval);
@@ -412,6 +426,9 @@ impl OAuthLayerBuilder {
     /// [`max_backoff`](Self::max_backoff). A `Retry-After` from the endpoint
     /// takes precedence (up to one hour). Must be more than zero.
     ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
     /// Default: 1 second.
     pub fn min_backoff(mut self, delay: Duration) -> Self {
         self.min_backoff = Some(delay);
@@ -420,6 +437,9 @@ impl OAuthLayerBuilder {
 
     /// The longest delay between failed token requests, without
     /// `Retry-After`. Must be at least [`min_backoff`](Self::min_backoff).
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
     ///
     /// Default: 60 seconds.
     pub fn max_backoff(mut self, delay: Duration) -> Self {
@@ -605,6 +625,22 @@ impl OAuthLayerBuilder {
         key_pem: impl AsRef<[u8]>,
     ) -> Self {
         self.tls.identity = Some((cert_chain_pem.as_ref().to_vec(), key_pem.as_ref().to_vec()));
+        self
+    }
+
+    /// Whether the built-in transport sends token requests through the
+    /// proxies the environment names: `HTTPS_PROXY`, `HTTP_PROXY` and
+    /// `ALL_PROXY` (or their lowercase forms), except to the hosts
+    /// `NO_PROXY` lists (names with their subdomains, IP addresses and
+    /// ranges, `*` for all). A loopback token endpoint (`localhost`,
+    /// `127.0.0.0/8`, `::1`) is never reached through a proxy: the secret
+    /// stays on the machine.
+    ///
+    /// Default: `true` (the environment's proxies, by the `NO_PROXY` rules).
+    #[cfg(feature = "reqwest")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+    pub fn proxy_from_env(mut self, on: bool) -> Self {
+        self.tls.no_env_proxy = !on;
         self
     }
 

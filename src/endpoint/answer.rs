@@ -8,14 +8,16 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
+use super::redact::Redactor;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::token::{AccessToken, MAX_LIFETIME, MAX_TOKEN_LEN};
 
 /// The token endpoint's whole answer, read: the token on success, else the
-/// error it describes. `secret` is scrubbed from any text the server sent.
+/// error it describes. Every form of the secret `redactor` knows is
+/// scrubbed from any text the server sent.
 pub(crate) fn read(
     response: &http::Response<Bytes>,
-    secret: &str,
+    redactor: &Redactor,
 ) -> Result<AccessToken, TokenError> {
     let status = response.status();
     if status.is_success() {
@@ -44,7 +46,7 @@ pub(crate) fn read(
             status,
             response.body(),
             retry_after(response.headers()),
-            secret,
+            redactor,
         ))
     }
 }
@@ -167,7 +169,7 @@ impl TokenError {
     /// assert_eq!(e.error_code(), Some("invalid_client"));
     /// ```
     pub fn from_response(status: StatusCode, headers: &http::HeaderMap, body: &[u8]) -> Self {
-        status_error(status, body, retry_after(headers), "")
+        status_error(status, body, retry_after(headers), &Redactor::default())
     }
 }
 
@@ -300,21 +302,15 @@ pub(crate) fn parse_error_body(body: &[u8]) -> (Option<String>, Option<String>) 
 
 /// Builds the error for a non-success answer from the token endpoint.
 ///
-/// Any occurrence of `secret` in the server's text is replaced before the
-/// text is cut to length, so not even part of it survives.
+/// Every form of the secret `redactor` knows is replaced in the server's
+/// text before the text is cut to length, so not even part of it survives.
 pub(crate) fn status_error(
     status: StatusCode,
     body: &[u8],
     retry_after: Option<Duration>,
-    secret: &str,
+    redactor: &Redactor,
 ) -> TokenError {
-    let scrub = |t: String| {
-        if secret.is_empty() {
-            t
-        } else {
-            t.replace(secret, "[redacted]")
-        }
-    };
+    let scrub = |t: String| redactor.scrub(t);
     let (code, description) = parse_error_body(body);
     let (code, description) = (code.map(scrub), description.map(scrub));
     let err =
@@ -457,7 +453,7 @@ mod tests {
             StatusCode::UNAUTHORIZED,
             body.as_bytes(),
             None,
-            "s3cr3t-value",
+            &Redactor::new("id", "s3cr3t-value"),
         );
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("s3c"), "{shown}");
@@ -466,7 +462,7 @@ mod tests {
 
     #[test]
     fn redirects_are_named() {
-        let e = status_error(StatusCode::FOUND, b"", None, "");
+        let e = status_error(StatusCode::FOUND, b"", None, &Redactor::default());
         assert_eq!(e.kind(), TokenErrorKind::Status);
         assert!(e.to_string().contains("redirects are not followed"), "{e}");
     }
@@ -496,7 +492,10 @@ mod tests {
     #[test]
     fn an_answer_is_a_token_or_an_error() {
         let ok = http::Response::new(Bytes::from_static(br#"{"access_token":"abc"}"#));
-        assert_eq!(read(&ok, "").unwrap().expose_token(), "abc");
+        assert_eq!(
+            read(&ok, &Redactor::default()).unwrap().expose_token(),
+            "abc"
+        );
         let mut refused = http::Response::new(Bytes::from_static(
             br#"{"error":"slow_down","error_description":"not with s3cr3t"}"#,
         ));
@@ -504,7 +503,7 @@ mod tests {
         refused
             .headers_mut()
             .insert(http::header::RETRY_AFTER, "3".parse().unwrap());
-        let e = read(&refused, "s3cr3t").unwrap_err();
+        let e = read(&refused, &Redactor::new("id", "s3cr3t")).unwrap_err();
         assert_eq!(e.status(), Some(StatusCode::TOO_MANY_REQUESTS));
         assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
         assert_eq!(e.error_description(), Some("not with [redacted]"));
@@ -539,16 +538,16 @@ mod tests {
         let exp = server_now.duration_since(UNIX_EPOCH).unwrap().as_secs() + 600;
         let token = jwt(&format!(r#"{{"sub":"svc","exp":{exp}}}"#));
         let body = format!(r#"{{"access_token":"{token}","token_type":"Bearer"}}"#);
-        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        let t = read(&answer(&body, Some(server_now)), &Redactor::default()).unwrap();
         assert_eq!(t.expires_in(), None);
         let lifetime = t.lifetime().as_secs_f64();
         assert!((598.0..=600.0).contains(&lifetime), "{lifetime}");
         // With `expires_in` too, the earlier of the two wins.
         let body = format!(r#"{{"access_token":"{token}","expires_in":300}}"#);
-        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        let t = read(&answer(&body, Some(server_now)), &Redactor::default()).unwrap();
         assert_eq!(t.lifetime(), Duration::from_secs(300));
         let body = format!(r#"{{"access_token":"{token}","expires_in":3600}}"#);
-        let t = read(&answer(&body, Some(server_now)), "").unwrap();
+        let t = read(&answer(&body, Some(server_now)), &Redactor::default()).unwrap();
         let lifetime = t.lifetime().as_secs_f64();
         assert!((598.0..=600.0).contains(&lifetime), "{lifetime}");
     }
@@ -562,7 +561,7 @@ mod tests {
             format!(r#"{{"access_token":"{token}"}}"#),
             format!(r#"{{"access_token":"{token}","expires_in":3600}}"#),
         ] {
-            let e = read(&answer(&body, Some(now)), "").unwrap_err();
+            let e = read(&answer(&body, Some(now)), &Redactor::default()).unwrap_err();
             assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
             assert!(e.to_string().contains("already past"), "{e}");
             assert!(!e.to_string().contains(&token));
@@ -579,12 +578,12 @@ mod tests {
             jwt(r#"{"exp":-5}"#),
         ] {
             let body = format!(r#"{{"access_token":"{token}"}}"#);
-            let t = read(&answer(&body, None), "").unwrap();
+            let t = read(&answer(&body, None), &Redactor::default()).unwrap();
             assert_eq!(t.lifetime(), DEFAULT_LIFETIME, "{token}");
         }
         // An `exp` years away is cut to a day.
         let body = format!(r#"{{"access_token":"{}"}}"#, jwt(r#"{"exp":99999999999}"#));
-        let t = read(&answer(&body, None), "").unwrap();
+        let t = read(&answer(&body, None), &Redactor::default()).unwrap();
         assert_eq!(t.lifetime(), MAX_LIFETIME);
     }
 

@@ -65,11 +65,12 @@ impl ClientAssertion {
     }
 
     /// How long after its making the assertion is valid (`exp - iat`),
-    /// rounded up to whole seconds.
+    /// rounded up to whole seconds; longer than
+    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
     ///
     /// Default: [`DEFAULT_ASSERTION_LIFETIME`] (60 s).
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
-        self.lifetime = lifetime;
+        self.lifetime = lifetime.min(crate::policy::MAX_SETTING);
         self
     }
 
@@ -138,7 +139,7 @@ impl ClientAssertion {
             "aud": self.audience,
             "iat": now,
             "nbf": now,
-            "exp": now + lifetime.max(1),
+            "exp": now.saturating_add(lifetime.max(1)),
             "jti": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(jti),
         });
         let mut input = String::with_capacity(512);

@@ -258,6 +258,37 @@ pub(crate) fn check_unencoded(
     ))
 }
 
+/// Warns when `value`, sent unencoded as the specification says, holds a
+/// character a server that form-decodes the body would read as something
+/// else (`+` as a space, `%` as the start of an escape): what is sent is
+/// still what the specification asks for, but the warning names the
+/// character (never the value) and the client authentication to use if the
+/// server refuses it.
+pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
+    let character = if value.contains('+') {
+        "`+`"
+    } else if value.contains('%') {
+        "`%`"
+    } else {
+        return;
+    };
+    tracing::warn!(
+        "the {what} contains {character}, which the specification's unencoded body sends as \
+         it is; a server that form-decodes the body reads `+` as a space and `%XX` as an \
+         escape, so it would read another value: if the server refuses it, use \
+         ClientAuth::FormBody (or ClientAuth::Basic), which encode it"
+    );
+}
+
+/// The parameters the layer sets itself, which no user parameter may name.
+pub(crate) const RESERVED_PARAMS: [&str; 5] = [
+    "grant_type",
+    "client_id",
+    "client_secret",
+    "client_assertion",
+    "client_assertion_type",
+];
+
 /// Extra parameters: a name that is not empty or reserved, and (unencoded)
 /// a name and value the body can carry.
 pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
@@ -265,18 +296,22 @@ pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<()
     if name.is_empty() {
         return bad("a token request parameter has an empty name".into());
     }
-    if ["grant_type", "client_id", "client_secret"].contains(&name) {
+    if RESERVED_PARAMS.contains(&name) {
         return bad(format!(
-            "`{name}` is set by the layer itself and cannot be given as a parameter"
+            "`{name}` is set by the layer itself (from the client authentication) and cannot \
+             be given as a parameter, so that no parameter stands beside or replaces the \
+             layer's own"
         ));
     }
     if unencoded {
         if name.contains('=') {
             return bad(format!("the parameter name `{name}` contains `=`"));
         }
-        let what = format!("value of parameter `{name}`");
+        let what = format!("value of parameter `{}`", crate::error::clip(name));
         check_unencoded(name, ConfigErrorKind::InvalidParameter, "parameter name")?;
         check_unencoded(value, ConfigErrorKind::InvalidParameter, &what)?;
+        warn_if_read_otherwise(name, "parameter name");
+        warn_if_read_otherwise(value, &what);
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
 use super::client_auth::{AssertionSettings, ClientAuth};
+use super::redact::Redactor;
 use crate::boxed::BoxFuture;
 use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
@@ -30,7 +31,8 @@ enum ClientProof {
 /// The token request of the specification (section 4) and its variants.
 pub(crate) struct ClientCredentials {
     url: Uri,
-    client_secret: String,
+    /// Every form the secret was sent in, to scrub from the answers.
+    redactor: Redactor,
     /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
     proof: ClientProof,
@@ -122,7 +124,7 @@ impl ClientCredentials {
         };
         ClientCredentials {
             url,
-            client_secret,
+            redactor: Redactor::new(client_id, &client_secret),
             body: Bytes::from(body),
             proof,
             basic,
@@ -191,8 +193,8 @@ impl ClientCredentials {
         if !missing.is_empty() {
             tracing::warn!(
                 requested = %requested,
-                granted = %granted,
-                missing = %missing.join(" "),
+                granted = %crate::error::clip(granted),
+                missing = %crate::error::clip(&missing.join(" ")),
                 "the token endpoint granted fewer scopes than requested"
             );
         }
@@ -257,7 +259,7 @@ impl ClientCredentials {
                 if let Some(dpop) = &self.dpop {
                     dpop.remember_from(&self.url, response.headers());
                 }
-                return match crate::endpoint::answer::read(&response, &self.client_secret) {
+                return match crate::endpoint::answer::read(&response, &self.redactor) {
                     Ok(token) => {
                         #[cfg(feature = "jwt")]
                         if let Some(dpop) = &self.dpop {

@@ -15,8 +15,9 @@ use crate::boxed::BoxFuture;
 use crate::endpoint::answer::{retry_after, status_error};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::client_credentials::ClientCredentials;
+use crate::endpoint::redact::Redactor;
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
-use crate::error::{TokenError, TokenErrorKind};
+use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
 /// What discovery found at an issuer: from
@@ -140,7 +141,7 @@ impl Discovery {
                     let request = Arc::new(self.request_for(&metadata)?);
                     tracing::info!(
                         issuer = %self.issuer,
-                        token_endpoint = %metadata.token_endpoint,
+                        token_endpoint = %clip(&metadata.token_endpoint),
                         client_auth = ?metadata.client_auth,
                         "discovered the token endpoint"
                     );
@@ -182,7 +183,12 @@ impl Discovery {
             })?;
         let status = response.status();
         if !status.is_success() {
-            let e = status_error(status, response.body(), retry_after(response.headers()), "");
+            let e = status_error(
+                status,
+                response.body(),
+                retry_after(response.headers()),
+                &Redactor::default(),
+            );
             return Err(e.with_message(at(format!("the server answered HTTP {status}"))));
         }
         let invalid =
@@ -194,9 +200,10 @@ impl Discovery {
         let issuer = text("issuer").unwrap_or_default();
         if issuer != self.issuer {
             return Err(invalid(format!(
-                "the metadata names the issuer `{issuer}`, not `{}` as configured; they must be \
+                "the metadata names the issuer `{}`, not `{}` as configured; they must be \
                  identical (RFC 8414 section 3.3): configure the issuer exactly as the server \
                  names it",
+                clip(issuer),
                 self.issuer
             )));
         }
@@ -207,9 +214,11 @@ impl Discovery {
             doc.get(key)
                 .and_then(Value::as_array)
                 .map(|values| {
+                    // Server text: clipped and escaped, and at most 32.
                     values
                         .iter()
-                        .filter_map(|m| m.as_str().map(str::to_owned))
+                        .filter_map(|m| m.as_str().map(clip))
+                        .take(32)
                         .collect()
                 })
                 .unwrap_or_default()

@@ -10,6 +10,7 @@ pub(crate) mod assertion;
 pub(crate) mod client_auth;
 pub(crate) mod client_credentials;
 pub(crate) mod discovery;
+pub(crate) mod redact;
 #[cfg(feature = "reqwest")]
 pub(crate) mod tls;
 pub(crate) mod transport;

@@ -1,6 +1,6 @@
-//! TLS settings of the built-in reqwest transport: extra root certificates
-//! and the client identity of mutual TLS (RFC 8705), read and checked at
-//! `build()`.
+//! Settings of the built-in reqwest transport: extra root certificates,
+//! the client identity of mutual TLS (RFC 8705), read and checked at
+//! `build()`, and the proxies it takes from the environment.
 
 use std::fmt;
 
@@ -14,6 +14,8 @@ pub(crate) struct TlsSettings {
     /// The client's certificate chain and private key, both PEM.
     #[cfg(feature = "mtls")]
     pub(crate) identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// Proxies are not taken from the environment.
+    pub(crate) no_env_proxy: bool,
 }
 
 impl TlsSettings {
@@ -54,7 +56,7 @@ impl TlsSettings {
 
     /// Whether anything differs from reqwest's defaults.
     pub(crate) fn is_default(&self) -> bool {
-        self.roots.is_empty() && !self.presents_certificate()
+        self.roots.is_empty() && !self.presents_certificate() && !self.no_env_proxy
     }
 
     /// `builder` with these settings, each checked.
@@ -83,8 +85,63 @@ impl TlsSettings {
         if let Some((chain, key)) = &self.identity {
             builder = builder.identity(identity(chain, key)?);
         }
+        // reqwest's own reading of the environment would send a token
+        // request for a loopback endpoint (and its secret) to the proxy.
+        builder = builder.no_proxy();
+        if !self.no_env_proxy {
+            for proxy in env_proxies(|name| std::env::var(name).ok())? {
+                builder = builder.proxy(proxy);
+            }
+        }
         Ok(builder)
     }
+}
+
+/// What never goes through a proxy: loopback, whatever `NO_PROXY` says.
+const LOOPBACK: &str = "localhost,127.0.0.0/8,::1";
+
+/// The proxies the environment names, by the usual rules: `HTTPS_PROXY`
+/// for `https` URLs, `HTTP_PROXY` for `http` ones (not its uppercase form
+/// under CGI, where a request header can set it), `ALL_PROXY` for both,
+/// each also in lowercase, and none for the hosts `NO_PROXY` lists (names
+/// with their subdomains, IP addresses and ranges, `*` for all) or for
+/// loopback. `var` reads one variable.
+fn env_proxies(var: impl Fn(&str) -> Option<String>) -> Result<Vec<reqwest::Proxy>, ConfigError> {
+    let read = |upper: &str| {
+        let cgi = upper == "HTTP_PROXY" && var("REQUEST_METHOD").is_some();
+        let upper_value = if cgi { None } else { var(upper) };
+        upper_value
+            .or_else(|| var(&upper.to_ascii_lowercase()))
+            .filter(|v| !v.trim().is_empty())
+    };
+    let no_proxy = match read("NO_PROXY") {
+        Some(list) => format!("{list},{LOOPBACK}"),
+        None => LOOPBACK.to_owned(),
+    };
+    let mut proxies = Vec::new();
+    for (name, make) in [
+        (
+            "HTTPS_PROXY",
+            reqwest::Proxy::https::<String> as fn(String) -> reqwest::Result<reqwest::Proxy>,
+        ),
+        ("HTTP_PROXY", reqwest::Proxy::http::<String>),
+        ("ALL_PROXY", reqwest::Proxy::all::<String>),
+    ] {
+        if let Some(url) = read(name) {
+            // The URL may hold the proxy's password: never shown.
+            let proxy = make(url.trim().to_owned()).map_err(|_| {
+                ConfigError::new(
+                    ConfigErrorKind::InvalidSetting,
+                    format!(
+                        "the proxy URL in {name} cannot be used; fix it, or give \
+                         proxy_from_env(false)"
+                    ),
+                )
+            })?;
+            proxies.push(proxy.no_proxy(reqwest::NoProxy::from_string(&no_proxy)));
+        }
+    }
+    Ok(proxies)
 }
 
 /// The client identity from a certificate chain and a key, both PEM, each
@@ -141,6 +198,7 @@ impl fmt::Debug for TlsSettings {
         f.debug_struct("TlsSettings")
             .field("roots", &self.roots.len())
             .field("client_identity", &self.presents_certificate())
+            .field("proxy_from_env", &!self.no_env_proxy)
             .finish()
     }
 }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use http::Uri;
 
-use crate::error::{ConfigError, ConfigErrorKind};
+use crate::error::{clip, ConfigError, ConfigErrorKind};
 
 /// `raw` as the URL of `name`: absolute, with a host, no user information or
 /// fragment, and `https` unless the host is loopback or `allow_insecure_http`.
@@ -14,8 +14,14 @@ pub(crate) fn checked_url(
     raw: &str,
     allow_insecure_http: bool,
 ) -> Result<Uri, ConfigError> {
-    let bad =
-        |why: &str| ConfigError::new(ConfigErrorKind::InvalidUrl, format!("{name} `{raw}` {why}"));
+    // `raw` may come from a server's metadata: clipped and escaped.
+    let shown = clip(raw);
+    let bad = |why: &str| {
+        ConfigError::new(
+            ConfigErrorKind::InvalidUrl,
+            format!("{name} `{shown}` {why}"),
+        )
+    };
     if raw.contains('@') {
         // Checked before parsing, so the message never echoes a password.
         return Err(ConfigError::new(

@@ -89,7 +89,7 @@ pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &Cache
     #[cfg(feature = "jwt")]
     if let (Some(dpop), Some(ath)) = (&link.0.placement().dpop, &token.ath) {
         let sent = bearer(req, link, token);
-        return prove(dpop, req, ath, sent);
+        return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
     Step::Send(bearer(req, link, token))
 }
@@ -119,10 +119,19 @@ pub(crate) fn put_proof<B>(req: &mut Request<B>, proof: HeaderValue) {
     let _ = (req, proof);
 }
 
-/// Adds the DPoP proof of `req` (see [`crate::dpop`]).
+/// Adds the DPoP proof of `req` (see [`crate::dpop`]). A proof a custom
+/// signer makes takes time: once it is made, the token (usable until
+/// `usable_until`) is checked again, and a request whose token ran out
+/// meanwhile fails rather than carry it.
 #[cfg(feature = "jwt")]
 #[inline(never)]
-fn prove<B>(dpop: &crate::dpop::Dpop, req: &mut Request<B>, ath: &str, mut sent: Sent) -> Step {
+fn prove<B>(
+    dpop: &crate::dpop::Dpop,
+    req: &mut Request<B>,
+    ath: &str,
+    mut sent: Sent,
+    usable_until: tokio::time::Instant,
+) -> Step {
     use crate::dpop::Proof;
     match dpop.prove(req, ath) {
         Ok((Proof::Ready(value), target)) => {
@@ -132,7 +141,22 @@ fn prove<B>(dpop: &crate::dpop::Dpop, req: &mut Request<B>, ath: &str, mut sent:
         }
         Ok((Proof::Signing(signing), target)) => {
             sent.target = Some(target);
-            Step::Sign(sent, signing)
+            let started = tokio::time::Instant::now();
+            let checked = Box::pin(async move {
+                let proof = signing.await?;
+                let now = tokio::time::Instant::now();
+                if now >= usable_until {
+                    return Err(TokenError::new(crate::error::TokenErrorKind::Timeout)
+                        .with_message(format!(
+                            "the token ran out while the DPoP signer made the request's proof \
+                             (it took {:?}); the request was not sent, and the next one gets a \
+                             new token",
+                            now - started
+                        )));
+                }
+                Ok(proof)
+            });
+            Step::Sign(sent, checked)
         }
         Err(error) => Step::Fail(error),
     }

@@ -283,12 +283,13 @@ impl RedisStore {
     }
 
     /// The longest one Redis operation may take before the replica stops
-    /// waiting for Redis and fetches on its own.
+    /// waiting for Redis and fetches on its own. Longer than
+    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
     ///
     /// Default: 250 ms.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = timeout.min(crate::policy::MAX_SETTING);
         self
     }
 
