@@ -205,6 +205,55 @@ mod fleet {
         }
     }
 
+    /// Someone who can write to Redis stretches a value's time-to-live or
+    /// puts an old value back: the end sealed inside the value still holds.
+    /// An expired token is not handed out, and a failure's hold is not
+    /// stretched.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stretched_or_replayed_value_does_not_outlive_its_own_end() {
+        if support::redis_server::missing() {
+            return;
+        }
+        let server = RedisServer::start();
+        let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
+        let first = replica(&authority, &server.url(), "r:")
+            .token()
+            .await
+            .unwrap();
+        let mut con = server.connection();
+        let key: String = con.keys::<_, Vec<String>>("r:{*}").unwrap().remove(0);
+        let sealed: String = con.get(&key).unwrap();
+        // Gone from Redis when it runs out; put back for an hour.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let _: () = con.set_ex(&key, &sealed, 3600).unwrap();
+        let second = replica(&authority, &server.url(), "r:")
+            .token()
+            .await
+            .unwrap();
+        assert_ne!(second, first, "the replayed token ran out long ago");
+        assert_eq!(authority.token_requests(), 2);
+
+        // A failure held 100 ms, its time-to-live stretched to an hour.
+        let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+        authority.push_faults([fault(503, r#"{"error":"temporarily_unavailable"}"#)]);
+        let a = replica(&authority, &server.url(), "h:");
+        assert!(a.token().await.is_err());
+        let failure: String = con
+            .keys::<_, Vec<String>>("h:{*}:failure")
+            .unwrap()
+            .remove(0);
+        let _: () = con.expire(&failure, 3600).unwrap();
+        let b = replica(&authority, &server.url(), "h:");
+        let started = Instant::now();
+        while b.token().await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "held back too long"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Item 13: layers on different token sources share one store, each
     /// under the name it was given.
     #[tokio::test]

@@ -1,16 +1,49 @@
 //! What a store keeps, as text: a token as JSON (every field the endpoint
-//! sent), and a failure as JSON for the other replicas; sealing is
-//! `seal`'s.
+//! sent), and a failure as JSON for the other replicas, each with the wall
+//! clock instant it stops counting (`until_ms`, inside the seal: someone who
+//! can write to the store can stretch its time-to-live, not the value's own
+//! end); sealing is `seal`'s.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
-/// A failed fetch as JSON, for the other replicas: its kind, status, the
-/// endpoint's code and text (already scrubbed of the secret) and message.
-pub(crate) fn encode_failure(e: &TokenError) -> String {
+/// The member holding the instant, in milliseconds since the Unix epoch,
+/// from which a stored value no longer counts.
+const UNTIL: &str = "until_ms";
+
+/// Milliseconds since the Unix epoch, `after` from now.
+fn until_ms(after: Duration) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.saturating_add(after).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How much of `ttl` (what the store says is left) the stored value's own
+/// `until_ms` allows: the shorter of the two; `None` when the value has no
+/// `until_ms` or it has passed.
+pub(crate) fn time_left(json: &[u8], ttl: Duration) -> Option<Duration> {
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let until = value.get(UNTIL)?.as_u64()?;
+    let now = u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .ok()?
+            .as_millis(),
+    )
+    .ok()?;
+    let own = Duration::from_millis(until.checked_sub(now).filter(|left| *left > 0)?);
+    Some(own.min(ttl))
+}
+
+/// A failed fetch as JSON, for the other replicas for `hold`: its kind,
+/// status, the endpoint's code and text (already scrubbed of the secret),
+/// message, and when the hold ends.
+pub(crate) fn encode_failure(e: &TokenError, hold: Duration) -> String {
     let mut map = serde_json::Map::new();
+    map.insert(UNTIL.into(), until_ms(hold).into());
     map.insert("kind".into(), kind_name(e.kind()).into());
     if let Some(status) = e.status() {
         map.insert("status".into(), status.as_u16().into());
@@ -75,9 +108,11 @@ fn kind_name(kind: TokenErrorKind) -> &'static str {
 }
 
 /// The token as JSON in the token endpoint's shape (read back with
-/// [`AccessToken::from_json`]); `expires_in` is the lifetime first announced.
-pub(crate) fn token_json(token: &AccessToken) -> String {
+/// [`AccessToken::from_json`]), usable for `usable_for` more; `expires_in` is
+/// the lifetime first announced.
+pub(crate) fn token_json(token: &AccessToken, usable_for: Duration) -> String {
     let mut map = serde_json::Map::new();
+    map.insert(UNTIL.into(), until_ms(usable_for).into());
     map.insert("access_token".into(), token.expose_token().into());
     let fields = [
         ("token_type", token.token_type()),
@@ -113,9 +148,20 @@ mod tests {
                  "issued_at":"1416157639014","client_id":"cid","unknown":"x"}"#,
         )
         .unwrap();
+        let json = token_json(&t, Duration::from_secs(60));
+        assert_eq!(AccessToken::from_json(json.as_bytes()).unwrap(), t);
+        // Its own end bounds whatever time-to-live the store reports.
+        let left = time_left(json.as_bytes(), Duration::from_secs(3600)).unwrap();
+        assert!(left <= Duration::from_secs(60) && left > Duration::from_secs(50));
         assert_eq!(
-            AccessToken::from_json(token_json(&t).as_bytes()).unwrap(),
-            t
+            time_left(json.as_bytes(), Duration::from_secs(5)),
+            Some(Duration::from_secs(5))
+        );
+        let past = token_json(&t, Duration::ZERO);
+        assert_eq!(time_left(past.as_bytes(), Duration::from_secs(5)), None);
+        assert_eq!(
+            time_left(br#"{"access_token":"a"}"#, Duration::from_secs(5)),
+            None
         );
     }
 }

@@ -14,7 +14,7 @@ use super::connection::Connection;
 use super::{Problem, RedisStore};
 use crate::boxed::BoxFuture;
 use crate::error::TokenError;
-use crate::store::codec::{decode_failure, encode_failure, token_json};
+use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::token::AccessToken;
@@ -84,25 +84,22 @@ impl RedisStore {
             .await?;
         // A value that does not open, or garbage, counts as no token; a
         // fetch overwrites it.
+        // What is left of each is the shorter of Redis's time-to-live and
+        // the end sealed inside the value: a stretched time-to-live (or an
+        // old value put back) does not make a token usable longer.
         let token = match (value, u64::try_from(pttl)) {
-            (Some(value), Ok(ms)) => self
-                .open(sealer, key, &value)
-                .and_then(|json| AccessToken::from_json(&json).ok())
-                .map(|token| {
-                    let sealed = (token.expose_token().to_owned(), value);
-                    (
-                        SharedToken {
-                            token,
-                            usable_for: Duration::from_millis(ms),
-                        },
-                        sealed,
-                    )
-                }),
+            (Some(value), Ok(ms)) => self.open(sealer, key, &value).and_then(|json| {
+                let usable_for = time_left(&json, Duration::from_millis(ms))?;
+                let token = AccessToken::from_json(&json).ok()?;
+                let sealed = (token.expose_token().to_owned(), value);
+                Some((SharedToken { token, usable_for }, sealed))
+            }),
             _ => None,
         };
         let failure = match (failure, u64::try_from(failure_pttl)) {
             (Some(f), Ok(ms)) => self.open(sealer, &failure_key, &f).and_then(|json| {
-                decode_failure(&String::from_utf8_lossy(&json), Duration::from_millis(ms))
+                let left = time_left(&json, Duration::from_millis(ms))?;
+                decode_failure(&String::from_utf8_lossy(&json), left)
             }),
             _ => None,
         };
@@ -246,7 +243,9 @@ impl RedisStore {
         let mut con = self.connection().await?;
         let shared = match &outcome {
             Ok(shared) => {
-                let Some(sealed) = sealer.seal(key, token_json(&shared.token).as_bytes()) else {
+                let Some(sealed) =
+                    sealer.seal(key, token_json(&shared.token, shared.usable_for).as_bytes())
+                else {
                     return outcome.map_err(Problem::Token);
                 };
                 self.handed_out(key, shared.token.expose_token(), sealed.clone());
@@ -267,7 +266,8 @@ impl RedisStore {
                 // The fleet holds back as long as this replica will.
                 let hold = ctx.hold_after(e);
                 let failure_key = failure_key(key);
-                let Some(sealed) = sealer.seal(&failure_key, encode_failure(e).as_bytes()) else {
+                let Some(sealed) = sealer.seal(&failure_key, encode_failure(e, hold).as_bytes())
+                else {
                     return outcome.map_err(Problem::Token);
                 };
                 self.bounded(
