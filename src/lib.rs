@@ -262,10 +262,16 @@
 //! # Secrets
 //!
 //! The client secret and tokens never appear in `Debug` or `Display` of any
-//! type of this crate, nor in its logs. Error text from the token endpoint is
-//! cut to a bounded length and has the secret scrubbed out. The
+//! type of this crate, nor in its logs. Error text from the token endpoint
+//! has the secret scrubbed out in every form the crate sent it (raw,
+//! percent- and form-encoded, inside the Basic credential, JSON-escaped),
+//! its control characters escaped, and is cut to a bounded length. The
 //! `Authorization` header value is marked
-//! [sensitive](http::HeaderValue::set_sensitive).
+//! [sensitive](http::HeaderValue::set_sensitive). Every token is checked
+//! (it fits a header as it is, at most 16 KiB, not an expired JWT) before it
+//! is cached or shared. SECURITY.md in the repository says what replicas
+//! share and what an attacker at the token endpoint or in Redis can and
+//! cannot do.
 //!
 //! # Beyond the specification
 //!
