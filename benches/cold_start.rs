@@ -5,10 +5,13 @@
 //! refresher doing the same (`tests/support/refresher.rs`), measured in the
 //! same run.
 //!
-//! `cargo bench --bench cold_start`
+//! `cargo bench --bench cold_start`; at the end it prints the bursts as
+//! ratios to the refresher's in the same run.
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
+#[path = "support/ratios.rs"]
+mod ratios;
 #[path = "../tests/support/refresher.rs"]
 mod refresher;
 #[path = "../tests/support/services.rs"]
@@ -123,5 +126,15 @@ fn cold_start(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cold_start);
+/// The layer's cold burst against the refresher's, from this run's medians.
+fn report(_: &mut Criterion) {
+    println!("\n| group | bench | median | baseline | ratio |\n|---|---|---|---|---|");
+    ratios::print(
+        "cold_start",
+        "refresher_cold_10000_concurrent",
+        &["cold_10000_concurrent", "warm_10000_concurrent"],
+    );
+}
+
+criterion_group!(benches, cold_start, report);
 criterion_main!(benches);

@@ -1,8 +1,11 @@
 //! The warm path: `OAuthService` against tower-http's `SetRequestHeader`
 //! with a fixed `Authorization` value (the floor) and the bare inner service.
 //!
-//! `cargo bench --bench hot_path`
+//! `cargo bench --bench hot_path`; at the end it prints each median as a
+//! ratio to `set_request_header`'s in the same run.
 
+#[path = "support/ratios.rs"]
+mod ratios;
 #[path = "../tests/support/services.rs"]
 mod services;
 #[path = "support/threads.rs"]
@@ -77,5 +80,28 @@ fn two_threads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, single_thread, two_threads, clone_per_request);
+/// The ratios to the fixed header, from the medians of this run.
+fn report(_: &mut Criterion) {
+    println!("\n| group | bench | median | baseline | ratio |\n|---|---|---|---|---|");
+    for group in ["warm_path_1_thread", "warm_path_2_threads"] {
+        ratios::print(
+            group,
+            "set_request_header",
+            &["bare", "oauth", "oauth_8_slots"],
+        );
+    }
+    ratios::print(
+        "clone_per_request_1_thread",
+        "set_request_header",
+        &["oauth"],
+    );
+}
+
+criterion_group!(
+    benches,
+    single_thread,
+    two_threads,
+    clone_per_request,
+    report
+);
 criterion_main!(benches);

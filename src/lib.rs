@@ -136,17 +136,18 @@
 //! - **Back-off.** After a failed token request no new one is made before the
 //!   endpoint's `Retry-After` (up to an hour), or else:
 //!   - while no usable token serves and the failure can heal by itself (5xx,
-//!     429, time-outs, transport errors): about one request per
-//!     [`min_backoff`](OAuthLayerBuilder::min_backoff) (1 s), so requests
-//!     recover within about a second of the endpoint's return;
+//!     429, time-outs, transport errors): one request a little before each
+//!     [`min_backoff`](OAuthLayerBuilder::min_backoff) (every 0.8 to 0.95 s
+//!     by default), so requests recover within a second of the endpoint's
+//!     return;
 //!   - for refused credentials (400, 401, ...) and for renewals while a
 //!     token still serves: exponential, from `min_backoff` doubling to
 //!     [`max_backoff`](OAuthLayerBuilder::max_backoff) (60 s); a renewal's
 //!     back-off ends when the token does.
 //!
-//!   Every delay is jittered (between it and half as much again, within the
-//!   two bounds), the first one included, so replicas that fail together do
-//!   not retry together. Meanwhile a request that needs a token fails at
+//!   Every delay is jittered (an exponential one between it and half as
+//!   much again, within the two bounds), the first one included, so
+//!   replicas that fail together do not retry together. Meanwhile a request that needs a token fails at
 //!   once with the last error (see [`TokenError::backing_off`]). A token
 //!   source, transport or store that panics is a failure like any other
 //!   ([`TokenErrorKind::Panic`]).

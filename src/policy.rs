@@ -37,6 +37,14 @@ pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
 /// the next request starts another.
 pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
 
+/// A steady retry (no token serves, the failure can heal) comes after this
+/// share of `min_backoff`, plus up to [`STEADY_SPREAD`] of it by jitter:
+/// always before `min_backoff` has passed, so that requests recover within
+/// `min_backoff` of the endpoint's return.
+const STEADY_LOW: f64 = 0.8;
+/// See [`STEADY_LOW`].
+const STEADY_SPREAD: f64 = 0.15;
+
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 
@@ -187,27 +195,29 @@ impl Policy {
     /// The back-off after `failure`, with `jitter` in `[0, 1)`:
     ///
     /// - a `Retry-After` is honoured as it is (see [`hold_after`](Self::hold_after));
-    /// - with no usable token and a failure that can heal, a steady retry
-    ///   about every `min_backoff`, so requests recover within about that
-    ///   much once the endpoint is back;
+    /// - with no usable token and a failure that can heal, a steady retry a
+    ///   little before each `min_backoff` (0.8 to 0.95 of it, jittered), so
+    ///   that requests recover within `min_backoff` of the endpoint's
+    ///   return, at about one token request per `min_backoff` meanwhile;
     /// - otherwise (refused credentials, or a renewal while a token still
     ///   serves) exponential: `min_backoff` doubled per failure in a row, up
     ///   to `max_backoff`; a renewal's back-off never outlasts the token.
     ///
-    /// Each delay is spread by jitter between the nominal delay and half as
-    /// much again (at the cap: between two thirds of `max_backoff` and all of
-    /// it), and stays within `[min_backoff, max_backoff]`: replicas that fail
-    /// together do not retry together, from the first retry on.
+    /// An exponential delay is spread by jitter between the nominal delay
+    /// and half as much again (at the cap: between two thirds of
+    /// `max_backoff` and all of it), and stays within `[min_backoff,
+    /// max_backoff]`: replicas that fail together do not retry together,
+    /// from the first retry on.
     pub(crate) fn backoff(&self, failure: &Failure, jitter: f64) -> Duration {
         if failure.retry_after.is_some() {
             return self.hold_after(failure.retry_after);
         }
-        let steady = failure.can_heal && failure.serving_until.is_none();
-        let doublings = if steady {
-            0
-        } else {
-            failure.in_a_row.saturating_sub(1).min(20)
-        };
+        if failure.can_heal && failure.serving_until.is_none() {
+            return self
+                .min_backoff
+                .mul_f64(STEADY_LOW + STEADY_SPREAD * jitter);
+        }
+        let doublings = failure.in_a_row.saturating_sub(1).min(20);
         let nominal = self.min_backoff.saturating_mul(1 << doublings);
         let (min, max) = (self.min_backoff, self.max_backoff);
         let low = nominal.min(max.mul_f64(2.0 / 3.0)).max(min);
@@ -346,8 +356,16 @@ mod tests {
     fn a_failure_that_can_heal_retries_steadily_while_no_token_serves() {
         let p = policy();
         for n in [1, 2, 10, 1000] {
-            let d = p.backoff(&failure(n, true), 0.999);
-            assert!(d >= SEC && d < Duration::from_millis(1500), "{n}: {d:?}");
+            // A little before each second: recovered within a second.
+            assert_eq!(
+                p.backoff(&failure(n, true), 0.0),
+                Duration::from_millis(800)
+            );
+            let d = p.backoff(&failure(n, true), 0.999_999);
+            assert!(
+                d > Duration::from_millis(949) && d < Duration::from_millis(950),
+                "{n}: {d:?}"
+            );
         }
         // While a token still serves, a renewal backs off exponentially.
         let renewing = Failure {

@@ -12,10 +12,14 @@ const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 pub(crate) fn is_unauthorized<B>(response: &Response<B>) -> bool {
     match response.status() {
         StatusCode::UNAUTHORIZED => true,
-        StatusCode::OK => response
-            .headers()
-            .get(GRPC_STATUS)
-            .is_some_and(|status| status == "16"),
+        // A gRPC answer always has headers; an empty map needs no lookup.
+        StatusCode::OK => {
+            let headers = response.headers();
+            !headers.is_empty()
+                && headers
+                    .get(GRPC_STATUS)
+                    .is_some_and(|status| status == "16")
+        }
         _ => false,
     }
 }

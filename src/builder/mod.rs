@@ -423,8 +423,12 @@ impl OAuthLayerBuilder {
 
     /// The first delay after a failed token request before another is made;
     /// each further failure in a row doubles it (with jitter), up to
-    /// [`max_backoff`](Self::max_backoff). A `Retry-After` from the endpoint
-    /// takes precedence (up to one hour). Must be more than zero.
+    /// [`max_backoff`](Self::max_backoff). While no token serves and the
+    /// failure can heal (5xx, 429, time-outs, transport errors), retries come
+    /// steadily instead, a little before each `min_backoff` (0.8 to 0.95 of
+    /// it), so that requests recover within `min_backoff` of the endpoint's
+    /// return. A `Retry-After` from the endpoint takes precedence (up to one
+    /// hour). Must be more than zero.
     ///
     /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
     /// as 24 hours.

@@ -242,10 +242,36 @@ where
 {
     type Output = Result<Response<ResB>, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        // The usual case first, and alone: the inner service called with
+        // the token at hand. Waiting, signing and failing are out of line.
+        if let StateProj::Calling { fut, sent } = this.state.as_mut().project() {
+            let response = ready!(fut.poll(cx)).map_err(Into::into)?;
+            if let Some(sent) = sent {
+                sent.answered(&response);
+            }
+            return Poll::Ready(Ok(response));
+        }
+        Self::poll_before_calling(this.state, cx)
+    }
+}
+
+impl<S, B, ResB> ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    /// Polls a request that is not yet calling the inner service: waiting
+    /// for a token, for its DPoP proof, or failed.
+    #[inline(never)]
+    fn poll_before_calling(
+        mut state: Pin<&mut State<S, B>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response<ResB>, BoxError>> {
         loop {
-            match this.state.as_mut().project() {
+            match state.as_mut().project() {
                 StateProj::Waiting { waiting } => {
                     let next = match ready!(waiting.poll_flight(cx)) {
                         Some(next) => next,
@@ -254,11 +280,11 @@ where
                             None => continue,
                         },
                     };
-                    this.state.set(State::after(next));
+                    state.set(State::after(next));
                 }
                 StateProj::Signing { signing } => {
                     let next = ready!(signing.poll_signed(cx));
-                    this.state.set(State::after(next));
+                    state.set(State::after(next));
                 }
                 StateProj::Calling { fut, sent } => {
                     let response = ready!(fut.poll(cx)).map_err(Into::into)?;

@@ -78,7 +78,7 @@ impl<S> OAuthService<S> {
     /// An instance on a link of its own to `cache` (the layer's default
     /// token), with its view of the current token.
     pub(crate) fn on(inner: S, cache: Arc<TokenCache>, slots: Arc<Slots>) -> Self {
-        let link = Arc::new(Link(cache));
+        let link = Arc::new(Link::new(cache));
         OAuthService {
             inner,
             current: CurrentCache::new(Current(Arc::clone(&link))),

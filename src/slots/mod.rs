@@ -136,7 +136,7 @@ impl Slots {
             )
         })?;
         let slot = Arc::new(Slot {
-            link: Arc::new(Link(recipe.slot(params)?)),
+            link: Arc::new(Link::new(recipe.slot(params)?)),
             used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
         });
         let mut map = SlotMap::clone(&self.map.load());
