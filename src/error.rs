@@ -51,6 +51,12 @@ pub enum TokenErrorKind {
     /// absolute URI (scheme and host), which this request lacks. Sending it
     /// again unchanged does not help.
     InvalidRequest,
+    /// No token is usable at this moment, and one is being fetched in the
+    /// background: returned only by the accessors that never wait
+    /// ([`OAuthLayer::token_now`](crate::OAuthLayer::token_now)). Asking
+    /// again shortly (or awaiting [`OAuthLayer::token`](crate::OAuthLayer::token))
+    /// gets it.
+    NotReady,
 }
 
 impl TokenErrorKind {
@@ -64,6 +70,7 @@ impl TokenErrorKind {
             TokenErrorKind::Panic => "token fetch panicked",
             TokenErrorKind::Signing => "signature could not be made",
             TokenErrorKind::InvalidRequest => "request cannot carry the token",
+            TokenErrorKind::NotReady => "no token is usable yet",
         }
     }
 }
@@ -269,7 +276,10 @@ impl TokenError {
     /// (400, 401, 403, ...), unusable responses and runtime failures.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
-            TokenErrorKind::Transport | TokenErrorKind::Timeout | TokenErrorKind::Signing => true,
+            TokenErrorKind::Transport
+            | TokenErrorKind::Timeout
+            | TokenErrorKind::Signing
+            | TokenErrorKind::NotReady => true,
             TokenErrorKind::Status => self.inner.status.is_some_and(|s| {
                 s == StatusCode::REQUEST_TIMEOUT
                     || s == StatusCode::TOO_MANY_REQUESTS

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
-use crate::cache::TokenCache;
+use crate::cache::{CachedToken, TokenCache};
 use crate::endpoint::discovery::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
 use crate::params::TokenParams;
@@ -16,7 +16,7 @@ use crate::service::OAuthService;
 use crate::slots::recipe::Endpoint;
 use crate::slots::Slots;
 use crate::stats::Stats;
-use crate::token::AccessToken;
+use crate::token::{AccessToken, UsableToken};
 
 /// Adds a client-credentials access token to every request of the service it
 /// wraps.
@@ -192,6 +192,62 @@ impl OAuthLayer {
         self.shared.cache.token().await.map(|t| t.token.clone())
     }
 
+    /// The current token if it is usable at this moment, without waiting and
+    /// without blocking: for code that cannot await, such as a tonic
+    /// [`Interceptor`](https://docs.rs/tonic/latest/tonic/service/trait.Interceptor.html)
+    /// or a callback. Its expiry is checked against the clock, as for a
+    /// request through the layer, and a renewal ahead starts when it is due.
+    /// Without a usable token it returns an error at once and starts the
+    /// shared fetch in the background (on the current Tokio runtime), so a
+    /// later call finds the token.
+    ///
+    /// ```
+    /// use tonic::{service::Interceptor, Request, Status};
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// /// Puts the layer's token on every gRPC call, synchronously.
+    /// #[derive(Clone)]
+    /// struct BearerToken(OAuthLayer);
+    ///
+    /// impl Interceptor for BearerToken {
+    ///     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+    ///         let token = self.0.token_now().map_err(|e| Status::unavailable(e.to_string()))?;
+    ///         let value = token.header_value().as_bytes().try_into().map_err(|_| {
+    ///             Status::internal("the token cannot go into gRPC metadata")
+    ///         })?;
+    ///         request.metadata_mut().insert("authorization", value);
+    ///         Ok(request)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// (Prefer the layer itself where the client stack allows it: a request
+    /// through it waits for a token instead of failing.)
+    ///
+    /// # Errors
+    ///
+    /// [`NotReady`](crate::TokenErrorKind::NotReady) while a token is being
+    /// fetched; the last failure while backing off after one;
+    /// [`Runtime`](crate::TokenErrorKind::Runtime) when a fetch is needed and
+    /// no Tokio runtime is running here.
+    pub fn token_now(&self) -> Result<UsableToken, TokenError> {
+        self.shared.cache.usable_now().map(usable)
+    }
+
+    /// As [`token_now`](Self::token_now), for the token of `params` (see
+    /// [`token_for`](Self::token_for)).
+    ///
+    /// # Errors
+    ///
+    /// As [`token_now`](Self::token_now) and [`token_for`](Self::token_for).
+    pub fn token_now_for(&self, params: &TokenParams) -> Result<UsableToken, TokenError> {
+        if params.is_empty() {
+            return self.token_now();
+        }
+        let link = self.shared.slots.link_for(params)?;
+        link.0.usable_now().map(usable)
+    }
+
     /// Drops the current token because the API refused it, and starts
     /// fetching a new one; the next [`token`](Self::token) or request waits
     /// for it. Rate-limited like the layer's own reaction to a 401: within
@@ -212,6 +268,15 @@ impl OAuthLayer {
     /// ```
     pub fn force_renewal(&self) -> bool {
         self.shared.cache.force_renewal(None)
+    }
+}
+
+/// What a cached token hands out through the accessors that never wait.
+fn usable(token: Arc<CachedToken>) -> UsableToken {
+    UsableToken {
+        token: token.token.clone(),
+        header: token.header.clone(),
+        usable_for: token.timings.usable_for(tokio::time::Instant::now()),
     }
 }
 

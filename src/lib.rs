@@ -382,7 +382,7 @@ pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
-pub use token::{AccessToken, DEFAULT_LIFETIME};
+pub use token::{AccessToken, UsableToken, DEFAULT_LIFETIME};
 
 /// The README's examples, compiled as doctests so that they cannot rot.
 #[cfg(doctest)]

@@ -13,6 +13,50 @@ pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 /// on every request.
 pub(crate) const MAX_TOKEN_LEN: usize = 16 * 1024;
 
+/// A token usable at this moment, as
+/// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now) gives it: the
+/// token, the header value a request carries (`Bearer <token>`, or as the
+/// layer is configured; marked sensitive), and how much longer it may be
+/// presented. `Debug` never shows the token.
+#[derive(Clone)]
+pub struct UsableToken {
+    pub(crate) token: AccessToken,
+    pub(crate) header: http::HeaderValue,
+    pub(crate) usable_for: Duration,
+}
+
+impl UsableToken {
+    /// The token and what the endpoint said about it.
+    pub fn token(&self) -> &AccessToken {
+        &self.token
+    }
+
+    /// The value of the header a request carries it in: `Bearer <token>`
+    /// (or the layer's [`auth_scheme`](crate::OAuthLayerBuilder::auth_scheme)),
+    /// marked [sensitive](http::HeaderValue::set_sensitive). For a DPoP-bound
+    /// token, `DPoP <token>`: each request also needs a proof of its own
+    /// ([`DpopKey::proof`](crate::DpopKey::proof), feature `jwt`).
+    pub fn header_value(&self) -> &http::HeaderValue {
+        &self.header
+    }
+
+    /// How much longer it may be presented (the layer's expiry skew already
+    /// taken off), from the moment it was handed out.
+    pub fn usable_for(&self) -> Duration {
+        self.usable_for
+    }
+}
+
+impl fmt::Debug for UsableToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UsableToken")
+            .field("token", &self.token)
+            .field("header_value", &"[redacted]")
+            .field("usable_for", &self.usable_for)
+            .finish()
+    }
+}
+
 /// The lifetime the specification gives a token whose response has no usable
 /// `expires_in`: 60 minutes.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);

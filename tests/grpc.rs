@@ -96,3 +96,61 @@ async fn retry_unauthorized_resends_a_cloneable_grpc_call() {
     assert_eq!(oauth.stats().forced_renewals, 1);
     assert_eq!(authority.token_requests(), 2);
 }
+
+/// Puts the layer's current token on a call without awaiting (the
+/// synchronous accessor, for tonic's `Interceptor`).
+#[derive(Clone)]
+struct BearerToken(tower_oauth::OAuthLayer);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        let token = self
+            .0
+            .token_now()
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let value = token.header_value().as_bytes().try_into().unwrap();
+        request.metadata_mut().insert("authorization", value);
+        Ok(request)
+    }
+}
+
+#[tokio::test]
+async fn an_interceptor_gets_a_valid_token_without_awaiting() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let addr = start_health_server(&authority).await;
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let oauth = builder(&authority).build().unwrap();
+    let mut client = HealthClient::with_interceptor(channel, BearerToken(oauth.clone()));
+    let req = || HealthCheckRequest {
+        service: String::new(),
+    };
+    // Cold: refused at once, and the fetch starts in the background.
+    let cold = oauth.token_now().unwrap_err();
+    assert_eq!(cold.kind(), tower_oauth::TokenErrorKind::NotReady);
+    assert!(cold.is_retryable());
+    let refused = client.check(req()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable);
+    // The background fetch lands without anyone awaiting it.
+    let mut waited = Duration::ZERO;
+    while oauth.token_now().is_err() {
+        assert!(waited < Duration::from_secs(2), "no token after {waited:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        waited += Duration::from_millis(5);
+    }
+    let now = oauth.token_now().unwrap();
+    assert!(authority.accepts(now.token().expose_token()));
+    assert!(now.usable_for() > Duration::from_secs(3500));
+    assert!(!format!("{now:?}").contains(now.token().expose_token()));
+    for _ in 0..5 {
+        let ok = client.check(req()).await.unwrap().into_inner();
+        assert_eq!(ok.status(), ServingStatus::Serving);
+    }
+    assert_eq!(authority.token_requests(), 1);
+}

@@ -319,6 +319,25 @@ impl TokenCache {
         }
     }
 
+    /// A token usable now, without waiting: the current one (starting its
+    /// renewal ahead when it is due), else an error, having started the
+    /// shared fetch in the background if none is under way. For
+    /// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now).
+    pub(crate) fn usable_now(self: &Arc<Self>) -> FetchResult {
+        if let Some(token) = self.current.load_full() {
+            if self.check(Some(&token), Instant::now()).is_some() {
+                return Ok(token);
+            }
+        }
+        match self.acquire() {
+            Acquire::Now(outcome) => outcome,
+            Acquire::Wait(_) => Err(TokenError::new(TokenErrorKind::NotReady).with_message(
+                "a token request is under way in the background; ask again shortly, or await \
+                 OAuthLayer::token",
+            )),
+        }
+    }
+
     /// A usable token, waiting for the shared fetch if need be: for
     /// [`OAuthLayer::token`](crate::OAuthLayer::token).
     pub(crate) async fn token(self: &Arc<Self>) -> FetchResult {

@@ -73,6 +73,7 @@ pub(crate) fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         "panic" => TokenErrorKind::Panic,
         "signing" => TokenErrorKind::Signing,
         "invalid_request" => TokenErrorKind::InvalidRequest,
+        "not_ready" => TokenErrorKind::NotReady,
         _ => TokenErrorKind::Runtime,
     };
     let status = value
@@ -104,6 +105,7 @@ fn kind_name(kind: TokenErrorKind) -> &'static str {
         TokenErrorKind::Panic => "panic",
         TokenErrorKind::Signing => "signing",
         TokenErrorKind::InvalidRequest => "invalid_request",
+        TokenErrorKind::NotReady => "not_ready",
     }
 }
 
