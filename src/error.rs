@@ -60,6 +60,23 @@ pub enum TokenErrorKind {
 }
 
 impl TokenErrorKind {
+    /// The kind as a short, stable code (`transport`, `invalid_response`,
+    /// ...): what a store records and a metric's label says.
+    #[cfg_attr(not(any(feature = "redis", feature = "metrics")), allow(dead_code))]
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            TokenErrorKind::Transport => "transport",
+            TokenErrorKind::Timeout => "timeout",
+            TokenErrorKind::Status => "status",
+            TokenErrorKind::InvalidResponse => "invalid_response",
+            TokenErrorKind::Runtime => "runtime",
+            TokenErrorKind::Panic => "panic",
+            TokenErrorKind::Signing => "signing",
+            TokenErrorKind::InvalidRequest => "invalid_request",
+            TokenErrorKind::NotReady => "not_ready",
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             TokenErrorKind::Transport => "token request failed",

@@ -314,6 +314,7 @@
 //! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
 //! | `jwt` | no | client authentication with keys: `ClientAuth::PrivateKeyJwt(SigningKey)` and `ClientAuth::ClientSecretJwt` (RFC 7523), signed with `ring` |
 //! | `mtls` | no | `OAuthLayerBuilder::client_identity`: mutual TLS (RFC 8705) for the built-in reqwest transport; implies `reqwest` |
+//! | `metrics` | no | metrics through the [`metrics`](https://docs.rs/metrics) facade, to whichever recorder the program installs: `oauth.client.token.requests` (counter; `outcome`, and `error.type` on failure), `oauth.client.token.request.duration` (histogram, seconds; `outcome`), `oauth.client.token.renewals` (counter; `reason`: `ahead` or `refused`), `oauth.client.token.waits` and `oauth.client.unauthorized.retries` (counters). Labels take a few fixed values, never a token, secret or request value. |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(
@@ -348,6 +349,7 @@ mod slots;
 mod source;
 mod stats;
 mod store;
+mod telemetry;
 mod token;
 
 pub use boxed::{BoxError, BoxFuture};

@@ -66,6 +66,7 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
             Ok(response) if self.remaining > 0 && is_unauthorized(response) => {
                 self.remaining -= 1;
                 tracing::debug!("the API refused the token; resending the request");
+                crate::telemetry::unauthorized_retry();
                 Some(ready(()))
             }
             _ => None,

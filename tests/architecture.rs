@@ -31,6 +31,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("random", 0),
     ("refusal", 0),
     ("stats", 0),
+    ("telemetry", 0),
     ("token", 0),
 ];
 

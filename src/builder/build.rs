@@ -40,6 +40,7 @@ impl OAuthLayerBuilder {
     /// timeout or back-off; an auth scheme that is not a single word.
     pub fn build(mut self) -> Result<OAuthLayer, ConfigError> {
         let (policy, placement) = self.settings()?;
+        crate::telemetry::describe();
         let max_slots = self.max_token_slots.unwrap_or(DEFAULT_TOKEN_SLOTS);
         if max_slots == 0 {
             return Err(invalid_setting("max_token_slots must be at least 1"));

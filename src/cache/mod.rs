@@ -290,6 +290,7 @@ impl TokenCache {
             .is_ok()
         {
             Counters::bump(&self.counters.renewals_ahead);
+            crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
         }
     }
 
@@ -305,6 +306,7 @@ impl TokenCache {
         }
         if let Some(flight) = ctl.under_way(now) {
             Counters::bump(&self.counters.waited_for_token);
+            crate::telemetry::wait();
             return Acquire::Wait(Arc::clone(flight));
         }
         if let Some((left, error)) = ctl.backing_off(now) {
@@ -313,6 +315,7 @@ impl TokenCache {
         match self.take_off(&mut ctl, Reason::NoToken, None, now) {
             Ok(flight) => {
                 Counters::bump(&self.counters.waited_for_token);
+                crate::telemetry::wait();
                 Acquire::Wait(flight)
             }
             Err(e) => Acquire::Now(Err(e)),
@@ -403,6 +406,7 @@ impl TokenCache {
         }
         self.current.store(None);
         Counters::bump(&self.counters.forced_renewals);
+        crate::telemetry::renewal(crate::telemetry::Renewal::Refused);
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
         if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
             // Without a runtime here, the next request starts the fetch.
@@ -472,6 +476,7 @@ impl TokenCache {
         }
         let outcome = outcome
             .and_then(|fetched| self.prepare(fetched, ctl.next_generation(), now - sent_at, now));
+        crate::telemetry::token_request(&outcome, now - sent_at);
         match &outcome {
             Ok(token) => {
                 tracing::debug!(

@@ -44,7 +44,7 @@ pub(crate) fn time_left(json: &[u8], ttl: Duration) -> Option<Duration> {
 pub(crate) fn encode_failure(e: &TokenError, hold: Duration) -> String {
     let mut map = serde_json::Map::new();
     map.insert(UNTIL.into(), until_ms(hold).into());
-    map.insert("kind".into(), kind_name(e.kind()).into());
+    map.insert("kind".into(), e.kind().code().into());
     if let Some(status) = e.status() {
         map.insert("status".into(), status.as_u16().into());
     }
@@ -93,20 +93,6 @@ pub(crate) fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
         _ => error.with_retry_after(left),
     };
     Some(error.reported_by_another())
-}
-
-fn kind_name(kind: TokenErrorKind) -> &'static str {
-    match kind {
-        TokenErrorKind::Transport => "transport",
-        TokenErrorKind::Timeout => "timeout",
-        TokenErrorKind::Status => "status",
-        TokenErrorKind::InvalidResponse => "invalid_response",
-        TokenErrorKind::Runtime => "runtime",
-        TokenErrorKind::Panic => "panic",
-        TokenErrorKind::Signing => "signing",
-        TokenErrorKind::InvalidRequest => "invalid_request",
-        TokenErrorKind::NotReady => "not_ready",
-    }
 }
 
 /// The token as JSON in the token endpoint's shape (read back with

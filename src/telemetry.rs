@@ -1,0 +1,118 @@
+//! Metrics through the `metrics` facade (feature `metrics`): what the layer
+//! reports to whichever recorder the program installed (Prometheus,
+//! OpenTelemetry, StatsD exporters). Named in the OpenTelemetry semantic
+//! conventions' style; every label takes a few fixed values, never a token,
+//! a secret or anything from a request. Without the feature, each function
+//! is empty.
+//!
+//! | name | kind | unit | labels |
+//! |---|---|---|---|
+//! | `oauth.client.token.requests` | counter | requests | `outcome` (`success`, `failure`), `error.type` (the `TokenErrorKind`, on failure) |
+//! | `oauth.client.token.request.duration` | histogram | seconds | `outcome` |
+//! | `oauth.client.token.renewals` | counter | renewals | `reason` (`ahead`: before expiry; `refused`: the API refused the token) |
+//! | `oauth.client.token.waits` | counter | requests | none: requests that waited for a token request |
+//! | `oauth.client.unauthorized.retries` | counter | requests | none: requests `RetryUnauthorized` sent again |
+//!
+//! Requests served from the cache are not counted one by one: that would
+//! put a shared write on every request's path (see BENCHMARKS.md); they are
+//! the requests minus the waits.
+
+use std::time::Duration;
+
+use crate::error::TokenError;
+
+/// Describes the metrics to the recorder (their kind, unit and meaning).
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{describe_counter, describe_histogram, Unit};
+        describe_counter!(
+            TOKEN_REQUESTS,
+            Unit::Count,
+            "Token requests (through the token store, when there is one), by outcome"
+        );
+        describe_histogram!(
+            TOKEN_REQUEST_DURATION,
+            Unit::Seconds,
+            "How long token requests took, by outcome"
+        );
+        describe_counter!(
+            TOKEN_RENEWALS,
+            Unit::Count,
+            "Token renewals: ahead of expiry, or after the API refused the token"
+        );
+        describe_counter!(
+            TOKEN_WAITS,
+            Unit::Count,
+            "Requests that waited for a token request"
+        );
+        describe_counter!(
+            UNAUTHORIZED_RETRIES,
+            Unit::Count,
+            "Requests sent again after the API refused their token"
+        );
+    }
+}
+
+#[cfg(feature = "metrics")]
+const TOKEN_REQUESTS: &str = "oauth.client.token.requests";
+#[cfg(feature = "metrics")]
+const TOKEN_REQUEST_DURATION: &str = "oauth.client.token.request.duration";
+#[cfg(feature = "metrics")]
+const TOKEN_RENEWALS: &str = "oauth.client.token.renewals";
+#[cfg(feature = "metrics")]
+const TOKEN_WAITS: &str = "oauth.client.token.waits";
+#[cfg(feature = "metrics")]
+const UNAUTHORIZED_RETRIES: &str = "oauth.client.unauthorized.retries";
+
+/// A token request ended, after `took`, with `outcome`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn token_request<T>(outcome: &Result<T, TokenError>, took: Duration) {
+    #[cfg(feature = "metrics")]
+    match outcome {
+        Ok(_) => {
+            metrics::counter!(TOKEN_REQUESTS, "outcome" => "success").increment(1);
+            metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "success").record(took);
+        }
+        Err(error) => {
+            let kind = error.kind().code();
+            metrics::counter!(TOKEN_REQUESTS, "outcome" => "failure", "error.type" => kind)
+                .increment(1);
+            metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "failure").record(took);
+        }
+    }
+}
+
+/// Why a renewal started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Renewal {
+    /// Ahead of expiry.
+    Ahead,
+    /// The API refused the token.
+    Refused,
+}
+
+/// A renewal started.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn renewal(why: Renewal) {
+    #[cfg(feature = "metrics")]
+    {
+        let reason = match why {
+            Renewal::Ahead => "ahead",
+            Renewal::Refused => "refused",
+        };
+        metrics::counter!(TOKEN_RENEWALS, "reason" => reason).increment(1);
+    }
+}
+
+/// A request waits for a token request.
+pub(crate) fn wait() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(TOKEN_WAITS).increment(1);
+}
+
+/// `RetryUnauthorized` sends a request again.
+pub(crate) fn unauthorized_retry() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(UNAUTHORIZED_RETRIES).increment(1);
+}
