@@ -59,18 +59,24 @@ impl TlsSettings {
         self.roots.is_empty() && !self.presents_certificate() && !self.no_env_proxy
     }
 
-    /// `builder` with these settings, each checked.
+    /// `builder` with these settings, each checked: TLS through rustls with
+    /// `ring` (the one crypto provider in the tree) and the web's roots
+    /// (webpki-roots) plus the extra ones, the client identity if any, and
+    /// the proxies.
     pub(crate) fn apply(
         &self,
-        mut builder: reqwest::ClientBuilder,
+        builder: reqwest::ClientBuilder,
     ) -> Result<reqwest::ClientBuilder, ConfigError> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::CertificateDer;
+
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
         for pem in &self.roots {
-            let certificates = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-                invalid(format!(
-                    "the root certificates cannot be read: {}",
-                    e.without_url()
-                ))
-            })?;
+            let certificates = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| invalid("the root certificates cannot be read: not valid PEM"))?;
             if certificates.is_empty() {
                 return Err(invalid(
                     "root_certificates was given no certificate: expected PEM blocks BEGIN \
@@ -78,16 +84,36 @@ impl TlsSettings {
                 ));
             }
             for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
+                roots.add(certificate).map_err(|e| {
+                    invalid(format!("a root certificate cannot be used: {e}"))
+                })?;
             }
         }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(format!("TLS cannot be set up: {e}")))?
+            .with_root_certificates(roots);
         #[cfg(feature = "mtls")]
-        if let Some((chain, key)) = &self.identity {
-            builder = builder.identity(identity(chain, key)?);
-        }
+        let mut config = match &self.identity {
+            Some((chain, key)) => {
+                let (chain, key) = identity(chain, key)?;
+                config.with_client_auth_cert(chain, key).map_err(|e| {
+                    invalid(format!(
+                        "the client certificate and key cannot be used (does the key belong \
+                         to the certificate?): {e}"
+                    ))
+                })?
+            }
+            None => config.with_no_client_auth(),
+        };
+        #[cfg(not(feature = "mtls"))]
+        let mut config = config.with_no_client_auth();
+        // The token request speaks HTTP/1.1.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         // reqwest's own reading of the environment would send a token
         // request for a loopback endpoint (and its secret) to the proxy.
-        builder = builder.no_proxy();
+        let mut builder = builder.tls_backend_preconfigured(config).no_proxy();
         if !self.no_env_proxy {
             for proxy in env_proxies(|name| std::env::var(name).ok())? {
                 builder = builder.proxy(proxy);
@@ -147,7 +173,16 @@ fn env_proxies(var: impl Fn(&str) -> Option<String>) -> Result<Vec<reqwest::Prox
 /// The client identity from a certificate chain and a key, both PEM, each
 /// checked for what it must hold.
 #[cfg(feature = "mtls")]
-fn identity(chain: &[u8], key: &[u8]) -> Result<reqwest::Identity, ConfigError> {
+fn identity(
+    chain: &[u8],
+    key: &[u8],
+) -> Result<
+    (
+        Vec<rustls_pki_types::CertificateDer<'static>>,
+        rustls_pki_types::PrivateKeyDer<'static>,
+    ),
+    ConfigError,
+> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -164,9 +199,9 @@ fn identity(chain: &[u8], key: &[u8]) -> Result<reqwest::Identity, ConfigError> 
              CERTIFICATE"
         }));
     }
-    if PrivateKeyDer::from_pem_slice(key).is_err() {
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|_| {
         let text = String::from_utf8_lossy(key);
-        return Err(invalid(if text.contains("ENCRYPTED PRIVATE KEY") {
+        invalid(if text.contains("ENCRYPTED PRIVATE KEY") {
             "the client key is encrypted; give it decrypted (openssl pkcs8 -in key.pem \
              -nocrypt) from a secret store"
         } else if text.contains("-----BEGIN CERTIFICATE-----") {
@@ -175,18 +210,9 @@ fn identity(chain: &[u8], key: &[u8]) -> Result<reqwest::Identity, ConfigError> 
         } else {
             "the client key PEM holds no private key: expected BEGIN PRIVATE KEY, BEGIN RSA \
              PRIVATE KEY or BEGIN EC PRIVATE KEY"
-        }));
-    }
-    // The key first: reqwest reads the first key and every certificate.
-    let mut pem = key.to_vec();
-    pem.push(b'\n');
-    pem.extend_from_slice(chain);
-    reqwest::Identity::from_pem(&pem).map_err(|e| {
-        invalid(format!(
-            "the client certificate and key cannot be used: {}",
-            e.without_url()
-        ))
-    })
+        })
+    })?;
+    Ok((certificates, key))
 }
 
 fn invalid(message: impl Into<String>) -> ConfigError {
