@@ -280,6 +280,24 @@ fn usable(token: Arc<CachedToken>) -> UsableToken {
     }
 }
 
+impl OAuthLayer {
+    /// The default token's cache, for the layer's other entry points.
+    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
+    pub(crate) fn default_cache(&self) -> &Arc<TokenCache> {
+        &self.shared.cache
+    }
+
+    /// The cache of the token slot of `params` (made if need be); the
+    /// default token's for empty parameters.
+    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
+    pub(crate) fn cache_for(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
+        if params.is_empty() {
+            return Ok(Arc::clone(&self.shared.cache));
+        }
+        Ok(Arc::clone(&self.shared.slots.link_for(params)?.0))
+    }
+}
+
 impl<S> Layer<S> for OAuthLayer {
     type Service = OAuthService<S>;
 

@@ -314,6 +314,7 @@
 //! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
 //! | `jwt` | no | client authentication with keys: `ClientAuth::PrivateKeyJwt(SigningKey)` and `ClientAuth::ClientSecretJwt` (RFC 7523), signed with `ring` |
 //! | `mtls` | no | `OAuthLayerBuilder::client_identity`: mutual TLS (RFC 8705) for the built-in reqwest transport; implies `reqwest` |
+//! | `reqwest-middleware` | no | [`OAuthMiddleware`]: the layer's tokens for reqwest through reqwest-middleware 0.5; implies `reqwest` |
 //! | `metrics` | no | metrics through the [`metrics`](https://docs.rs/metrics) facade, to whichever recorder the program installs: `oauth.client.token.requests` (counter; `outcome`, and `error.type` on failure), `oauth.client.token.request.duration` (histogram, seconds; `outcome`), `oauth.client.token.renewals` (counter; `reason`: `ahead` or `refused`), `oauth.client.token.waits` and `oauth.client.unauthorized.retries` (counters). Labels take a few fixed values, never a token, secret or request value. |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -339,6 +340,8 @@ mod identity;
 #[cfg(feature = "jwt")]
 mod keys;
 mod layer;
+#[cfg(feature = "reqwest-middleware")]
+mod middleware;
 mod params;
 mod policy;
 mod random;
@@ -369,6 +372,9 @@ pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use keys::{Algorithm, JwsSigner, SigningKey};
 pub use layer::OAuthLayer;
+#[cfg(feature = "reqwest-middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
+pub use middleware::OAuthMiddleware;
 pub use params::TokenParams;
 pub use policy::{
     DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,

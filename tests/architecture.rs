@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// level (leaves, level 0, may use other leaves). The one exception is the
 /// layer and its builder, which know each other.
 const LEVELS: &[(&str, u32)] = &[
+    ("middleware", 100),
     ("layer", 90),
     ("builder", 90),
     ("retry", 90),

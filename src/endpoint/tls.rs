@@ -84,9 +84,9 @@ impl TlsSettings {
                 ));
             }
             for certificate in certificates {
-                roots.add(certificate).map_err(|e| {
-                    invalid(format!("a root certificate cannot be used: {e}"))
-                })?;
+                roots
+                    .add(certificate)
+                    .map_err(|e| invalid(format!("a root certificate cannot be used: {e}")))?;
             }
         }
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());

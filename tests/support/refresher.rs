@@ -30,7 +30,7 @@ impl Refresher {
             // process-wide crypto provider needed.
             http: reqwest::Client::builder()
                 .tls_backend_preconfigured(
-                    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                    rustls::ClientConfig::builder_with_provider(Arc::new(
                         rustls::crypto::ring::default_provider(),
                     ))
                     .with_safe_default_protocol_versions()

@@ -1,0 +1,149 @@
+//! reqwest through `OAuthMiddleware` (feature `reqwest-middleware`), against
+//! the loopback servers the Tower tests use: one token for a stream of
+//! requests, one cache with the layer, a refused token dropped and the
+//! request sent again, token slots through request extensions, DPoP proofs
+//! and nonces.
+#![cfg(feature = "reqwest-middleware")]
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use support::*;
+use tower_oauth::{OAuthLayer, TokenParams};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn client(oauth: &OAuthLayer) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest_client())
+        .with(oauth.middleware())
+        .build()
+}
+
+#[tokio::test]
+async fn a_stream_of_requests_makes_one_token_request() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let client = client(&oauth);
+    for n in 0..20 {
+        let response = client
+            .get(authority.api_url(&format!("/items/{n}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(authority.token_requests(), 1);
+    assert_eq!(authority.api_requests(), 20);
+    assert!(
+        authority.violations().is_empty(),
+        "{:?}",
+        authority.violations()
+    );
+}
+
+#[tokio::test]
+async fn the_layer_and_the_middleware_share_one_token() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let url = authority.api_url("/shared");
+    assert_eq!(send(&oauth, &url).await.unwrap().status(), 200);
+    let response = client(&oauth).get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let from_middleware = tower_oauth::OAuthMiddleware::from(oauth.clone());
+    let other = ClientBuilder::new(reqwest_client())
+        .with(from_middleware)
+        .build();
+    assert_eq!(other.get(&url).send().await.unwrap().status(), 200);
+    assert_eq!(authority.token_requests(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_token_is_dropped_and_the_request_sent_once_more() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let client = client(&oauth);
+    let url = authority.api_url("/orders");
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    authority.revoke_all();
+    // The 401 is not seen: the token is dropped, a new one fetched, the
+    // request (its body clonable) sent again.
+    let response = client.post(&url).body("payload").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(authority.token_requests(), 2);
+    assert_eq!(authority.api_refused(), 1);
+    assert_eq!(oauth.stats().forced_renewals, 1);
+    // Refused again at once (an API that refuses every token): renewals
+    // stay rate-limited (one per forced_renewal_interval), the request is
+    // sent once more only, and the 401 comes back.
+    authority.revoke_all();
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(authority.token_requests(), 2);
+    assert_eq!(authority.api_refused(), 3);
+}
+
+#[tokio::test]
+async fn token_params_in_the_extensions_select_a_slot() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let client = client(&oauth);
+    let url = authority.api_url("/default");
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    authority.expect(support::authority::Style::Unencoded, &[("scope", "orders")]);
+    let orders = TokenParams::new().scope("orders");
+    for _ in 0..3 {
+        let response = client
+            .get(authority.api_url("/orders"))
+            .with_extension(orders.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(authority.token_requests(), 2);
+    let slots = oauth.slot_stats();
+    assert_eq!(slots.len(), 1);
+    assert_eq!(slots[0].0, orders);
+    assert_eq!(slots[0].1.token_requests, 1);
+    assert!(
+        authority.violations().is_empty(),
+        "{:?}",
+        authority.violations()
+    );
+}
+
+#[cfg(feature = "jwt")]
+#[tokio::test]
+async fn dpop_proofs_and_nonces_go_with_every_request() {
+    use support::dpop_server::{DpopServer, Nonces};
+    use tower_oauth::{Algorithm, DpopKey};
+    // Two origins: the API's nonce is not the token endpoint's.
+    let server = DpopServer::start(2, Nonces::Strict, 3600).await;
+    let key = DpopKey::generate(Algorithm::Es256).unwrap();
+    let thumbprint = key.thumbprint().to_owned();
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(server.token_url())
+            .client_id(support::dpop_server::CLIENT_ID)
+            .client_secret(support::dpop_server::CLIENT_SECRET)
+            .dpop(key),
+    )
+    .build()
+    .unwrap();
+    let client = client(&oauth);
+    for n in 0..3 {
+        let response = client
+            .put(server.api_url(1, &format!("/things/{n}")))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{:?}", server.refusals());
+    }
+    // The first API request drew the nonce demand and was sent once more.
+    assert_eq!(server.api_nonce_challenges(), 1);
+    assert_eq!(server.bindings(), vec![thumbprint]);
+    assert_eq!(oauth.stats().token_requests, 1);
+}
