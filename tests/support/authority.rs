@@ -581,7 +581,7 @@ pub fn form_decode_value(v: &str) -> Option<String> {
 /// Decodes standard base64 with padding.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if s.len() % 4 != 0 {
+    if !s.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::new();
