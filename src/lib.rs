@@ -258,7 +258,10 @@
 //! checks. Events go through [`tracing`](https://docs.rs/tracing): token
 //! fetched and renewal ahead at `debug`, failed token requests (with the
 //! back-off delay) and refused tokens at `warn`, each token request in an
-//! `oauth_token_fetch` span. No secret or token is ever logged.
+//! `oauth_token_fetch` span (under the span of the request that started it)
+//! or, for a renewal ahead, an `oauth_token_renewal` span of its own; both
+//! name the token slot (never a parameter's value). No secret or token is
+//! ever logged.
 //!
 //! # Secrets
 //!

@@ -693,3 +693,35 @@ async fn a_plain_http_token_endpoint_off_loopback_is_refused() {
     );
     assert_eq!(authority.token_requests(), 0);
 }
+
+/// A renewal ahead runs in a span of its own that names its token slot by
+/// its parameters' names (never their values), apart from the request that
+/// happened to start it.
+#[tokio::test]
+async fn a_renewal_ahead_has_its_own_span_naming_the_slot() {
+    let logs = logs();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
+    authority.expect(
+        support::authority::Style::Unencoded,
+        &[("resource", "https://secret-api.example")],
+    );
+    let oauth = builder(&authority).build().unwrap();
+    let params = tower_oauth::TokenParams::new().resource("https://secret-api.example");
+    oauth.token_for(&params).await.unwrap();
+    // Past the renewal point (half of two seconds): renewed ahead.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    oauth.token_for(&params).await.unwrap();
+    let started = Instant::now();
+    while authority.token_requests() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let text = logs.text();
+    let renewal: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("oauth_token_renewal{slot=\"resource #"))
+        .collect();
+    assert!(!renewal.is_empty(), "{text}");
+    assert!(renewal.iter().all(|l| !l.contains("secret-api")), "{renewal:?}");
+}

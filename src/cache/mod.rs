@@ -135,6 +135,10 @@ pub(crate) struct TokenCache {
     placement: Placement,
     /// The token endpoint, when it was configured (not discovered): for logs.
     token_url: Option<http::Uri>,
+    /// The token slot this cache serves, by its parameters' names and its
+    /// identity's first hex digits (never a value): for logs. `None` for
+    /// the layer's default token.
+    slot: Option<String>,
     epoch: Instant,
     counters: Counters,
 }
@@ -159,6 +163,14 @@ impl Drop for TokenCache {
 }
 
 impl TokenCache {
+    /// The cache, named as the token slot `slot` in its logs.
+    pub(crate) fn for_slot(mut self: Arc<Self>, slot: String) -> Arc<Self> {
+        if let Some(cache) = Arc::get_mut(&mut self) {
+            cache.slot = Some(slot);
+        }
+        self
+    }
+
     pub(crate) fn new(
         source: Arc<dyn TokenSource>,
         policy: Policy,
@@ -177,6 +189,7 @@ impl TokenCache {
             }),
             placement,
             token_url,
+            slot: None,
             epoch: Instant::now(),
             counters: Counters::default(),
         })
@@ -434,11 +447,25 @@ impl TokenCache {
         let overdue = timeout.saturating_mul(OVERDUE_FETCH_TIMEOUTS) + Duration::from_secs(1);
         let flight = Flight::new(now + overdue);
         Counters::bump(&self.counters.token_requests);
-        let span = tracing::debug_span!(
-            "oauth_token_fetch",
-            ?reason,
-            token_url = ?self.token_url,
-        );
+        let slot = self.slot.as_deref().unwrap_or("default");
+        let span = match reason {
+            // A renewal ahead is the layer's own work, not the request's that
+            // happened to start it: a span of its own, naming the slot.
+            Reason::RenewAhead => tracing::debug_span!(
+                parent: None,
+                "oauth_token_renewal",
+                slot,
+                token_url = ?self.token_url,
+            ),
+            // A token request that requests wait for runs under the span of
+            // the one that started it.
+            _ => tracing::debug_span!(
+                "oauth_token_fetch",
+                ?reason,
+                slot,
+                token_url = ?self.token_url,
+            ),
+        };
         let task = FetchTask {
             cache: Arc::downgrade(self),
             flight: Arc::clone(&flight),

@@ -85,6 +85,8 @@ impl Recipe {
             identity: self.identity.with_params(&params),
             sealing_key: self.sealing_key,
         });
+        let slot =
+            (!extra.is_empty()).then(|| slot_name(extra, &self.identity.with_params(&params)));
         let (source, endpoint) = self.source(params);
         let cache = TokenCache::new(
             source,
@@ -93,6 +95,10 @@ impl Recipe {
             endpoint.url.clone(),
             store,
         );
+        let cache = match slot {
+            Some(slot) => cache.for_slot(slot),
+            None => cache,
+        };
         (cache, endpoint)
     }
 
@@ -171,6 +177,14 @@ fn merged(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String,
         .chain(extra)
         .cloned()
         .collect()
+}
+
+/// A token slot's name in logs: its parameters' names (never their values,
+/// which may be secret) and the first hex digits of its identity, which
+/// tell apart slots with the same names.
+fn slot_name(extra: &[(String, String)], identity: &crate::identity::TokenIdentity) -> String {
+    let names: Vec<&str> = extra.iter().map(|(name, _)| name.as_str()).collect();
+    format!("{} #{}", names.join(","), &identity.key()[..8])
 }
 
 #[cfg(test)]
