@@ -723,5 +723,8 @@ async fn a_renewal_ahead_has_its_own_span_naming_the_slot() {
         .filter(|l| l.contains("oauth_token_renewal{slot=\"resource #"))
         .collect();
     assert!(!renewal.is_empty(), "{text}");
-    assert!(renewal.iter().all(|l| !l.contains("secret-api")), "{renewal:?}");
+    assert!(
+        renewal.iter().all(|l| !l.contains("secret-api")),
+        "{renewal:?}"
+    );
 }
