@@ -366,8 +366,8 @@ pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use endpoint::{
-    ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME,
-    JWT_BEARER_ASSERTION_TYPE,
+    ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
+    DEFAULT_ASSERTION_LIFETIME, JWT_BEARER_ASSERTION_TYPE,
 };
 pub use endpoint::{ClientAuth, ServerMetadata};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};

@@ -55,7 +55,8 @@ async fn three_tokens(endpoint: &AssertionEndpoint, oauth: &OAuthLayer) {
     for c in &claims {
         assert_eq!(c["iss"], CLIENT);
         assert_eq!(c["sub"], CLIENT);
-        assert_eq!(c["exp"].as_u64().unwrap() - c["iat"].as_u64().unwrap(), 60);
+        // Backdated by the default clock skew (5 s); `exp` a minute on.
+        assert_eq!(c["exp"].as_u64().unwrap() - c["iat"].as_u64().unwrap(), 65);
         assert_eq!(c["nbf"], c["iat"]);
     }
 }
@@ -198,9 +199,10 @@ async fn with_discovery_the_audience_is_the_issuer() {
     assert!(token.expose_token().starts_with("at-"));
     let claims = endpoint.claims();
     assert_eq!(claims[0]["aud"], endpoint.issuer());
+    // A 30 s lifetime, after `iat` backdated by the default 5 s skew.
     assert_eq!(
         claims[0]["exp"].as_u64().unwrap() - claims[0]["iat"].as_u64().unwrap(),
-        30
+        35
     );
     assert_eq!(endpoint.headers()[0].typ, None);
 }
@@ -469,4 +471,49 @@ fn keys_never_show_in_debug_and_settings_are_checked() {
         .build()
         .unwrap_err();
     assert_eq!(err.kind(), ConfigErrorKind::MissingClientSecret);
+}
+
+/// The assertions' `iat` and `nbf` are backdated by the clock skew setting,
+/// for a server whose clock runs behind; `exp` stays the lifetime after
+/// the moment of signing. Checked by the endpoint with jsonwebtoken.
+#[tokio::test]
+async fn assertions_are_backdated_by_the_clock_skew() {
+    let key = TestKey::new(Kind::P256);
+    let endpoint =
+        AssertionEndpoint::start(CLIENT, Check::Public(key.public.clone(), Jose::ES256), 3600)
+            .await;
+    let signing = SigningKey::from_pem(&key.pkcs8, Algorithm::Es256).unwrap();
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(endpoint.token_url())
+            .client_id(CLIENT)
+            .client_auth(ClientAuth::PrivateKeyJwt(signing.clone()))
+            .assertion_clock_skew(Duration::from_secs(30)),
+    )
+    .build()
+    .unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    oauth.token().await.unwrap();
+    let claims = endpoint.claims();
+    let iat = claims[0]["iat"].as_u64().unwrap();
+    assert!(
+        iat + 30 >= before && iat + 30 <= before + 2,
+        "iat {iat}, now {before}"
+    );
+    assert_eq!(claims[0]["nbf"], claims[0]["iat"]);
+    assert_eq!(claims[0]["exp"].as_u64().unwrap() - iat, 90);
+
+    let e = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(endpoint.token_url())
+            .client_id(CLIENT)
+            .client_auth(ClientAuth::PrivateKeyJwt(signing))
+            .assertion_clock_skew(Duration::from_secs(301)),
+    )
+    .build()
+    .unwrap_err();
+    assert_eq!(e.kind(), tower_oauth::ConfigErrorKind::InvalidSetting);
 }

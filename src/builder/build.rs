@@ -271,10 +271,19 @@ impl OAuthLayerBuilder {
                 "assertion_typ must be a media type such as client-authentication+jwt, or None",
             ));
         }
+        let clock_skew = self
+            .assertion_clock_skew
+            .unwrap_or(crate::endpoint::client_auth::DEFAULT_ASSERTION_CLOCK_SKEW);
+        if clock_skew > Duration::from_secs(300) {
+            return Err(invalid_setting(
+                "assertion_clock_skew must be at most 5 minutes",
+            ));
+        }
         Ok(AssertionSettings {
             audience: self.assertion_audience.clone(),
             lifetime,
             typ,
+            clock_skew,
         })
     }
 

@@ -69,6 +69,7 @@ pub struct OAuthLayerBuilder {
     allow_insecure_http: bool,
     assertion_audience: Option<String>,
     assertion_lifetime: Option<Duration>,
+    assertion_clock_skew: Option<Duration>,
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
@@ -487,6 +488,21 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// How far the client assertions' `iat` and `nbf` lie before the moment
+    /// each is made, so that a token endpoint whose clock runs that much
+    /// behind takes them; `exp` stays
+    /// [`assertion_lifetime`](Self::assertion_lifetime) after that moment. At
+    /// most 5 minutes.
+    ///
+    /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`](crate::DEFAULT_ASSERTION_CLOCK_SKEW)
+    /// (5 s).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn assertion_clock_skew(mut self, skew: Duration) -> Self {
+        self.assertion_clock_skew = Some(skew);
+        self
+    }
+
     /// The `typ` header of client assertions, or `None` to send none (for a
     /// server that refuses a `typ` it does not know).
     ///
@@ -693,6 +709,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("allow_insecure_http", &self.allow_insecure_http)
             .field("assertion_audience", &self.assertion_audience)
             .field("assertion_lifetime", &self.assertion_lifetime)
+            .field("assertion_clock_skew", &self.assertion_clock_skew)
             .field("assertion_typ", &self.assertion_typ)
             .field("client_identity", &self.presents_certificate())
             .field("dpop", &self.dpop_key())

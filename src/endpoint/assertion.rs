@@ -9,7 +9,9 @@ use base64::Engine;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
-use crate::endpoint::client_auth::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
+use crate::endpoint::client_auth::{
+    CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
+};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::keys::SigningKey;
 
@@ -20,8 +22,10 @@ pub const JWT_BEARER_ASSERTION_TYPE: &str =
 
 /// A JWT that authenticates a client at a token endpoint (RFC 7523 section
 /// 3): `iss` and `sub` the client id, `aud` the authorization server, `iat`
-/// and `nbf` now, `exp` a short [`lifetime`](Self::lifetime) ahead, a `jti`
-/// of 128 random bits. Each [`sign`](Self::sign) makes a new one.
+/// and `nbf` a few seconds ago ([`clock_skew`](Self::clock_skew), for
+/// servers whose clocks run a little behind), `exp` a short
+/// [`lifetime`](Self::lifetime) from now, a `jti` of 128 random bits. Each
+/// [`sign`](Self::sign) makes a new one.
 ///
 /// The layer makes these itself for
 /// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt); this
@@ -50,6 +54,7 @@ pub struct ClientAssertion {
     audience: String,
     lifetime: Duration,
     typ: Option<String>,
+    clock_skew: Duration,
 }
 
 impl ClientAssertion {
@@ -61,7 +66,20 @@ impl ClientAssertion {
             audience: audience.into(),
             lifetime: DEFAULT_ASSERTION_LIFETIME,
             typ: Some(CLIENT_AUTHENTICATION_JWT_TYPE.to_owned()),
+            clock_skew: DEFAULT_ASSERTION_CLOCK_SKEW,
         }
+    }
+
+    /// How far `iat` and `nbf` lie before the moment the assertion is made,
+    /// rounded up to whole seconds: a server whose clock runs that much
+    /// behind still takes it as valid now. `exp` stays
+    /// [`lifetime`](Self::lifetime) after the moment it is made. Longer than
+    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
+    ///
+    /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`] (5 s).
+    pub fn clock_skew(mut self, skew: Duration) -> Self {
+        self.clock_skew = skew.min(crate::policy::MAX_SETTING);
+        self
     }
 
     /// How long after its making the assertion is valid (`exp - iat`),
@@ -125,7 +143,9 @@ impl ClientAssertion {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        let lifetime = self.lifetime.as_secs() + u64::from(self.lifetime.subsec_nanos() > 0);
+        let seconds = |d: Duration| d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        let lifetime = seconds(self.lifetime);
+        let issued = now.saturating_sub(seconds(self.clock_skew));
         let mut header = json!({ "alg": alg });
         if let Some(typ) = &self.typ {
             header["typ"] = json!(typ);
@@ -137,8 +157,8 @@ impl ClientAssertion {
             "iss": self.client_id,
             "sub": self.client_id,
             "aud": self.audience,
-            "iat": now,
-            "nbf": now,
+            "iat": issued,
+            "nbf": issued,
             "exp": now.saturating_add(lifetime.max(1)),
             "jti": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(jti),
         });
@@ -157,6 +177,7 @@ impl fmt::Debug for ClientAssertion {
             .field("audience", &self.audience)
             .field("lifetime", &self.lifetime)
             .field("typ", &self.typ)
+            .field("clock_skew", &self.clock_skew)
             .finish()
     }
 }

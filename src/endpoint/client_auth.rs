@@ -221,6 +221,12 @@ pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
 #[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
 pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Default of [`ClientAssertion::clock_skew`](crate::ClientAssertion::clock_skew) and
+/// [`OAuthLayerBuilder::assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew):
+/// 5 seconds.
+#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
+pub const DEFAULT_ASSERTION_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The settings of client assertions (`private_key_jwt`,
 /// `client_secret_jwt`) beyond the key.
 #[derive(Clone, Debug)]
@@ -230,6 +236,8 @@ pub(crate) struct AssertionSettings {
     pub(crate) audience: Option<String>,
     pub(crate) lifetime: std::time::Duration,
     pub(crate) typ: Option<String>,
+    /// How far `iat` and `nbf` are backdated.
+    pub(crate) clock_skew: std::time::Duration,
 }
 
 /// The specification sends values unencoded: `&` would split the body, and

@@ -307,6 +307,7 @@ fn claims(
     super::assertion::ClientAssertion::new(client_id, audience)
         .lifetime(settings.lifetime)
         .typ(settings.typ.as_deref())
+        .clock_skew(settings.clock_skew)
 }
 
 impl fmt::Debug for ClientCredentials {

@@ -20,5 +20,7 @@ pub(crate) mod url;
 pub use self::assertion::{ClientAssertion, JWT_BEARER_ASSERTION_TYPE};
 pub use self::client_auth::ClientAuth;
 #[cfg(feature = "jwt")]
-pub use self::client_auth::{CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_LIFETIME};
+pub use self::client_auth::{
+    CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
+};
 pub use self::discovery::ServerMetadata;
