@@ -332,10 +332,7 @@ fn explain(e: &TokenError) {
     println!("  failed: {e}");
     let status = e.status().map(|s| s.as_u16());
     let hint = match (e.kind(), status) {
-        (TokenErrorKind::Status, Some(400 | 401 | 403)) => {
-            "the endpoint refused the credentials: check the client id and secret, and the client \
-             authentication the server expects (--client-auth basic, form or basic-unencoded)"
-        }
+        (TokenErrorKind::Status, Some(400 | 401 | 403)) => refusal_hint(e),
         (TokenErrorKind::Status, Some(429)) => {
             "rate-limited: wait (the endpoint's Retry-After, if any, is in the error) before trying again"
         }
@@ -358,6 +355,43 @@ fn explain(e: &TokenError) {
         _ => "unexpected failure",
     };
     println!("  hint:   {hint}");
+}
+
+/// What a refusal (400, 401, 403) says, and what it does not: by the
+/// endpoint's error code when it sent one (RFC 6749 section 5.2), else
+/// honestly unknown.
+fn refusal_hint(e: &TokenError) -> &'static str {
+    match e.error_code() {
+        Some("invalid_client") => {
+            "the endpoint did not accept the client's credentials: check the client id and \
+             secret, and the client authentication it expects (--client-auth basic, form or \
+             basic-unencoded)"
+        }
+        Some("invalid_scope") => {
+            "the credentials were accepted but the scope was not: give a scope the server \
+             grants this client (--scope), or none"
+        }
+        Some("unauthorized_client") => {
+            "the client is known but may not use the client-credentials grant: enable it for \
+             this client on the server"
+        }
+        Some("invalid_request") => {
+            "the request lacks something the server requires or has something it refuses: \
+             some servers require a scope (--scope), an audience or a resource (--resource)"
+        }
+        Some("invalid_grant" | "unsupported_grant_type") => {
+            "the server does not offer the client-credentials grant at this endpoint, or not to \
+             this client"
+        }
+        Some(_) => "the endpoint refused the request: its error code and text above say why",
+        None => {
+            "the endpoint refused without saying why (no error code): the credentials, the \
+             client authentication (--client-auth), or a parameter it requires (some servers \
+             refuse a request without --scope this way) may be the cause; this answer alone \
+             does not tell which: try with a scope the server lists, and the other client \
+             authentications"
+        }
+    }
 }
 
 /// No configuration: an embedded endpoint, one success, then each failure.
@@ -412,7 +446,15 @@ async fn demonstration() -> Result<(), BoxError> {
     }]);
     outcomes.push(!check(&base().build()?).await);
 
-    println!("\n6. a standard server, found by its issuer (form-encoded client secret)");
+    println!("\n6. refused with no reason given (403, empty body)");
+    authority.push_faults([authority::Fault {
+        status: 403,
+        body: String::new(),
+        headers: Vec::new(),
+    }]);
+    outcomes.push(!check(&base().build()?).await);
+
+    println!("\n7. a standard server, found by its issuer (form-encoded client secret)");
     let issuer = format!("{}/realms/demo", authority.base_url());
     authority.publish(
         "/realms/demo/.well-known/openid-configuration",
