@@ -200,22 +200,14 @@ async fn send_with_proof(
         .uri(req.url().as_str())
         .body(())
         .map_err(|e| failed(TokenError::custom(TokenErrorKind::InvalidRequest, e)))?;
-    let (proof, target) = dpop.prove(&head, ath).map_err(failed)?;
-    let proof =
-        match proof {
-            Proof::Ready(value) => value,
-            Proof::Signing(signing) => {
-                let value = signing.await.map_err(failed)?;
-                // A slow signer: the token is checked again before it is sent.
-                if !token.timings.usable_at(tokio::time::Instant::now()) {
-                    return Err(failed(TokenError::new(TokenErrorKind::Timeout).with_message(
-                    "the token ran out while the DPoP signer made the request's proof; the \
-                     request was not sent",
-                )));
-                }
-                value
-            }
-        };
+    let (proof, target) = dpop
+        .prove(&head, ath, token.timings.usable_until)
+        .map_err(failed)?;
+    let proof = match proof {
+        Proof::Ready(value) => value,
+        // A slow signer's proof comes with the token checked again.
+        Proof::Signing(signing) => signing.await.map_err(failed)?,
+    };
     req.headers_mut().insert(DPOP, proof);
     let response = next.run(req, extensions).await?;
     // The verdict reads the status and headers only.

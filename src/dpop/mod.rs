@@ -249,14 +249,39 @@ pub(crate) enum Verdict {
 impl Dpop {
     /// A proof for `req`, bound to the token whose hash is `ath`, for the
     /// request's origin's latest nonce; and the request's target, to read
-    /// the answer by.
-    pub(crate) fn prove<B>(&self, req: &Request<B>, ath: &str) -> Result<(Proof, Htu), TokenError> {
+    /// the answer by. A proof a custom signer makes takes time: once it is
+    /// made, the token (usable until `usable_until`) is checked again, and a
+    /// token that ran out meanwhile fails the request rather than go with it.
+    pub(crate) fn prove<B>(
+        &self,
+        req: &Request<B>,
+        ath: &str,
+        usable_until: tokio::time::Instant,
+    ) -> Result<(Proof, Htu), TokenError> {
         let target = Htu::of(req.uri())?;
         let input = self.nonces.with(target.origin(), |nonce| {
             self.key
                 .signing_input(req.method().as_str(), target.htu(), Some(ath), nonce)
         })?;
-        Ok((self.sign(input)?, target))
+        let proof = match self.sign(input)? {
+            Proof::Signing(signing) => Proof::Signing(Box::pin(async move {
+                let started = tokio::time::Instant::now();
+                let proof = signing.await?;
+                let now = tokio::time::Instant::now();
+                if now >= usable_until {
+                    return Err(
+                        TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+                            "the token ran out while the DPoP signer made the request's proof (it \
+                         took {:?}); the request was not sent, and the next one gets a new token",
+                            now - started
+                        )),
+                    );
+                }
+                Ok(proof)
+            })),
+            ready => ready,
+        };
+        Ok((proof, target))
     }
 
     /// The proof of a token request to `url`, with the endpoint's nonce.

@@ -119,10 +119,8 @@ pub(crate) fn put_proof<B>(req: &mut Request<B>, proof: HeaderValue) {
     let _ = (req, proof);
 }
 
-/// Adds the DPoP proof of `req` (see [`crate::dpop`]). A proof a custom
-/// signer makes takes time: once it is made, the token (usable until
-/// `usable_until`) is checked again, and a request whose token ran out
-/// meanwhile fails rather than carry it.
+/// Adds the DPoP proof of `req` (see [`crate::dpop`]), for a token usable
+/// until `usable_until`.
 #[cfg(feature = "jwt")]
 #[inline(never)]
 fn prove<B>(
@@ -133,7 +131,7 @@ fn prove<B>(
     usable_until: tokio::time::Instant,
 ) -> Step {
     use crate::dpop::Proof;
-    match dpop.prove(req, ath) {
+    match dpop.prove(req, ath, usable_until) {
         Ok((Proof::Ready(value), target)) => {
             req.headers_mut().insert(crate::dpop::DPOP, value);
             sent.target = Some(target);
@@ -141,22 +139,7 @@ fn prove<B>(
         }
         Ok((Proof::Signing(signing), target)) => {
             sent.target = Some(target);
-            let started = tokio::time::Instant::now();
-            let checked = Box::pin(async move {
-                let proof = signing.await?;
-                let now = tokio::time::Instant::now();
-                if now >= usable_until {
-                    return Err(TokenError::new(crate::error::TokenErrorKind::Timeout)
-                        .with_message(format!(
-                            "the token ran out while the DPoP signer made the request's proof \
-                             (it took {:?}); the request was not sent, and the next one gets a \
-                             new token",
-                            now - started
-                        )));
-                }
-                Ok(proof)
-            });
-            Step::Sign(sent, checked)
+            Step::Sign(sent, signing)
         }
         Err(error) => Step::Fail(error),
     }
