@@ -167,14 +167,7 @@ mod tests {
     use super::*;
 
     fn base() -> IdentityBase {
-        IdentityBase::new(Parts {
-            origin: Origin::TokenUrl("https://idp.example/token"),
-            client_id: "svc",
-            client_auth: Some("client_secret_basic"),
-            credential: None,
-            certificate: Some("x5t"),
-            dpop_thumbprint: Some("jkt"),
-        })
+        IdentityBase::new(parts_of_base())
     }
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {

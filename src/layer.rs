@@ -165,11 +165,8 @@ impl OAuthLayer {
     /// specification's unencoded body cannot carry) or a layer built on a
     /// [`TokenSource`](crate::TokenSource).
     pub async fn token_for(&self, params: &TokenParams) -> Result<AccessToken, TokenError> {
-        if params.is_empty() {
-            return self.token().await;
-        }
-        let link = self.shared.slots.link_for(params)?;
-        link.0.token().await.map(|t| t.token.clone())
+        let cache = self.cache_for(params)?;
+        cache.token().await.map(|t| t.token.clone())
     }
 
     /// The current token, for code outside a Tower stack (a websocket
@@ -241,11 +238,7 @@ impl OAuthLayer {
     ///
     /// As [`token_now`](Self::token_now) and [`token_for`](Self::token_for).
     pub fn token_now_for(&self, params: &TokenParams) -> Result<UsableToken, TokenError> {
-        if params.is_empty() {
-            return self.token_now();
-        }
-        let link = self.shared.slots.link_for(params)?;
-        link.0.usable_now().map(usable)
+        self.cache_for(params)?.usable_now().map(usable)
     }
 
     /// Drops the current token because the API refused it, and starts
@@ -289,7 +282,6 @@ impl OAuthLayer {
 
     /// The cache of the token slot of `params` (made if need be); the
     /// default token's for empty parameters.
-    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
     pub(crate) fn cache_for(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         if params.is_empty() {
             return Ok(Arc::clone(&self.shared.cache));
