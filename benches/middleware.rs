@@ -8,6 +8,8 @@
 
 #[path = "support/ratios.rs"]
 mod ratios;
+#[path = "../tests/support/reqwest_client.rs"]
+mod reqwest_client;
 #[path = "../tests/support/services.rs"]
 mod services;
 
@@ -49,18 +51,10 @@ impl Middleware for FixedHeader {
 }
 
 fn client(first: impl Middleware) -> ClientWithMiddleware {
-    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
-    let reqwest = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
+    ClientBuilder::new(reqwest_client::reqwest_client())
+        .with(first)
+        .with(Answer)
         .build()
-        .unwrap();
-    ClientBuilder::new(reqwest).with(first).with(Answer).build()
 }
 
 fn warm_path(c: &mut Criterion) {

@@ -18,6 +18,8 @@ pub mod redis_cluster;
 pub mod redis_sentinel;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+#[cfg(feature = "reqwest")]
+mod reqwest_client;
 pub mod resource_server;
 pub mod serve;
 pub mod tally;
@@ -29,6 +31,9 @@ use hyper_util::rt::TokioExecutor;
 use tower_oauth::OAuthLayerBuilder;
 
 pub use authority::{Authority, Fault};
+#[cfg(feature = "reqwest")]
+#[allow(unused_imports)]
+pub use reqwest_client::reqwest_client;
 
 pub const CLIENT_ID: &str = "quick-client";
 pub const CLIENT_SECRET: &str = "s3cr3t+/=value";
@@ -174,21 +179,4 @@ impl std::io::Write for Captured {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// A reqwest client as the crate builds its own: rustls with ring, no
-/// process-wide crypto provider (plain `http` on loopback here).
-#[cfg(feature = "reqwest")]
-pub fn reqwest_client() -> reqwest::Client {
-    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .build()
-        .unwrap()
 }

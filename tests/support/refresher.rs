@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 use http::{HeaderValue, Request};
 use tokio::sync::RwLock;
 
+#[path = "reqwest_client.rs"]
+mod reqwest_client;
+
 /// A hand-written token refresher for the specification's endpoint.
 #[derive(Clone)]
 pub struct Refresher {
@@ -26,20 +29,7 @@ impl Refresher {
     pub fn new(auth_url: &str, client_id: &str, client_secret: &str) -> Self {
         Refresher {
             token: Arc::default(),
-            // reqwest as the crate builds it: rustls with ring, no
-            // process-wide crypto provider needed.
-            http: reqwest::Client::builder()
-                .tls_backend_preconfigured(
-                    rustls::ClientConfig::builder_with_provider(Arc::new(
-                        rustls::crypto::ring::default_provider(),
-                    ))
-                    .with_safe_default_protocol_versions()
-                    .unwrap()
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth(),
-                )
-                .build()
-                .unwrap(),
+            http: reqwest_client::reqwest_client(),
             url: format!("{auth_url}/v1/oauth/accesstoken"),
             body: format!(
                 "grant_type=client_credentials&client_id={client_id}&client_secret={client_secret}"
