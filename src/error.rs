@@ -77,6 +77,24 @@ impl TokenErrorKind {
         }
     }
 
+    /// The kind whose [`code`](Self::code) is `code`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn from_code(code: &str) -> Option<Self> {
+        [
+            TokenErrorKind::Transport,
+            TokenErrorKind::Timeout,
+            TokenErrorKind::Status,
+            TokenErrorKind::InvalidResponse,
+            TokenErrorKind::Runtime,
+            TokenErrorKind::Panic,
+            TokenErrorKind::Signing,
+            TokenErrorKind::InvalidRequest,
+            TokenErrorKind::NotReady,
+        ]
+        .into_iter()
+        .find(|kind| kind.code() == code)
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             TokenErrorKind::Transport => "token request failed",
@@ -559,6 +577,24 @@ mod tests {
             None,
         );
         assert!(e.error_description().unwrap().len() <= MAX_SERVER_TEXT + 3);
+    }
+
+    #[test]
+    fn every_kind_reads_back_from_its_code() {
+        for code in [
+            "transport",
+            "timeout",
+            "status",
+            "invalid_response",
+            "runtime",
+            "panic",
+            "signing",
+            "invalid_request",
+            "not_ready",
+        ] {
+            assert_eq!(TokenErrorKind::from_code(code).unwrap().code(), code);
+        }
+        assert_eq!(TokenErrorKind::from_code("other"), None);
     }
 
     #[test]

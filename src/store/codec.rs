@@ -65,17 +65,7 @@ pub(crate) fn encode_failure(e: &TokenError, hold: Duration) -> String {
 pub(crate) fn decode_failure(json: &str, left: Duration) -> Option<TokenError> {
     let value: serde_json::Value = serde_json::from_str(json).ok()?;
     let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    let kind = match text("kind")?.as_str() {
-        "transport" => TokenErrorKind::Transport,
-        "timeout" => TokenErrorKind::Timeout,
-        "status" => TokenErrorKind::Status,
-        "invalid_response" => TokenErrorKind::InvalidResponse,
-        "panic" => TokenErrorKind::Panic,
-        "signing" => TokenErrorKind::Signing,
-        "invalid_request" => TokenErrorKind::InvalidRequest,
-        "not_ready" => TokenErrorKind::NotReady,
-        _ => TokenErrorKind::Runtime,
-    };
+    let kind = TokenErrorKind::from_code(&text("kind")?).unwrap_or(TokenErrorKind::Runtime);
     let status = value
         .get("status")
         .and_then(|s| s.as_u64())
