@@ -19,13 +19,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 fn logs() -> &'static Captured {
     static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
     LOGS.get_or_init(|| {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let (subscriber, captured) = capturing();
         tracing::subscriber::set_global_default(subscriber).unwrap();
         captured
     })

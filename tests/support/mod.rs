@@ -151,6 +151,13 @@ pub fn fault(status: u16, body: &str) -> Fault {
 
 /// Captures every tracing event of the current thread, at every level.
 pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Captured) {
+    let (subscriber, captured) = capturing();
+    (tracing::subscriber::set_default(subscriber), captured)
+}
+
+/// A subscriber that writes every event, at every level, to what it
+/// returns beside it.
+pub fn capturing() -> (impl tracing::Subscriber + Send + Sync, Captured) {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -158,7 +165,7 @@ pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Captured) {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    (tracing::subscriber::set_default(subscriber), captured)
+    (subscriber, captured)
 }
 
 /// Log output captured by [`capture_logs`].
