@@ -104,7 +104,7 @@ impl OAuthLayerBuilder {
                 .with_params(&[]),
                 sealing_key: None,
             });
-            let cache = TokenCache::new(source, policy, placement, None, store);
+            let cache = TokenCache::new(source, policy, placement, None, None, store);
             return Ok(OAuthLayer::new(cache, Slots::new(None, None, 0), None));
         }
 

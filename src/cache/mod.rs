@@ -163,19 +163,12 @@ impl Drop for TokenCache {
 }
 
 impl TokenCache {
-    /// The cache, named as the token slot `slot` in its logs.
-    pub(crate) fn for_slot(mut self: Arc<Self>, slot: String) -> Arc<Self> {
-        if let Some(cache) = Arc::get_mut(&mut self) {
-            cache.slot = Some(slot);
-        }
-        self
-    }
-
     pub(crate) fn new(
         source: Arc<dyn TokenSource>,
         policy: Policy,
         placement: Placement,
         token_url: Option<http::Uri>,
+        slot: Option<String>,
         store: Option<StoreUse>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
@@ -189,7 +182,7 @@ impl TokenCache {
             }),
             placement,
             token_url,
-            slot: None,
+            slot,
             epoch: Instant::now(),
             counters: Counters::default(),
         })

@@ -77,7 +77,14 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
-    TokenCache::new(Arc::new(source), Policy::default(), placement(), None, None)
+    TokenCache::new(
+        Arc::new(source),
+        Policy::default(),
+        placement(),
+        None,
+        None,
+        None,
+    )
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -93,12 +93,9 @@ impl Recipe {
             self.policy.clone(),
             self.placement.clone(),
             endpoint.url.clone(),
+            slot,
             store,
         );
-        let cache = match slot {
-            Some(slot) => cache.for_slot(slot),
-            None => cache,
-        };
         (cache, endpoint)
     }
 
