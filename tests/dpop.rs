@@ -325,7 +325,12 @@ async fn a_nonce_storm_sends_no_request_more_than_twice_and_fetches_no_token() {
     let most = sends.values().max().copied().unwrap();
     assert!(most <= 2, "a request was sent {most} times");
     assert!(server.api_nonce_challenges() > challenges_before + 10);
-    assert!(ok * 10 >= total * 9, "{ok} of {total} succeeded");
+    // How many fail depends on how long a request takes against the 60 ms
+    // rotation (a loaded machine fails more); what must hold on any timing:
+    // every resend carried the nonce its challenge named (or a newer one),
+    // so a request failed only when the server rotated again meanwhile.
+    assert!(ok > 0, "none of {total} succeeded");
+    assert_eq!(server.stale_resends(), Vec::<String>::new());
     assert_eq!(server.token_requests(), 1, "no token storm");
     let stats = oauth.stats();
     assert_eq!(stats.forced_renewals, 0);

@@ -74,6 +74,10 @@ struct State {
     token_nonce_challenges: AtomicUsize,
     api_nonce_challenges: AtomicUsize,
     sends: Mutex<HashMap<String, usize>>,
+    /// Request id -> the number of the nonce its last answer named.
+    named: Mutex<HashMap<String, u64>>,
+    /// Requests resent with a nonce older than the one they were given.
+    stale_resends: Mutex<Vec<String>>,
     metadata: Mutex<Option<Value>>,
 }
 
@@ -105,6 +109,8 @@ impl DpopServer {
             token_nonce_challenges: AtomicUsize::new(0),
             api_nonce_challenges: AtomicUsize::new(0),
             sends: Mutex::new(HashMap::new()),
+            named: Mutex::new(HashMap::new()),
+            stale_resends: Mutex::new(Vec::new()),
             metadata: Mutex::new(None),
         });
         for (i, listener) in listeners.into_iter().enumerate() {
@@ -199,6 +205,13 @@ impl DpopServer {
         self.state.api_nonce_challenges.load(Ordering::SeqCst)
     }
 
+    /// Requests (by `x-request-id`) refused for their nonce although it was
+    /// older than the one the server had named to them: a resend that did
+    /// not take the nonce its challenge gave.
+    pub fn stale_resends(&self) -> Vec<String> {
+        self.state.stale_resends.lock().unwrap().clone()
+    }
+
     /// How often each request (by `x-request-id`) reached an API.
     pub fn sends(&self) -> HashMap<String, usize> {
         self.state.sends.lock().unwrap().clone()
@@ -239,9 +252,20 @@ impl State {
     }
 }
 
+/// The serial number of a nonce this server made (`nonce-{n}-...`).
+fn nonce_number(nonce: &str) -> Option<u64> {
+    nonce
+        .strip_prefix("nonce-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Why a proof was refused.
 enum Refusal {
-    UseNonce,
+    /// The nonce the proof carried, if any.
+    UseNonce(Option<String>),
     Invalid(String),
 }
 
@@ -264,6 +288,11 @@ async fn handle(
     req: http::Request<hyper::body::Incoming>,
 ) -> Response {
     let metadata = state.metadata.lock().unwrap().clone();
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let response = if has_token_endpoint && req.uri().path() == "/token" {
         token(state, origin, req)
     } else if has_token_endpoint && req.uri().path() == "/.well-known/oauth-authorization-server" {
@@ -277,9 +306,13 @@ async fn handle(
     // Every answer names the current nonce (RFC 9449 sections 8.2, 9.2).
     let mut response = response;
     if state.nonces_mode != Nonces::Off {
+        let nonce = state.current_nonce(origin);
+        if let (Some(id), Some(n)) = (id, nonce_number(&nonce)) {
+            state.named.lock().unwrap().insert(id, n);
+        }
         response
             .headers_mut()
-            .insert("dpop-nonce", state.current_nonce(origin).parse().unwrap());
+            .insert("dpop-nonce", nonce.parse().unwrap());
     }
     response
 }
@@ -318,7 +351,7 @@ fn token(state: &State, origin: &str, req: http::Request<hyper::body::Incoming>)
                 json!({"access_token": token, "token_type": "DPoP", "expires_in": state.lifetime_secs}),
             )
         }
-        Err(Refusal::UseNonce) => {
+        Err(Refusal::UseNonce(_)) => {
             state.token_nonce_challenges.fetch_add(1, Ordering::SeqCst);
             answer(
                 400,
@@ -433,7 +466,18 @@ fn check_api<B>(state: &State, origin: &str, req: &http::Request<B>) -> Result<(
             state.tally.accepted();
             Ok(())
         }
-        Err(Refusal::UseNonce) => {
+        Err(Refusal::UseNonce(carried)) => {
+            let id = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = id {
+                let named = state.named.lock().unwrap().get(id).copied();
+                let carried = carried.as_deref().and_then(nonce_number);
+                if named.is_some_and(|named| carried.is_none_or(|c| c < named)) {
+                    state.stale_resends.lock().unwrap().push(id.to_owned());
+                }
+            }
             state.api_nonce_challenges.fetch_add(1, Ordering::SeqCst);
             Err(ApiRefusal {
                 error: "use_dpop_nonce",
@@ -521,7 +565,7 @@ fn check_proof<B>(
     }
     let nonce = text("nonce");
     if !state.nonce_ok(origin, nonce.as_deref()) {
-        return Err(Refusal::UseNonce);
+        return Err(Refusal::UseNonce(nonce));
     }
     let jti = text("jti").ok_or("no jti")?;
     if jti.len() < 16 {
