@@ -284,6 +284,7 @@ impl OAuthLayerBuilder {
             lifetime,
             typ,
             clock_skew,
+            endpoint_audience: Default::default(),
         })
     }
 

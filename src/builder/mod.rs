@@ -464,11 +464,16 @@ impl OAuthLayerBuilder {
     }
 
     /// The `aud` of the client assertions of
-    /// [`ClientAuth::PrivateKeyJwt`] and [`ClientAuth::ClientSecretJwt`].
+    /// [`ClientAuth::PrivateKeyJwt`] and [`ClientAuth::ClientSecretJwt`]:
+    /// set, it is the only one sent.
     ///
-    /// Default: the issuer identifier with [`issuer`](Self::issuer) (what
-    /// the 2026 update of RFC 7523 asks for), else the token endpoint's URL
-    /// (what RFC 7523 and OpenID Connect Core section 9 name).
+    /// Default: with [`issuer`](Self::issuer), the issuer identifier (what
+    /// the 2026 update of RFC 7523 asks for), and after a refusal of it, once,
+    /// the token endpoint's URL (what RFC 7523, OpenID Connect Core section 9
+    /// and many servers expect); the one the server took goes first for the
+    /// rest of the layer's life. Without an issuer, the token endpoint's URL.
+    /// Both are safe: each names the very server the assertion is sent to,
+    /// which is what the update is after (see `SECURITY.md`).
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn assertion_audience(mut self, audience: impl Into<String>) -> Self {

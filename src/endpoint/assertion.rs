@@ -3,6 +3,8 @@
 //! 9), one fresh for every token request.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -10,7 +12,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
 use crate::endpoint::client_auth::{
-    CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
+    AssertionSettings, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
+    DEFAULT_ASSERTION_LIFETIME,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::keys::SigningKey;
@@ -184,4 +187,150 @@ impl fmt::Debug for ClientAssertion {
 
 fn base64url_into(bytes: &[u8], out: &mut String) {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(bytes, out);
+}
+
+/// What signs a client's assertions.
+pub(crate) enum AssertionKey {
+    /// `private_key_jwt`.
+    Key(SigningKey),
+    /// `client_secret_jwt`: HMAC SHA-256 under the client secret.
+    Secret(ring::hmac::Key),
+}
+
+/// The client assertions sent to one token endpoint: a fresh one for each
+/// request, made for the audience the server takes.
+///
+/// The audience rule. With
+/// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience),
+/// that value alone. Without it and with an issuer: the issuer identifier
+/// first (what the 2026 update of RFC 7523 asks for); when the server
+/// refuses that assertion, once more with the token endpoint's URL (what
+/// RFC 7523, OpenID Connect Core section 9 and many deployed servers
+/// expect); whichever the server took last goes first from then on, for the
+/// whole layer. Without an issuer: the token endpoint's URL.
+///
+/// Why both are safe: the update guards against an assertion made for one
+/// party being taken by another (a client that sends, to a server, an
+/// assertion whose audience is some other server's endpoint). Here the
+/// issuer is the configured one (discovery refuses metadata naming
+/// another), and the URL is the very URL the assertion is sent to; so every
+/// assertion names its own recipient, and none is ever good at a server it
+/// was not sent to.
+pub(crate) struct Assertions {
+    key: AssertionKey,
+    /// For the audience set, the issuer, or the token endpoint's URL.
+    first: ClientAssertion,
+    /// With an issuer and no audience set: for the token endpoint's URL.
+    second: Option<ClientAssertion>,
+    /// Whether the server took `second` last (shared by the layer).
+    second_taken: Arc<AtomicBool>,
+}
+
+impl Assertions {
+    /// The assertions of `client_id` sent to `url`, under `settings`;
+    /// `issuer` when the endpoint was discovered from one.
+    pub(crate) fn new(
+        client_id: &str,
+        settings: &AssertionSettings,
+        issuer: Option<&str>,
+        url: &str,
+        key: AssertionKey,
+    ) -> Self {
+        let claims = |audience: &str| {
+            ClientAssertion::new(client_id, audience)
+                .lifetime(settings.lifetime)
+                .typ(settings.typ.as_deref())
+                .clock_skew(settings.clock_skew)
+        };
+        let (first, second) = match (&settings.audience, issuer) {
+            (Some(audience), _) => (claims(audience), None),
+            (None, Some(issuer)) if issuer != url => (claims(issuer), Some(claims(url))),
+            (None, _) => (claims(url), None),
+        };
+        Assertions {
+            key,
+            first,
+            second,
+            second_taken: Arc::clone(&settings.endpoint_audience),
+        }
+    }
+
+    /// Which assertion a request carries: the one the server took last, or
+    /// with `other` the one it did not (when there are two).
+    pub(crate) fn pick(&self, other: bool) -> Pick {
+        Pick {
+            second: self.second.is_some() && (self.second_taken.load(Ordering::Relaxed) != other),
+        }
+    }
+
+    /// The assertion that is not `pick` (`pick` itself when there is one).
+    pub(crate) fn other(&self, pick: Pick) -> Pick {
+        Pick {
+            second: self.second.is_some() && !pick.second,
+        }
+    }
+
+    /// Whether a refused assertion can be tried for another audience.
+    pub(crate) fn has_other(&self) -> bool {
+        self.second.is_some()
+    }
+
+    fn claims(&self, pick: Pick) -> &ClientAssertion {
+        match (&self.second, pick.second) {
+            (Some(second), true) => second,
+            _ => &self.first,
+        }
+    }
+
+    /// The `aud` of `pick`.
+    pub(crate) fn audience(&self, pick: Pick) -> &str {
+        self.claims(pick).audience()
+    }
+
+    /// A new assertion of `pick`, signed.
+    pub(crate) async fn sign(&self, pick: Pick) -> Result<String, TokenError> {
+        let claims = self.claims(pick);
+        match &self.key {
+            AssertionKey::Key(key) => claims.sign(key).await,
+            AssertionKey::Secret(secret) => claims.sign_hs256(secret),
+        }
+    }
+
+    /// The server took `pick`: it goes first from now on.
+    pub(crate) fn taken(&self, pick: Pick) {
+        if self.second.is_some()
+            && self.second_taken.swap(pick.second, Ordering::Relaxed) != pick.second
+        {
+            tracing::info!(
+                audience = %self.audience(pick),
+                "the token endpoint took the client assertion for this audience after refusing \
+                 the other; the layer's assertions carry it first from now on (set \
+                 assertion_audience to choose)"
+            );
+        }
+    }
+}
+
+/// One of a client's [`Assertions`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pick {
+    second: bool,
+}
+
+/// Whether `error` is a token endpoint's refusal of the client's
+/// authentication: 401 or 403 (but for a scope or a DPoP proof), or 400 with
+/// `invalid_client` or `unauthorized_client`.
+pub(crate) fn refuses_client(error: &TokenError) -> bool {
+    if error.kind() != TokenErrorKind::Status {
+        return false;
+    }
+    let code = error.error_code().unwrap_or("");
+    match error.status().map(|s| s.as_u16()) {
+        Some(401 | 403) => !matches!(
+            code,
+            "invalid_scope" | "use_dpop_nonce" | "invalid_dpop_proof"
+        ),
+        Some(400) => matches!(code, "invalid_client" | "unauthorized_client"),
+        _ => false,
+    }
 }

@@ -70,8 +70,9 @@ pub enum ClientAuth {
     /// [`ClientAssertion`](crate::ClientAssertion) signed with the key
     /// (`client_assertion_type` and `client_assertion`, with `client_id`),
     /// form-urlencoded. The assertion's `aud` is the issuer with
-    /// [`issuer`](crate::OAuthLayerBuilder::issuer), else the token
-    /// endpoint's URL, unless
+    /// [`issuer`](crate::OAuthLayerBuilder::issuer) (and the token
+    /// endpoint's URL if the server refuses that), else the token endpoint's
+    /// URL, unless
     /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
     /// says otherwise. Feature `jwt`.
     ///
@@ -238,6 +239,11 @@ pub(crate) struct AssertionSettings {
     pub(crate) typ: Option<String>,
     /// How far `iat` and `nbf` are backdated.
     pub(crate) clock_skew: std::time::Duration,
+    /// Without an audience set, with an issuer: whether the token
+    /// endpoint's URL, rather than the issuer, is the `aud` the server took
+    /// last. Shared by every token request of a layer (its clones and
+    /// slots), so that a server's choice is learnt once.
+    pub(crate) endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The specification sends values unencoded: `&` would split the body, and

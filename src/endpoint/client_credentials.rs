@@ -20,13 +20,16 @@ use crate::token::AccessToken;
 enum ClientProof {
     /// Nothing more: the body and the `Basic` header say it all.
     Fixed,
-    /// A fresh client assertion signed with a key.
+    /// A fresh client assertion, signed with a key or under the secret.
     #[cfg(feature = "jwt")]
-    Key(super::assertion::ClientAssertion, crate::keys::SigningKey),
-    /// A fresh client assertion signed with HMAC under the secret.
-    #[cfg(feature = "jwt")]
-    Secret(super::assertion::ClientAssertion, ring::hmac::Key),
+    Assertion(Box<super::assertion::Assertions>),
 }
+
+/// Which client assertion a request carries (none without one).
+#[cfg(feature = "jwt")]
+type Pick = Option<super::assertion::Pick>;
+#[cfg(not(feature = "jwt"))]
+type Pick = ();
 
 /// The token request of the specification (section 4) and its variants.
 pub(crate) struct ClientCredentials {
@@ -63,8 +66,8 @@ const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits
 
 impl ClientCredentials {
     /// The values must already be checked to fit `auth` (see the builder).
-    /// `audience` is the assertion's default `aud` (the issuer, or the token
-    /// endpoint's URL).
+    /// `issuer` when the URL was discovered from one: the assertions' first
+    /// `aud` (see [`Assertions`](super::assertion::Assertions).
     #[allow(clippy::too_many_arguments)]
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) fn new(
@@ -74,7 +77,7 @@ impl ClientCredentials {
         auth: &ClientAuth,
         params: &[(String, String)],
         assertion: &AssertionSettings,
-        audience: &str,
+        issuer: Option<&str>,
         transport: Arc<dyn Transport>,
     ) -> Self {
         let encode = |v: &str| match auth {
@@ -110,16 +113,22 @@ impl ClientCredentials {
         for (name, value) in params {
             body.push_str(&format!("&{}={}", encode(name), encode(value)));
         }
+        #[cfg(feature = "jwt")]
+        let assertions = |key| {
+            let url = url.to_string();
+            ClientProof::Assertion(Box::new(super::assertion::Assertions::new(
+                client_id, assertion, issuer, &url, key,
+            )))
+        };
         let proof = match auth {
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
-                ClientProof::Key(claims(client_id, assertion, audience), key.clone())
+                assertions(super::assertion::AssertionKey::Key(key.clone()))
             }
             #[cfg(feature = "jwt")]
-            ClientAuth::ClientSecretJwt => ClientProof::Secret(
-                claims(client_id, assertion, audience),
+            ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
                 ring::hmac::Key::new(ring::hmac::HMAC_SHA256, client_secret.as_bytes()),
-            ),
+            )),
             _ => ClientProof::Fixed,
         };
         ClientCredentials {
@@ -201,14 +210,27 @@ impl ClientCredentials {
     }
 
     /// The token request, with a fresh client assertion when the client
-    /// authenticates with one.
-    async fn request(&self) -> Result<http::Request<Bytes>, TokenError> {
-        let body = match &self.proof {
-            ClientProof::Fixed => self.body.clone(),
+    /// authenticates with one (with `other_audience`, for the audience the
+    /// server did not take last), and which assertion it carries.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    async fn request(
+        &self,
+        other_audience: bool,
+    ) -> Result<(http::Request<Bytes>, Pick), TokenError> {
+        #[cfg_attr(not(feature = "jwt"), allow(clippy::let_unit_value))]
+        let (body, pick) = match &self.proof {
             #[cfg(feature = "jwt")]
-            ClientProof::Key(claims, key) => self.with_assertion(&claims.sign(key).await?),
+            ClientProof::Fixed => (self.body.clone(), None),
+            #[cfg(not(feature = "jwt"))]
+            ClientProof::Fixed => (self.body.clone(), ()),
             #[cfg(feature = "jwt")]
-            ClientProof::Secret(claims, secret) => self.with_assertion(&claims.sign_hs256(secret)?),
+            ClientProof::Assertion(assertions) => {
+                let pick = assertions.pick(other_audience);
+                (
+                    self.with_assertion(&assertions.sign(pick).await?),
+                    Some(pick),
+                )
+            }
         };
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
@@ -227,7 +249,7 @@ impl ClientCredentials {
             let proof = dpop.prove_token_request(&self.url).await?;
             request.headers_mut().insert(crate::dpop::DPOP, proof);
         }
-        Ok(request)
+        Ok((request, pick))
     }
 
     /// The body with `assertion` appended (RFC 7523 section 2.2).
@@ -249,10 +271,11 @@ impl ClientCredentials {
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            // A DPoP nonce demanded (RFC 9449 section 8) is sent once.
-            let mut nonce_asked = false;
+            // A DPoP nonce demanded (RFC 9449 section 8) is sent once; a
+            // refused assertion is tried once for the other audience.
+            let (mut nonce_asked, mut other_audience) = (false, false);
             loop {
-                let request = self.request().await?;
+                let (request, pick) = self.request(other_audience).await?;
                 let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
                 let status = response.status();
                 #[cfg(feature = "jwt")]
@@ -266,6 +289,7 @@ impl ClientCredentials {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
+                        self.assertion_taken(pick);
                         Ok(token)
                     }
                     Err(e) if self.asks_for_nonce(&e) && !nonce_asked => {
@@ -276,7 +300,11 @@ impl ClientCredentials {
                     Err(e) if crate::endpoint::answer::not_a_token_endpoint(status) => {
                         Err(e.with_message(self.not_a_token_endpoint(status)))
                     }
-                    Err(e) => Err(e),
+                    Err(e) if !other_audience && self.tries_other_audience(&e, pick) => {
+                        other_audience = true;
+                        continue;
+                    }
+                    Err(e) => Err(self.assertion_refused(e, pick, other_audience)),
                 };
             }
         })
@@ -284,6 +312,65 @@ impl ClientCredentials {
 }
 
 impl ClientCredentials {
+    /// Whether `error` refuses the assertion `pick`, which can be tried for
+    /// another audience (and says so in the log).
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    fn tries_other_audience(&self, error: &TokenError, pick: Pick) -> bool {
+        #[cfg(feature = "jwt")]
+        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
+            if assertions.has_other() && super::assertion::refuses_client(error) {
+                tracing::warn!(
+                    refused = %assertions.audience(pick),
+                    next = %assertions.audience(assertions.other(pick)),
+                    error = %error,
+                    "the token endpoint refused the client assertion made for one audience; \
+                     trying once with the other (set assertion_audience to choose)"
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The server took the assertion `pick`.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    fn assertion_taken(&self, pick: Pick) {
+        #[cfg(feature = "jwt")]
+        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
+            assertions.taken(pick);
+        }
+    }
+
+    /// `error`, and when it refuses the client assertion `pick`, which
+    /// audience it carried (and with `both`, the other audience tried
+    /// before it) and the setting that changes it.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    fn assertion_refused(&self, error: TokenError, pick: Pick, both: bool) -> TokenError {
+        #[cfg(feature = "jwt")]
+        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
+            if super::assertion::refuses_client(&error) {
+                let tried = if both {
+                    format!(
+                        "the client assertion made for aud `{}`, and again for aud `{}`",
+                        assertions.audience(assertions.other(pick)),
+                        assertions.audience(pick)
+                    )
+                } else {
+                    format!(
+                        "the client assertion made for aud `{}`",
+                        assertions.audience(pick)
+                    )
+                };
+                return error.with_message(format!(
+                    "the token endpoint refused {tried}: check the key (or secret) registered \
+                     for the client and its algorithm; if the server expects another audience \
+                     in client assertions, set it with assertion_audience"
+                ));
+            }
+        }
+        error
+    }
+
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.
     fn asks_for_nonce(&self, error: &TokenError) -> bool {
         #[cfg(feature = "jwt")]
@@ -294,20 +381,6 @@ impl ClientCredentials {
             false
         }
     }
-}
-
-/// The assertion's claims for `client_id` under `settings`.
-#[cfg(feature = "jwt")]
-fn claims(
-    client_id: &str,
-    settings: &AssertionSettings,
-    default_audience: &str,
-) -> super::assertion::ClientAssertion {
-    let audience = settings.audience.as_deref().unwrap_or(default_audience);
-    super::assertion::ClientAssertion::new(client_id, audience)
-        .lifetime(settings.lifetime)
-        .typ(settings.typ.as_deref())
-        .clock_skew(settings.clock_skew)
 }
 
 impl fmt::Debug for ClientCredentials {

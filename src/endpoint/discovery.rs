@@ -282,8 +282,9 @@ impl Discovery {
             &metadata.client_auth,
             &c.params,
             &c.assertion,
-            // The issuer: what the 2026 update of RFC 7523 asks for.
-            &metadata.issuer,
+            // The assertions' first audience: what the 2026 update of RFC
+            // 7523 asks for.
+            Some(&metadata.issuer),
             Arc::clone(&c.transport),
         )
         .built_from_discovery();

@@ -148,7 +148,7 @@ impl Recipe {
                     self.auth.as_ref().unwrap_or(&ClientAuth::Basic),
                     &params,
                     &self.assertion,
-                    &url.to_string(),
+                    None,
                     Arc::clone(&self.transport),
                 );
                 if self.from_auth_url {

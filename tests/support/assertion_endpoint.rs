@@ -38,6 +38,8 @@ struct State {
     issued: Mutex<HashSet<String>>,
     lifetime_secs: u64,
     metadata: Mutex<Option<String>>,
+    /// Refusals are an empty 403, as some servers answer.
+    empty_refusals: std::sync::atomic::AtomicBool,
 }
 
 pub struct AssertionEndpoint {
@@ -80,6 +82,7 @@ impl AssertionEndpoint {
             issued: Mutex::new(HashSet::new()),
             lifetime_secs,
             metadata: Mutex::new(None),
+            empty_refusals: Default::default(),
         });
         serve_state(listener, Arc::clone(&state), |state, req| async move {
             handle(&state, req).await
@@ -102,6 +105,14 @@ impl AssertionEndpoint {
     /// The `aud` required from now on.
     pub fn set_audience(&self, audience: &str) {
         *self.state.audience.lock().unwrap() = audience.into();
+    }
+
+    /// From now on a refused assertion gets 403 with an empty body, as
+    /// some servers (Glewlwyd) answer, instead of 401 `invalid_client`.
+    pub fn refuse_with_empty_403(&self) {
+        self.state
+            .empty_refusals
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Publishes RFC 8414 metadata naming the token endpoint.
@@ -146,6 +157,16 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
                         200,
                         json!({"access_token": token, "token_type": "Bearer", "expires_in": state.lifetime_secs}),
                     )
+                }
+                Err(why)
+                    if state
+                        .empty_refusals
+                        .load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    state.tally.refused(why);
+                    let mut response = Response::new(Default::default());
+                    *response.status_mut() = http::StatusCode::FORBIDDEN;
+                    response
                 }
                 Err(why) => {
                     state.tally.refused(why.clone());
