@@ -57,6 +57,12 @@ pub enum TokenErrorKind {
     /// again shortly (or awaiting [`OAuthLayer::token`](crate::OAuthLayer::token))
     /// gets it.
     NotReady,
+    /// The client's credential could not be read: a client assertion file
+    /// or a client secret file that is missing, empty, unreadable, not what
+    /// it should hold, or (an assertion) expired; or the client secret
+    /// function failed. The message names the file, never its content.
+    /// Retrying later can help, once the platform renews the file.
+    Credential,
 }
 
 impl TokenErrorKind {
@@ -74,6 +80,7 @@ impl TokenErrorKind {
             TokenErrorKind::Signing => "signing",
             TokenErrorKind::InvalidRequest => "invalid_request",
             TokenErrorKind::NotReady => "not_ready",
+            TokenErrorKind::Credential => "credential",
         }
     }
 
@@ -90,6 +97,7 @@ impl TokenErrorKind {
             TokenErrorKind::Signing,
             TokenErrorKind::InvalidRequest,
             TokenErrorKind::NotReady,
+            TokenErrorKind::Credential,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -106,6 +114,7 @@ impl TokenErrorKind {
             TokenErrorKind::Signing => "signature could not be made",
             TokenErrorKind::InvalidRequest => "request cannot carry the token",
             TokenErrorKind::NotReady => "no token is usable yet",
+            TokenErrorKind::Credential => "client credential could not be read",
         }
     }
 }
@@ -314,7 +323,8 @@ impl TokenError {
             TokenErrorKind::Transport
             | TokenErrorKind::Timeout
             | TokenErrorKind::Signing
-            | TokenErrorKind::NotReady => true,
+            | TokenErrorKind::NotReady
+            | TokenErrorKind::Credential => true,
             TokenErrorKind::Status => self.inner.status.is_some_and(|s| {
                 s == StatusCode::REQUEST_TIMEOUT
                     || s == StatusCode::TOO_MANY_REQUESTS

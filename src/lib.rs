@@ -367,9 +367,9 @@ pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use endpoint::{
     ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
-    DEFAULT_ASSERTION_LIFETIME, JWT_BEARER_ASSERTION_TYPE,
+    DEFAULT_ASSERTION_LIFETIME,
 };
-pub use endpoint::{ClientAuth, ServerMetadata};
+pub use endpoint::{ClientAuth, ServerMetadata, JWT_BEARER_ASSERTION_TYPE, KUBERNETES_TOKEN_FILE};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]

@@ -10,6 +10,7 @@ use http::Uri;
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::client_auth::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::credential::{ClientSecret, RotatingSecret};
 use crate::endpoint::transport::Transport;
 use crate::endpoint::url::checked_url;
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -51,6 +52,7 @@ impl OAuthLayerBuilder {
                 || self.issuer.is_some()
                 || self.client_id.is_some()
                 || self.client_secret.is_some()
+                || self.secret_source.is_some()
                 || self.client_auth.is_some()
                 || !self.params.is_empty()
                 || self.transport.is_some()
@@ -132,6 +134,7 @@ impl OAuthLayerBuilder {
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         };
         let client_secret = self.checked_secret(auth.as_ref())?;
+        let rotating = self.secret_source.take();
         let unencoded = auth == Some(ClientAuth::UnencodedBody);
         if auth == Some(ClientAuth::BasicUnencoded) && client_id.contains(':') {
             return Err(ConfigError::new(
@@ -188,7 +191,19 @@ impl OAuthLayerBuilder {
             certificate: certificate.as_deref(),
             dpop_thumbprint: dpop_thumbprint.as_deref(),
         });
-        let sealing_key = self.sealing_key(&client_secret, auth.as_ref());
+        // A secret that changes cannot be the replicas' common sealing key.
+        let sealing_key = self.sealing_key(
+            if rotating.is_some() {
+                ""
+            } else {
+                &client_secret
+            },
+            auth.as_ref(),
+        );
+        let client_secret = match rotating {
+            Some(source) => ClientSecret::Rotating(RotatingSecret::new(source, client_secret)),
+            None => ClientSecret::Fixed(client_secret),
+        };
         let recipe = Recipe {
             target,
             from_auth_url: self.auth_url.is_some(),
@@ -218,8 +233,27 @@ impl OAuthLayerBuilder {
     fn checked_secret(&mut self, auth: Option<&ClientAuth>) -> Result<String, ConfigError> {
         let needs_secret = match auth {
             Some(auth) => auth.needs_secret(),
-            None => !self.presents_certificate() || self.client_secret.is_some(),
+            None => {
+                !self.presents_certificate()
+                    || self.client_secret.is_some()
+                    || self.secret_source.is_some()
+            }
         };
+        if let Some(source) = &self.secret_source {
+            if self.client_secret.is_some() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "client_secret was given together with client_secret_file or \
+                     client_secret_fn; give one",
+                ));
+            }
+            if needs_secret {
+                let secret = source
+                    .read_now()
+                    .map_err(|why| ConfigError::new(ConfigErrorKind::MissingClientSecret, why))?;
+                return Ok(secret);
+            }
+        }
         if needs_secret {
             return required(
                 self.client_secret.take(),
@@ -227,7 +261,10 @@ impl OAuthLayerBuilder {
                 "client secret",
             );
         }
-        if let (Some(auth), Some(_)) = (auth, &self.client_secret) {
+        if let (Some(auth), true) = (
+            auth,
+            self.client_secret.is_some() || self.secret_source.is_some(),
+        ) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
                 format!(

@@ -6,16 +6,35 @@ use crate::error::{ConfigError, ConfigErrorKind};
 
 impl OAuthLayerBuilder {
     /// A builder with the endpoint and credentials from the environment:
-    /// one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`;
-    /// `OAUTH_CLIENT_ID` and `OAUTH_CLIENT_SECRET`; and optionally
-    /// `OAUTH_CLIENT_AUTH` (`basic`, `form`, `basic-unencoded`, `unencoded`;
-    /// see [`ClientAuth`]), `OAUTH_SCOPE`, and `OAUTH_RESOURCE` (one or more
-    /// resource URIs, separated by white space). Set anything else on it
-    /// before [`build`](Self::build).
+    ///
+    /// - the endpoint: one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and
+    ///   `OAUTH_AUTH_URL`;
+    /// - the client: `OAUTH_CLIENT_ID`, and one credential:
+    ///   `OAUTH_CLIENT_SECRET`, `OAUTH_CLIENT_SECRET_FILE` (see
+    ///   [`client_secret_file`](Self::client_secret_file)), or
+    ///   `OAUTH_CLIENT_ASSERTION_FILE` (see
+    ///   [`ClientAuth::AssertionFile`]; the word `kubernetes` stands for
+    ///   [`KUBERNETES_TOKEN_FILE`](crate::KUBERNETES_TOKEN_FILE));
+    /// - optionally `OAUTH_CLIENT_AUTH` (`basic`, `form`, `basic-unencoded`,
+    ///   `unencoded`; see [`ClientAuth`]), `OAUTH_SCOPE`, and
+    ///   `OAUTH_RESOURCE` (one or more resource URIs, separated by white
+    ///   space).
+    ///
+    /// Azure workload identity: without an `OAUTH_*` endpoint, and with
+    /// `AZURE_FEDERATED_TOKEN_FILE` set (as the platform sets it in a pod),
+    /// the endpoint is Microsoft Entra ID's v2.0 token endpoint of
+    /// `AZURE_TENANT_ID` (at `AZURE_AUTHORITY_HOST`, by default
+    /// `https://login.microsoftonline.com`), the client `AZURE_CLIENT_ID`
+    /// (unless `OAUTH_CLIENT_ID` is set), proven by the federated token
+    /// file. Give the scope (`OAUTH_SCOPE` or [`scope`](Self::scope)), for
+    /// example `api://orders/.default`.
+    ///
+    /// Set anything else on it before [`build`](Self::build).
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the variable that is missing or empty.
+    /// A [`ConfigError`] naming the variable that is missing or empty, or
+    /// the variables that conflict.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -40,25 +59,77 @@ impl OAuthLayerBuilder {
                 format!("{} are all set; set one", set.join(" and ")),
             ));
         }
-        let mut builder = match urls {
-            [(_, Some(issuer)), ..] => Self::new().issuer(issuer),
-            [_, (_, Some(url)), _] => Self::new().token_url(url),
-            [_, _, (_, Some(url))] => Self::new().auth_url(url),
-            _ => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::MissingUrl,
-                    "none of OAUTH_ISSUER, OAUTH_TOKEN_URL and OAUTH_AUTH_URL is set",
-                ))
-            }
-        };
         let missing = |kind, name: &str| {
             ConfigError::new(kind, format!("environment variable {name} is not set"))
         };
-        let id = var("OAUTH_CLIENT_ID")
-            .ok_or_else(|| missing(ConfigErrorKind::MissingClientId, "OAUTH_CLIENT_ID"))?;
-        let secret = var("OAUTH_CLIENT_SECRET")
-            .ok_or_else(|| missing(ConfigErrorKind::MissingClientSecret, "OAUTH_CLIENT_SECRET"))?;
-        builder = builder.client_id(id).client_secret(secret);
+        let azure = var("AZURE_FEDERATED_TOKEN_FILE").filter(|_| set.is_empty());
+        let mut builder = match (urls, &azure) {
+            ([(_, Some(issuer)), ..], _) => Self::new().issuer(issuer),
+            ([_, (_, Some(url)), _], _) => Self::new().token_url(url),
+            ([_, _, (_, Some(url))], _) => Self::new().auth_url(url),
+            (_, Some(_)) => {
+                let tenant = var("AZURE_TENANT_ID")
+                    .ok_or_else(|| missing(ConfigErrorKind::MissingUrl, "AZURE_TENANT_ID"))?;
+                let host = var("AZURE_AUTHORITY_HOST")
+                    .unwrap_or_else(|| "https://login.microsoftonline.com".into());
+                Self::new().token_url(format!(
+                    "{}/{}/oauth2/v2.0/token",
+                    host.trim_end_matches('/'),
+                    tenant.trim()
+                ))
+            }
+            _ => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::MissingUrl,
+                    "none of OAUTH_ISSUER, OAUTH_TOKEN_URL and OAUTH_AUTH_URL is set (nor \
+                     AZURE_FEDERATED_TOKEN_FILE, for Azure workload identity)",
+                ))
+            }
+        };
+        let id = match (var("OAUTH_CLIENT_ID"), &azure) {
+            (Some(id), _) => id,
+            (None, Some(_)) => var("AZURE_CLIENT_ID")
+                .ok_or_else(|| missing(ConfigErrorKind::MissingClientId, "AZURE_CLIENT_ID"))?,
+            (None, None) => {
+                return Err(missing(ConfigErrorKind::MissingClientId, "OAUTH_CLIENT_ID"))
+            }
+        };
+        builder = builder.client_id(id);
+        let assertion_file = var("OAUTH_CLIENT_ASSERTION_FILE").map(|file| {
+            if file.trim() == "kubernetes" {
+                crate::endpoint::credential::KUBERNETES_TOKEN_FILE.into()
+            } else {
+                file
+            }
+        });
+        let credentials = [
+            ("OAUTH_CLIENT_SECRET", var("OAUTH_CLIENT_SECRET")),
+            ("OAUTH_CLIENT_SECRET_FILE", var("OAUTH_CLIENT_SECRET_FILE")),
+            ("OAUTH_CLIENT_ASSERTION_FILE", assertion_file.or(azure)),
+        ];
+        let given: Vec<&str> = credentials
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(name, _)| *name)
+            .collect();
+        if given.len() > 1 {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                format!("{} are all set; set one", given.join(" and ")),
+            ));
+        }
+        builder = match credentials {
+            [(_, Some(secret)), ..] => builder.client_secret(secret),
+            [_, (_, Some(file)), _] => builder.client_secret_file(file),
+            [_, _, (_, Some(file))] => builder.client_auth(ClientAuth::AssertionFile(file.into())),
+            _ => {
+                return Err(missing(
+                    ConfigErrorKind::MissingClientSecret,
+                    "OAUTH_CLIENT_SECRET (nor OAUTH_CLIENT_SECRET_FILE or \
+                     OAUTH_CLIENT_ASSERTION_FILE)",
+                ))
+            }
+        };
         if let Some(auth) = var("OAUTH_CLIENT_AUTH") {
             let auth: ClientAuth = auth.parse().map_err(|e: ConfigError| {
                 ConfigError::new(e.kind(), format!("OAUTH_CLIENT_AUTH: {}", e.message()))

@@ -3,6 +3,7 @@
 //! environment (`env`).
 
 mod build;
+mod credentials;
 mod env;
 
 use std::fmt;
@@ -51,6 +52,8 @@ pub struct OAuthLayerBuilder {
     issuer: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
+    /// A secret read from a file or a function, and read again when refused.
+    secret_source: Option<crate::endpoint::credential::SecretSource>,
     client_auth: Option<ClientAuth>,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
@@ -693,6 +696,7 @@ impl fmt::Debug for OAuthLayerBuilder {
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| "[redacted]"),
             )
+            .field("client_secret_from", &self.secret_source)
             .field("client_auth", &self.client_auth)
             .field(
                 "params",

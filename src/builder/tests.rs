@@ -275,3 +275,82 @@ fn debug_redacts_the_secret() {
     assert!(!shown.contains("s3cr3t"), "{shown}");
     assert!(shown.contains("id-123"));
 }
+
+#[test]
+fn workload_identity_presets_come_from_the_environment() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    // Azure workload identity, as the platform sets it in a pod.
+    let b = OAuthLayerBuilder::from_lookup(env(&[
+        (
+            "AZURE_FEDERATED_TOKEN_FILE",
+            "/var/run/secrets/azure/tokens/azure-identity-token",
+        ),
+        ("AZURE_CLIENT_ID", "11111111-2222-3333-4444-555555555555"),
+        ("AZURE_TENANT_ID", "my-tenant"),
+        ("AZURE_AUTHORITY_HOST", "https://login.microsoftonline.com/"),
+        ("OAUTH_SCOPE", "api://orders/.default"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        b.token_url.as_deref(),
+        Some("https://login.microsoftonline.com/my-tenant/oauth2/v2.0/token")
+    );
+    assert_eq!(
+        b.client_id.as_deref(),
+        Some("11111111-2222-3333-4444-555555555555")
+    );
+    assert_eq!(
+        b.client_auth,
+        Some(ClientAuth::AssertionFile(
+            "/var/run/secrets/azure/tokens/azure-identity-token".into()
+        ))
+    );
+    let err = OAuthLayerBuilder::from_lookup(env(&[
+        ("AZURE_FEDERATED_TOKEN_FILE", "/t"),
+        ("AZURE_CLIENT_ID", "c"),
+    ]))
+    .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::MissingUrl);
+    assert!(err.to_string().contains("AZURE_TENANT_ID"), "{err}");
+
+    // Kubernetes' service account token, by its word.
+    let b = OAuthLayerBuilder::from_lookup(env(&[
+        ("OAUTH_TOKEN_URL", "https://idp.example/token"),
+        ("OAUTH_CLIENT_ID", "id"),
+        ("OAUTH_CLIENT_ASSERTION_FILE", "kubernetes"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        b.client_auth,
+        Some(ClientAuth::AssertionFile(
+            crate::KUBERNETES_TOKEN_FILE.into()
+        ))
+    );
+    // A secret file; and never two credentials.
+    let b = OAuthLayerBuilder::from_lookup(env(&[
+        ("OAUTH_TOKEN_URL", "https://idp.example/token"),
+        ("OAUTH_CLIENT_ID", "id"),
+        ("OAUTH_CLIENT_SECRET_FILE", "/run/secrets/client-secret"),
+    ]))
+    .unwrap();
+    assert!(format!("{b:?}").contains("/run/secrets/client-secret"));
+    let err = OAuthLayerBuilder::from_lookup(env(&[
+        ("OAUTH_TOKEN_URL", "https://idp.example/token"),
+        ("OAUTH_CLIENT_ID", "id"),
+        ("OAUTH_CLIENT_SECRET", "s"),
+        ("OAUTH_CLIENT_ASSERTION_FILE", "/t"),
+    ]))
+    .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+    assert_eq!(
+        err.message(),
+        "OAUTH_CLIENT_SECRET and OAUTH_CLIENT_ASSERTION_FILE are all set; set one"
+    );
+}

@@ -18,11 +18,6 @@ use crate::endpoint::client_auth::{
 use crate::error::{TokenError, TokenErrorKind};
 use crate::keys::SigningKey;
 
-/// The `client_assertion_type` of a JWT client assertion (RFC 7523 section
-/// 2.2).
-pub const JWT_BEARER_ASSERTION_TYPE: &str =
-    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
-
 /// A JWT that authenticates a client at a token endpoint (RFC 7523 section
 /// 3): `iss` and `sub` the client id, `aud` the authorization server, `iat`
 /// and `nbf` a few seconds ago ([`clock_skew`](Self::clock_skew), for
@@ -315,22 +310,4 @@ impl Assertions {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pick {
     second: bool,
-}
-
-/// Whether `error` is a token endpoint's refusal of the client's
-/// authentication: 401 or 403 (but for a scope or a DPoP proof), or 400 with
-/// `invalid_client` or `unauthorized_client`.
-pub(crate) fn refuses_client(error: &TokenError) -> bool {
-    if error.kind() != TokenErrorKind::Status {
-        return false;
-    }
-    let code = error.error_code().unwrap_or("");
-    match error.status().map(|s| s.as_u16()) {
-        Some(401 | 403) => !matches!(
-            code,
-            "invalid_scope" | "use_dpop_nonce" | "invalid_dpop_proof"
-        ),
-        Some(400) => matches!(code, "invalid_client" | "unauthorized_client"),
-        _ => false,
-    }
 }

@@ -106,6 +106,35 @@ pub enum ClientAuth {
     /// (feature `mtls`); a transport of your own brings its own TLS
     /// configuration.
     TlsClientAuth,
+    /// A client assertion the client does not sign: a JWT that the platform
+    /// writes to this file and renews (a Kubernetes projected service
+    /// account token, Azure workload identity's `AZURE_FEDERATED_TOKEN_FILE`,
+    /// a SPIFFE JWT-SVID, a CI system's OIDC token), sent as
+    /// `client_assertion` with `client_id` (RFC 7523 section 2.2, what
+    /// servers call `private_key_jwt` or a federated credential). No secret,
+    /// no feature needed.
+    ///
+    /// The file is read at each token request, so a renewed one is taken at
+    /// the next (and a refused assertion is tried once more if the file
+    /// changed meanwhile); nothing of it is kept. A file that reads empty or
+    /// not as a JWT is read again a few times within about a quarter of a
+    /// second (a writer that truncates first). Missing, empty, unreadable,
+    /// not a JWT, or past its `exp`: a [`TokenError`](crate::TokenError) of
+    /// kind [`Credential`](crate::TokenErrorKind::Credential) naming the
+    /// file, never its content.
+    ///
+    /// ```
+    /// use tower_oauth::{ClientAuth, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.microsoftonline.com/my-tenant/oauth2/v2.0/token")
+    ///     .client_id("00000000-0000-0000-0000-000000000000")
+    ///     .client_auth(ClientAuth::AssertionFile("/var/run/secrets/azure/tokens/azure-identity-token".into()))
+    ///     .scope("api://orders/.default")
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    AssertionFile(std::path::PathBuf),
 }
 
 impl std::str::FromStr for ClientAuth {
@@ -122,6 +151,11 @@ impl std::str::FromStr for ClientAuth {
             "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
                 Ok(ClientAuth::TlsClientAuth)
             }
+            "assertion-file" | "client-assertion-file" => Err(ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
+                "a client assertion file needs its path: give ClientAuth::AssertionFile(path) \
+                 to client_auth, or set OAUTH_CLIENT_ASSERTION_FILE",
+            )),
             "private-key-jwt" => Err(ConfigError::new(
                 ConfigErrorKind::InvalidSetting,
                 "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
@@ -149,7 +183,7 @@ impl ClientAuth {
     /// (the secret is required then).
     pub(crate) fn needs_secret(&self) -> bool {
         match self {
-            ClientAuth::TlsClientAuth => false,
+            ClientAuth::TlsClientAuth | ClientAuth::AssertionFile(_) => false,
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(_) => false,
             _ => true,
@@ -170,6 +204,7 @@ impl ClientAuth {
             #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
+            ClientAuth::AssertionFile(_) => "client_assertion_file",
         }
     }
 
@@ -206,9 +241,15 @@ impl ClientAuth {
             #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
+            ClientAuth::AssertionFile(_) => "private_key_jwt (a client assertion file)",
         }
     }
 }
+
+/// The `client_assertion_type` of a JWT client assertion (RFC 7523 section
+/// 2.2).
+pub const JWT_BEARER_ASSERTION_TYPE: &str =
+    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// The explicit `typ` of a client authentication JWT, the default of
 /// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the

@@ -1,45 +1,30 @@
 //! The client-credentials token request, and the [`TokenSource`] seam the
-//! cache fetches through.
+//! cache fetches through: one request, and the few sent again at once when
+//! the answer asks for it (a DPoP nonce, the other audience of a refused
+//! assertion, a rotated secret, a renewed assertion file).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
-use super::client_auth::{AssertionSettings, ClientAuth};
-use super::redact::Redactor;
+use super::client_auth::{check_unencoded, AssertionSettings, ClientAuth};
+use super::credential::{refuses_client, ClientSecret};
+use super::prepared::{Prepared, Sent, Setup};
 use crate::boxed::BoxFuture;
-use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
-use crate::error::TokenError;
+use crate::error::{ConfigErrorKind, TokenError};
 use crate::token::AccessToken;
-
-/// What proves the client, beyond what the request holds from the start.
-enum ClientProof {
-    /// Nothing more: the body and the `Basic` header say it all.
-    Fixed,
-    /// A fresh client assertion, signed with a key or under the secret.
-    #[cfg(feature = "jwt")]
-    Assertion(Box<super::assertion::Assertions>),
-}
-
-/// Which client assertion a request carries (none without one).
-#[cfg(feature = "jwt")]
-type Pick = Option<super::assertion::Pick>;
-#[cfg(not(feature = "jwt"))]
-type Pick = ();
 
 /// The token request of the specification (section 4) and its variants.
 pub(crate) struct ClientCredentials {
     url: Uri,
-    /// Every form the secret was sent in, to scrub from the answers.
-    redactor: Redactor,
-    /// The whole body, or with an assertion all of it but the assertion.
-    body: Bytes,
-    proof: ClientProof,
-    basic: Option<HeaderValue>,
+    setup: Setup,
+    secret: ClientSecret,
+    /// The parts made from the secret in use.
+    prepared: Mutex<Arc<Prepared>>,
     transport: Arc<dyn Transport>,
     /// What to suggest when the URL turns out not to be a token endpoint.
     hint: &'static str,
@@ -48,6 +33,15 @@ pub(crate) struct ClientCredentials {
     /// Each token request carries a DPoP proof of this key.
     #[cfg(feature = "jwt")]
     dpop: Option<Arc<crate::dpop::Dpop>>,
+}
+
+/// What a fetch already sent again, so that each is sent again once.
+#[derive(Default)]
+struct Retried {
+    nonce: bool,
+    audience: bool,
+    secret: bool,
+    file: bool,
 }
 
 /// The hint for a URL given with `token_url` that is not a token endpoint.
@@ -67,76 +61,33 @@ const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits
 impl ClientCredentials {
     /// The values must already be checked to fit `auth` (see the builder).
     /// `issuer` when the URL was discovered from one: the assertions' first
-    /// `aud` (see [`Assertions`](super::assertion::Assertions).
+    /// `aud` (see [`Assertions`](super::assertion::Assertions)).
     #[allow(clippy::too_many_arguments)]
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) fn new(
         url: Uri,
         client_id: &str,
-        client_secret: String,
+        secret: ClientSecret,
         auth: &ClientAuth,
         params: &[(String, String)],
         assertion: &AssertionSettings,
         issuer: Option<&str>,
         transport: Arc<dyn Transport>,
     ) -> Self {
-        let encode = |v: &str| match auth {
-            ClientAuth::UnencodedBody => v.to_owned(),
-            _ => form_urlencode(v),
+        let setup = Setup {
+            client_id: client_id.to_owned(),
+            auth: auth.clone(),
+            params: params.to_vec(),
+            assertion: assertion.clone(),
+            issuer: issuer.map(str::to_owned),
+            url: url.to_string(),
         };
-        let mut body = String::from("grant_type=client_credentials");
-        let mut basic = None;
-        if auth.is_basic() {
-            let credentials = match auth {
-                ClientAuth::BasicUnencoded => format!("{client_id}:{client_secret}"),
-                _ => format!(
-                    "{}:{}",
-                    percent_encode(client_id),
-                    percent_encode(&client_secret)
-                ),
-            };
-            let mut value =
-                HeaderValue::try_from(format!("Basic {}", base64(credentials.as_bytes())))
-                    .expect("base64 is a valid header value");
-            value.set_sensitive(true);
-            basic = Some(value);
-        } else if matches!(auth, ClientAuth::UnencodedBody | ClientAuth::FormBody) {
-            body.push_str(&format!(
-                "&client_id={}&client_secret={}",
-                encode(client_id),
-                encode(&client_secret)
-            ));
-        } else {
-            // Assertions and mutual TLS: the id, and no secret.
-            body.push_str(&format!("&client_id={}", encode(client_id)));
-        }
-        for (name, value) in params {
-            body.push_str(&format!("&{}={}", encode(name), encode(value)));
-        }
-        #[cfg(feature = "jwt")]
-        let assertions = |key| {
-            let url = url.to_string();
-            ClientProof::Assertion(Box::new(super::assertion::Assertions::new(
-                client_id, assertion, issuer, &url, key,
-            )))
-        };
-        let proof = match auth {
-            #[cfg(feature = "jwt")]
-            ClientAuth::PrivateKeyJwt(key) => {
-                assertions(super::assertion::AssertionKey::Key(key.clone()))
-            }
-            #[cfg(feature = "jwt")]
-            ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
-                ring::hmac::Key::new(ring::hmac::HMAC_SHA256, client_secret.as_bytes()),
-            )),
-            _ => ClientProof::Fixed,
-        };
+        let (version, current) = secret.current();
+        let prepared = Prepared::new(&setup, &current, version);
         ClientCredentials {
             url,
-            redactor: Redactor::new(client_id, &client_secret),
-            body: Bytes::from(body),
-            proof,
-            basic,
+            setup,
+            secret,
+            prepared: Mutex::new(Arc::new(prepared)),
             transport,
             hint: TOKEN_URL_HINT,
             scope: params
@@ -146,6 +97,16 @@ impl ClientCredentials {
             #[cfg(feature = "jwt")]
             dpop: None,
         }
+    }
+
+    /// The parts made from the secret in use, made again if it changed.
+    fn prepared(&self) -> Arc<Prepared> {
+        let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
+        if prepared.version != self.secret.version() {
+            let (version, current) = self.secret.current();
+            *prepared = Arc::new(Prepared::new(&self.setup, &current, version));
+        }
+        Arc::clone(&prepared)
     }
 
     /// Each token request carries a DPoP proof of `dpop`'s key, and the
@@ -211,27 +172,13 @@ impl ClientCredentials {
 
     /// The token request, with a fresh client assertion when the client
     /// authenticates with one (with `other_audience`, for the audience the
-    /// server did not take last), and which assertion it carries.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    /// server did not take last), and what it carried.
     async fn request(
         &self,
+        prepared: &Prepared,
         other_audience: bool,
-    ) -> Result<(http::Request<Bytes>, Pick), TokenError> {
-        #[cfg_attr(not(feature = "jwt"), allow(clippy::let_unit_value))]
-        let (body, pick) = match &self.proof {
-            #[cfg(feature = "jwt")]
-            ClientProof::Fixed => (self.body.clone(), None),
-            #[cfg(not(feature = "jwt"))]
-            ClientProof::Fixed => (self.body.clone(), ()),
-            #[cfg(feature = "jwt")]
-            ClientProof::Assertion(assertions) => {
-                let pick = assertions.pick(other_audience);
-                (
-                    self.with_assertion(&assertions.sign(pick).await?),
-                    Some(pick),
-                )
-            }
-        };
+    ) -> Result<(http::Request<Bytes>, Sent), TokenError> {
+        let (body, sent) = prepared.body(other_audience).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.url.clone();
@@ -241,7 +188,7 @@ impl ClientCredentials {
             HeaderValue::from_static("application/x-www-form-urlencoded"),
         );
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        if let Some(basic) = &self.basic {
+        if let Some(basic) = &prepared.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
         #[cfg(feature = "jwt")]
@@ -249,20 +196,7 @@ impl ClientCredentials {
             let proof = dpop.prove_token_request(&self.url).await?;
             request.headers_mut().insert(crate::dpop::DPOP, proof);
         }
-        Ok((request, pick))
-    }
-
-    /// The body with `assertion` appended (RFC 7523 section 2.2).
-    #[cfg(feature = "jwt")]
-    fn with_assertion(&self, assertion: &str) -> Bytes {
-        let mut body = Vec::with_capacity(self.body.len() + assertion.len() + 128);
-        body.extend_from_slice(&self.body);
-        body.extend_from_slice(b"&client_assertion_type=");
-        body.extend(form_urlencode(super::assertion::JWT_BEARER_ASSERTION_TYPE).bytes());
-        body.extend_from_slice(b"&client_assertion=");
-        // base64url and dots: nothing to encode.
-        body.extend_from_slice(assertion.as_bytes());
-        Bytes::from(body)
+        Ok((request, sent))
     }
 }
 
@@ -271,54 +205,139 @@ impl ClientCredentials {
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            // A DPoP nonce demanded (RFC 9449 section 8) is sent once; a
-            // refused assertion is tried once for the other audience.
-            let (mut nonce_asked, mut other_audience) = (false, false);
+            let mut retried = Retried::default();
             loop {
-                let (request, pick) = self.request(other_audience).await?;
+                let prepared = self.prepared();
+                let (request, sent) = self.request(&prepared, retried.audience).await?;
                 let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
                 let status = response.status();
                 #[cfg(feature = "jwt")]
                 if let Some(dpop) = &self.dpop {
                     dpop.remember_from(&self.url, response.headers());
                 }
-                return match crate::endpoint::answer::read(&response, &self.redactor) {
+                let error = match crate::endpoint::answer::read(&response, &prepared.redactor) {
                     Ok(token) => {
                         #[cfg(feature = "jwt")]
                         if let Some(dpop) = &self.dpop {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
-                        self.assertion_taken(pick);
-                        Ok(token)
+                        #[cfg(feature = "jwt")]
+                        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
+                            assertions.taken(pick);
+                        }
+                        return Ok(token);
                     }
-                    Err(e) if self.asks_for_nonce(&e) && !nonce_asked => {
-                        tracing::debug!("the token endpoint asked for a DPoP nonce; asking again");
-                        nonce_asked = true;
-                        continue;
-                    }
-                    Err(e) if crate::endpoint::answer::not_a_token_endpoint(status) => {
-                        Err(e.with_message(self.not_a_token_endpoint(status)))
-                    }
-                    Err(e) if !other_audience && self.tries_other_audience(&e, pick) => {
-                        other_audience = true;
-                        continue;
-                    }
-                    Err(e) => Err(self.assertion_refused(e, pick, other_audience)),
+                    Err(e) => e,
                 };
+                if crate::endpoint::answer::not_a_token_endpoint(status) {
+                    return Err(error.with_message(self.not_a_token_endpoint(status)));
+                }
+                // A DPoP nonce demanded (RFC 9449 section 8) is sent once.
+                if !retried.nonce && self.asks_for_nonce(&error) {
+                    tracing::debug!("the token endpoint asked for a DPoP nonce; asking again");
+                    retried.nonce = true;
+                    continue;
+                }
+                if !refuses_client(&error) {
+                    return Err(error);
+                }
+                if !retried.audience && Self::tries_other_audience(&prepared, &sent, &error) {
+                    retried.audience = true;
+                    continue;
+                }
+                if !retried.secret && self.secret_changed(&prepared).await {
+                    retried.secret = true;
+                    continue;
+                }
+                if !retried.file && Self::file_changed(&prepared, &sent).await {
+                    retried.file = true;
+                    continue;
+                }
+                return Err(Self::assertion_refused(
+                    error,
+                    &prepared,
+                    &sent,
+                    retried.audience,
+                ));
             }
         })
+    }
+
+    /// After a refusal of the rotating secret `prepared` was made with:
+    /// whether a new secret is in use now (read again here, or by another
+    /// request meanwhile).
+    async fn secret_changed(&self, prepared: &Prepared) -> bool {
+        let ClientSecret::Rotating(rotating) = &self.secret else {
+            return false;
+        };
+        let unencoded = self.setup.auth == ClientAuth::UnencodedBody;
+        let check = |secret: &str| {
+            if unencoded {
+                check_unencoded(
+                    secret,
+                    ConfigErrorKind::InvalidClientSecret,
+                    "client secret",
+                )
+                .map_err(|e| e.message().to_owned())?;
+            }
+            Ok(())
+        };
+        match rotating.reread(prepared.version, check).await {
+            Ok(true) => {
+                tracing::info!(
+                    source = %rotating.describe(),
+                    "the token endpoint refused the client secret, and a new one was read; \
+                     asking again with it"
+                );
+                true
+            }
+            Ok(false) => {
+                tracing::debug!(
+                    source = %rotating.describe(),
+                    "the token endpoint refused the client secret, which has not changed"
+                );
+                false
+            }
+            Err(why) => {
+                tracing::warn!(
+                    source = %rotating.describe(),
+                    "the token endpoint refused the client secret, and reading it again failed: \
+                     {why}"
+                );
+                false
+            }
+        }
+    }
+
+    /// After a refusal of the assertion read from a file: whether the file
+    /// now holds another.
+    async fn file_changed(prepared: &Prepared, sent: &Sent) -> bool {
+        let (Some(file), Some(refused)) = (prepared.assertion_file(), &sent.from_file) else {
+            return false;
+        };
+        match file.read().await {
+            Ok(now) if now != *refused => {
+                tracing::info!(
+                    file = %file.path().display(),
+                    "the token endpoint refused the client assertion, and the file holds a new \
+                     one; asking again with it"
+                );
+                true
+            }
+            _ => false,
+        }
     }
 }
 
 impl ClientCredentials {
-    /// Whether `error` refuses the assertion `pick`, which can be tried for
-    /// another audience (and says so in the log).
+    /// Whether the refused assertion `sent` can be tried for another
+    /// audience (and says so in the log).
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
-    fn tries_other_audience(&self, error: &TokenError, pick: Pick) -> bool {
+    fn tries_other_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
         #[cfg(feature = "jwt")]
-        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
-            if assertions.has_other() && super::assertion::refuses_client(error) {
+        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
+            if assertions.has_other() {
                 tracing::warn!(
                     refused = %assertions.audience(pick),
                     next = %assertions.audience(assertions.other(pick)),
@@ -332,41 +351,43 @@ impl ClientCredentials {
         false
     }
 
-    /// The server took the assertion `pick`.
+    /// `error`, a refusal of the client: when it refused an assertion, which
+    /// one (its audience, and with `both` the other audience tried before
+    /// it; or its file) and what to check.
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
-    fn assertion_taken(&self, pick: Pick) {
+    fn assertion_refused(
+        error: TokenError,
+        prepared: &Prepared,
+        sent: &Sent,
+        both: bool,
+    ) -> TokenError {
         #[cfg(feature = "jwt")]
-        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
-            assertions.taken(pick);
+        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
+            let tried = if both {
+                format!(
+                    "the client assertion made for aud `{}`, and again for aud `{}`",
+                    assertions.audience(assertions.other(pick)),
+                    assertions.audience(pick)
+                )
+            } else {
+                format!(
+                    "the client assertion made for aud `{}`",
+                    assertions.audience(pick)
+                )
+            };
+            return error.with_message(format!(
+                "the token endpoint refused {tried}: check the key (or secret) registered \
+                 for the client and its algorithm; if the server expects another audience \
+                 in client assertions, set it with assertion_audience"
+            ));
         }
-    }
-
-    /// `error`, and when it refuses the client assertion `pick`, which
-    /// audience it carried (and with `both`, the other audience tried
-    /// before it) and the setting that changes it.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
-    fn assertion_refused(&self, error: TokenError, pick: Pick, both: bool) -> TokenError {
-        #[cfg(feature = "jwt")]
-        if let (ClientProof::Assertion(assertions), Some(pick)) = (&self.proof, pick) {
-            if super::assertion::refuses_client(&error) {
-                let tried = if both {
-                    format!(
-                        "the client assertion made for aud `{}`, and again for aud `{}`",
-                        assertions.audience(assertions.other(pick)),
-                        assertions.audience(pick)
-                    )
-                } else {
-                    format!(
-                        "the client assertion made for aud `{}`",
-                        assertions.audience(pick)
-                    )
-                };
-                return error.with_message(format!(
-                    "the token endpoint refused {tried}: check the key (or secret) registered \
-                     for the client and its algorithm; if the server expects another audience \
-                     in client assertions, set it with assertion_audience"
-                ));
-            }
+        if let Some(file) = prepared.assertion_file() {
+            return error.with_message(format!(
+                "the token endpoint refused the client assertion read from `{}`: check that \
+                 the server trusts its issuer and subject for this client (a federated \
+                 credential), and that its audience is the one the server expects",
+                file.path().display()
+            ));
         }
         error
     }

@@ -58,7 +58,7 @@ pub struct ServerMetadata {
 /// How the token request is made, once discovery is done.
 pub(crate) struct Credentials {
     pub(crate) client_id: String,
-    pub(crate) client_secret: String,
+    pub(crate) client_secret: crate::endpoint::credential::ClientSecret,
     /// The user's choice, if any.
     pub(crate) client_auth: Option<ClientAuth>,
     pub(crate) params: Vec<(String, String)>,

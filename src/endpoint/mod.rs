@@ -9,7 +9,9 @@ pub(crate) mod answer;
 pub(crate) mod assertion;
 pub(crate) mod client_auth;
 pub(crate) mod client_credentials;
+pub(crate) mod credential;
 pub(crate) mod discovery;
+pub(crate) mod prepared;
 pub(crate) mod redact;
 #[cfg(feature = "reqwest")]
 pub(crate) mod tls;
@@ -17,10 +19,11 @@ pub(crate) mod transport;
 pub(crate) mod url;
 
 #[cfg(feature = "jwt")]
-pub use self::assertion::{ClientAssertion, JWT_BEARER_ASSERTION_TYPE};
-pub use self::client_auth::ClientAuth;
+pub use self::assertion::ClientAssertion;
+pub use self::client_auth::{ClientAuth, JWT_BEARER_ASSERTION_TYPE};
 #[cfg(feature = "jwt")]
 pub use self::client_auth::{
     CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
 };
+pub use self::credential::KUBERNETES_TOKEN_FILE;
 pub use self::discovery::ServerMetadata;

@@ -8,6 +8,7 @@ use http::Uri;
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::client_credentials::ClientCredentials;
+use crate::endpoint::credential::ClientSecret;
 use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
 use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
@@ -42,7 +43,7 @@ pub(crate) struct Recipe {
     /// The URL was built from `auth_url` (for messages).
     pub(crate) from_auth_url: bool,
     pub(crate) client_id: String,
-    pub(crate) client_secret: String,
+    pub(crate) client_secret: ClientSecret,
     /// `None`: chosen by discovery.
     pub(crate) auth: Option<ClientAuth>,
     /// The layer's own parameters.

@@ -56,7 +56,7 @@ struct Issued {
 #[derive(Debug)]
 struct State {
     client_id: String,
-    client_secret: String,
+    client_secret: Mutex<String>,
     style: Mutex<Style>,
     extras: Mutex<Vec<(String, String)>>,
     lifetime: Mutex<Duration>,
@@ -97,7 +97,7 @@ impl Authority {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
             client_id: client_id.into(),
-            client_secret: client_secret.into(),
+            client_secret: Mutex::new(client_secret.into()),
             style: Mutex::new(Style::Unencoded),
             extras: Mutex::new(Vec::new()),
             lifetime: Mutex::new(lifetime),
@@ -142,9 +142,19 @@ impl Authority {
         tower_oauth::OAuthLayer::builder()
             .auth_url(self.base_url())
             .client_id(&self.state.client_id)
-            .client_secret(&self.state.client_secret)
+            .client_secret(self.secret())
             .build()
             .unwrap()
+    }
+
+    /// The client secret it takes now.
+    pub fn secret(&self) -> String {
+        self.state.client_secret.lock().unwrap().clone()
+    }
+
+    /// From now on it takes `secret` only (a rotation at the server).
+    pub fn set_secret(&self, secret: &str) {
+        *self.state.client_secret.lock().unwrap() = secret.into();
     }
 
     /// The token endpoint's full URL: a `token_url`.
@@ -456,6 +466,7 @@ fn check_credentials(
 ) -> bool {
     let style = *state.style.lock().unwrap();
     let extras = state.extras.lock().unwrap().clone();
+    let client_secret = state.client_secret.lock().unwrap().clone();
     let basic = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -467,7 +478,7 @@ fn check_credentials(
             }
             let mut expected = format!(
                 "grant_type=client_credentials&client_id={}&client_secret={}",
-                state.client_id, state.client_secret
+                state.client_id, client_secret
             );
             for (k, v) in &extras {
                 expected.push_str(&format!("&{k}={v}"));
@@ -503,7 +514,7 @@ fn check_credentials(
                     problems.push("unexpected Authorization header".into());
                 }
                 return get("client_id").as_deref() == Some(state.client_id.as_str())
-                    && get("client_secret").as_deref() == Some(state.client_secret.as_str());
+                    && get("client_secret").as_deref() == Some(client_secret.as_str());
             }
             if get("client_secret").is_some() || get("client_id").is_some() {
                 problems.push("credentials in the body with Basic authentication".into());
@@ -533,7 +544,7 @@ fn check_credentials(
                 }
             };
             match (decode(id), decode(secret)) {
-                (Some(id), Some(secret)) => id == state.client_id && secret == state.client_secret,
+                (Some(id), Some(secret)) => id == state.client_id && secret == client_secret,
                 _ => {
                     problems.push("Basic credentials cannot be decoded".into());
                     false

@@ -1,0 +1,180 @@
+//! [`Prepared`]: what a token request holds that depends on the client's
+//! credential (the body, the `Basic` header, how the client is proven, the
+//! redactor of what was sent), made once, and again when a rotating secret
+//! changes; and [`Sent`], what one request carried of it.
+
+use bytes::Bytes;
+use http::HeaderValue;
+
+use super::client_auth::{AssertionSettings, ClientAuth, JWT_BEARER_ASSERTION_TYPE};
+use super::credential::AssertionFile;
+use super::redact::Redactor;
+use crate::encoding::{base64, form_urlencode, percent_encode};
+use crate::error::TokenError;
+
+/// What the prepared parts are made from, besides the secret.
+#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
+pub(crate) struct Setup {
+    pub(crate) client_id: String,
+    pub(crate) auth: ClientAuth,
+    pub(crate) params: Vec<(String, String)>,
+    pub(crate) assertion: AssertionSettings,
+    /// With discovery: the assertions' first `aud`.
+    pub(crate) issuer: Option<String>,
+    /// The token endpoint's URL.
+    pub(crate) url: String,
+}
+
+/// What proves the client, beyond what the request holds from the start.
+enum ClientProof {
+    /// Nothing more: the body and the `Basic` header say it all.
+    Fixed,
+    /// A fresh client assertion, signed with a key or under the secret.
+    #[cfg(feature = "jwt")]
+    Assertion(Box<super::assertion::Assertions>),
+    /// The assertion the platform wrote to a file, read now.
+    File(AssertionFile),
+}
+
+/// The parts of a token request made from the client's credential.
+pub(crate) struct Prepared {
+    /// The rotating secret's version these were made with (0 for a fixed
+    /// secret).
+    pub(crate) version: u64,
+    /// Every form the secret was sent in, to scrub from the answers.
+    pub(crate) redactor: Redactor,
+    /// The whole body, or with an assertion all of it but the assertion.
+    body: Bytes,
+    proof: ClientProof,
+    pub(crate) basic: Option<HeaderValue>,
+}
+
+/// What one token request carried of the client's proof.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sent {
+    /// The signed assertion's audience, among the client's.
+    #[cfg(feature = "jwt")]
+    pub(crate) pick: Option<super::assertion::Pick>,
+    /// The assertion read from a file.
+    pub(crate) from_file: Option<String>,
+}
+
+impl Prepared {
+    /// The parts for `setup` with `secret` (version `version`); the values
+    /// must already be checked to fit the client authentication.
+    pub(crate) fn new(setup: &Setup, secret: &str, version: u64) -> Self {
+        let (auth, client_id) = (&setup.auth, setup.client_id.as_str());
+        let encode = |v: &str| match auth {
+            ClientAuth::UnencodedBody => v.to_owned(),
+            _ => form_urlencode(v),
+        };
+        let mut body = String::from("grant_type=client_credentials");
+        let mut basic = None;
+        if auth.is_basic() {
+            let credentials = match auth {
+                ClientAuth::BasicUnencoded => format!("{client_id}:{secret}"),
+                _ => format!("{}:{}", percent_encode(client_id), percent_encode(secret)),
+            };
+            let mut value =
+                HeaderValue::try_from(format!("Basic {}", base64(credentials.as_bytes())))
+                    .expect("base64 is a valid header value");
+            value.set_sensitive(true);
+            basic = Some(value);
+        } else if matches!(auth, ClientAuth::UnencodedBody | ClientAuth::FormBody) {
+            body.push_str(&format!(
+                "&client_id={}&client_secret={}",
+                encode(client_id),
+                encode(secret)
+            ));
+        } else {
+            // Assertions and mutual TLS: the id, and no secret.
+            body.push_str(&format!("&client_id={}", encode(client_id)));
+        }
+        for (name, value) in &setup.params {
+            body.push_str(&format!("&{}={}", encode(name), encode(value)));
+        }
+        #[cfg(feature = "jwt")]
+        let assertions = |key| {
+            ClientProof::Assertion(Box::new(super::assertion::Assertions::new(
+                client_id,
+                &setup.assertion,
+                setup.issuer.as_deref(),
+                &setup.url,
+                key,
+            )))
+        };
+        let proof = match auth {
+            #[cfg(feature = "jwt")]
+            ClientAuth::PrivateKeyJwt(key) => {
+                assertions(super::assertion::AssertionKey::Key(key.clone()))
+            }
+            #[cfg(feature = "jwt")]
+            ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
+            )),
+            ClientAuth::AssertionFile(path) => ClientProof::File(AssertionFile::new(path)),
+            _ => ClientProof::Fixed,
+        };
+        Prepared {
+            version,
+            redactor: Redactor::new(client_id, secret),
+            body: Bytes::from(body),
+            proof,
+            basic,
+        }
+    }
+
+    /// The body of a request, with a fresh client assertion when the client
+    /// authenticates with one (with `other_audience`, a signed one for the
+    /// audience the server did not take last), and what it carried.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    pub(crate) async fn body(&self, other_audience: bool) -> Result<(Bytes, Sent), TokenError> {
+        let mut sent = Sent::default();
+        let body = match &self.proof {
+            ClientProof::Fixed => self.body.clone(),
+            #[cfg(feature = "jwt")]
+            ClientProof::Assertion(assertions) => {
+                let pick = assertions.pick(other_audience);
+                sent.pick = Some(pick);
+                self.with_assertion(&assertions.sign(pick).await?)
+            }
+            ClientProof::File(file) => {
+                let jwt = file.read().await?;
+                let body = self.with_assertion(&jwt);
+                sent.from_file = Some(jwt);
+                body
+            }
+        };
+        Ok((body, sent))
+    }
+
+    /// The body with `assertion` appended (RFC 7523 section 2.2).
+    fn with_assertion(&self, assertion: &str) -> Bytes {
+        let mut body = Vec::with_capacity(self.body.len() + assertion.len() + 128);
+        body.extend_from_slice(&self.body);
+        body.extend_from_slice(b"&client_assertion_type=");
+        body.extend(form_urlencode(JWT_BEARER_ASSERTION_TYPE).bytes());
+        body.extend_from_slice(b"&client_assertion=");
+        // A JWT is base64url and dots, but one read from a file is encoded
+        // all the same.
+        body.extend(form_urlencode(assertion).bytes());
+        Bytes::from(body)
+    }
+
+    /// The signed assertions, when the client signs its own.
+    #[cfg(feature = "jwt")]
+    pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
+        match &self.proof {
+            ClientProof::Assertion(assertions) => Some(assertions),
+            _ => None,
+        }
+    }
+
+    /// The assertion file, when the client sends one.
+    pub(crate) fn assertion_file(&self) -> Option<&AssertionFile> {
+        match &self.proof {
+            ClientProof::File(file) => Some(file),
+            _ => None,
+        }
+    }
+}
