@@ -51,6 +51,9 @@ pub(crate) struct Parts<'a> {
     /// The DPoP key's thumbprint: tokens bound to one key are of no use to
     /// a layer with another.
     pub(crate) dpop_thumbprint: Option<&'a str>,
+    /// A grant other than client credentials, and what sets its tokens
+    /// apart (its issuer, subject and key).
+    pub(crate) grant: Option<&'a str>,
 }
 
 /// An identity without its parameters: what a layer's token slots share.
@@ -86,6 +89,9 @@ impl IdentityBase {
         }
         if let Some(thumbprint) = parts.dpop_thumbprint {
             field(&mut encoded, b'd', thumbprint);
+        }
+        if let Some(grant) = parts.grant {
+            field(&mut encoded, b'g', grant);
         }
         IdentityBase { encoded }
     }
@@ -238,6 +244,11 @@ mod tests {
             .with_params(&[])
         };
         assert_ne!(source("billing").key(), source("ledger").key());
+        let grant = IdentityBase::new(Parts {
+            grant: Some("jwt_bearer;iss=a"),
+            ..parts_of_base()
+        });
+        assert_ne!(grant.with_params(&[]).key(), base().with_params(&[]).key());
     }
 
     fn parts_of_base() -> Parts<'static> {
@@ -248,6 +259,7 @@ mod tests {
             credential: None,
             certificate: Some("x5t"),
             dpop_thumbprint: Some("jkt"),
+            grant: None,
         }
     }
 }

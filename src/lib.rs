@@ -369,7 +369,10 @@ pub use endpoint::{
     ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
     DEFAULT_ASSERTION_LIFETIME,
 };
-pub use endpoint::{ClientAuth, ServerMetadata, JWT_BEARER_ASSERTION_TYPE, KUBERNETES_TOKEN_FILE};
+pub use endpoint::{
+    ClientAuth, JwtBearer, ServerMetadata, JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE,
+    KUBERNETES_TOKEN_FILE,
+};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]

@@ -11,6 +11,7 @@ use crate::cache::{Placement, TokenCache};
 use crate::endpoint::client_auth::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::credential::{ClientSecret, RotatingSecret};
+use crate::endpoint::grant::Grant;
 use crate::endpoint::transport::Transport;
 use crate::endpoint::url::checked_url;
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -53,6 +54,7 @@ impl OAuthLayerBuilder {
                 || self.client_id.is_some()
                 || self.client_secret.is_some()
                 || self.secret_source.is_some()
+                || !matches!(self.grant, Grant::ClientCredentials)
                 || self.client_auth.is_some()
                 || !self.params.is_empty()
                 || self.transport.is_some()
@@ -102,6 +104,7 @@ impl OAuthLayerBuilder {
                     credential: None,
                     certificate: None,
                     dpop_thumbprint: None,
+                    grant: None,
                 })
                 .with_params(&[]),
                 sealing_key: None,
@@ -117,18 +120,44 @@ impl OAuthLayerBuilder {
                  tokens in a token store",
             ));
         }
+        let jwt_bearer = match &self.grant {
+            Grant::JwtBearer(grant) => Some(Arc::clone(grant)),
+            Grant::ClientCredentials => None,
+        };
+        if let Some(grant) = &jwt_bearer {
+            if self.auth_url.is_some() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "jwt_bearer was given with auth_url: the specification's endpoint takes \
+                     client credentials only; give the token endpoint with token_url or issuer",
+                ));
+            }
+            if self.token_url.is_none() && self.issuer.is_none() {
+                self.token_url = grant.token_url().map(str::to_owned);
+            }
+        }
         let target = match self.checked_issuer()? {
             Some((issuer, parsed)) => Target::Issuer(issuer, parsed),
             None => Target::Url(self.url()?),
         };
-        let client_id = required(
-            self.client_id.take(),
-            ConfigErrorKind::MissingClientId,
-            "client id",
-        )?;
+        // A JWT-bearer grant's assertion proves the client: the id is
+        // optional, and without a secret there is no client authentication.
+        let client_id = match (self.client_id.take(), &jwt_bearer) {
+            (None, Some(_)) => String::new(),
+            (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
+        };
+        let has_secret = self.client_secret.is_some() || self.secret_source.is_some();
+        if jwt_bearer.is_none() && self.client_auth == Some(ClientAuth::None) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "ClientAuth::None sends no client credential, which the client credentials \
+                 grant needs; it serves grants that prove the client themselves (jwt_bearer)",
+            ));
+        }
         // With an issuer and no choice, discovery chooses.
         let auth = match (self.client_auth.clone(), &target) {
             (Some(chosen), _) => Some(chosen),
+            (None, _) if jwt_bearer.is_some() && !has_secret => Some(ClientAuth::None),
             (None, Target::Issuer(..)) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
@@ -178,6 +207,7 @@ impl OAuthLayerBuilder {
             Target::Issuer(..) => String::new(),
         };
         let credential = auth.as_ref().and_then(ClientAuth::identity_credential);
+        let grant_identity = self.grant.identity();
         let dpop_thumbprint = self.dpop_key();
         let certificate = self.certificate_thumbprint();
         let identity = IdentityBase::new(Parts {
@@ -190,6 +220,7 @@ impl OAuthLayerBuilder {
             credential: credential.as_deref(),
             certificate: certificate.as_deref(),
             dpop_thumbprint: dpop_thumbprint.as_deref(),
+            grant: grant_identity.as_deref(),
         });
         // A secret that changes cannot be the replicas' common sealing key.
         let sealing_key = self.sealing_key(
@@ -212,6 +243,7 @@ impl OAuthLayerBuilder {
             auth,
             params: std::mem::take(&mut self.params),
             assertion,
+            grant: std::mem::take(&mut self.grant),
             presents_certificate: self.presents_certificate(),
             transport,
             allow_insecure_http: self.allow_insecure_http,

@@ -5,6 +5,7 @@
 mod build;
 mod credentials;
 mod env;
+mod grants;
 
 use std::fmt;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ pub struct OAuthLayerBuilder {
     /// A secret read from a file or a function, and read again when refused.
     secret_source: Option<crate::endpoint::credential::SecretSource>,
     client_auth: Option<ClientAuth>,
+    grant: crate::endpoint::grant::Grant,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,
@@ -221,8 +223,8 @@ impl OAuthLayerBuilder {
     /// parameters; setting a name again replaces its value (use
     /// [`add_param`](Self::add_param) to send a name more than once). The
     /// names the layer sets itself, `grant_type`, `client_id`,
-    /// `client_secret`, `client_assertion` and `client_assertion_type`,
-    /// cannot be set (a [`ConfigError`](crate::ConfigError) from
+    /// `client_secret`, `client_assertion`, `client_assertion_type` and
+    /// `assertion`, cannot be set (a [`ConfigError`](crate::ConfigError) from
     /// [`build`](Self::build)).
     ///
     /// Default: none.
@@ -698,6 +700,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             )
             .field("client_secret_from", &self.secret_source)
             .field("client_auth", &self.client_auth)
+            .field("grant", &self.grant)
             .field(
                 "params",
                 &self.params.iter().map(|(name, _)| name).collect::<Vec<_>>(),

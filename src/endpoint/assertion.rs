@@ -48,7 +48,12 @@ use crate::keys::SigningKey;
 /// ```
 #[derive(Clone)]
 pub struct ClientAssertion {
+    /// `iss`.
     client_id: String,
+    /// `sub`, when not the issuer (a grant's subject).
+    subject: Option<String>,
+    /// A `scope` claim (Google's JWT-bearer grant).
+    scope: Option<String>,
     audience: String,
     lifetime: Duration,
     typ: Option<String>,
@@ -61,6 +66,8 @@ impl ClientAssertion {
     pub fn new(client_id: impl Into<String>, audience: impl Into<String>) -> Self {
         ClientAssertion {
             client_id: client_id.into(),
+            subject: None,
+            scope: None,
             audience: audience.into(),
             lifetime: DEFAULT_ASSERTION_LIFETIME,
             typ: Some(CLIENT_AUTHENTICATION_JWT_TYPE.to_owned()),
@@ -95,6 +102,22 @@ impl ClientAssertion {
     /// Default: [`CLIENT_AUTHENTICATION_JWT_TYPE`].
     pub fn typ(mut self, typ: Option<&str>) -> Self {
         self.typ = typ.map(str::to_owned);
+        self
+    }
+
+    /// An authorization grant's assertion (RFC 7523 section 2.1) of
+    /// `issuer` about `subject` for `audience`, its header's `typ` `JWT`.
+    pub(crate) fn grant(issuer: &str, subject: &str, audience: &str) -> Self {
+        let mut assertion = ClientAssertion::new(issuer, audience).typ(Some("JWT"));
+        if subject != issuer {
+            assertion.subject = Some(subject.to_owned());
+        }
+        assertion
+    }
+
+    /// A `scope` claim, for servers that read the scopes from the assertion.
+    pub(crate) fn scope_claim(mut self, scope: Option<&str>) -> Self {
+        self.scope = scope.map(str::to_owned);
         self
     }
 
@@ -151,15 +174,18 @@ impl ClientAssertion {
         if let Some(kid) = kid {
             header["kid"] = json!(kid);
         }
-        let claims = json!({
+        let mut claims = json!({
             "iss": self.client_id,
-            "sub": self.client_id,
+            "sub": self.subject.as_deref().unwrap_or(&self.client_id),
             "aud": self.audience,
             "iat": issued,
             "nbf": issued,
             "exp": now.saturating_add(lifetime.max(1)),
             "jti": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(jti),
         });
+        if let Some(scope) = &self.scope {
+            claims["scope"] = json!(scope);
+        }
         let mut input = String::with_capacity(512);
         base64url_into(header.to_string().as_bytes(), &mut input);
         input.push('.');
@@ -172,6 +198,8 @@ impl fmt::Debug for ClientAssertion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientAssertion")
             .field("client_id", &self.client_id)
+            .field("subject", &self.subject)
+            .field("scope", &self.scope)
             .field("audience", &self.audience)
             .field("lifetime", &self.lifetime)
             .field("typ", &self.typ)

@@ -135,6 +135,13 @@ pub enum ClientAuth {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     AssertionFile(std::path::PathBuf),
+    /// No client authentication (`none`, RFC 7591 section 2): the request
+    /// carries `client_id` when one is given, and no credential. For a
+    /// grant that proves the client itself
+    /// ([`jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer)), the default
+    /// there without a secret; never for client credentials, whose client
+    /// must authenticate.
+    None,
 }
 
 impl std::str::FromStr for ClientAuth {
@@ -146,6 +153,7 @@ impl std::str::FromStr for ClientAuth {
             "form" | "post" | "client-secret-post" => Ok(ClientAuth::FormBody),
             "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
             "unencoded" => Ok(ClientAuth::UnencodedBody),
+            "none" => Ok(ClientAuth::None),
             #[cfg(feature = "jwt")]
             "client-secret-jwt" => Ok(ClientAuth::ClientSecretJwt),
             "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
@@ -183,7 +191,7 @@ impl ClientAuth {
     /// (the secret is required then).
     pub(crate) fn needs_secret(&self) -> bool {
         match self {
-            ClientAuth::TlsClientAuth | ClientAuth::AssertionFile(_) => false,
+            ClientAuth::TlsClientAuth | ClientAuth::AssertionFile(_) | ClientAuth::None => false,
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(_) => false,
             _ => true,
@@ -205,6 +213,7 @@ impl ClientAuth {
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "client_assertion_file",
+            ClientAuth::None => "none",
         }
     }
 
@@ -242,6 +251,7 @@ impl ClientAuth {
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "private_key_jwt (a client assertion file)",
+            ClientAuth::None => "none",
         }
     }
 }
@@ -336,12 +346,13 @@ pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
 }
 
 /// The parameters the layer sets itself, which no user parameter may name.
-pub(crate) const RESERVED_PARAMS: [&str; 5] = [
+pub(crate) const RESERVED_PARAMS: [&str; 6] = [
     "grant_type",
     "client_id",
     "client_secret",
     "client_assertion",
     "client_assertion_type",
+    "assertion",
 ];
 
 /// Extra parameters: a name that is not empty or reserved, and (unencoded)

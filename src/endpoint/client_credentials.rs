@@ -12,6 +12,7 @@ use http::{HeaderValue, Method, Uri};
 
 use super::client_auth::{check_unencoded, AssertionSettings, ClientAuth};
 use super::credential::{refuses_client, ClientSecret};
+use super::grant::Grant;
 use super::prepared::{Prepared, Sent, Setup};
 use crate::boxed::BoxFuture;
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
@@ -71,6 +72,7 @@ impl ClientCredentials {
         params: &[(String, String)],
         assertion: &AssertionSettings,
         issuer: Option<&str>,
+        grant: &Grant,
         transport: Arc<dyn Transport>,
     ) -> Self {
         let setup = Setup {
@@ -80,6 +82,7 @@ impl ClientCredentials {
             assertion: assertion.clone(),
             issuer: issuer.map(str::to_owned),
             url: url.to_string(),
+            grant: grant.clone(),
         };
         let (version, current) = secret.current();
         let prepared = Prepared::new(&setup, &current, version);

@@ -63,6 +63,7 @@ pub(crate) struct Credentials {
     pub(crate) client_auth: Option<ClientAuth>,
     pub(crate) params: Vec<(String, String)>,
     pub(crate) assertion: AssertionSettings,
+    pub(crate) grant: crate::endpoint::grant::Grant,
     /// Whether the transport presents a client certificate (mutual TLS).
     pub(crate) presents_certificate: bool,
     /// The layer's DPoP state, when tokens are bound to a key.
@@ -285,6 +286,7 @@ impl Discovery {
             // The assertions' first audience: what the 2026 update of RFC
             // 7523 asks for.
             Some(&metadata.issuer),
+            &c.grant,
             Arc::clone(&c.transport),
         )
         .built_from_discovery();

@@ -11,6 +11,8 @@ pub(crate) mod client_auth;
 pub(crate) mod client_credentials;
 pub(crate) mod credential;
 pub(crate) mod discovery;
+pub(crate) mod grant;
+pub(crate) mod jwt_bearer;
 pub(crate) mod prepared;
 pub(crate) mod redact;
 #[cfg(feature = "reqwest")]
@@ -27,3 +29,4 @@ pub use self::client_auth::{
 };
 pub use self::credential::KUBERNETES_TOKEN_FILE;
 pub use self::discovery::ServerMetadata;
+pub use self::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};

@@ -8,6 +8,7 @@ use http::HeaderValue;
 
 use super::client_auth::{AssertionSettings, ClientAuth, JWT_BEARER_ASSERTION_TYPE};
 use super::credential::AssertionFile;
+use super::grant::{Grant, GrantProof};
 use super::redact::Redactor;
 use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::error::TokenError;
@@ -23,6 +24,7 @@ pub(crate) struct Setup {
     pub(crate) issuer: Option<String>,
     /// The token endpoint's URL.
     pub(crate) url: String,
+    pub(crate) grant: Grant,
 }
 
 /// What proves the client, beyond what the request holds from the start.
@@ -46,6 +48,8 @@ pub(crate) struct Prepared {
     /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
     proof: ClientProof,
+    /// What the grant adds to each request.
+    grant: GrantProof,
     pub(crate) basic: Option<HeaderValue>,
 }
 
@@ -68,7 +72,7 @@ impl Prepared {
             ClientAuth::UnencodedBody => v.to_owned(),
             _ => form_urlencode(v),
         };
-        let mut body = String::from("grant_type=client_credentials");
+        let mut body = format!("grant_type={}", form_urlencode(setup.grant.grant_type()));
         let mut basic = None;
         if auth.is_basic() {
             let credentials = match auth {
@@ -86,11 +90,16 @@ impl Prepared {
                 encode(client_id),
                 encode(secret)
             ));
-        } else {
-            // Assertions and mutual TLS: the id, and no secret.
+        } else if !client_id.is_empty() {
+            // Assertions, mutual TLS, none: the id, and no secret.
             body.push_str(&format!("&client_id={}", encode(client_id)));
         }
+        let mut scope = None;
         for (name, value) in &setup.params {
+            if name == "scope" && setup.grant.takes_scope() {
+                scope = Some(value.as_str());
+                continue;
+            }
             body.push_str(&format!("&{}={}", encode(name), encode(value)));
         }
         #[cfg(feature = "jwt")]
@@ -120,6 +129,7 @@ impl Prepared {
             redactor: Redactor::new(client_id, secret),
             body: Bytes::from(body),
             proof,
+            grant: setup.grant.proof(&setup.url, scope, &setup.assertion),
             basic,
         }
     }
@@ -130,7 +140,7 @@ impl Prepared {
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) async fn body(&self, other_audience: bool) -> Result<(Bytes, Sent), TokenError> {
         let mut sent = Sent::default();
-        let body = match &self.proof {
+        let mut body = match &self.proof {
             ClientProof::Fixed => self.body.clone(),
             #[cfg(feature = "jwt")]
             ClientProof::Assertion(assertions) => {
@@ -145,6 +155,11 @@ impl Prepared {
                 body
             }
         };
+        if !matches!(self.grant, GrantProof::Nothing) {
+            let mut extended = body.to_vec();
+            self.grant.append(&mut extended).await?;
+            body = Bytes::from(extended);
+        }
         Ok((body, sent))
     }
 

@@ -10,6 +10,7 @@ use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::credential::ClientSecret;
 use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
+use crate::endpoint::grant::Grant;
 use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::identity::IdentityBase;
@@ -49,6 +50,7 @@ pub(crate) struct Recipe {
     /// The layer's own parameters.
     pub(crate) params: Vec<(String, String)>,
     pub(crate) assertion: AssertionSettings,
+    pub(crate) grant: Grant,
     pub(crate) presents_certificate: bool,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) allow_insecure_http: bool,
@@ -125,6 +127,7 @@ impl Recipe {
                         client_auth: self.auth.clone(),
                         params,
                         assertion: self.assertion.clone(),
+                        grant: self.grant.clone(),
                         presents_certificate: self.presents_certificate,
                         #[cfg(feature = "jwt")]
                         dpop: self.placement.dpop.clone(),
@@ -150,6 +153,7 @@ impl Recipe {
                     &params,
                     &self.assertion,
                     None,
+                    &self.grant,
                     Arc::clone(&self.transport),
                 );
                 if self.from_auth_url {

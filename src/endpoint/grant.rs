@@ -1,0 +1,107 @@
+//! [`Grant`]: which authorization grant a token request asks with, its
+//! `grant_type`, and what it adds to each request's body (the JWT-bearer
+//! grant's fresh `assertion`).
+
+use std::sync::Arc;
+
+use super::client_auth::AssertionSettings;
+use super::credential::AssertionFile;
+use super::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
+use crate::encoding::form_urlencode;
+use crate::error::TokenError;
+
+/// The grant of a layer's token requests.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Grant {
+    /// RFC 6749 section 4.4.
+    #[default]
+    ClientCredentials,
+    /// RFC 7523 section 2.1.
+    JwtBearer(Arc<JwtBearer>),
+}
+
+impl Grant {
+    /// The `grant_type`.
+    pub(crate) fn grant_type(&self) -> &'static str {
+        match self {
+            Grant::ClientCredentials => "client_credentials",
+            Grant::JwtBearer(_) => JWT_BEARER_GRANT_TYPE,
+        }
+    }
+
+    /// What sets the grant's tokens apart in a token identity (none for
+    /// client credentials, whose identity predates grants).
+    pub(crate) fn identity(&self) -> Option<String> {
+        match self {
+            Grant::ClientCredentials => None,
+            Grant::JwtBearer(grant) => Some(grant.identity()),
+        }
+    }
+
+    /// Whether the `scope` parameter goes into the grant's assertion rather
+    /// than the body.
+    pub(crate) fn takes_scope(&self) -> bool {
+        matches!(self, Grant::JwtBearer(grant) if grant.scope_in_assertion)
+    }
+
+    /// What each request of this grant adds to its body, for the token
+    /// endpoint at `url` and the request's `scope`.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    pub(crate) fn proof(
+        &self,
+        url: &str,
+        scope: Option<&str>,
+        settings: &AssertionSettings,
+    ) -> GrantProof {
+        match self {
+            Grant::ClientCredentials => GrantProof::Nothing,
+            Grant::JwtBearer(grant) => match &grant.source {
+                #[cfg(feature = "jwt")]
+                Source::Signed {
+                    key,
+                    issuer,
+                    subject,
+                    audience,
+                    lifetime,
+                } => GrantProof::Signed(
+                    super::assertion::ClientAssertion::grant(
+                        issuer,
+                        subject,
+                        audience.as_deref().unwrap_or(url),
+                    )
+                    .lifetime(*lifetime)
+                    .clock_skew(settings.clock_skew)
+                    .scope_claim(scope.filter(|_| grant.scope_in_assertion)),
+                    key.clone(),
+                ),
+                Source::File(path) => GrantProof::File(AssertionFile::new(path)),
+            },
+        }
+    }
+}
+
+/// What a grant adds to each request's body.
+pub(crate) enum GrantProof {
+    Nothing,
+    /// A JWT-bearer assertion, signed fresh.
+    #[cfg(feature = "jwt")]
+    Signed(super::assertion::ClientAssertion, crate::keys::SigningKey),
+    /// A JWT-bearer assertion read from a file.
+    File(AssertionFile),
+}
+
+impl GrantProof {
+    /// Appends the grant's part to `body`; the assertion read from a file,
+    /// if one was.
+    pub(crate) async fn append(&self, body: &mut Vec<u8>) -> Result<Option<String>, TokenError> {
+        let (assertion, from_file) = match self {
+            GrantProof::Nothing => return Ok(None),
+            #[cfg(feature = "jwt")]
+            GrantProof::Signed(claims, key) => (claims.sign(key).await?, false),
+            GrantProof::File(file) => (file.read().await?, true),
+        };
+        body.extend_from_slice(b"&assertion=");
+        body.extend(form_urlencode(&assertion).bytes());
+        Ok(from_file.then_some(assertion))
+    }
+}

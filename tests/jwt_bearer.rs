@@ -1,0 +1,320 @@
+//! The JWT-bearer grant (RFC 7523 section 2.1) against a loopback double of
+//! Google's token endpoint, which enforces what Google documents for
+//! service accounts: the body holds `grant_type` and `assertion` only; the
+//! JWT is RS256 with the key's `kid`, issued by the service account's email
+//! for exactly the `token_uri`, with a non-empty `scope` claim and at most an
+//! hour between `iat` and `exp`. Every assertion is verified with
+//! jsonwebtoken against the public half of an openssl key. And a generic
+//! server: scope in the body, the client authenticating with Basic too.
+#![cfg(feature = "jwt")]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use http_body_util::BodyExt;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{json, Value};
+use support::keys::{Kind, TestKey};
+use support::serve::{answer, serve_state, Response};
+use tokio::net::TcpListener;
+use tower_oauth::{ConfigErrorKind, JwtBearer, OAuthLayer, TokenErrorKind};
+
+const EMAIL: &str = "reports@my-project.iam.gserviceaccount.com";
+const KID: &str = "0123456789abcdef0123456789abcdef01234567";
+const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+
+struct Google {
+    url: String,
+    key: DecodingKey,
+    /// What each token request was refused for, or the claims it carried.
+    seen: Mutex<Vec<Result<Value, String>>>,
+}
+
+impl Google {
+    async fn start(public_pem: &str) -> Arc<Google> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let google = Arc::new(Google {
+            url: format!("http://{}", listener.local_addr().unwrap()),
+            key: DecodingKey::from_rsa_pem(public_pem.as_bytes()).unwrap(),
+            seen: Mutex::new(Vec::new()),
+        });
+        serve_state(listener, Arc::clone(&google), |google, req| async move {
+            google.token(req).await
+        });
+        google
+    }
+
+    fn token_uri(&self) -> String {
+        format!("{}/token", self.url)
+    }
+
+    async fn token(&self, req: http::Request<hyper::body::Incoming>) -> Response {
+        let has_authorization = req.headers().contains_key("authorization");
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let checked = self.check(&body, has_authorization);
+        self.seen.lock().unwrap().push(checked.clone());
+        match checked {
+            Ok(_) => answer(
+                200,
+                json!({"access_token": "ya29.a0-test-token", "expires_in": 3599, "token_type": "Bearer"}),
+            ),
+            Err(why) if why.starts_with("scope") => answer(
+                400,
+                json!({"error": "invalid_scope", "error_description": "Empty or missing scope not allowed."}),
+            ),
+            Err(why) => answer(
+                400,
+                json!({"error": "invalid_grant", "error_description": why}),
+            ),
+        }
+    }
+
+    fn check(&self, body: &[u8], has_authorization: bool) -> Result<Value, String> {
+        if has_authorization {
+            return Err("an Authorization header".into());
+        }
+        let form: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+        let names: Vec<&str> = form.iter().map(|(n, _)| n.as_str()).collect();
+        if names != ["grant_type", "assertion"] {
+            return Err(format!("body parameters {names:?}"));
+        }
+        if form[0].1 != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
+            return Err("grant_type".into());
+        }
+        let jwt = &form[1].1;
+        let header = jsonwebtoken::decode_header(jwt).map_err(|e| e.to_string())?;
+        if header.alg != Algorithm::RS256 || header.kid.as_deref() != Some(KID) {
+            return Err(format!("header {:?} {:?}", header.alg, header.kid));
+        }
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.leeway = 0;
+        validation.set_issuer(&[EMAIL]);
+        validation.set_audience(&[self.token_uri()]);
+        validation.set_required_spec_claims(&["exp", "iat", "iss", "aud"]);
+        let claims = jsonwebtoken::decode::<Value>(jwt, &self.key, &validation)
+            .map_err(|e| format!("Invalid JWT: {e}"))?
+            .claims;
+        let (iat, exp) = (claims["iat"].as_u64(), claims["exp"].as_u64());
+        if !matches!((iat, exp), (Some(i), Some(e)) if e > i && e - i <= 3600) {
+            return Err("Invalid JWT: exp more than an hour after iat".into());
+        }
+        if claims["scope"].as_str().is_none_or(str::is_empty) {
+            return Err("scope".into());
+        }
+        Ok(claims)
+    }
+
+    fn seen(&self) -> Vec<Result<Value, String>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn key_file(key: &TestKey, token_uri: &str) -> String {
+    json!({
+        "type": "service_account",
+        "project_id": "my-project",
+        "private_key_id": KID,
+        "private_key": key.pkcs8,
+        "client_email": EMAIL,
+        "client_id": "104857600000000000000",
+        "token_uri": token_uri,
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_google_service_account_key_file_gets_tokens_as_google_asks() {
+    let key = TestKey::new(Kind::Rsa(2048));
+    let google = Google::start(&key.public).await;
+    let dir = std::env::temp_dir().join(format!("tower-oauth-google-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("service-account.json");
+    std::fs::write(&path, key_file(&key, &google.token_uri())).unwrap();
+
+    let grant = JwtBearer::google_service_account_file(&path).unwrap();
+    assert_eq!(grant.token_url(), Some(google.token_uri().as_str()));
+    assert!(!format!("{grant:?}").contains("PRIVATE KEY"));
+    let oauth = support::with_transport(OAuthLayer::builder().jwt_bearer(grant).scope(SCOPE))
+        .build()
+        .unwrap();
+    assert_eq!(oauth.token_url().unwrap().to_string(), google.token_uri());
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.expose_token(), "ya29.a0-test-token");
+    let seen = google.seen();
+    assert_eq!(seen.len(), 1);
+    let claims = seen[0].as_ref().unwrap();
+    assert_eq!(claims["scope"], SCOPE);
+    assert_eq!(claims["sub"], EMAIL);
+
+    // Domain-wide delegation: the subject is the user.
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .jwt_bearer(
+                JwtBearer::google_service_account_file(&path)
+                    .unwrap()
+                    .subject("alice@example.com"),
+            )
+            .scope(SCOPE),
+    )
+    .build()
+    .unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(
+        google.seen()[1].as_ref().unwrap()["sub"],
+        "alice@example.com"
+    );
+
+    // Without a scope, Google's answer reaches the user as it is.
+    let oauth = support::with_transport(
+        OAuthLayer::builder().jwt_bearer(JwtBearer::google_service_account_file(&path).unwrap()),
+    )
+    .build()
+    .unwrap();
+    let err = oauth.token().await.unwrap_err();
+    assert_eq!(err.kind(), TokenErrorKind::Status);
+    assert_eq!(
+        err.to_string(),
+        "token endpoint refused the request with HTTP 400 Bad Request (invalid_scope: Empty or \
+         missing scope not allowed.)"
+    );
+}
+
+#[test]
+fn a_bad_key_file_is_named_never_shown() {
+    let key = TestKey::new(Kind::Rsa(2048));
+    let message = |json: &str| {
+        let err = JwtBearer::google_service_account(json).unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidKey);
+        assert!(!err.to_string().contains("PRIVATE KEY"));
+        err.message().to_owned()
+    };
+    assert_eq!(
+        message("{not json"),
+        "the Google service account key is not JSON"
+    );
+    let user = json!({"type": "authorized_user", "client_id": "x", "refresh_token": "r"});
+    assert!(message(&user.to_string())
+        .starts_with("the Google service account key is not of `type` `service_account`"));
+    let mut doc: Value =
+        serde_json::from_str(&key_file(&key, "https://oauth2.googleapis.com/token")).unwrap();
+    doc.as_object_mut().unwrap().remove("client_email");
+    assert_eq!(
+        message(&doc.to_string()),
+        "the Google service account key has no `client_email`"
+    );
+    doc["client_email"] = json!(EMAIL);
+    doc["private_key"] = json!("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+    assert!(message(&doc.to_string())
+        .starts_with("the Google service account key has a `private_key` that does not read"));
+    let missing = std::env::temp_dir().join("tower-oauth-no-such-key.json");
+    let err = JwtBearer::google_service_account_file(&missing).unwrap_err();
+    assert!(
+        err.message()
+            .starts_with(&format!("cannot read `{}`", missing.display())),
+        "{err}"
+    );
+    // A key file without token_uri: Google's.
+    doc["private_key"] = json!(key.pkcs8);
+    doc.as_object_mut().unwrap().remove("token_uri");
+    let grant = JwtBearer::google_service_account(doc.to_string()).unwrap();
+    assert_eq!(
+        grant.token_url(),
+        Some("https://oauth2.googleapis.com/token")
+    );
+}
+
+/// A token request as the generic server saw it: its Authorization header
+/// and its form.
+type Request = (Option<String>, Vec<(String, String)>);
+
+/// A server of the generic kind (RFC 7523 section 2.1): the scope in the
+/// body, the client authenticating with Basic besides the grant.
+#[tokio::test]
+async fn a_signed_grant_with_a_subject_and_the_client_s_own_authentication() {
+    let key = TestKey::new(Kind::P256);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+    serve_state(listener, Arc::clone(&seen), |seen, req| async move {
+        let basic = req
+            .headers()
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let form = form_urlencoded::parse(&body).into_owned().collect();
+        seen.lock().unwrap().push((basic, form));
+        answer(
+            200,
+            json!({"access_token": "granted", "token_type": "Bearer", "expires_in": 600}),
+        )
+    });
+    let signing = tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256)
+        .unwrap()
+        .key_id("grant-key");
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(&url)
+            .client_id("connected-app")
+            .client_secret("app-secret")
+            .jwt_bearer(
+                JwtBearer::signed(signing, "connected-app")
+                    .subject("integration@example.com")
+                    .audience("https://login.example.com"),
+            )
+            .scope("api refresh_token"),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(oauth.token().await.unwrap().expose_token(), "granted");
+    let (basic, form) = seen.lock().unwrap()[0].clone();
+    assert!(basic.unwrap().starts_with("Basic "));
+    let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("grant_type").as_deref(),
+        Some("urn:ietf:params:oauth:grant-type:jwt-bearer")
+    );
+    assert_eq!(get("scope").as_deref(), Some("api refresh_token"));
+    let jwt = get("assertion").unwrap();
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.set_issuer(&["connected-app"]);
+    validation.set_audience(&["https://login.example.com"]);
+    validation.sub = Some("integration@example.com".into());
+    let decoded = jsonwebtoken::decode::<Value>(
+        &jwt,
+        &DecodingKey::from_ec_pem(key.public.as_bytes()).unwrap(),
+        &validation,
+    )
+    .unwrap();
+    assert_eq!(decoded.header.kid.as_deref(), Some("grant-key"));
+    assert!(decoded.claims.get("scope").is_none());
+}
+
+#[test]
+fn grant_settings_are_checked() {
+    let key = TestKey::new(Kind::P256);
+    let signing =
+        tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256).unwrap();
+    let err = OAuthLayer::builder()
+        .auth_url("https://auth.example.com")
+        .jwt_bearer(JwtBearer::signed(signing, "me"))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+    let err = OAuthLayer::builder()
+        .token_url("https://idp.example.com/token")
+        .client_id("c")
+        .client_auth(tower_oauth::ClientAuth::None)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+    assert!(
+        err.message().contains("client credentials grant needs"),
+        "{err}"
+    );
+    let err = OAuthLayer::builder()
+        .jwt_bearer(JwtBearer::from_file("/var/run/secrets/tokens/grant"))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::MissingUrl);
+}
