@@ -322,3 +322,38 @@ impl fmt::Debug for OAuthLayer {
             .finish()
     }
 }
+
+impl From<&OAuthLayer> for crate::endpoint::token_exchange::SubjectToken {
+    /// The other layer's token (fetched, cached and renewed by it) as a
+    /// token exchange's subject, an access token: known where tokens are
+    /// shared by that layer's endpoint and client id.
+    ///
+    /// ```
+    /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
+    ///
+    /// let upstream = OAuthLayer::builder()
+    ///     .token_url("https://idp.example.com/token")
+    ///     .client_id("gateway")
+    ///     .client_secret("s3cret")
+    ///     .build()?;
+    /// let downstream = OAuthLayer::builder()
+    ///     .token_url("https://sts.example.com/token")
+    ///     .token_exchange(TokenExchange::new(SubjectToken::from(&upstream)))
+    ///     .audience("ledger-api")
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    fn from(layer: &OAuthLayer) -> Self {
+        let origin = match (layer.issuer(), layer.token_url()) {
+            (Some(issuer), _) => issuer.to_owned(),
+            (None, Some(url)) => url.to_string(),
+            (None, None) => "token-source".to_owned(),
+        };
+        let name = format!("layer:{origin}:{}", layer.client_id().unwrap_or(""));
+        let layer = layer.clone();
+        Self::from_fn(name, move || {
+            let layer = layer.clone();
+            Box::pin(async move { Ok(layer.token().await?.expose_token().to_owned()) })
+        })
+    }
+}

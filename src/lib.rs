@@ -370,8 +370,9 @@ pub use endpoint::{
     DEFAULT_ASSERTION_LIFETIME,
 };
 pub use endpoint::{
-    ClientAuth, JwtBearer, ServerMetadata, JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE,
-    KUBERNETES_TOKEN_FILE,
+    ClientAuth, JwtBearer, ServerMetadata, SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE,
+    JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE, KUBERNETES_TOKEN_FILE,
+    TOKEN_EXCHANGE_GRANT_TYPE,
 };
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 #[cfg(feature = "jwt")]

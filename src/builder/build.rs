@@ -120,18 +120,27 @@ impl OAuthLayerBuilder {
                  tokens in a token store",
             ));
         }
-        let jwt_bearer = match &self.grant {
-            Grant::JwtBearer(grant) => Some(Arc::clone(grant)),
+        // Another grant than client credentials proves the client itself, or
+        // lets it authenticate as usual: the id is optional, and without a
+        // secret there is no client authentication.
+        let other_grant = match &self.grant {
             Grant::ClientCredentials => None,
+            Grant::JwtBearer(_) => Some("jwt_bearer"),
+            Grant::TokenExchange(_) => Some("token_exchange"),
         };
-        if let Some(grant) = &jwt_bearer {
+        if let Some(name) = other_grant {
             if self.auth_url.is_some() {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
-                    "jwt_bearer was given with auth_url: the specification's endpoint takes \
-                     client credentials only; give the token endpoint with token_url or issuer",
+                    format!(
+                        "{name} was given with auth_url: the specification's endpoint takes \
+                         client credentials only; give the token endpoint with token_url or \
+                         issuer"
+                    ),
                 ));
             }
+        }
+        if let Grant::JwtBearer(grant) = &self.grant {
             if self.token_url.is_none() && self.issuer.is_none() {
                 self.token_url = grant.token_url().map(str::to_owned);
             }
@@ -140,24 +149,22 @@ impl OAuthLayerBuilder {
             Some((issuer, parsed)) => Target::Issuer(issuer, parsed),
             None => Target::Url(self.url()?),
         };
-        // A JWT-bearer grant's assertion proves the client: the id is
-        // optional, and without a secret there is no client authentication.
-        let client_id = match (self.client_id.take(), &jwt_bearer) {
+        let client_id = match (self.client_id.take(), other_grant) {
             (None, Some(_)) => String::new(),
             (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
         };
         let has_secret = self.client_secret.is_some() || self.secret_source.is_some();
-        if jwt_bearer.is_none() && self.client_auth == Some(ClientAuth::None) {
+        if other_grant.is_none() && self.client_auth == Some(ClientAuth::None) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
                 "ClientAuth::None sends no client credential, which the client credentials \
-                 grant needs; it serves grants that prove the client themselves (jwt_bearer)",
+                 grant needs; it serves other grants (jwt_bearer, token_exchange)",
             ));
         }
         // With an issuer and no choice, discovery chooses.
         let auth = match (self.client_auth.clone(), &target) {
             (Some(chosen), _) => Some(chosen),
-            (None, _) if jwt_bearer.is_some() && !has_secret => Some(ClientAuth::None),
+            (None, _) if other_grant.is_some() && !has_secret => Some(ClientAuth::None),
             (None, Target::Issuer(..)) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::OAuthLayerBuilder;
 use crate::endpoint::grant::Grant;
 use crate::endpoint::jwt_bearer::JwtBearer;
+use crate::endpoint::token_exchange::TokenExchange;
 
 impl OAuthLayerBuilder {
     /// Token requests use the JWT-bearer grant (RFC 7523 section 2.1)
@@ -39,6 +40,21 @@ impl OAuthLayerBuilder {
     /// ```
     pub fn jwt_bearer(mut self, grant: JwtBearer) -> Self {
         self.grant = Grant::JwtBearer(Arc::new(grant));
+        self
+    }
+
+    /// Token requests use token exchange (RFC 8693) instead of client
+    /// credentials: each trades the exchange's subject token, asked afresh,
+    /// for a token of this layer's, with the builder's `audience`,
+    /// `resource` and `scope` (and a token slot's
+    /// [`TokenParams`](crate::TokenParams)). The client id is optional
+    /// (sent when given); without a client secret the client authentication
+    /// is [`ClientAuth::None`](crate::ClientAuth::None), with one as usual.
+    /// Not with [`auth_url`](Self::auth_url).
+    ///
+    /// Default: client credentials.
+    pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
+        self.grant = Grant::TokenExchange(Arc::new(exchange));
         self
     }
 }

@@ -222,9 +222,11 @@ impl OAuthLayerBuilder {
     /// Adds `name=value` to the token request body, after the built-in
     /// parameters; setting a name again replaces its value (use
     /// [`add_param`](Self::add_param) to send a name more than once). The
-    /// names the layer sets itself, `grant_type`, `client_id`,
-    /// `client_secret`, `client_assertion`, `client_assertion_type` and
-    /// `assertion`, cannot be set (a [`ConfigError`](crate::ConfigError) from
+    /// names the layer sets itself (`grant_type`, `client_id`,
+    /// `client_secret`, `client_assertion`, `client_assertion_type`,
+    /// `assertion`, and token exchange's `subject_token`,
+    /// `subject_token_type`, `actor_token`, `actor_token_type`,
+    /// `requested_token_type`) cannot be set (a [`ConfigError`](crate::ConfigError) from
     /// [`build`](Self::build)).
     ///
     /// Default: none.

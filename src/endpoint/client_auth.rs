@@ -346,13 +346,18 @@ pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
 }
 
 /// The parameters the layer sets itself, which no user parameter may name.
-pub(crate) const RESERVED_PARAMS: [&str; 6] = [
+pub(crate) const RESERVED_PARAMS: [&str; 11] = [
     "grant_type",
     "client_id",
     "client_secret",
     "client_assertion",
     "client_assertion_type",
     "assertion",
+    "subject_token",
+    "subject_token_type",
+    "actor_token",
+    "actor_token_type",
+    "requested_token_type",
 ];
 
 /// Extra parameters: a name that is not empty or reserved, and (unencoded)

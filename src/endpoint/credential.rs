@@ -205,18 +205,30 @@ impl fmt::Debug for RotatingSecret {
     }
 }
 
-/// A client assertion (a JWT) that a platform writes to a file and renews:
-/// a Kubernetes service account token, Azure's `AZURE_FEDERATED_TOKEN_FILE`,
-/// a SPIFFE JWT-SVID.
+/// A JWT that a platform writes to a file and renews (a Kubernetes service
+/// account token, Azure's `AZURE_FEDERATED_TOKEN_FILE`, a SPIFFE JWT-SVID),
+/// sent as a client assertion, a grant's assertion or a subject token.
 #[derive(Clone, Debug)]
 pub(crate) struct AssertionFile {
     path: PathBuf,
+    /// What the JWT is sent as, for messages.
+    what: &'static str,
 }
 
 impl AssertionFile {
+    /// A client assertion's or a grant's assertion's file.
     pub(crate) fn new(path: &Path) -> Self {
         AssertionFile {
             path: path.to_owned(),
+            what: "client assertion",
+        }
+    }
+
+    /// A token exchange's subject token's file.
+    pub(crate) fn subject_token(path: &Path) -> Self {
+        AssertionFile {
+            path: path.to_owned(),
+            what: "subject token",
         }
     }
 
@@ -251,7 +263,8 @@ impl AssertionFile {
         let jwt = non_empty(&self.path, text).map_err(Problem::Shape)?;
         let exp = jwt_exp(&jwt).map_err(|why| {
             Problem::Shape(format!(
-                "the client assertion file `{}` does not hold a JWT: {why}",
+                "the {} file `{}` does not hold a JWT: {why}",
+                self.what,
                 self.path.display()
             ))
         })?;
@@ -261,8 +274,9 @@ impl AssertionFile {
             .as_secs();
         match exp {
             Some(exp) if exp <= now => Err(Problem::Other(format!(
-                "the client assertion in `{}` expired {} s ago (exp {exp}): whatever writes the \
+                "the {} in `{}` expired {} s ago (exp {exp}): whatever writes the \
                  file (the platform's token projection) has not renewed it",
+                self.what,
                 self.path.display(),
                 now - exp
             ))),

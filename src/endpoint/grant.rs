@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::client_auth::AssertionSettings;
 use super::credential::AssertionFile;
 use super::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
+use super::token_exchange::{self, TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::encoding::form_urlencode;
-use crate::error::TokenError;
+use crate::error::{TokenError, TokenErrorKind};
 
 /// The grant of a layer's token requests.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +19,8 @@ pub(crate) enum Grant {
     ClientCredentials,
     /// RFC 7523 section 2.1.
     JwtBearer(Arc<JwtBearer>),
+    /// RFC 8693.
+    TokenExchange(Arc<TokenExchange>),
 }
 
 impl Grant {
@@ -26,6 +29,7 @@ impl Grant {
         match self {
             Grant::ClientCredentials => "client_credentials",
             Grant::JwtBearer(_) => JWT_BEARER_GRANT_TYPE,
+            Grant::TokenExchange(_) => TOKEN_EXCHANGE_GRANT_TYPE,
         }
     }
 
@@ -35,6 +39,7 @@ impl Grant {
         match self {
             Grant::ClientCredentials => None,
             Grant::JwtBearer(grant) => Some(grant.identity()),
+            Grant::TokenExchange(grant) => Some(grant.identity()),
         }
     }
 
@@ -76,6 +81,7 @@ impl Grant {
                 ),
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
             },
+            Grant::TokenExchange(grant) => GrantProof::Subject(Arc::clone(grant)),
         }
     }
 }
@@ -88,6 +94,8 @@ pub(crate) enum GrantProof {
     Signed(super::assertion::ClientAssertion, crate::keys::SigningKey),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
+    /// A token exchange's subject token, asked for each request.
+    Subject(Arc<TokenExchange>),
 }
 
 impl GrantProof {
@@ -99,9 +107,44 @@ impl GrantProof {
             #[cfg(feature = "jwt")]
             GrantProof::Signed(claims, key) => (claims.sign(key).await?, false),
             GrantProof::File(file) => (file.read().await?, true),
+            GrantProof::Subject(exchange) => {
+                append_subject(exchange, body).await?;
+                return Ok(None);
+            }
         };
         body.extend_from_slice(b"&assertion=");
         body.extend(form_urlencode(&assertion).bytes());
         Ok(from_file.then_some(assertion))
     }
+}
+
+/// Appends the subject token of `exchange`, asked now, and the token types
+/// (RFC 8693 section 2.1).
+async fn append_subject(exchange: &TokenExchange, body: &mut Vec<u8>) -> Result<(), TokenError> {
+    let subject = match &exchange.subject.0 {
+        token_exchange::Inner::File(path) => AssertionFile::subject_token(path).read().await?,
+        token_exchange::Inner::Fn { name, ask } => {
+            let token = ask().await.map_err(|e| {
+                TokenError::new(TokenErrorKind::Credential)
+                    .with_message(format!("the subject token `{name}` could not be had: {e}"))
+            })?;
+            if token.trim().is_empty() {
+                return Err(TokenError::new(TokenErrorKind::Credential)
+                    .with_message(format!("the subject token `{name}` is empty")));
+            }
+            token
+        }
+    };
+    let mut pair = |name: &str, value: &str| {
+        body.push(b'&');
+        body.extend_from_slice(name.as_bytes());
+        body.push(b'=');
+        body.extend(form_urlencode(value).bytes());
+    };
+    pair("subject_token", subject.trim());
+    pair("subject_token_type", &exchange.subject_token_type);
+    if let Some(requested) = &exchange.requested_token_type {
+        pair("requested_token_type", requested);
+    }
+    Ok(())
 }

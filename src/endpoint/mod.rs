@@ -17,6 +17,7 @@ pub(crate) mod prepared;
 pub(crate) mod redact;
 #[cfg(feature = "reqwest")]
 pub(crate) mod tls;
+pub(crate) mod token_exchange;
 pub(crate) mod transport;
 pub(crate) mod url;
 
@@ -30,3 +31,6 @@ pub use self::client_auth::{
 pub use self::credential::KUBERNETES_TOKEN_FILE;
 pub use self::discovery::ServerMetadata;
 pub use self::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
+pub use self::token_exchange::{
+    SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
+};

@@ -1,0 +1,159 @@
+//! [`TokenExchange`]: the token exchange grant (RFC 8693), and
+//! [`SubjectToken`], where the token it trades comes from (a file, a
+//! function, another layer).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::boxed::{BoxError, BoxFuture};
+
+/// The `grant_type` of token exchange (RFC 8693 section 2.1).
+pub const TOKEN_EXCHANGE_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+
+/// The token type URI of an OAuth access token (RFC 8693 section 3).
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// The token type URI of a JWT (RFC 8693 section 3).
+pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+
+/// The function a subject token is asked from.
+type SubjectFn = Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
+
+/// The token exchange grant (RFC 8693): each token request trades a subject
+/// token (a workload's platform token, another service's access token) for
+/// a token of this layer's. Give it with
+/// [`OAuthLayerBuilder::token_exchange`](crate::OAuthLayerBuilder::token_exchange);
+/// the exchanged token is cached, renewed and backed off like any other.
+/// The request's `audience`, `resource` and `scope` are the builder's (and a
+/// [`TokenParams`](crate::TokenParams)' per token slot); the client
+/// authenticates as usual, or not at all without a secret.
+///
+/// ```
+/// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
+///
+/// // Trade the pod's Kubernetes token for one the billing API takes.
+/// let oauth = OAuthLayer::builder()
+///     .token_url("https://sts.example.com/oauth2/token")
+///     .client_id("orders-service")
+///     .client_secret("s3cret")
+///     .token_exchange(TokenExchange::new(SubjectToken::file(
+///         "/var/run/secrets/tokens/sts-token",
+///     )))
+///     .audience("billing-api")
+///     .build()?;
+/// # Ok::<_, tower_oauth::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct TokenExchange {
+    pub(crate) subject: SubjectToken,
+    pub(crate) subject_token_type: String,
+    pub(crate) requested_token_type: Option<String>,
+}
+
+impl TokenExchange {
+    /// Trades `subject`, of the type its source implies (a file's: a
+    /// [JWT](JWT_TOKEN_TYPE); a function's or a layer's: an [access
+    /// token](ACCESS_TOKEN_TYPE)).
+    pub fn new(subject: SubjectToken) -> Self {
+        let subject_token_type = match &subject.0 {
+            Inner::File(_) => JWT_TOKEN_TYPE,
+            Inner::Fn { .. } => ACCESS_TOKEN_TYPE,
+        };
+        TokenExchange {
+            subject,
+            subject_token_type: subject_token_type.to_owned(),
+            requested_token_type: None,
+        }
+    }
+
+    /// The `subject_token_type` (RFC 8693 section 3), such as
+    /// `urn:ietf:params:oauth:token-type:id_token`.
+    ///
+    /// Default: by the subject's source, see [`new`](Self::new).
+    pub fn subject_token_type(mut self, token_type: impl Into<String>) -> Self {
+        self.subject_token_type = token_type.into();
+        self
+    }
+
+    /// The `requested_token_type` (RFC 8693 section 2.1).
+    ///
+    /// Default: none (the server's choice, usually an access token).
+    pub fn requested_token_type(mut self, token_type: impl Into<String>) -> Self {
+        self.requested_token_type = Some(token_type.into());
+        self
+    }
+
+    /// What sets the exchanged tokens apart in a token identity: the
+    /// subject's source and the token types.
+    pub(crate) fn identity(&self) -> String {
+        format!(
+            "token_exchange;subject={};subject_type={};requested={}",
+            self.subject.identity(),
+            self.subject_token_type,
+            self.requested_token_type.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// Where a [`TokenExchange`]'s subject token comes from: asked afresh for
+/// each token request.
+#[derive(Clone)]
+pub struct SubjectToken(pub(crate) Inner);
+
+#[derive(Clone)]
+pub(crate) enum Inner {
+    /// A JWT a platform writes to a file and renews.
+    File(PathBuf),
+    /// A function's answer, known in identities by its name.
+    Fn { name: String, ask: SubjectFn },
+}
+
+impl SubjectToken {
+    /// A JWT a platform writes to `path` and renews (a Kubernetes projected
+    /// service account token, a SPIFFE JWT-SVID), read at each token
+    /// request as [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile)
+    /// reads its file: errors name the file, never its content.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        SubjectToken(Inner::File(path.into()))
+    }
+
+    /// What `ask` answers, awaited at each token request (within the
+    /// layer's fetch timeout): a token your code holds. `name` tells
+    /// subjects apart where tokens are shared (a token store): give the
+    /// same name on every replica for the same subject, another for another.
+    ///
+    /// ```
+    /// use tower_oauth::SubjectToken;
+    ///
+    /// let subject = SubjectToken::from_fn("ci-oidc", || {
+    ///     Box::pin(async { Ok(std::env::var("CI_JOB_JWT")?) })
+    /// });
+    /// ```
+    pub fn from_fn<F>(name: impl Into<String>, ask: F) -> Self
+    where
+        F: Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync + 'static,
+    {
+        SubjectToken(Inner::Fn {
+            name: name.into(),
+            ask: Arc::new(ask),
+        })
+    }
+
+    /// How the subject is known in a token identity.
+    fn identity(&self) -> String {
+        match &self.0 {
+            Inner::File(path) => format!("file:{}", path.display()),
+            Inner::Fn { name, .. } => format!("fn:{name}"),
+        }
+    }
+}
+
+impl fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::File(path) => f.debug_tuple("SubjectToken::File").field(path).finish(),
+            Inner::Fn { name, .. } => f.debug_tuple("SubjectToken::Fn").field(name).finish(),
+        }
+    }
+}

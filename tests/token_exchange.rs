@@ -1,0 +1,281 @@
+//! Token exchange (RFC 8693) against a loopback security token service that
+//! checks what the RFC asks: the grant type, a subject token it issued
+//! itself (or a platform JWT it verifies with jsonwebtoken), its type, the
+//! requested type, the audience, and the client's own authentication; it
+//! answers with `issued_token_type`. The exchanged token is cached and
+//! renewed like any other, per audience in token slots.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use serde_json::json;
+use support::serve::{answer, has_basic, serve_state, Response};
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+use tower_oauth::{
+    OAuthLayer, SubjectToken, TokenErrorKind, TokenExchange, TokenParams, ACCESS_TOKEN_TYPE,
+};
+
+const GATEWAY: (&str, &str) = ("gateway", "gateway-secret");
+const ORDERS: (&str, &str) = ("orders", "orders-secret");
+
+#[derive(Default)]
+struct Sts {
+    url: Mutex<String>,
+    issued: Mutex<HashMap<String, Issued>>,
+    serial: AtomicUsize,
+    exchanges: AtomicUsize,
+    refusals: Mutex<Vec<String>>,
+    /// The subject tokens traded, in order.
+    subjects: Mutex<Vec<String>>,
+}
+
+#[derive(Clone, Debug)]
+struct Issued {
+    /// `None`: the client's own token; else the audience it was exchanged for.
+    audience: Option<String>,
+}
+
+impl Sts {
+    async fn start() -> Arc<Sts> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sts = Arc::new(Sts::default());
+        *sts.url.lock().unwrap() = format!("http://{}", listener.local_addr().unwrap());
+        serve_state(listener, Arc::clone(&sts), |sts, req| async move {
+            sts.handle(req).await
+        });
+        sts
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url.lock().unwrap())
+    }
+
+    fn issue(&self, audience: Option<String>, lifetime: u64, exchanged: bool) -> Response {
+        let n = self.serial.fetch_add(1, Ordering::SeqCst);
+        let token = format!("{}-{n}", audience.as_deref().unwrap_or("own"));
+        self.issued
+            .lock()
+            .unwrap()
+            .insert(token.clone(), Issued { audience });
+        let mut body =
+            json!({"access_token": token, "token_type": "Bearer", "expires_in": lifetime});
+        if exchanged {
+            body["issued_token_type"] = json!(ACCESS_TOKEN_TYPE);
+        }
+        answer(200, body)
+    }
+
+    async fn handle(&self, req: http::Request<hyper::body::Incoming>) -> Response {
+        if req.uri().path().starts_with("/api/") {
+            let audience = req.uri().path().trim_start_matches("/api/").to_owned();
+            let token = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or_default();
+            let issued = self.issued.lock().unwrap().get(token).cloned();
+            return match issued {
+                Some(Issued { audience: Some(a) }) if a == audience => answer(200, json!({})),
+                _ => answer(401, json!({"error": "invalid_token"})),
+            };
+        }
+        let gateway = has_basic(&req, GATEWAY.0, GATEWAY.1);
+        let orders = has_basic(&req, ORDERS.0, ORDERS.1);
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+        let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        match get("grant_type").as_deref() {
+            Some("client_credentials") if gateway => self.issue(None, 3600, false),
+            Some("urn:ietf:params:oauth:grant-type:token-exchange") if orders => {
+                match self.check_exchange(&get) {
+                    Ok(audience) => {
+                        self.exchanges.fetch_add(1, Ordering::SeqCst);
+                        self.issue(Some(audience), 1, true)
+                    }
+                    Err(why) => {
+                        self.refusals.lock().unwrap().push(why.clone());
+                        answer(
+                            400,
+                            json!({"error": "invalid_request", "error_description": why}),
+                        )
+                    }
+                }
+            }
+            _ => answer(401, json!({"error": "invalid_client"})),
+        }
+    }
+
+    fn check_exchange(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+        let subject = get("subject_token").ok_or("no subject_token")?;
+        if get("subject_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
+            return Err(format!(
+                "subject_token_type {:?}",
+                get("subject_token_type")
+            ));
+        }
+        match self.issued.lock().unwrap().get(&subject) {
+            Some(Issued { audience: None }) => {}
+            _ => return Err("the subject token is not one of ours".into()),
+        }
+        if get("requested_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
+            return Err("requested_token_type".into());
+        }
+        self.subjects.lock().unwrap().push(subject);
+        get("audience").ok_or_else(|| "no audience".to_owned())
+    }
+}
+
+fn upstream(sts: &Sts) -> OAuthLayer {
+    support::with_transport(
+        OAuthLayer::builder()
+            .token_url(sts.url("/token"))
+            .client_id(GATEWAY.0)
+            .client_secret(GATEWAY.1),
+    )
+    .build()
+    .unwrap()
+}
+
+fn exchanging(sts: &Sts, subject: SubjectToken) -> tower_oauth::OAuthLayerBuilder {
+    support::with_transport(
+        OAuthLayer::builder()
+            .token_url(sts.url("/token"))
+            .client_id(ORDERS.0)
+            .client_secret(ORDERS.1)
+            .token_exchange(TokenExchange::new(subject).requested_token_type(ACCESS_TOKEN_TYPE)),
+    )
+}
+
+#[tokio::test]
+async fn another_layer_s_token_is_exchanged_cached_and_renewed_per_audience() {
+    let sts = Sts::start().await;
+    let gateway = upstream(&sts);
+    let oauth = exchanging(&sts, SubjectToken::from(&gateway))
+        .audience("ledger")
+        .params_for(|req| {
+            req.uri
+                .path()
+                .strip_prefix("/api/")
+                .filter(|a| *a != "ledger")
+                .map(|a| TokenParams::new().audience(a))
+        })
+        .build()
+        .unwrap();
+    let client = support::client(&oauth);
+    for round in 0..3 {
+        if round > 0 {
+            // The exchanged tokens live 1 s.
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
+        }
+        for api in ["ledger", "billing", "ledger", "billing"] {
+            let response = client
+                .clone()
+                .oneshot(support::get(&sts.url(&format!("/api/{api}"))))
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                200,
+                "round {round}, {api}: {:?}",
+                sts.refusals.lock().unwrap()
+            );
+        }
+    }
+    assert_eq!(sts.refusals.lock().unwrap().clone(), Vec::<String>::new());
+    // One exchange per audience per round; the upstream token, cached by
+    // its own layer, is the subject every time.
+    assert_eq!(sts.exchanges.load(Ordering::SeqCst), 6);
+    let subjects = sts.subjects.lock().unwrap().clone();
+    assert!(subjects.iter().all(|s| *s == subjects[0]), "{subjects:?}");
+    assert_eq!(gateway.stats().token_requests, 1);
+}
+
+#[tokio::test]
+async fn a_subject_that_cannot_be_had_is_a_credential_error_naming_it() {
+    let sts = Sts::start().await;
+    let oauth = exchanging(
+        &sts,
+        SubjectToken::from_fn("ci-oidc", || {
+            Box::pin(async { Err("CI_JOB_JWT is not set".into()) })
+        }),
+    )
+    .audience("ledger")
+    .build()
+    .unwrap();
+    let err = oauth.token().await.unwrap_err();
+    assert_eq!(err.kind(), TokenErrorKind::Credential);
+    assert_eq!(
+        err.to_string(),
+        "client credential could not be read: the subject token `ci-oidc` could not be had: \
+         CI_JOB_JWT is not set"
+    );
+    let oauth = exchanging(
+        &sts,
+        SubjectToken::from_fn("blank", || Box::pin(async { Ok(" ".to_owned()) })),
+    )
+    .audience("ledger")
+    .build()
+    .unwrap();
+    assert_eq!(
+        oauth.token().await.unwrap_err().to_string(),
+        "client credential could not be read: the subject token `blank` is empty"
+    );
+    // A token the service does not know: its answer, as it is.
+    let oauth = exchanging(
+        &sts,
+        SubjectToken::from_fn("stranger", || Box::pin(async { Ok("forged".to_owned()) })),
+    )
+    .audience("ledger")
+    .build()
+    .unwrap();
+    let err = oauth.token().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "token endpoint refused the request with HTTP 400 Bad Request (invalid_request: the \
+         subject token is not one of ours)"
+    );
+    assert_eq!(sts.exchanges.load(Ordering::SeqCst), 0);
+    assert!(!format!("{oauth:?}").contains("forged"));
+    // A platform token file that does not hold a JWT: named, not shown.
+    let file = std::env::temp_dir().join(format!("tower-oauth-subject-{}", std::process::id()));
+    std::fs::write(&file, "opaque-secret-text").unwrap();
+    let oauth = exchanging(&sts, SubjectToken::file(&file))
+        .audience("ledger")
+        .build()
+        .unwrap();
+    assert_eq!(
+        oauth.token().await.unwrap_err().to_string(),
+        format!(
+            "client credential could not be read: the subject token file `{}` does not hold a \
+             JWT: a JWT has three dot-separated parts",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn exchange_settings_are_checked() {
+    let err = OAuthLayer::builder()
+        .auth_url("https://auth.example.com")
+        .token_exchange(TokenExchange::new(SubjectToken::file("/t")))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), tower_oauth::ConfigErrorKind::Conflicting);
+    let err = OAuthLayer::builder()
+        .token_url("https://sts.example.com/token")
+        .token_exchange(TokenExchange::new(SubjectToken::file("/t")))
+        .param("subject_token", "x")
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), tower_oauth::ConfigErrorKind::InvalidParameter);
+    let exchange = TokenExchange::new(SubjectToken::file("/var/run/secrets/tokens/sts"))
+        .subject_token_type("urn:ietf:params:oauth:token-type:id_token");
+    assert!(format!("{exchange:?}").contains("id_token"));
+}
