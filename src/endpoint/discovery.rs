@@ -53,6 +53,12 @@ pub struct ServerMetadata {
     /// when it lists none. A layer whose [DPoP key](crate::OAuthLayerBuilder::dpop)
     /// signs with another logs a warning.
     pub dpop_algorithms: Vec<String>,
+    /// The scopes the server lists (`scopes_supported`); empty when it lists
+    /// none. Some servers refuse a token request without a scope.
+    pub scopes_supported: Vec<String>,
+    /// The grants the server lists (`grant_types_supported`); empty when it
+    /// lists none.
+    pub grant_types: Vec<String>,
 }
 
 /// How the token request is made, once discovery is done.
@@ -226,6 +232,8 @@ impl Discovery {
         };
         let auth_methods = texts("token_endpoint_auth_methods_supported");
         let dpop_algorithms = texts("dpop_signing_alg_values_supported");
+        let scopes_supported = texts("scopes_supported");
+        let grant_types = texts("grant_types_supported");
         #[cfg(feature = "jwt")]
         if let Some(dpop) = &self.credentials.dpop {
             let ours = dpop.key.algorithm().name();
@@ -256,6 +264,8 @@ impl Discovery {
             client_auth,
             mtls_token_endpoint,
             dpop_algorithms,
+            scopes_supported,
+            grant_types,
         })
     }
 

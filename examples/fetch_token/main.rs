@@ -13,6 +13,10 @@
 //! OAUTH_AUTH_URL=https://auth.example.com OAUTH_CLIENT_ID=... OAUTH_CLIENT_SECRET=... \
 //!     cargo run --example fetch_token
 //! cargo run --example fetch_token            # no configuration: a demonstration
+//! # Diagnosis: every client authentication the server offers, without and
+//! # with a scope, and what to set (no other argument: against an embedded server):
+//! cargo run --example fetch_token -- --diagnose --issuer https://login.example.com \
+//!     --client-id my-client                   # the secret from OAUTH_CLIENT_SECRET
 //! # private_key_jwt (RFC 7523), the key from a PEM file:
 //! cargo run --example fetch_token --features jwt -- --issuer https://login.example.com \
 //!     --client-id my-client --private-key client-key.pem --key-alg ES256 --key-id key-1
@@ -38,8 +42,9 @@
 //! 127.0.0.1: one success, then each failure kind with its explanation, then
 //! discovery by issuer.
 
-#[path = "../tests/support/authority.rs"]
+#[path = "../../tests/support/authority.rs"]
 mod authority;
+mod diagnose;
 
 use std::time::{Duration, SystemTime};
 
@@ -69,6 +74,8 @@ const FLAGS: [&str; 14] = [
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let diagnosing = args.iter().any(|a| a == "--diagnose");
+    let args: Vec<String> = args.into_iter().filter(|a| a != "--diagnose").collect();
     let configured = !args.is_empty()
         || [
             "OAUTH_ISSUER",
@@ -79,15 +86,29 @@ async fn main() -> Result<(), BoxError> {
         .iter()
         .any(|v| std::env::var_os(v).is_some());
     if !configured {
-        return demonstration().await;
+        return if diagnosing {
+            diagnose::demonstration().await
+        } else {
+            demonstration().await
+        };
     }
-    let builder = match from_args(&args) {
-        Ok(builder) => builder,
+    let settings = match from_args(&args) {
+        Ok(settings) => settings,
         Err(problem) => {
             eprintln!("command line problem: {problem}");
             std::process::exit(2);
         }
     };
+    if diagnosing {
+        if !diagnose::run(settings).await {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    let mut builder = settings.builder;
+    if let Some(scope) = settings.scope {
+        builder = builder.scope(scope);
+    }
     let oauth = match builder.build() {
         Ok(oauth) => oauth,
         Err(e) => {
@@ -134,7 +155,7 @@ fn config_hint(e: &ConfigError) -> &'static str {
 
 /// The `OAUTH_*` environment, overridden by flags; or what is wrong with
 /// the command line.
-fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
+fn from_args(args: &[String]) -> Result<Settings, String> {
     let flags: Vec<(&str, &str)> = args
         .chunks(2)
         .map(|pair| (pair[0].as_str(), pair.get(1).map_or("", String::as_str)))
@@ -170,15 +191,17 @@ fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
     if let Some(secret) = either("--client-secret", "OAUTH_CLIENT_SECRET") {
         b = b.client_secret(secret);
     }
+    let mut chosen = None;
     if let Some(auth) = either("--client-auth", "OAUTH_CLIENT_AUTH") {
         let auth: ClientAuth = auth
             .parse()
             .map_err(|e: ConfigError| e.message().to_owned())?;
+        chosen = Some(auth.clone());
         b = b.client_auth(auth);
     }
-    if let Some(scope) = either("--scope", "OAUTH_SCOPE") {
-        b = b.scope(scope);
-    }
+    let scope = either("--scope", "OAUTH_SCOPE");
+    let has_secret = either("--client-secret", "OAUTH_CLIENT_SECRET").is_some();
+    let has_key = flag("--private-key").is_some() || flag("--client-cert").is_some();
     b = with_keys(b, &flag)?;
     let flagged: Vec<String> = flags
         .iter()
@@ -195,7 +218,24 @@ fn from_args(args: &[String]) -> Result<OAuthLayerBuilder, String> {
     for resource in resources {
         b = b.resource(resource);
     }
-    Ok(b)
+    Ok(Settings {
+        builder: b,
+        scope,
+        chosen,
+        has_secret: has_secret && !has_key,
+    })
+}
+
+/// What the command line and the environment say: the builder (without the
+/// scope), and what a diagnosis varies.
+pub struct Settings {
+    pub builder: OAuthLayerBuilder,
+    pub scope: Option<String>,
+    /// The client authentication chosen with `--client-auth`.
+    pub chosen: Option<ClientAuth>,
+    /// Whether the client proves itself with a secret (not a key or a
+    /// certificate).
+    pub has_secret: bool,
 }
 
 /// Reads a file a flag names.
@@ -360,7 +400,7 @@ fn explain(e: &TokenError) {
 /// What a refusal (400, 401, 403) says, and what it does not: by the
 /// endpoint's error code when it sent one (RFC 6749 section 5.2), else
 /// honestly unknown.
-fn refusal_hint(e: &TokenError) -> &'static str {
+pub fn refusal_hint(e: &TokenError) -> &'static str {
     match e.error_code() {
         Some("invalid_client") => {
             "the endpoint did not accept the client's credentials: check the client id and \
