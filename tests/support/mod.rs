@@ -12,6 +12,7 @@ pub mod grpc;
 pub mod keys;
 #[cfg(feature = "mtls")]
 pub mod mtls;
+pub mod provider;
 #[cfg(feature = "redis-cluster")]
 pub mod redis_cluster;
 #[cfg(feature = "redis-sentinel")]
