@@ -517,3 +517,66 @@ async fn assertions_are_backdated_by_the_clock_skew() {
     .unwrap_err();
     assert_eq!(e.kind(), tower_oauth::ConfigErrorKind::InvalidSetting);
 }
+
+/// A key file rotated on disk and at the server is taken after one refusal;
+/// a file that then holds no key keeps the key in use.
+#[tokio::test]
+async fn a_private_key_file_rotated_is_taken_after_one_refusal() {
+    let (first, second) = (TestKey::new(Kind::P256), TestKey::new(Kind::P256));
+    let endpoint =
+        AssertionEndpoint::start(CLIENT, Check::Public(first.public.clone(), Jose::ES256), 1).await;
+    let dir = std::env::temp_dir().join(format!("tower-oauth-keyfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client-key.pem");
+    std::fs::write(&file, &first.pkcs8).unwrap();
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(endpoint.token_url())
+            .client_id(CLIENT)
+            .private_key_file(&file, Algorithm::Es256, Some("rotating")),
+    )
+    .build()
+    .unwrap();
+    assert!(!format!("{oauth:?}").contains("PRIVATE KEY"));
+    oauth.token().await.unwrap();
+
+    // The rotation: the server takes the new key only; the file holds it.
+    endpoint.set_key(Check::Public(second.public.clone(), Jose::ES256));
+    let next = dir.join("client-key.next");
+    std::fs::write(&next, &second.pkcs8).unwrap();
+    std::fs::rename(&next, &file).unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    oauth.token().await.unwrap();
+    assert_eq!(
+        endpoint.token_requests(),
+        3,
+        "one refusal, then the new key"
+    );
+    assert_eq!(endpoint.refusals().len(), 1);
+    assert!(endpoint
+        .headers()
+        .iter()
+        .all(|h| h.kid.as_deref() == Some("rotating")));
+
+    // A file that holds no key: the key in use stays, and the refusal is
+    // the server's.
+    std::fs::write(&file, "not a key").unwrap();
+    endpoint.set_key(Check::Public(first.public.clone(), Jose::ES256));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let err = oauth.token().await.unwrap_err();
+    assert_eq!(err.error_code(), Some("invalid_client"));
+    assert_eq!(endpoint.token_requests(), 4);
+
+    let err = OAuthLayer::builder()
+        .token_url(endpoint.token_url())
+        .client_id(CLIENT)
+        .private_key_file(&file, Algorithm::Es256, None)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::InvalidKey);
+    assert!(
+        err.message()
+            .starts_with(&format!("the file `{}`: ", file.display())),
+        "{err}"
+    );
+}

@@ -153,6 +153,7 @@ impl OAuthLayerBuilder {
             (None, Some(_)) => String::new(),
             (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
         };
+        let rotating_key = self.rotating_key()?;
         let has_secret = self.client_secret.is_some() || self.secret_source.is_some();
         if other_grant.is_none() && self.client_auth == Some(ClientAuth::None) {
             return Err(ConfigError::new(
@@ -170,7 +171,11 @@ impl OAuthLayerBuilder {
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         };
         let client_secret = self.checked_secret(auth.as_ref())?;
-        let rotating = self.secret_source.take();
+        // A key file's PEM is the credential that rotates.
+        let (rotating, client_secret) = match (self.secret_source.take(), rotating_key) {
+            (None, Some((source, pem))) => (Some(source), pem),
+            (source, _) => (source, client_secret),
+        };
         let unencoded = auth == Some(ClientAuth::UnencodedBody);
         if auth == Some(ClientAuth::BasicUnencoded) && client_id.contains(':') {
             return Err(ConfigError::new(
@@ -229,15 +234,11 @@ impl OAuthLayerBuilder {
             dpop_thumbprint: dpop_thumbprint.as_deref(),
             grant: grant_identity.as_deref(),
         });
-        // A secret that changes cannot be the replicas' common sealing key.
-        let sealing_key = self.sealing_key(
-            if rotating.is_some() {
-                ""
-            } else {
-                &client_secret
-            },
-            auth.as_ref(),
-        );
+        // A credential that changes cannot be the replicas' common sealing key.
+        let sealing_key = match rotating {
+            Some(_) => None,
+            None => self.sealing_key(&client_secret, auth.as_ref()),
+        };
         let client_secret = match rotating {
             Some(source) => ClientSecret::Rotating(RotatingSecret::new(source, client_secret)),
             None => ClientSecret::Fixed(client_secret),
@@ -263,6 +264,47 @@ impl OAuthLayerBuilder {
         };
         let (cache, slots, endpoint) = Arc::new(recipe).layer(self.params_for.take(), max_slots);
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
+    }
+
+    /// With a private key file: the file (taken from the secret source) and
+    /// its PEM, read now; the client authentication becomes
+    /// `private_key_jwt` with its key.
+    #[cfg(feature = "jwt")]
+    fn rotating_key(
+        &mut self,
+    ) -> Result<Option<(crate::endpoint::credential::SecretSource, String)>, ConfigError> {
+        let Some((algorithm, kid)) = self.key_file.clone() else {
+            return Ok(None);
+        };
+        let source = self.secret_source.take().expect("set with the key file");
+        if self.client_secret.is_some() || self.client_auth.is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "private_key_file was given with client_secret or client_auth; the key file \
+                 is the client's credential (private_key_jwt): give one",
+            ));
+        }
+        let pem = source
+            .read_now()
+            .map_err(|why| ConfigError::new(ConfigErrorKind::InvalidKey, why))?;
+        let mut key = crate::keys::SigningKey::from_pem(&pem, algorithm).map_err(|e| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidKey,
+                format!("{}: {}", source.describe(), e.message()),
+            )
+        })?;
+        if let Some(kid) = kid {
+            key = key.key_id(kid);
+        }
+        self.client_auth = Some(ClientAuth::PrivateKeyJwt(key));
+        Ok(Some((source, pem)))
+    }
+
+    #[cfg(not(feature = "jwt"))]
+    fn rotating_key(
+        &mut self,
+    ) -> Result<Option<(crate::endpoint::credential::SecretSource, String)>, ConfigError> {
+        Ok(None)
     }
 
     /// The client secret, required when `auth` sends it (or, left to
@@ -361,6 +403,8 @@ impl OAuthLayerBuilder {
             typ,
             clock_skew,
             endpoint_audience: Default::default(),
+            #[cfg(feature = "jwt")]
+            key_file: self.key_file.clone(),
         })
     }
 

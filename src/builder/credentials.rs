@@ -73,4 +73,40 @@ impl OAuthLayerBuilder {
         self.secret_source = Some(SecretSource::Fn(std::sync::Arc::new(read)));
         self
     }
+
+    /// The client proves itself with `private_key_jwt`, its key the private
+    /// key in this PEM file (PKCS #8, PKCS #1 or SEC 1, for `algorithm`;
+    /// `key_id` its `kid`), read at [`build`](Self::build) and read again
+    /// whenever the token endpoint refuses the client, as for
+    /// [`client_secret_file`](Self::client_secret_file): a key rotated on
+    /// disk (a new PEM, registered at the server) is taken after one
+    /// refusal, without a restart. A file that then no longer holds a usable
+    /// key keeps the key in use, and a warning names the file. In place of
+    /// [`client_auth`](Self::client_auth)`(ClientAuth::PrivateKeyJwt(..))`.
+    /// Feature `jwt`.
+    ///
+    /// Default: none.
+    ///
+    /// ```no_run
+    /// use tower_oauth::{Algorithm, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com")
+    ///     .client_id("orders-service")
+    ///     .private_key_file("/var/run/secrets/orders/client-key.pem", Algorithm::Es256, Some("key-2026"))
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub fn private_key_file(
+        mut self,
+        path: impl Into<PathBuf>,
+        algorithm: crate::keys::Algorithm,
+        key_id: Option<&str>,
+    ) -> Self {
+        self.secret_source = Some(SecretSource::File(path.into()));
+        self.key_file = Some((algorithm, key_id.map(str::to_owned)));
+        self
+    }
 }

@@ -55,6 +55,9 @@ pub struct OAuthLayerBuilder {
     client_secret: Option<String>,
     /// A secret read from a file or a function, and read again when refused.
     secret_source: Option<crate::endpoint::credential::SecretSource>,
+    /// With `secret_source` the key file: its algorithm and key id.
+    #[cfg(feature = "jwt")]
+    key_file: Option<(crate::keys::Algorithm, Option<String>)>,
     client_auth: Option<ClientAuth>,
     grant: crate::endpoint::grant::Grant,
     params: Vec<(String, String)>,

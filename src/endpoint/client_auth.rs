@@ -295,6 +295,26 @@ pub(crate) struct AssertionSettings {
     /// last. Shared by every token request of a layer (its clones and
     /// slots), so that a server's choice is learnt once.
     pub(crate) endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// With a private key read from a file: its algorithm and key id. The
+    /// file's PEM is then the rotating credential, read again on refusal.
+    #[cfg(feature = "jwt")]
+    pub(crate) key_file: Option<(crate::keys::Algorithm, Option<String>)>,
+}
+
+/// The key of a rotating key file's `pem`, for `settings`; none if it
+/// does not read (then the key the layer was built with stays).
+#[cfg(feature = "jwt")]
+pub(crate) fn key_from_file(
+    settings: &AssertionSettings,
+    pem: &str,
+) -> Option<Result<crate::keys::SigningKey, ConfigError>> {
+    let (algorithm, kid) = settings.key_file.as_ref()?;
+    Some(
+        crate::keys::SigningKey::from_pem(pem, *algorithm).map(|key| match kid {
+            Some(kid) => key.key_id(kid.clone()),
+            None => key,
+        }),
+    )
 }
 
 /// The specification sends values unencoded: `&` would split the body, and

@@ -276,6 +276,14 @@ impl ClientCredentials {
         };
         let unencoded = self.setup.auth == ClientAuth::UnencodedBody;
         let check = |secret: &str| {
+            #[cfg(feature = "jwt")]
+            if let Some(Err(e)) = super::client_auth::key_from_file(&self.setup.assertion, secret) {
+                return Err(format!(
+                    "{} holds no usable key: {}",
+                    rotating.describe(),
+                    e.message()
+                ));
+            }
             if unencoded {
                 check_unencoded(
                     secret,
@@ -290,23 +298,23 @@ impl ClientCredentials {
             Ok(true) => {
                 tracing::info!(
                     source = %rotating.describe(),
-                    "the token endpoint refused the client secret, and a new one was read; \
-                     asking again with it"
+                    "the token endpoint refused the client's credential (its secret or key), and a \
+                     new one was read; asking again with it"
                 );
                 true
             }
             Ok(false) => {
                 tracing::debug!(
                     source = %rotating.describe(),
-                    "the token endpoint refused the client secret, which has not changed"
+                    "the token endpoint refused the client's credential, which has not changed"
                 );
                 false
             }
             Err(why) => {
                 tracing::warn!(
                     source = %rotating.describe(),
-                    "the token endpoint refused the client secret, and reading it again failed: \
-                     {why}"
+                    "the token endpoint refused the client's credential, and reading it again \
+                     failed: {why}"
                 );
                 false
             }

@@ -115,7 +115,12 @@ impl Prepared {
         let proof = match auth {
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
-                assertions(super::assertion::AssertionKey::Key(key.clone()))
+                // A key file's current key, else the key given.
+                let key = match super::client_auth::key_from_file(&setup.assertion, secret) {
+                    Some(Ok(current)) => current,
+                    _ => key.clone(),
+                };
+                assertions(super::assertion::AssertionKey::Key(key))
             }
             #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
@@ -123,6 +128,13 @@ impl Prepared {
             )),
             ClientAuth::AssertionFile(path) => ClientProof::File(AssertionFile::new(path)),
             _ => ClientProof::Fixed,
+        };
+        // A key file's PEM is no secret sent anywhere: nothing to scrub.
+        #[cfg(feature = "jwt")]
+        let secret = if setup.assertion.key_file.is_some() {
+            ""
+        } else {
+            secret
         };
         Prepared {
             version,

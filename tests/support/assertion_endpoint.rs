@@ -102,6 +102,12 @@ impl AssertionEndpoint {
         format!("http://{}/api", self.addr)
     }
 
+    /// From now on assertions must be signed with this key (a rotation
+    /// registered at the server).
+    pub fn set_key(&self, check: Check) {
+        *self.state.key.lock().unwrap() = decoding_key(&check);
+    }
+
     /// The `aud` required from now on.
     pub fn set_audience(&self, audience: &str) {
         *self.state.audience.lock().unwrap() = audience.into();
