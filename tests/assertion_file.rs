@@ -13,25 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use support::{replace, scratch};
 use tower_oauth::{ClientAuth, OAuthLayer, TokenErrorKind};
 
 const CLIENT: &str = "federated-client";
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tower-oauth-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Writes `text` to `path` as Kubernetes does: a new file renamed over the
-/// old one.
-fn replace(path: &Path, text: &str) {
-    let next = path.with_extension("next");
-    std::fs::write(&next, text).unwrap();
-    std::fs::rename(&next, path).unwrap();
-}
 
 /// A token endpoint of the federated kind (Entra ID, Okta, Google): it
 /// takes a `client_assertion` the platform signed (checked with jsonwebtoken
@@ -41,13 +26,10 @@ mod federated {
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
-    use http_body_util::BodyExt;
     use jsonwebtoken::{Algorithm, DecodingKey, Validation};
     use serde_json::{json, Value};
-    use tokio::net::TcpListener;
 
-    use super::support::serve::{answer, serve_state, Response};
-    use super::support::tally::Tally;
+    use super::support::provider::{Provider, TokenRequest};
 
     pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
     pub const SUBJECT: &str = "system:serviceaccount:shop:orders";
@@ -55,105 +37,74 @@ mod federated {
 
     pub struct Server {
         pub url: String,
-        state: Arc<State>,
-    }
-
-    struct State {
-        tally: Tally,
-        key: DecodingKey,
+        provider: Provider,
         /// Every assertion taken, in order.
-        taken: Mutex<Vec<String>>,
-        issued: Mutex<HashSet<String>>,
+        taken: Arc<Mutex<Vec<String>>>,
     }
 
     impl Server {
         pub async fn start(platform_public_pem: &str) -> Server {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let state = Arc::new(State {
-                tally: Tally::default(),
-                key: DecodingKey::from_ec_pem(platform_public_pem.as_bytes()).unwrap(),
-                taken: Mutex::new(Vec::new()),
-                issued: Mutex::new(HashSet::new()),
-            });
-            serve_state(listener, Arc::clone(&state), |state, req| async move {
-                handle(&state, req).await
-            });
-            Server { url, state }
+            let key = DecodingKey::from_ec_pem(platform_public_pem.as_bytes()).unwrap();
+            let taken: Arc<Mutex<Vec<String>>> = Arc::default();
+            let seen = Arc::clone(&taken);
+            let provider = Provider::start(
+                "/token",
+                json!({"token_type": "Bearer", "expires_in": 1}),
+                move |req: &TokenRequest| {
+                    let refuse = |why: String| {
+                        (
+                            401,
+                            json!({"error": "invalid_client", "error_description": why}),
+                        )
+                    };
+                    if req.get("client_id") != Some(super::CLIENT) {
+                        return Err(refuse("client_id".into()));
+                    }
+                    if req.get("client_assertion_type")
+                        != Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+                    {
+                        return Err(refuse("client_assertion_type".into()));
+                    }
+                    let jwt = req
+                        .get("client_assertion")
+                        .ok_or_else(|| refuse("no client_assertion".into()))?;
+                    let mut validation = Validation::new(Algorithm::ES256);
+                    validation.leeway = 0;
+                    validation.set_issuer(&[ISSUER]);
+                    validation.sub = Some(SUBJECT.into());
+                    validation.set_audience(&[AUDIENCE]);
+                    jsonwebtoken::decode::<Value>(jwt, &key, &validation)
+                        .map_err(|e| refuse(format!("assertion refused: {e}")))?;
+                    seen.lock().unwrap().push(jwt.to_owned());
+                    Ok(())
+                },
+            )
+            .await;
+            Server {
+                url: provider.base.clone(),
+                provider,
+                taken,
+            }
         }
 
         /// The distinct assertions taken.
         pub fn distinct_assertions(&self) -> usize {
-            let taken = self.state.taken.lock().unwrap();
+            let taken = self.taken.lock().unwrap();
             taken.iter().collect::<HashSet<_>>().len()
         }
-    }
 
-    impl std::ops::Deref for Server {
-        type Target = Tally;
-
-        fn deref(&self) -> &Tally {
-            &self.state.tally
+        pub fn token_requests(&self) -> usize {
+            self.provider.requests().len()
         }
-    }
 
-    async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Response {
-        if req.uri().path() == "/api" {
-            let token = req
-                .headers()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or_default()
-                .to_owned();
-            return if state.issued.lock().unwrap().contains(&token) {
-                state.tally.accepted();
-                answer(200, json!({}))
-            } else {
-                state.tally.api_refusal();
-                answer(401, json!({"error": "invalid_token"}))
-            };
-        }
-        let n = state.tally.token_request();
-        let body = req.into_body().collect().await.unwrap().to_bytes();
-        let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
-        let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-        let checked = (|| {
-            if get("client_id").as_deref() != Some(super::CLIENT) {
-                return Err("client_id".to_owned());
-            }
-            if get("client_assertion_type").as_deref()
-                != Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
-            {
-                return Err("client_assertion_type".to_owned());
-            }
-            let jwt = get("client_assertion").ok_or("no client_assertion")?;
-            let mut validation = Validation::new(Algorithm::ES256);
-            validation.leeway = 0;
-            validation.set_issuer(&[ISSUER]);
-            validation.sub = Some(SUBJECT.into());
-            validation.set_audience(&[AUDIENCE]);
-            jsonwebtoken::decode::<Value>(&jwt, &state.key, &validation)
-                .map_err(|e| format!("assertion refused: {e}"))?;
-            Ok(jwt)
-        })();
-        match checked {
-            Ok(jwt) => {
-                state.taken.lock().unwrap().push(jwt);
-                let token = format!("federated-{n}");
-                state.issued.lock().unwrap().insert(token.clone());
-                answer(
-                    200,
-                    json!({"access_token": token, "token_type": "Bearer", "expires_in": 1}),
-                )
-            }
-            Err(why) => {
-                state.tally.refused(why.clone());
-                answer(
-                    401,
-                    json!({"error": "invalid_client", "error_description": why}),
-                )
-            }
+        /// Why each refused token request was refused.
+        pub fn refusals(&self) -> Vec<String> {
+            self.provider
+                .requests()
+                .into_iter()
+                .filter_map(Result::err)
+                .map(|(_, body)| body["error_description"].to_string())
+                .collect()
         }
     }
 }

@@ -5,36 +5,34 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use support::authority::{Authority, Style};
+use support::{replace, scratch};
 use tower_oauth::{ClientAuth, ConfigErrorKind, OAuthLayer, TokenErrorKind};
 
 const CLIENT: &str = "rotating-client";
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tower-oauth-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Writes `text` to `path` as a secret manager does: a new file renamed
-/// over the old one.
-fn replace(path: &Path, text: &str) {
-    let next = path.with_extension("next");
-    std::fs::write(&next, text).unwrap();
-    std::fs::rename(&next, path).unwrap();
-}
 
 /// The token requests the authority refused (it issues one token per
 /// accepted request).
 fn refused(authority: &Authority) -> usize {
     authority.token_requests() - authority.issued().len()
+}
+
+/// A layer whose secret is `file`'s, sent with Basic to `authority`.
+fn secret_file_layer(authority: &Authority, file: &Path) -> OAuthLayer {
+    authority.expect(Style::Basic, &[]);
+    support::with_transport(
+        OAuthLayer::builder()
+            .token_url(authority.token_url())
+            .client_id(CLIENT)
+            .client_secret_file(file),
+    )
+    .build()
+    .unwrap()
 }
 
 #[tokio::test]
@@ -43,15 +41,7 @@ async fn a_secret_file_rotated_with_the_server_is_taken_after_one_refusal_and_no
     let file = dir.join("client-secret");
     std::fs::write(&file, "secret-one\n").unwrap();
     let authority = Authority::start(CLIENT, "secret-one", Duration::from_secs(1)).await;
-    authority.expect(Style::Basic, &[]);
-    let oauth = support::with_transport(
-        OAuthLayer::builder()
-            .token_url(authority.token_url())
-            .client_id(CLIENT)
-            .client_secret_file(&file),
-    )
-    .build()
-    .unwrap();
+    let oauth = secret_file_layer(&authority, &file);
     assert!(!format!("{oauth:?}").contains("secret-one"));
 
     let url = authority.api_url("/orders");
@@ -119,15 +109,7 @@ async fn a_refused_secret_that_has_not_changed_is_not_sent_again() {
     let file = dir.join("client-secret");
     std::fs::write(&file, "stale").unwrap();
     let authority = Authority::start(CLIENT, "the-real-one", Duration::from_secs(3600)).await;
-    authority.expect(Style::Basic, &[]);
-    let oauth = support::with_transport(
-        OAuthLayer::builder()
-            .token_url(authority.token_url())
-            .client_id(CLIENT)
-            .client_secret_file(&file),
-    )
-    .build()
-    .unwrap();
+    let oauth = secret_file_layer(&authority, &file);
     let err = oauth.token().await.unwrap_err();
     assert_eq!(err.kind(), TokenErrorKind::Status);
     assert_eq!(err.error_code(), Some("invalid_client"));

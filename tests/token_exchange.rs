@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use serde_json::json;
-use support::serve::{answer, has_basic, serve_state, Response};
+use support::serve::{answer, bearer, has_basic, serve_state, Response};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_oauth::{
@@ -74,12 +74,7 @@ impl Sts {
     async fn handle(&self, req: http::Request<hyper::body::Incoming>) -> Response {
         if req.uri().path().starts_with("/api/") {
             let audience = req.uri().path().trim_start_matches("/api/").to_owned();
-            let token = req
-                .headers()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or_default();
+            let token = bearer(req.headers());
             let issued = self.issued.lock().unwrap().get(token).cloned();
             return match issued {
                 Some(Issued { audience: Some(a) }) if a == audience => answer(200, json!({})),

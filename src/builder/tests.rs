@@ -166,16 +166,18 @@ fn settings_are_checked() {
     );
 }
 
+/// A lookup of environment variables from `pairs`.
+fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
 #[test]
 fn environment_variables_are_read_and_named() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    };
     let err = OAuthLayerBuilder::from_lookup(env(&[])).unwrap_err();
     assert_eq!(err.kind(), ConfigErrorKind::MissingUrl);
     let err = OAuthLayerBuilder::from_lookup(env(&[
@@ -278,14 +280,6 @@ fn debug_redacts_the_secret() {
 
 #[test]
 fn workload_identity_presets_come_from_the_environment() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    };
     // Azure workload identity, as the platform sets it in a pod.
     let b = OAuthLayerBuilder::from_lookup(env(&[
         (

@@ -225,15 +225,7 @@ impl ClientAuth {
     pub(crate) fn identity_credential(&self) -> Option<String> {
         match self {
             #[cfg(feature = "jwt")]
-            ClientAuth::PrivateKeyJwt(key) => {
-                let thumbprint = key.jwk().map(|jwk| jwk.thumbprint().to_owned());
-                Some(format!(
-                    "{}:{}:{}",
-                    key.algorithm(),
-                    key.kid().unwrap_or(""),
-                    thumbprint.as_deref().unwrap_or("")
-                ))
-            }
+            ClientAuth::PrivateKeyJwt(key) => Some(key.identity()),
             _ => None,
         }
     }

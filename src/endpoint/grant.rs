@@ -62,22 +62,16 @@ impl Grant {
             Grant::ClientCredentials => GrantProof::Nothing,
             Grant::JwtBearer(grant) => match &grant.source {
                 #[cfg(feature = "jwt")]
-                Source::Signed {
-                    key,
-                    issuer,
-                    subject,
-                    audience,
-                    lifetime,
-                } => GrantProof::Signed(
+                Source::Signed(signed) => GrantProof::Signed(
                     super::assertion::ClientAssertion::grant(
-                        issuer,
-                        subject,
-                        audience.as_deref().unwrap_or(url),
+                        &signed.issuer,
+                        &signed.subject,
+                        signed.audience.as_deref().unwrap_or(url),
                     )
-                    .lifetime(*lifetime)
+                    .lifetime(signed.lifetime)
                     .clock_skew(settings.clock_skew)
                     .scope_claim(scope.filter(|_| grant.scope_in_assertion)),
-                    key.clone(),
+                    signed.key.clone(),
                 ),
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
             },

@@ -63,15 +63,21 @@ pub struct JwtBearer {
 pub(crate) enum Source {
     /// Signed by the layer for each request.
     #[cfg(feature = "jwt")]
-    Signed {
-        key: crate::keys::SigningKey,
-        issuer: String,
-        subject: String,
-        audience: Option<String>,
-        lifetime: Duration,
-    },
+    Signed(Signed),
     /// Written by a platform.
     File(PathBuf),
+}
+
+/// The settings of an assertion the layer signs.
+#[cfg(feature = "jwt")]
+#[derive(Clone, Debug)]
+pub(crate) struct Signed {
+    pub(crate) key: crate::keys::SigningKey,
+    pub(crate) issuer: String,
+    pub(crate) subject: String,
+    /// None: the token endpoint's URL.
+    pub(crate) audience: Option<String>,
+    pub(crate) lifetime: Duration,
 }
 
 impl JwtBearer {
@@ -82,13 +88,13 @@ impl JwtBearer {
     pub fn signed(key: crate::keys::SigningKey, issuer: impl Into<String>) -> Self {
         let issuer = issuer.into();
         JwtBearer {
-            source: Source::Signed {
+            source: Source::Signed(Signed {
                 key,
                 subject: issuer.clone(),
                 issuer,
                 audience: None,
                 lifetime: crate::endpoint::client_auth::DEFAULT_ASSERTION_LIFETIME,
-            },
+            }),
             scope_in_assertion: false,
             token_uri: None,
         }
@@ -102,8 +108,8 @@ impl JwtBearer {
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn subject(mut self, subject: impl Into<String>) -> Self {
-        if let Source::Signed { subject: s, .. } = &mut self.source {
-            *s = subject.into();
+        if let Source::Signed(signed) = &mut self.source {
+            signed.subject = subject.into();
         }
         self
     }
@@ -115,8 +121,8 @@ impl JwtBearer {
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn audience(mut self, audience: impl Into<String>) -> Self {
-        if let Source::Signed { audience: a, .. } = &mut self.source {
-            *a = Some(audience.into());
+        if let Source::Signed(signed) = &mut self.source {
+            signed.audience = Some(audience.into());
         }
         self
     }
@@ -129,8 +135,8 @@ impl JwtBearer {
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
-        if let Source::Signed { lifetime: l, .. } = &mut self.source {
-            *l = lifetime.clamp(Duration::from_secs(1), Duration::from_secs(3600));
+        if let Source::Signed(signed) = &mut self.source {
+            signed.lifetime = lifetime.clamp(Duration::from_secs(1), Duration::from_secs(3600));
         }
         self
     }
@@ -235,23 +241,14 @@ impl JwtBearer {
     pub(crate) fn identity(&self) -> String {
         match &self.source {
             #[cfg(feature = "jwt")]
-            Source::Signed {
-                key,
-                issuer,
-                subject,
-                audience,
-                ..
-            } => {
-                let thumbprint = key.jwk().map(|jwk| jwk.thumbprint().to_owned());
-                format!(
-                    "jwt_bearer;iss={issuer};sub={subject};aud={};key={}:{}:{};scope_claim={}",
-                    audience.as_deref().unwrap_or(""),
-                    key.algorithm(),
-                    key.kid().unwrap_or(""),
-                    thumbprint.as_deref().unwrap_or(""),
-                    self.scope_in_assertion
-                )
-            }
+            Source::Signed(signed) => format!(
+                "jwt_bearer;iss={};sub={};aud={};key={};scope_claim={}",
+                signed.issuer,
+                signed.subject,
+                signed.audience.as_deref().unwrap_or(""),
+                signed.key.identity(),
+                self.scope_in_assertion
+            ),
             Source::File(path) => format!(
                 "jwt_bearer;file={};scope_claim={}",
                 path.display(),
@@ -266,18 +263,8 @@ impl fmt::Debug for JwtBearer {
         let mut d = f.debug_struct("JwtBearer");
         match &self.source {
             #[cfg(feature = "jwt")]
-            Source::Signed {
-                key,
-                issuer,
-                subject,
-                audience,
-                lifetime,
-            } => {
-                d.field("key", key)
-                    .field("issuer", issuer)
-                    .field("subject", subject)
-                    .field("audience", audience)
-                    .field("lifetime", lifetime);
+            Source::Signed(signed) => {
+                d.field("signed", signed);
             }
             Source::File(path) => {
                 d.field("file", path);

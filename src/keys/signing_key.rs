@@ -339,6 +339,19 @@ impl SigningKey {
         }
     }
 
+    /// How the key is known in a token identity: its algorithm, id and
+    /// public key's RFC 7638 thumbprint (a custom signer that gives no public
+    /// key: its algorithm and id). Never key material.
+    pub(crate) fn identity(&self) -> String {
+        let thumbprint = self.jwk().map(|jwk| jwk.thumbprint().to_owned());
+        format!(
+            "{}:{}:{}",
+            self.algorithm(),
+            self.kid().unwrap_or(""),
+            thumbprint.as_deref().unwrap_or("")
+        )
+    }
+
     /// SHA-256 of the private key's bytes; none for a custom signer.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn seed(&self) -> Option<&[u8]> {

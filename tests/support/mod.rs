@@ -188,3 +188,19 @@ impl std::io::Write for Captured {
         Ok(())
     }
 }
+
+/// A fresh directory under the system's temporary one, for one test's files.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tower-oauth-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `text` to `path` as secret managers and Kubernetes do: a new
+/// file renamed over the old one.
+pub fn replace(path: &std::path::Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
+}

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::serve::{answer, serve_state, Response};
+use super::serve::{answer, bearer, serve_state, Response};
 
 /// A token request as the rule sees it.
 pub struct TokenRequest {
@@ -118,13 +118,7 @@ impl Provider {
 async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Response {
     let path = req.uri().path().to_owned();
     if path == "/api" {
-        let token = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default()
-            .to_owned();
+        let token = bearer(req.headers()).to_owned();
         return if state.issued.lock().unwrap().contains(&token) {
             answer(200, json!({"ok": true}))
         } else {

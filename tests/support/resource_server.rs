@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use super::serve::{answer, has_basic, serve_state, Response};
+use super::serve::{answer, bearer, has_basic, serve_state, Response};
 use super::tally::Tally;
 
 pub const CLIENT_ID: &str = "gateway";
@@ -185,12 +185,7 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
     let Some(name) = path.strip_prefix("/api/") else {
         return answer(404, json!({}));
     };
-    let token = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
+    let token = bearer(req.headers());
     let grant = state.tokens.lock().unwrap().get(token).cloned();
     let why = match grant {
         None => Some("a token never issued".to_owned()),

@@ -75,6 +75,15 @@ where
     );
 }
 
+/// The bearer token `headers` carry in `Authorization` (empty if none).
+pub fn bearer(headers: &http::HeaderMap) -> &str {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+}
+
 /// Whether `req` carries HTTP Basic credentials of `id` and `secret`
 /// (neither needing encoding).
 pub fn has_basic<B>(req: &http::Request<B>, id: &str, secret: &str) -> bool {
