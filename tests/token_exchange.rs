@@ -117,7 +117,8 @@ impl Sts {
         }
         match self.issued.lock().unwrap().get(&subject) {
             Some(Issued { audience: None }) => {}
-            _ => return Err("the subject token is not one of ours".into()),
+            // Echoed, as some servers do: the layer must scrub it.
+            _ => return Err(format!("the subject token {subject} is not one of ours")),
         }
         if get("requested_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
             return Err("requested_token_type".into());
@@ -225,7 +226,9 @@ async fn a_subject_that_cannot_be_had_is_a_credential_error_naming_it() {
     // A token the service does not know: its answer, as it is.
     let oauth = exchanging(
         &sts,
-        SubjectToken::from_fn("stranger", || Box::pin(async { Ok("forged".to_owned()) })),
+        SubjectToken::from_fn("stranger", || {
+            Box::pin(async { Ok("forged-subject-token".to_owned()) })
+        }),
     )
     .audience("ledger")
     .build()
@@ -234,10 +237,10 @@ async fn a_subject_that_cannot_be_had_is_a_credential_error_naming_it() {
     assert_eq!(
         err.to_string(),
         "token endpoint refused the request with HTTP 400 Bad Request (invalid_request: the \
-         subject token is not one of ours)"
+         subject token [redacted] is not one of ours)"
     );
     assert_eq!(sts.exchanges.load(Ordering::SeqCst), 0);
-    assert!(!format!("{oauth:?}").contains("forged"));
+    assert!(!format!("{err:?}").contains("forged"));
     // A platform token file that does not hold a JWT: named, not shown.
     let file = std::env::temp_dir().join(format!("tower-oauth-subject-{}", std::process::id()));
     std::fs::write(&file, "opaque-secret-text").unwrap();

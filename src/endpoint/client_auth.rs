@@ -121,7 +121,9 @@ pub enum ClientAuth {
     /// second (a writer that truncates first). Missing, empty, unreadable,
     /// not a JWT, or past its `exp`: a [`TokenError`](crate::TokenError) of
     /// kind [`Credential`](crate::TokenErrorKind::Credential) naming the
-    /// file, never its content.
+    /// file, never its content. With a token store, tokens are sealed only
+    /// under an [`encryption_key`](crate::RedisStore::encryption_key) of
+    /// yours: the file is no secret the replicas share.
     ///
     /// ```
     /// use tower_oauth::{ClientAuth, OAuthLayer};

@@ -218,7 +218,16 @@ impl ClientCredentials {
                 if let Some(dpop) = &self.dpop {
                     dpop.remember_from(&self.url, response.headers());
                 }
-                let error = match crate::endpoint::answer::read(&response, &prepared.redactor) {
+                // What the request carried beyond the secret is scrubbed too.
+                let extended;
+                let redactor = match &sent.carried {
+                    Some(carried) => {
+                        extended = prepared.redactor.and(carried);
+                        &extended
+                    }
+                    None => &prepared.redactor,
+                };
+                let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
                         #[cfg(feature = "jwt")]
                         if let Some(dpop) = &self.dpop {

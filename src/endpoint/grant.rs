@@ -93,28 +93,28 @@ pub(crate) enum GrantProof {
 }
 
 impl GrantProof {
-    /// Appends the grant's part to `body`; the assertion read from a file,
-    /// if one was.
+    /// Appends the grant's part to `body`; what it carries of a credential
+    /// (the assertion, the subject token), to scrub from the answer.
     pub(crate) async fn append(&self, body: &mut Vec<u8>) -> Result<Option<String>, TokenError> {
-        let (assertion, from_file) = match self {
+        let assertion = match self {
             GrantProof::Nothing => return Ok(None),
             #[cfg(feature = "jwt")]
-            GrantProof::Signed(claims, key) => (claims.sign(key).await?, false),
-            GrantProof::File(file) => (file.read().await?, true),
-            GrantProof::Subject(exchange) => {
-                append_subject(exchange, body).await?;
-                return Ok(None);
-            }
+            GrantProof::Signed(claims, key) => claims.sign(key).await?,
+            GrantProof::File(file) => file.read().await?,
+            GrantProof::Subject(exchange) => return append_subject(exchange, body).await.map(Some),
         };
         body.extend_from_slice(b"&assertion=");
         body.extend(form_urlencode(&assertion).bytes());
-        Ok(from_file.then_some(assertion))
+        Ok(Some(assertion))
     }
 }
 
 /// Appends the subject token of `exchange`, asked now, and the token types
-/// (RFC 8693 section 2.1).
-async fn append_subject(exchange: &TokenExchange, body: &mut Vec<u8>) -> Result<(), TokenError> {
+/// (RFC 8693 section 2.1); the subject token.
+async fn append_subject(
+    exchange: &TokenExchange,
+    body: &mut Vec<u8>,
+) -> Result<String, TokenError> {
     let subject = match &exchange.subject.0 {
         token_exchange::Inner::File(path) => AssertionFile::subject_token(path).read().await?,
         token_exchange::Inner::Fn { name, ask } => {
@@ -135,10 +135,11 @@ async fn append_subject(exchange: &TokenExchange, body: &mut Vec<u8>) -> Result<
         body.push(b'=');
         body.extend(form_urlencode(value).bytes());
     };
-    pair("subject_token", subject.trim());
+    let subject = subject.trim().to_owned();
+    pair("subject_token", &subject);
     pair("subject_token_type", &exchange.subject_token_type);
     if let Some(requested) = &exchange.requested_token_type {
         pair("requested_token_type", requested);
     }
-    Ok(())
+    Ok(subject)
 }

@@ -61,6 +61,10 @@ pub(crate) struct Sent {
     pub(crate) pick: Option<super::assertion::Pick>,
     /// The assertion read from a file.
     pub(crate) from_file: Option<String>,
+    /// What the request carried of a credential beyond the secret (an
+    /// assertion read or signed for a grant, a subject token): to scrub
+    /// from the answer.
+    pub(crate) carried: Option<String>,
 }
 
 impl Prepared {
@@ -163,13 +167,16 @@ impl Prepared {
             ClientProof::File(file) => {
                 let jwt = file.read().await?;
                 let body = self.with_assertion(&jwt);
+                sent.carried = Some(jwt.clone());
                 sent.from_file = Some(jwt);
                 body
             }
         };
         if !matches!(self.grant, GrantProof::Nothing) {
             let mut extended = body.to_vec();
-            self.grant.append(&mut extended).await?;
+            if let Some(carried) = self.grant.append(&mut extended).await? {
+                sent.carried = Some(carried);
+            }
             body = Bytes::from(extended);
         }
         Ok((body, sent))

@@ -50,6 +50,24 @@ impl Redactor {
         Redactor { forms }
     }
 
+    /// These forms, and those of `credential` (a token or an assertion a
+    /// request carried in its body): raw, form-encoded, and as JSON writes
+    /// them. A credential under 8 characters is not looked for (it would
+    /// scrub ordinary words).
+    pub(crate) fn and(&self, credential: &str) -> Redactor {
+        let mut forms = self.forms.clone();
+        if credential.len() >= 8 {
+            for form in [credential.to_owned(), form_urlencode(credential)] {
+                forms.extend(json_forms(&form));
+                forms.push(form);
+            }
+        }
+        forms.retain(|f| !f.is_empty());
+        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        forms.dedup();
+        Redactor { forms }
+    }
+
     /// `text` with every form of the secret replaced by `[redacted]`.
     pub(crate) fn scrub(&self, text: String) -> String {
         let mut text = text;
