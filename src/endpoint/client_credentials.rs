@@ -220,12 +220,11 @@ impl ClientCredentials {
                 }
                 // What the request carried beyond the secret is scrubbed too.
                 let extended;
-                let redactor = match &sent.carried {
-                    Some(carried) => {
-                        extended = prepared.redactor.and(carried);
-                        &extended
-                    }
-                    None => &prepared.redactor,
+                let redactor = if sent.carried.is_empty() {
+                    &prepared.redactor
+                } else {
+                    extended = prepared.redactor.and(&sent.carried);
+                    &extended
                 };
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {

@@ -64,7 +64,7 @@ pub(crate) struct Sent {
     /// What the request carried of a credential beyond the secret (an
     /// assertion read or signed for a grant, a subject token): to scrub
     /// from the answer.
-    pub(crate) carried: Option<String>,
+    pub(crate) carried: Vec<String>,
 }
 
 impl Prepared {
@@ -162,12 +162,15 @@ impl Prepared {
             ClientProof::Assertion(assertions) => {
                 let pick = assertions.pick(other_audience);
                 sent.pick = Some(pick);
-                self.with_assertion(&assertions.sign(pick).await?)
+                let jwt = assertions.sign(pick).await?;
+                let body = self.with_assertion(&jwt);
+                sent.carried.push(jwt);
+                body
             }
             ClientProof::File(file) => {
                 let jwt = file.read().await?;
                 let body = self.with_assertion(&jwt);
-                sent.carried = Some(jwt.clone());
+                sent.carried.push(jwt.clone());
                 sent.from_file = Some(jwt);
                 body
             }
@@ -175,7 +178,7 @@ impl Prepared {
         if !matches!(self.grant, GrantProof::Nothing) {
             let mut extended = body.to_vec();
             if let Some(carried) = self.grant.append(&mut extended).await? {
-                sent.carried = Some(carried);
+                sent.carried.push(carried);
             }
             body = Bytes::from(extended);
         }

@@ -50,14 +50,14 @@ impl Redactor {
         Redactor { forms }
     }
 
-    /// These forms, and those of `credential` (a token or an assertion a
-    /// request carried in its body): raw, form-encoded, and as JSON writes
-    /// them. A credential under 8 characters is not looked for (it would
-    /// scrub ordinary words).
-    pub(crate) fn and(&self, credential: &str) -> Redactor {
+    /// These forms, and those of each of `credentials` (the tokens and
+    /// assertions a request carried in its body): raw, form-encoded, and as
+    /// JSON writes them. A credential under 8 characters is not looked for
+    /// (it would scrub ordinary words).
+    pub(crate) fn and(&self, credentials: &[String]) -> Redactor {
         let mut forms = self.forms.clone();
-        if credential.len() >= 8 {
-            for form in [credential.to_owned(), form_urlencode(credential)] {
+        for credential in credentials.iter().filter(|c| c.len() >= 8) {
+            for form in [credential.clone(), form_urlencode(credential)] {
                 forms.extend(json_forms(&form));
                 forms.push(form);
             }
@@ -127,6 +127,22 @@ fn json_forms(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carried_credentials_are_scrubbed_in_their_forms_short_ones_left() {
+        let redactor = Redactor::new("id", "secret-value")
+            .and(&["subject/token+value".to_owned(), "short".to_owned()]);
+        let echoed = format!(
+            "{} {} {} short secret-value",
+            "subject/token+value",
+            form_urlencode("subject/token+value"),
+            serde_json::to_string("subject/token+value").unwrap()
+        );
+        assert_eq!(
+            redactor.scrub(echoed),
+            "[redacted] [redacted] \"[redacted]\" short [redacted]"
+        );
+    }
 
     #[test]
     fn every_form_sent_is_scrubbed() {
