@@ -318,3 +318,60 @@ fn grant_settings_are_checked() {
         .unwrap_err();
     assert_eq!(err.kind(), ConfigErrorKind::MissingUrl);
 }
+
+/// With an issuer, the grant's assertion follows the audience rule of
+/// client assertions: the issuer first, the token endpoint's URL once after
+/// an `invalid_grant`, the one taken kept for the layer (its token slots
+/// too). A server that takes the issuer is asked once.
+#[tokio::test]
+async fn with_an_issuer_the_grant_s_audience_is_learnt_once_per_layer() {
+    use support::provider::{Provider, TokenRequest};
+    let key = TestKey::new(Kind::P256);
+    for takes_issuer in [false, true] {
+        let public = DecodingKey::from_ec_pem(key.public.as_bytes()).unwrap();
+        let provider = Provider::start(
+            "/oauth2/token",
+            json!({"token_type": "Bearer", "expires_in": 600}),
+            move |req: &TokenRequest| {
+                let host = req.headers["host"].to_str().unwrap();
+                let aud = if takes_issuer {
+                    format!("http://{host}")
+                } else {
+                    format!("http://{host}/oauth2/token")
+                };
+                let mut validation = Validation::new(Algorithm::ES256);
+                validation.set_issuer(&["integration"]);
+                validation.set_audience(&[aud]);
+                jsonwebtoken::decode::<Value>(req.get("assertion").unwrap_or(""), &public, &validation)
+                    .map(|_| ())
+                    .map_err(|e| (400, json!({"error": "invalid_grant", "error_description": format!("Invalid JWT: {e}")})))
+            },
+        )
+        .await;
+        provider.publish(
+            "/.well-known/oauth-authorization-server",
+            json!({"issuer": provider.base, "token_endpoint": provider.url("/oauth2/token")}),
+        );
+        let signing =
+            tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256).unwrap();
+        let oauth = support::with_transport(
+            OAuthLayer::builder()
+                .issuer(&provider.base)
+                .jwt_bearer(JwtBearer::signed(signing, "integration")),
+        )
+        .build()
+        .unwrap();
+        oauth.token().await.unwrap();
+        oauth
+            .token_for(&tower_oauth::TokenParams::new().scope("other"))
+            .await
+            .unwrap();
+        let outcomes: Vec<bool> = provider.requests().iter().map(Result::is_ok).collect();
+        let expected = if takes_issuer {
+            vec![true, true]
+        } else {
+            vec![false, true, true]
+        };
+        assert_eq!(outcomes, expected, "takes the issuer: {takes_issuer}");
+    }
+}

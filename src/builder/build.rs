@@ -403,6 +403,7 @@ impl OAuthLayerBuilder {
             typ,
             clock_skew,
             endpoint_audience: Default::default(),
+            grant_endpoint_audience: Default::default(),
             #[cfg(feature = "jwt")]
             key_file: self.key_file.clone(),
         })

@@ -265,16 +265,34 @@ impl Assertions {
                 .typ(settings.typ.as_deref())
                 .clock_skew(settings.clock_skew)
         };
-        let (first, second) = match (&settings.audience, issuer) {
+        let audiences = Audiences {
+            set: settings.audience.as_deref(),
+            issuer,
+            url,
+        };
+        Self::for_audiences(claims, audiences, key, &settings.endpoint_audience)
+    }
+
+    /// The assertions `claims` makes for `audiences`, by the audience rule;
+    /// `second_taken` remembers the server's choice for the layer.
+    pub(crate) fn for_audiences(
+        claims: impl Fn(&str) -> ClientAssertion,
+        audiences: Audiences<'_>,
+        key: AssertionKey,
+        second_taken: &Arc<AtomicBool>,
+    ) -> Self {
+        let (first, second) = match (audiences.set, audiences.issuer) {
             (Some(audience), _) => (claims(audience), None),
-            (None, Some(issuer)) if issuer != url => (claims(issuer), Some(claims(url))),
-            (None, _) => (claims(url), None),
+            (None, Some(issuer)) if issuer != audiences.url => {
+                (claims(issuer), Some(claims(audiences.url)))
+            }
+            (None, _) => (claims(audiences.url), None),
         };
         Assertions {
             key,
             first,
             second,
-            second_taken: Arc::clone(&settings.endpoint_audience),
+            second_taken: Arc::clone(second_taken),
         }
     }
 
@@ -332,6 +350,14 @@ impl Assertions {
             );
         }
     }
+}
+
+/// The audiences an assertion may be made for: one set by the user, the
+/// issuer the endpoint was discovered from, the endpoint's URL.
+pub(crate) struct Audiences<'a> {
+    pub(crate) set: Option<&'a str>,
+    pub(crate) issuer: Option<&'a str>,
+    pub(crate) url: &'a str,
 }
 
 /// One of a client's [`Assertions`].

@@ -289,6 +289,8 @@ pub(crate) struct AssertionSettings {
     /// last. Shared by every token request of a layer (its clones and
     /// slots), so that a server's choice is learnt once.
     pub(crate) endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The same for a JWT-bearer grant's assertions.
+    pub(crate) grant_endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// With a private key read from a file: its algorithm and key id. The
     /// file's PEM is then the rotating credential, read again on refusal.
     #[cfg(feature = "jwt")]

@@ -41,6 +41,7 @@ pub(crate) struct ClientCredentials {
 struct Retried {
     nonce: bool,
     audience: bool,
+    grant_audience: bool,
     secret: bool,
     file: bool,
 }
@@ -180,8 +181,9 @@ impl ClientCredentials {
         &self,
         prepared: &Prepared,
         other_audience: bool,
+        other_grant_audience: bool,
     ) -> Result<(http::Request<Bytes>, Sent), TokenError> {
-        let (body, sent) = prepared.body(other_audience).await?;
+        let (body, sent) = prepared.body(other_audience, other_grant_audience).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.url.clone();
@@ -211,7 +213,9 @@ impl ClientCredentials {
             let mut retried = Retried::default();
             loop {
                 let prepared = self.prepared();
-                let (request, sent) = self.request(&prepared, retried.audience).await?;
+                let (request, sent) = self
+                    .request(&prepared, retried.audience, retried.grant_audience)
+                    .await?;
                 let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
                 let status = response.status();
                 #[cfg(feature = "jwt")]
@@ -234,8 +238,13 @@ impl ClientCredentials {
                         }
                         self.check_scope(&token);
                         #[cfg(feature = "jwt")]
-                        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
-                            assertions.taken(pick);
+                        for (assertions, pick) in [
+                            (prepared.assertions(), sent.pick),
+                            (prepared.grant_assertions(), sent.grant_pick),
+                        ] {
+                            if let (Some(assertions), Some(pick)) = (assertions, pick) {
+                                assertions.taken(pick);
+                            }
                         }
                         return Ok(token);
                     }
@@ -248,6 +257,12 @@ impl ClientCredentials {
                 if !retried.nonce && self.asks_for_nonce(&error) {
                     tracing::debug!("the token endpoint asked for a DPoP nonce; asking again");
                     retried.nonce = true;
+                    continue;
+                }
+                if !retried.grant_audience
+                    && Self::tries_other_grant_audience(&prepared, &sent, &error)
+                {
+                    retried.grant_audience = true;
                     continue;
                 }
                 if !refuses_client(&error) {
@@ -363,6 +378,30 @@ impl ClientCredentials {
                     error = %error,
                     "the token endpoint refused the client assertion made for one audience; \
                      trying once with the other (set assertion_audience to choose)"
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `error` refuses the grant's signed assertion (`invalid_grant`,
+    /// or a refusal of the client), which can be tried for another audience
+    /// (and says so in the log).
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    fn tries_other_grant_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
+        #[cfg(feature = "jwt")]
+        if let (Some(assertions), Some(pick)) = (prepared.grant_assertions(), sent.grant_pick) {
+            let refused = refuses_client(error)
+                || error.status().map(|s| s.as_u16()) == Some(400)
+                    && error.error_code() == Some("invalid_grant");
+            if refused && assertions.has_other() {
+                tracing::warn!(
+                    refused = %assertions.audience(pick),
+                    next = %assertions.audience(assertions.other(pick)),
+                    error = %error,
+                    "the token endpoint refused the grant's assertion made for one audience; \
+                     trying once with the other (set JwtBearer::audience to choose)"
                 );
                 return true;
             }

@@ -50,11 +50,15 @@ impl Grant {
     }
 
     /// What each request of this grant adds to its body, for the token
-    /// endpoint at `url` and the request's `scope`.
+    /// endpoint at `url` (discovered from `issuer`) and the request's
+    /// `scope`. A signed assertion's `aud` follows the rule of client
+    /// assertions ([`Assertions`](super::assertion::Assertions)): the issuer
+    /// first, the token endpoint's URL after a refusal.
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) fn proof(
         &self,
         url: &str,
+        issuer: Option<&str>,
         scope: Option<&str>,
         settings: &AssertionSettings,
     ) -> GrantProof {
@@ -62,17 +66,26 @@ impl Grant {
             Grant::ClientCredentials => GrantProof::Nothing,
             Grant::JwtBearer(grant) => match &grant.source {
                 #[cfg(feature = "jwt")]
-                Source::Signed(signed) => GrantProof::Signed(
-                    super::assertion::ClientAssertion::grant(
-                        &signed.issuer,
-                        &signed.subject,
-                        signed.audience.as_deref().unwrap_or(url),
-                    )
-                    .lifetime(signed.lifetime)
-                    .clock_skew(settings.clock_skew)
-                    .scope_claim(scope.filter(|_| grant.scope_in_assertion)),
-                    signed.key.clone(),
-                ),
+                Source::Signed(signed) => {
+                    use super::assertion::{AssertionKey, Assertions, Audiences, ClientAssertion};
+                    let claims = |audience: &str| {
+                        ClientAssertion::grant(&signed.issuer, &signed.subject, audience)
+                            .lifetime(signed.lifetime)
+                            .clock_skew(settings.clock_skew)
+                            .scope_claim(scope.filter(|_| grant.scope_in_assertion))
+                    };
+                    let audiences = Audiences {
+                        set: signed.audience.as_deref(),
+                        issuer,
+                        url,
+                    };
+                    GrantProof::Signed(Box::new(Assertions::for_audiences(
+                        claims,
+                        audiences,
+                        AssertionKey::Key(signed.key.clone()),
+                        &settings.grant_endpoint_audience,
+                    )))
+                }
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
             },
             Grant::TokenExchange(grant) => GrantProof::Subject(Arc::clone(grant)),
@@ -80,12 +93,18 @@ impl Grant {
     }
 }
 
+/// Which signed grant assertion a request carried (none without one).
+#[cfg(feature = "jwt")]
+pub(crate) type GrantPick = Option<super::assertion::Pick>;
+#[cfg(not(feature = "jwt"))]
+pub(crate) type GrantPick = Option<()>;
+
 /// What a grant adds to each request's body.
 pub(crate) enum GrantProof {
     Nothing,
     /// A JWT-bearer assertion, signed fresh.
     #[cfg(feature = "jwt")]
-    Signed(super::assertion::ClientAssertion, crate::keys::SigningKey),
+    Signed(Box<super::assertion::Assertions>),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
     /// A token exchange's subject token, asked for each request.
@@ -93,13 +112,25 @@ pub(crate) enum GrantProof {
 }
 
 impl GrantProof {
-    /// Appends the grant's part to `body`; what it carries of a credential
-    /// (the assertion, the subject token), to scrub from the answer.
-    pub(crate) async fn append(&self, body: &mut Vec<u8>) -> Result<Option<String>, TokenError> {
+    /// Appends the grant's part to `body` (a signed assertion: with
+    /// `other_audience`, for the audience the server did not take last);
+    /// what it carries of a credential (the assertion, the subject token),
+    /// to scrub from the answer, and which signed assertion.
+    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
+    pub(crate) async fn append(
+        &self,
+        body: &mut Vec<u8>,
+        other_audience: bool,
+        pick: &mut GrantPick,
+    ) -> Result<Option<String>, TokenError> {
         let assertion = match self {
             GrantProof::Nothing => return Ok(None),
             #[cfg(feature = "jwt")]
-            GrantProof::Signed(claims, key) => claims.sign(key).await?,
+            GrantProof::Signed(assertions) => {
+                let chosen = assertions.pick(other_audience);
+                *pick = Some(chosen);
+                assertions.sign(chosen).await?
+            }
             GrantProof::File(file) => file.read().await?,
             GrantProof::Subject(exchange) => return append_subject(exchange, body).await.map(Some),
         };
@@ -142,4 +173,15 @@ async fn append_subject(
         pair("requested_token_type", requested);
     }
     Ok(subject)
+}
+
+impl GrantProof {
+    /// The signed assertions, when the grant signs its own.
+    #[cfg(feature = "jwt")]
+    pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
+        match self {
+            GrantProof::Signed(assertions) => Some(assertions),
+            _ => None,
+        }
+    }
 }

@@ -28,7 +28,10 @@ const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 ///
 /// The assertion is either signed by the layer for each token request
 /// ([`signed`](Self::signed), feature `jwt`): `iss` the issuer, `sub` the
-/// subject (by default the issuer), `aud` the token endpoint's URL, `iat`
+/// subject (by default the issuer), `aud` by the rule of client assertions
+/// (with [`issuer`](crate::OAuthLayerBuilder::issuer): the issuer, and
+/// after an `invalid_grant` the token endpoint's URL once, the one taken
+/// kept; else the token endpoint's URL), `iat`
 /// and `nbf` backdated by the
 /// [`assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew),
 /// `exp` a [`lifetime`](Self::lifetime) later, a random `jti`, and the
@@ -117,7 +120,8 @@ impl JwtBearer {
     /// The assertion's `aud` (Salesforce wants `https://login.salesforce.com`).
     /// Ignored for an assertion [from a file](Self::from_file).
     ///
-    /// Default: the token endpoint's URL.
+    /// Default: with an issuer, the issuer and then the token endpoint's URL
+    /// (see above); else the token endpoint's URL.
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn audience(mut self, audience: impl Into<String>) -> Self {

@@ -65,6 +65,8 @@ pub(crate) struct Sent {
     /// assertion read or signed for a grant, a subject token): to scrub
     /// from the answer.
     pub(crate) carried: Vec<String>,
+    /// The grant's signed assertion, among its audiences.
+    pub(crate) grant_pick: super::grant::GrantPick,
 }
 
 impl Prepared {
@@ -145,16 +147,23 @@ impl Prepared {
             redactor: Redactor::new(client_id, secret),
             body: Bytes::from(body),
             proof,
-            grant: setup.grant.proof(&setup.url, scope, &setup.assertion),
+            grant: setup
+                .grant
+                .proof(&setup.url, setup.issuer.as_deref(), scope, &setup.assertion),
             basic,
         }
     }
 
     /// The body of a request, with a fresh client assertion when the client
     /// authenticates with one (with `other_audience`, a signed one for the
-    /// audience the server did not take last), and what it carried.
+    /// audience the server did not take last; `other_grant_audience` the
+    /// same for a grant's), and what it carried.
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
-    pub(crate) async fn body(&self, other_audience: bool) -> Result<(Bytes, Sent), TokenError> {
+    pub(crate) async fn body(
+        &self,
+        other_audience: bool,
+        other_grant_audience: bool,
+    ) -> Result<(Bytes, Sent), TokenError> {
         let mut sent = Sent::default();
         let mut body = match &self.proof {
             ClientProof::Fixed => self.body.clone(),
@@ -177,7 +186,11 @@ impl Prepared {
         };
         if !matches!(self.grant, GrantProof::Nothing) {
             let mut extended = body.to_vec();
-            if let Some(carried) = self.grant.append(&mut extended).await? {
+            let appended = self
+                .grant
+                .append(&mut extended, other_grant_audience, &mut sent.grant_pick)
+                .await?;
+            if let Some(carried) = appended {
                 sent.carried.push(carried);
             }
             body = Bytes::from(extended);
@@ -205,6 +218,12 @@ impl Prepared {
             ClientProof::Assertion(assertions) => Some(assertions),
             _ => None,
         }
+    }
+
+    /// The grant's signed assertions, when it signs its own.
+    #[cfg(feature = "jwt")]
+    pub(crate) fn grant_assertions(&self) -> Option<&super::assertion::Assertions> {
+        self.grant.assertions()
     }
 
     /// The assertion file, when the client sends one.
