@@ -39,7 +39,13 @@ impl Redactor {
         ];
         let lowercase_hex: Vec<String> = sent[1..3].iter().map(|f| lower_hex(f)).collect();
         sent.extend(lowercase_hex);
-        let mut forms = Vec::new();
+        Redactor::default().with(sent)
+    }
+
+    /// These forms and `sent`, each also as a JSON string writes it; longest
+    /// first.
+    fn with(&self, sent: Vec<String>) -> Redactor {
+        let mut forms = self.forms.clone();
         for form in sent {
             forms.extend(json_forms(&form));
             forms.push(form);
@@ -55,17 +61,12 @@ impl Redactor {
     /// JSON writes them. A credential under 8 characters is not looked for
     /// (it would scrub ordinary words).
     pub(crate) fn and(&self, credentials: &[String]) -> Redactor {
-        let mut forms = self.forms.clone();
-        for credential in credentials.iter().filter(|c| c.len() >= 8) {
-            for form in [credential.clone(), form_urlencode(credential)] {
-                forms.extend(json_forms(&form));
-                forms.push(form);
-            }
-        }
-        forms.retain(|f| !f.is_empty());
-        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        forms.dedup();
-        Redactor { forms }
+        let sent = credentials
+            .iter()
+            .filter(|c| c.len() >= 8)
+            .flat_map(|c| [c.clone(), form_urlencode(c)])
+            .collect();
+        self.with(sent)
     }
 
     /// `text` with every form of the secret replaced by `[redacted]`.
