@@ -55,4 +55,33 @@ fn from_env_reads_the_oauth_variables_and_names_what_is_missing() {
         let oauth = OAuthLayer::from_env().unwrap();
         assert_eq!(oauth.token_url().unwrap(), "https://auth.example.com/token");
     }
+
+    // Azure workload identity, as the platform sets a pod's environment.
+    for v in ["OAUTH_TOKEN_URL", "OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET"] {
+        std::env::remove_var(v);
+    }
+    std::env::set_var(
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "/var/run/secrets/azure/tokens/azure-identity-token",
+    );
+    std::env::set_var("AZURE_CLIENT_ID", "11111111-2222-3333-4444-555555555555");
+    std::env::set_var("AZURE_TENANT_ID", "contoso");
+    std::env::set_var("AZURE_AUTHORITY_HOST", "https://login.microsoftonline.us/");
+    if cfg!(feature = "reqwest") {
+        let oauth = OAuthLayer::from_env().unwrap();
+        assert_eq!(
+            oauth.token_url().unwrap(),
+            "https://login.microsoftonline.us/contoso/oauth2/v2.0/token"
+        );
+        assert_eq!(
+            oauth.client_id(),
+            Some("11111111-2222-3333-4444-555555555555")
+        );
+    }
+    std::env::set_var("OAUTH_CLIENT_SECRET", "also");
+    let err = OAuthLayer::from_env().unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
+    assert!(err
+        .to_string()
+        .contains("OAUTH_CLIENT_SECRET and OAUTH_CLIENT_ASSERTION_FILE"));
 }

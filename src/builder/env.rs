@@ -105,7 +105,10 @@ impl OAuthLayerBuilder {
         let credentials = [
             ("OAUTH_CLIENT_SECRET", var("OAUTH_CLIENT_SECRET")),
             ("OAUTH_CLIENT_SECRET_FILE", var("OAUTH_CLIENT_SECRET_FILE")),
-            ("OAUTH_CLIENT_ASSERTION_FILE", assertion_file.or(azure)),
+            match (assertion_file, azure) {
+                (None, Some(azure)) => ("AZURE_FEDERATED_TOKEN_FILE", Some(azure)),
+                (file, _) => ("OAUTH_CLIENT_ASSERTION_FILE", file),
+            },
         ];
         let given: Vec<&str> = credentials
             .iter()
