@@ -83,5 +83,5 @@ fn from_env_reads_the_oauth_variables_and_names_what_is_missing() {
     assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
     assert!(err
         .to_string()
-        .contains("OAUTH_CLIENT_SECRET and OAUTH_CLIENT_ASSERTION_FILE"));
+        .contains("OAUTH_CLIENT_SECRET and AZURE_FEDERATED_TOKEN_FILE"));
 }
