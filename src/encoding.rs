@@ -1,6 +1,7 @@
 //! The encodings the token request needs, from the crates everyone uses for
 //! them: `application/x-www-form-urlencoded` for bodies (RFC 6749 appendix
-//! B), percent-encoding for HTTP Basic credentials, and base64.
+//! B), percent-encoding for HTTP Basic credentials, base64, and reading a
+//! JWT's claims (unverified: the client reads, never trusts, a JWT).
 
 use base64::Engine;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -31,6 +32,21 @@ pub(crate) fn percent_encode(value: &str) -> String {
 /// Standard base64 with `=` padding (RFC 4648).
 pub(crate) fn base64(input: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(input)
+}
+
+/// The claims of the JWT `token` (a JWS in compact form: three
+/// dot-separated parts), unverified; or why it is not one, never showing it.
+pub(crate) fn jwt_claims(token: &str) -> Result<serde_json::Value, &'static str> {
+    let mut parts = token.split('.');
+    let (Some(_header), Some(payload), Some(_signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a JWT has three dot-separated parts");
+    };
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(|_| "its payload is not base64url")?;
+    serde_json::from_slice(&json).map_err(|_| "its payload is not JSON")
 }
 
 #[cfg(test)]

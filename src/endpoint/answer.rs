@@ -230,17 +230,8 @@ enum Exp {
 /// The lifetime left to a JWT access token by its `exp` claim, reckoned
 /// from `now` on the server's clock (its `Date` header, else ours).
 fn exp_lifetime(token: &str, now: SystemTime) -> Exp {
-    use base64::Engine;
-    let mut parts = token.split('.');
-    let (Some(_header), Some(payload), Some(_signature), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Exp::Unknown;
-    };
-    let Some(exp) = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
+    let Some(exp) = crate::encoding::jwt_claims(token)
         .ok()
-        .and_then(|json| serde_json::from_slice::<Value>(&json).ok())
         .and_then(|claims| claims.get("exp")?.as_f64())
         .filter(|e| e.is_finite() && *e > 0.0)
     else {

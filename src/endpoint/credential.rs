@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-
 use crate::boxed::BoxError;
 use crate::error::{TokenError, TokenErrorKind};
 
@@ -334,20 +332,17 @@ fn non_empty(path: &Path, text: String) -> Result<String, String> {
 /// A JWT's `exp`, when it has one; an error saying why `jwt` is not a JWT
 /// (never showing it).
 fn jwt_exp(jwt: &str) -> Result<Option<u64>, &'static str> {
-    let parts: Vec<&str> = jwt.split('.').collect();
-    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
+    if jwt.split('.').any(str::is_empty) {
         return Err("a JWT has three dot-separated parts");
     }
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(parts[1].trim_end_matches('='))
-        .map_err(|_| "its payload is not base64url")?;
-    let claims: serde_json::Value =
-        serde_json::from_slice(&payload).map_err(|_| "its payload is not JSON")?;
+    let claims = crate::encoding::jwt_claims(jwt)?;
     Ok(claims.get("exp").and_then(serde_json::Value::as_u64))
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+
     use super::*;
 
     #[test]
