@@ -312,8 +312,30 @@ impl Assertions {
     }
 
     /// Whether a refused assertion can be tried for another audience.
-    pub(crate) fn has_other(&self) -> bool {
+    fn has_other(&self) -> bool {
         self.second.is_some()
+    }
+
+    /// After `error` refused `pick` (a `what`, chosen with `setting`):
+    /// whether the other audience can be tried, said in the log when it can.
+    pub(crate) fn tries_other(
+        &self,
+        pick: Pick,
+        error: &TokenError,
+        what: &str,
+        setting: &str,
+    ) -> bool {
+        if !self.has_other() {
+            return false;
+        }
+        tracing::warn!(
+            refused = %self.audience(pick),
+            next = %self.audience(self.other(pick)),
+            error = %error,
+            "the token endpoint refused the {what} made for one audience; trying once with \
+             the other (set {setting} to choose)"
+        );
+        true
     }
 
     fn claims(&self, pick: Pick) -> &ClientAssertion {

@@ -365,22 +365,13 @@ impl ClientCredentials {
 }
 
 impl ClientCredentials {
-    /// Whether the refused assertion `sent` can be tried for another
+    /// Whether the refused client assertion `sent` can be tried for another
     /// audience (and says so in the log).
     #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     fn tries_other_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
         #[cfg(feature = "jwt")]
         if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
-            if assertions.has_other() {
-                tracing::warn!(
-                    refused = %assertions.audience(pick),
-                    next = %assertions.audience(assertions.other(pick)),
-                    error = %error,
-                    "the token endpoint refused the client assertion made for one audience; \
-                     trying once with the other (set assertion_audience to choose)"
-                );
-                return true;
-            }
+            return assertions.tries_other(pick, error, "client assertion", "assertion_audience");
         }
         false
     }
@@ -395,16 +386,8 @@ impl ClientCredentials {
             let refused = refuses_client(error)
                 || error.status().map(|s| s.as_u16()) == Some(400)
                     && error.error_code() == Some("invalid_grant");
-            if refused && assertions.has_other() {
-                tracing::warn!(
-                    refused = %assertions.audience(pick),
-                    next = %assertions.audience(assertions.other(pick)),
-                    error = %error,
-                    "the token endpoint refused the grant's assertion made for one audience; \
-                     trying once with the other (set JwtBearer::audience to choose)"
-                );
-                return true;
-            }
+            return refused
+                && assertions.tries_other(pick, error, "grant's assertion", "JwtBearer::audience");
         }
         false
     }
