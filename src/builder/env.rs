@@ -48,21 +48,12 @@ impl OAuthLayerBuilder {
             ("OAUTH_TOKEN_URL", var("OAUTH_TOKEN_URL")),
             ("OAUTH_AUTH_URL", var("OAUTH_AUTH_URL")),
         ];
-        let set: Vec<&str> = urls
-            .iter()
-            .filter(|(_, v)| v.is_some())
-            .map(|(name, _)| *name)
-            .collect();
-        if set.len() > 1 {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Conflicting,
-                format!("{} are all set; set one", set.join(" and ")),
-            ));
-        }
+        at_most_one(&urls)?;
         let missing = |kind, name: &str| {
             ConfigError::new(kind, format!("environment variable {name} is not set"))
         };
-        let azure = var("AZURE_FEDERATED_TOKEN_FILE").filter(|_| set.is_empty());
+        let no_url = urls.iter().all(|(_, v)| v.is_none());
+        let azure = var("AZURE_FEDERATED_TOKEN_FILE").filter(|_| no_url);
         let mut builder = match (urls, &azure) {
             ([(_, Some(issuer)), ..], _) => Self::new().issuer(issuer),
             ([_, (_, Some(url)), _], _) => Self::new().token_url(url),
@@ -110,17 +101,7 @@ impl OAuthLayerBuilder {
                 (file, _) => ("OAUTH_CLIENT_ASSERTION_FILE", file),
             },
         ];
-        let given: Vec<&str> = credentials
-            .iter()
-            .filter(|(_, v)| v.is_some())
-            .map(|(name, _)| *name)
-            .collect();
-        if given.len() > 1 {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Conflicting,
-                format!("{} are all set; set one", given.join(" and ")),
-            ));
-        }
+        at_most_one(&credentials)?;
         builder = match credentials {
             [(_, Some(secret)), ..] => builder.client_secret(secret),
             [_, (_, Some(file)), _] => builder.client_secret_file(file),
@@ -151,4 +132,20 @@ impl OAuthLayerBuilder {
         }
         Ok(builder)
     }
+}
+
+/// A `ConfigError` naming them when more than one of `vars` is set.
+fn at_most_one(vars: &[(&str, Option<String>)]) -> Result<(), ConfigError> {
+    let set: Vec<&str> = vars
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(name, _)| *name)
+        .collect();
+    if set.len() > 1 {
+        return Err(ConfigError::new(
+            ConfigErrorKind::Conflicting,
+            format!("{} are all set; set one", set.join(" and ")),
+        ));
+    }
+    Ok(())
 }

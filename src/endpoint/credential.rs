@@ -116,7 +116,7 @@ impl ClientSecret {
     pub(crate) fn version(&self) -> u64 {
         match self {
             ClientSecret::Fixed(_) => 0,
-            ClientSecret::Rotating(rotating) => rotating.current().0,
+            ClientSecret::Rotating(rotating) => rotating.version(),
         }
     }
 
@@ -161,6 +161,14 @@ impl RotatingSecret {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// How many times the secret changed.
+    fn version(&self) -> u64 {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
     }
 
     /// Reads the secret again, after the endpoint refused version `refused`:
