@@ -23,8 +23,9 @@ use tower_oauth::RetryUnauthorized;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-#[tokio::test]
-async fn a_tonic_channel_gets_tokens_and_drops_a_refused_one() {
+/// An authority, a health server that takes its tokens, a channel to the
+/// server, and a layer for the authority.
+async fn health_service() -> (Authority, Channel, tower_oauth::OAuthLayer) {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let addr = start_health_server(&authority).await;
     let channel = Channel::from_shared(format!("http://{addr}"))
@@ -33,6 +34,12 @@ async fn a_tonic_channel_gets_tokens_and_drops_a_refused_one() {
         .await
         .unwrap();
     let oauth = builder(&authority).build().unwrap();
+    (authority, channel, oauth)
+}
+
+#[tokio::test]
+async fn a_tonic_channel_gets_tokens_and_drops_a_refused_one() {
+    let (authority, channel, oauth) = health_service().await;
     let mut client = HealthClient::new(
         ServiceBuilder::new()
             .layer(oauth.clone())
@@ -119,14 +126,7 @@ impl tonic::service::Interceptor for BearerToken {
 
 #[tokio::test]
 async fn an_interceptor_gets_a_valid_token_without_awaiting() {
-    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let addr = start_health_server(&authority).await;
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let oauth = builder(&authority).build().unwrap();
+    let (authority, channel, oauth) = health_service().await;
     let mut client = HealthClient::with_interceptor(channel, BearerToken(oauth.clone()));
     let req = || HealthCheckRequest {
         service: String::new(),
