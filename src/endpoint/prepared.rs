@@ -121,8 +121,12 @@ impl Prepared {
         let proof = match auth {
             #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
-                // A key file's current key, else the key given.
-                let key = match super::client_auth::key_from_file(&setup.assertion, secret) {
+                // A key file read again (version above 0): its key, if it
+                // reads; else the key given, the file's at build.
+                let reread = (version > 0)
+                    .then(|| super::client_auth::key_from_file(&setup.assertion, secret))
+                    .flatten();
+                let key = match reread {
                     Some(Ok(current)) => current,
                     _ => key.clone(),
                 };
