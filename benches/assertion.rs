@@ -3,7 +3,7 @@
 //! same algorithm over a message of the same size (the floor). Keys are
 //! made by openssl, as in the tests.
 //!
-//! `cargo bench --features jwt --bench assertion`
+//! `cargo bench --bench assertion`
 
 #[path = "../tests/support/keys.rs"]
 mod keys;

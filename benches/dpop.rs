@@ -4,7 +4,7 @@
 //! in one run; on one thread and on two. Keys are made by openssl, as in
 //! the tests.
 //!
-//! `cargo bench --features jwt --bench dpop`
+//! `cargo bench --bench dpop`
 
 #[path = "../tests/support/keys.rs"]
 mod keys;

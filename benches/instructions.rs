@@ -11,7 +11,7 @@
 //! done; done
 //! ```
 //!
-//! With `--features jwt`, modes `dpop` (the warm path with an ES256 DPoP
+//! Modes `dpop` (the warm path with an ES256 DPoP
 //! proof) and `raw_es256` (a raw `ring` signature over a message of the
 //! proof's size, the floor) measure DPoP the same way.
 //!
@@ -60,13 +60,13 @@ fn main() {
         ),
         "oauth" => run(oauth.layer(Noop), n),
         "slots8" => run(services::warm_slots_layer(&rt, 8).layer(Noop), n),
-        #[cfg(feature = "jwt")]
+        #[cfg(feature = "reqwest")]
         "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
         other => panic!("unknown mode {other}"),
     }
 }
 
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 mod dpop {
     use base64::Engine;
     use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};

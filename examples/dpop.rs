@@ -4,7 +4,7 @@
 //! refused.
 //!
 //! ```text
-//! cargo run --example dpop --features jwt
+//! cargo run --example dpop
 //! ```
 //!
 //! Starts a strict authorization server and two API origins on 127.0.0.1

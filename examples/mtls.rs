@@ -4,7 +4,7 @@
 //! certificate so the API accepts the token.
 //!
 //! ```text
-//! cargo run --example mtls --features mtls
+//! cargo run --example mtls
 //! ```
 //!
 //! Makes a throwaway certificate authority, a client certificate and a TLS

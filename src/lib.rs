@@ -334,13 +334,11 @@
 mod boxed;
 mod builder;
 mod cache;
-#[cfg(feature = "jwt")]
 mod dpop;
 mod encoding;
 mod endpoint;
 mod error;
 mod identity;
-#[cfg(feature = "jwt")]
 mod keys;
 mod layer;
 #[cfg(feature = "reqwest-middleware")]
@@ -360,11 +358,7 @@ mod token;
 
 pub use boxed::{BoxError, BoxFuture};
 pub use builder::OAuthLayerBuilder;
-#[cfg(feature = "jwt")]
-#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
-#[cfg(feature = "jwt")]
-#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use endpoint::{
     ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
     DEFAULT_ASSERTION_LIFETIME,
@@ -375,12 +369,9 @@ pub use endpoint::{
     TOKEN_EXCHANGE_GRANT_TYPE,
 };
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-#[cfg(feature = "jwt")]
-#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use keys::{Algorithm, JwsSigner, SigningKey};
 pub use layer::OAuthLayer;
 #[cfg(feature = "reqwest-middleware")]
-#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
 pub use middleware::OAuthMiddleware;
 pub use params::TokenParams;
 pub use policy::{
@@ -395,7 +386,6 @@ pub use source::TokenSource;
 pub use stats::Stats;
 pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 #[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 pub use token::{AccessToken, UsableToken, DEFAULT_LIFETIME};
 

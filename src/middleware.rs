@@ -72,7 +72,6 @@ impl OAuthLayer {
     /// A [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware
     /// sharing this layer's tokens (feature `reqwest-middleware`); see
     /// [`OAuthMiddleware`].
-    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
     pub fn middleware(&self) -> OAuthMiddleware {
         OAuthMiddleware {
             layer: self.clone(),
@@ -94,7 +93,6 @@ enum Answer {
     /// The token was refused (and dropped): send again with a new one.
     Refused,
     /// The API asked for a DPoP nonce (kept): send again with a new proof.
-    #[cfg_attr(not(feature = "jwt"), allow(dead_code))]
     UseNonce,
 }
 
@@ -158,7 +156,6 @@ async fn send(
             // None usable now (or a DPoP-bound one): through the single
             // flight.
             let token = cache.token().await.map_err(failed)?;
-            #[cfg(feature = "jwt")]
             if token.needs_proof() {
                 req.headers_mut()
                     .insert(cache.placement().header_name.clone(), token.header.clone());
@@ -181,7 +178,6 @@ async fn send(
 
 /// [`send`] for a DPoP-bound token: the request's proof, then the answer's
 /// nonce and verdict.
-#[cfg(feature = "jwt")]
 async fn send_with_proof(
     cache: &Arc<TokenCache>,
     token: &crate::cache::CachedToken,

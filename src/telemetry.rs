@@ -21,67 +21,7 @@ use std::time::Duration;
 
 use crate::error::TokenError;
 
-/// Describes the metrics to the recorder (their kind, unit and meaning).
-pub(crate) fn describe() {
-    #[cfg(feature = "metrics")]
-    {
-        use metrics::{describe_counter, describe_histogram, Unit};
-        describe_counter!(
-            TOKEN_REQUESTS,
-            Unit::Count,
-            "Token requests (through the token store, when there is one), by outcome"
-        );
-        describe_histogram!(
-            TOKEN_REQUEST_DURATION,
-            Unit::Seconds,
-            "How long token requests took, by outcome"
-        );
-        describe_counter!(
-            TOKEN_RENEWALS,
-            Unit::Count,
-            "Token renewals: ahead of expiry, or after the API refused the token"
-        );
-        describe_counter!(
-            TOKEN_WAITS,
-            Unit::Count,
-            "Requests that waited for a token request"
-        );
-        describe_counter!(
-            UNAUTHORIZED_RETRIES,
-            Unit::Count,
-            "Requests sent again after the API refused their token"
-        );
-    }
-}
-
-#[cfg(feature = "metrics")]
-const TOKEN_REQUESTS: &str = "oauth.client.token.requests";
-#[cfg(feature = "metrics")]
-const TOKEN_REQUEST_DURATION: &str = "oauth.client.token.request.duration";
-#[cfg(feature = "metrics")]
-const TOKEN_RENEWALS: &str = "oauth.client.token.renewals";
-#[cfg(feature = "metrics")]
-const TOKEN_WAITS: &str = "oauth.client.token.waits";
-#[cfg(feature = "metrics")]
-const UNAUTHORIZED_RETRIES: &str = "oauth.client.unauthorized.retries";
-
-/// A token request ended, after `took`, with `outcome`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn token_request<T>(outcome: &Result<T, TokenError>, took: Duration) {
-    #[cfg(feature = "metrics")]
-    match outcome {
-        Ok(_) => {
-            metrics::counter!(TOKEN_REQUESTS, "outcome" => "success").increment(1);
-            metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "success").record(took);
-        }
-        Err(error) => {
-            let kind = error.kind().code();
-            metrics::counter!(TOKEN_REQUESTS, "outcome" => "failure", "error.type" => kind)
-                .increment(1);
-            metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "failure").record(took);
-        }
-    }
-}
+pub(crate) use self::recorder::{describe, renewal, token_request, unauthorized_retry, wait};
 
 /// Why a renewal started.
 #[derive(Clone, Copy, Debug)]
@@ -92,27 +32,100 @@ pub(crate) enum Renewal {
     Refused,
 }
 
-/// A renewal started.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn renewal(why: Renewal) {
-    #[cfg(feature = "metrics")]
-    {
-        let reason = match why {
-            Renewal::Ahead => "ahead",
-            Renewal::Refused => "refused",
-        };
-        metrics::counter!(TOKEN_RENEWALS, "reason" => reason).increment(1);
+/// The functions that report to the `metrics` facade.
+#[cfg(feature = "metrics")]
+mod recorder {
+    use super::{Duration, Renewal, TokenError};
+
+    /// Describes the metrics to the recorder (their kind, unit and meaning).
+    pub(crate) fn describe() {
+        {
+            use metrics::{describe_counter, describe_histogram, Unit};
+            describe_counter!(
+                TOKEN_REQUESTS,
+                Unit::Count,
+                "Token requests (through the token store, when there is one), by outcome"
+            );
+            describe_histogram!(
+                TOKEN_REQUEST_DURATION,
+                Unit::Seconds,
+                "How long token requests took, by outcome"
+            );
+            describe_counter!(
+                TOKEN_RENEWALS,
+                Unit::Count,
+                "Token renewals: ahead of expiry, or after the API refused the token"
+            );
+            describe_counter!(
+                TOKEN_WAITS,
+                Unit::Count,
+                "Requests that waited for a token request"
+            );
+            describe_counter!(
+                UNAUTHORIZED_RETRIES,
+                Unit::Count,
+                "Requests sent again after the API refused their token"
+            );
+        }
+    }
+
+    const TOKEN_REQUESTS: &str = "oauth.client.token.requests";
+    const TOKEN_REQUEST_DURATION: &str = "oauth.client.token.request.duration";
+    const TOKEN_RENEWALS: &str = "oauth.client.token.renewals";
+    const TOKEN_WAITS: &str = "oauth.client.token.waits";
+    const UNAUTHORIZED_RETRIES: &str = "oauth.client.unauthorized.retries";
+
+    /// A token request ended, after `took`, with `outcome`.
+    pub(crate) fn token_request<T>(outcome: &Result<T, TokenError>, took: Duration) {
+        match outcome {
+            Ok(_) => {
+                metrics::counter!(TOKEN_REQUESTS, "outcome" => "success").increment(1);
+                metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "success").record(took);
+            }
+            Err(error) => {
+                let kind = error.kind().code();
+                metrics::counter!(TOKEN_REQUESTS, "outcome" => "failure", "error.type" => kind)
+                    .increment(1);
+                metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "failure").record(took);
+            }
+        }
+    }
+
+    /// A renewal started.
+    pub(crate) fn renewal(why: Renewal) {
+        {
+            let reason = match why {
+                Renewal::Ahead => "ahead",
+                Renewal::Refused => "refused",
+            };
+            metrics::counter!(TOKEN_RENEWALS, "reason" => reason).increment(1);
+        }
+    }
+
+    /// A request waits for a token request.
+    pub(crate) fn wait() {
+        metrics::counter!(TOKEN_WAITS).increment(1);
+    }
+
+    /// `RetryUnauthorized` sends a request again.
+    pub(crate) fn unauthorized_retry() {
+        metrics::counter!(UNAUTHORIZED_RETRIES).increment(1);
     }
 }
 
-/// A request waits for a token request.
-pub(crate) fn wait() {
-    #[cfg(feature = "metrics")]
-    metrics::counter!(TOKEN_WAITS).increment(1);
-}
+/// Without the feature: the same functions, empty.
+#[cfg(not(feature = "metrics"))]
+mod recorder {
+    use super::{Duration, Renewal, TokenError};
 
-/// `RetryUnauthorized` sends a request again.
-pub(crate) fn unauthorized_retry() {
-    #[cfg(feature = "metrics")]
-    metrics::counter!(UNAUTHORIZED_RETRIES).increment(1);
+    /// Describes the metrics (nothing to describe to).
+    pub(crate) fn describe() {}
+    /// A token request ended (not recorded).
+    pub(crate) fn token_request<T>(_outcome: &Result<T, TokenError>, _took: Duration) {}
+    /// A renewal started (not recorded).
+    pub(crate) fn renewal(_why: Renewal) {}
+    /// A request waits for a token request (not recorded).
+    pub(crate) fn wait() {}
+    /// `RetryUnauthorized` sends a request again (not recorded).
+    pub(crate) fn unauthorized_retry() {}
 }

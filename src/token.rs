@@ -35,7 +35,7 @@ impl UsableToken {
     /// (or the layer's [`auth_scheme`](crate::OAuthLayerBuilder::auth_scheme)),
     /// marked [sensitive](http::HeaderValue::set_sensitive). For a DPoP-bound
     /// token, `DPoP <token>`: each request also needs a proof of its own
-    /// ([`DpopKey::proof`](crate::DpopKey::proof), feature `jwt`).
+    /// ([`DpopKey::proof`](crate::DpopKey::proof)).
     pub fn header_value(&self) -> &http::HeaderValue {
         &self.header
     }

@@ -161,7 +161,7 @@ fn evicted_slots_free_their_memory() {
 /// it is. The header with the `jwk` and the token's `ath` are made once,
 /// not per request; the claims and the signature are put together on the
 /// stack.
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 #[test]
 fn a_dpop_request_allocates_only_its_proof() {
     let rt = tokio::runtime::Builder::new_current_thread()

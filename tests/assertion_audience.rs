@@ -5,7 +5,7 @@
 //! serve, the choice learnt once per layer; a refused assertion's error
 //! names the audiences it carried and the setting. Every assertion is
 //! checked by jsonwebtoken.
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

@@ -4,7 +4,7 @@
 //! The platform's tokens are signed with jsonwebtoken too (feature `jwt`
 //! only for the test's keys: the layer needs none). Every failure's text, as
 //! a user sees it.
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

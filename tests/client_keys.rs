@@ -1,7 +1,7 @@
 //! Client authentication with keys (`private_key_jwt`, `client_secret_jwt`)
 //! against a loopback token endpoint that verifies every assertion with
 //! jsonwebtoken, keys made by openssl.
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

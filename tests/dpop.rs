@@ -3,7 +3,7 @@
 //! methods, query strings and fragments, several origins, nonces at both
 //! servers and rotating, renewals mid-run, a 401 storm, bearer answers,
 //! custom signers and the Tower contract on the signing path.
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

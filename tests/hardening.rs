@@ -330,7 +330,7 @@ mod fleet {
 /// Item 2: replicas with different client certificates (same client id,
 /// same token URL, one store) never share a token: each is bound to its own
 /// certificate.
-#[cfg(all(feature = "mtls", feature = "redis"))]
+#[cfg(all(feature = "reqwest", feature = "redis"))]
 #[tokio::test]
 async fn replicas_with_different_certificates_do_not_share_tokens() {
     use support::mtls::{MtlsAuthority, Pki};

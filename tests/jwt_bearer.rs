@@ -6,7 +6,7 @@
 //! hour between `iat` and `exp`. Every assertion is verified with
 //! jsonwebtoken against the public half of an openssl key. And a generic
 //! server: scope in the body, the client authenticating with Basic too.
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! Mutual TLS (RFC 8705) against a loopback TLS token endpoint and API that
 //! require client certificates from a throwaway CA: tokens bound to the
 //! certificate, accepted only from the client presenting it.
-#![cfg(feature = "mtls")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

@@ -4,7 +4,7 @@
 //! audience, Auth0's `audience`), how it decodes credentials (Keycloak), and
 //! its error answers. Signed and federated assertions are verified with
 //! jsonwebtoken. (Google's recipe: `tests/jwt_bearer.rs`.)
-#![cfg(feature = "jwt")]
+#![cfg(feature = "reqwest")]
 
 mod support;
 

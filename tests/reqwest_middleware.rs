@@ -114,7 +114,7 @@ async fn token_params_in_the_extensions_select_a_slot() {
     );
 }
 
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 #[tokio::test]
 async fn dpop_proofs_and_nonces_go_with_every_request() {
     use support::dpop_server::{DpopServer, Nonces};

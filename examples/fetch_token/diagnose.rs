@@ -164,7 +164,6 @@ fn candidates(settings: &Settings, metadata: Option<&ServerMetadata>) -> Vec<Opt
     if offered("client_secret_post") {
         add(ClientAuth::FormBody);
     }
-    #[cfg(feature = "jwt")]
     if metadata.is_some() && offered("client_secret_jwt") {
         add(ClientAuth::ClientSecretJwt);
     }
@@ -223,7 +222,6 @@ fn setting(auth: Option<&ClientAuth>) -> Option<(&'static str, &'static str)> {
         ClientAuth::BasicUnencoded => Some(("basic-unencoded", "ClientAuth::BasicUnencoded")),
         ClientAuth::FormBody => Some(("form", "ClientAuth::FormBody")),
         ClientAuth::UnencodedBody => Some(("unencoded", "ClientAuth::UnencodedBody")),
-        #[cfg(feature = "jwt")]
         ClientAuth::ClientSecretJwt => Some(("client_secret_jwt", "ClientAuth::ClientSecretJwt")),
         _ => None,
     }

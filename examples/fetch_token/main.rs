@@ -18,10 +18,10 @@
 //! cargo run --example fetch_token -- --diagnose --issuer https://login.example.com \
 //!     --client-id my-client                   # the secret from OAUTH_CLIENT_SECRET
 //! # private_key_jwt (RFC 7523), the key from a PEM file:
-//! cargo run --example fetch_token --features jwt -- --issuer https://login.example.com \
+//! cargo run --example fetch_token -- --issuer https://login.example.com \
 //!     --client-id my-client --private-key client-key.pem --key-alg ES256 --key-id key-1
 //! # Mutual TLS (RFC 8705, tls_client_auth):
-//! cargo run --example fetch_token --features mtls -- --token-url https://mtls.example.com/token \
+//! cargo run --example fetch_token -- --token-url https://mtls.example.com/token \
 //!     --client-id my-client --client-auth tls_client_auth \
 //!     --client-cert client.pem --client-key client-key.pem [--ca-cert private-ca.pem]
 //! ```
@@ -34,9 +34,8 @@
 //! separated by spaces). Prefer the variable for the secret: command lines
 //! are visible to other users of the machine. `--private-key` (a PEM file;
 //! with `--key-alg`, default ES256, and `--key-id`) chooses
-//! `private_key_jwt` (feature `jwt`); `--client-cert` and `--client-key`
-//! (PEM files; `--ca-cert` for a private CA) present a client certificate
-//! (feature `mtls`).
+//! `private_key_jwt`; `--client-cert` and `--client-key`
+//! (PEM files; `--ca-cert` for a private CA) present a client certificate.
 //!
 //! Without configuration it runs against an embedded token endpoint on
 //! 127.0.0.1: one success, then each failure kind with its explanation, then
@@ -239,20 +238,16 @@ pub struct Settings {
 }
 
 /// Reads a file a flag names.
-#[cfg(any(feature = "jwt", feature = "mtls"))]
 fn read_file(flag: &str, path: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{flag} {path}: {e}"))
 }
 
-/// The key-based settings: `--private-key` (feature `jwt`) and the client
-/// certificate (feature `mtls`).
-#[cfg_attr(not(any(feature = "jwt", feature = "mtls")), allow(unused_mut))]
+/// The key-based settings: `--private-key` and the client certificate.
 fn with_keys(
     mut b: OAuthLayerBuilder,
     flag: &dyn Fn(&str) -> Option<String>,
 ) -> Result<OAuthLayerBuilder, String> {
     if let Some(path) = flag("--private-key") {
-        #[cfg(feature = "jwt")]
         {
             let algorithm: tower_oauth::Algorithm = flag("--key-alg")
                 .unwrap_or_else(|| "ES256".into())
@@ -266,13 +261,8 @@ fn with_keys(
             }
             b = b.client_auth(ClientAuth::PrivateKeyJwt(key));
         }
-        #[cfg(not(feature = "jwt"))]
-        return Err(format!(
-            "--private-key {path} needs the `jwt` feature: cargo run --example fetch_token --features jwt -- ..."
-        ));
     }
     if let (Some(cert), Some(key)) = (flag("--client-cert"), flag("--client-key")) {
-        #[cfg(feature = "mtls")]
         {
             b = b.client_identity(
                 read_file("--client-cert", &cert)?,
@@ -282,10 +272,6 @@ fn with_keys(
                 b = b.root_certificates(read_file("--ca-cert", &ca)?);
             }
         }
-        #[cfg(not(feature = "mtls"))]
-        return Err(format!(
-            "--client-cert {cert} and --client-key {key} need the `mtls` feature: cargo run --example fetch_token --features mtls -- ..."
-        ));
     } else if flag("--client-cert").is_some() || flag("--client-key").is_some() {
         return Err("give --client-cert and --client-key together".into());
     }

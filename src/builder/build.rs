@@ -269,7 +269,6 @@ impl OAuthLayerBuilder {
     /// With a private key file: the file (taken from the secret source) and
     /// its PEM, read now; the client authentication becomes
     /// `private_key_jwt` with its key.
-    #[cfg(feature = "jwt")]
     fn rotating_key(
         &mut self,
     ) -> Result<Option<(crate::endpoint::credential::SecretSource, String)>, ConfigError> {
@@ -298,13 +297,6 @@ impl OAuthLayerBuilder {
         }
         self.client_auth = Some(ClientAuth::PrivateKeyJwt(key));
         Ok(Some((source, pem)))
-    }
-
-    #[cfg(not(feature = "jwt"))]
-    fn rotating_key(
-        &mut self,
-    ) -> Result<Option<(crate::endpoint::credential::SecretSource, String)>, ConfigError> {
-        Ok(None)
     }
 
     /// The client secret, required when `auth` sends it (or, left to
@@ -362,7 +354,7 @@ impl OAuthLayerBuilder {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
                 "ClientAuth::TlsClientAuth needs a client certificate: give it with \
-                 client_identity (feature `mtls`), or give a transport that presents one",
+                 client_identity (feature `reqwest`), or give a transport that presents one",
             ));
         }
         Ok(String::new())
@@ -404,44 +396,33 @@ impl OAuthLayerBuilder {
             clock_skew,
             endpoint_audience: Default::default(),
             grant_endpoint_audience: Default::default(),
-            #[cfg(feature = "jwt")]
             key_file: self.key_file.clone(),
         })
     }
 
     /// The key for sealing what a store keeps, derived from the client's own
     /// credential: its secret, else its private key, else its TLS client
-    /// key; none without one (or without feature `redis`).
-    #[cfg_attr(not(all(feature = "redis", feature = "jwt")), allow(unused_variables))]
+    /// key; none without one.
     fn sealing_key(&self, secret: &str, auth: Option<&ClientAuth>) -> Option<[u8; 32]> {
-        #[cfg(feature = "redis")]
-        {
-            let derive = crate::store::seal::derive;
-            if !secret.is_empty() {
-                return Some(derive(secret.as_bytes()));
-            }
-            #[cfg(feature = "jwt")]
-            if let Some(ClientAuth::PrivateKeyJwt(key)) = auth {
-                if let Some(seed) = key.seed() {
-                    return Some(derive(seed));
-                }
-            }
-            #[cfg(feature = "reqwest")]
-            if let Some(key_pem) = self.tls.identity_key() {
-                return Some(derive(key_pem));
-            }
-            None
+        let derive = crate::store::derive_sealing_key;
+        if !secret.is_empty() {
+            return Some(derive(secret.as_bytes()));
         }
-        #[cfg(not(feature = "redis"))]
+        if let Some(ClientAuth::PrivateKeyJwt(key)) = auth {
+            if let Some(seed) = key.seed() {
+                return Some(derive(seed));
+            }
+        }
+        #[cfg(feature = "reqwest")]
+        if let Some(key_pem) = self.tls.identity_key() {
+            return Some(derive(key_pem));
+        }
         None
     }
 
     /// The DPoP key's thumbprint, if DPoP is on.
     pub(super) fn dpop_key(&self) -> Option<String> {
-        #[cfg(feature = "jwt")]
-        return self.dpop.as_ref().map(|k| k.thumbprint().to_owned());
-        #[cfg(not(feature = "jwt"))]
-        None
+        self.dpop.as_ref().map(|k| k.thumbprint().to_owned())
     }
 
     /// The SHA-256 thumbprint of the client certificate the built-in
@@ -552,7 +533,6 @@ impl OAuthLayerBuilder {
                 .unwrap_or(http::header::AUTHORIZATION),
             auth_scheme,
             keep_existing: self.keep_existing_header,
-            #[cfg(feature = "jwt")]
             dpop: self.dpop.clone().map(|key| {
                 Arc::new(crate::dpop::Dpop {
                     key,

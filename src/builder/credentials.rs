@@ -97,8 +97,6 @@ impl OAuthLayerBuilder {
     ///     .build()?;
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn private_key_file(
         mut self,
         path: impl Into<PathBuf>,

@@ -25,7 +25,6 @@ impl OAuthLayerBuilder {
     /// Default: client credentials.
     ///
     /// ```
-    /// # #[cfg(feature = "jwt")] {
     /// use tower_oauth::{Algorithm, JwtBearer, OAuthLayer, SigningKey};
     ///
     /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
@@ -35,7 +34,6 @@ impl OAuthLayerBuilder {
     ///     .jwt_bearer(JwtBearer::signed(key, "reporting-service").subject("reports@example.com"))
     ///     .scope("reports:read")
     ///     .build()?;
-    /// # }
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     pub fn jwt_bearer(mut self, grant: JwtBearer) -> Self {

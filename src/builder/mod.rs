@@ -56,7 +56,6 @@ pub struct OAuthLayerBuilder {
     /// A secret read from a file or a function, and read again when refused.
     secret_source: Option<crate::endpoint::credential::SecretSource>,
     /// With `secret_source` the key file: its algorithm and key id.
-    #[cfg(feature = "jwt")]
     key_file: Option<(crate::keys::Algorithm, Option<String>)>,
     client_auth: Option<ClientAuth>,
     grant: crate::endpoint::grant::Grant,
@@ -82,7 +81,6 @@ pub struct OAuthLayerBuilder {
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
     tls: crate::endpoint::tls::TlsSettings,
-    #[cfg(feature = "jwt")]
     dpop: Option<crate::dpop::DpopKey>,
     dpop_allow_bearer: bool,
     params_for: Option<ParamsFor>,
@@ -484,8 +482,6 @@ impl OAuthLayerBuilder {
     /// rest of the layer's life. Without an issuer, the token endpoint's URL.
     /// Both are safe: each names the very server the assertion is sent to,
     /// which is what the update is after (see `SECURITY.md`).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn assertion_audience(mut self, audience: impl Into<String>) -> Self {
         self.assertion_audience = Some(audience.into());
         self
@@ -496,8 +492,6 @@ impl OAuthLayerBuilder {
     ///
     /// Default: [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME)
     /// (60 s).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn assertion_lifetime(mut self, lifetime: Duration) -> Self {
         self.assertion_lifetime = Some(lifetime);
         self
@@ -511,8 +505,6 @@ impl OAuthLayerBuilder {
     ///
     /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`](crate::DEFAULT_ASSERTION_CLOCK_SKEW)
     /// (5 s).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn assertion_clock_skew(mut self, skew: Duration) -> Self {
         self.assertion_clock_skew = Some(skew);
         self
@@ -524,8 +516,6 @@ impl OAuthLayerBuilder {
     /// Default: `Some(`[`CLIENT_AUTHENTICATION_JWT_TYPE`](crate::CLIENT_AUTHENTICATION_JWT_TYPE)`)`,
     /// `client-authentication+jwt`: the explicit type the 2026 update of RFC
     /// 7523 recommends, which servers that predate it ignore.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn assertion_typ(mut self, typ: Option<&str>) -> Self {
         self.assertion_typ = Some(typ.map(str::to_owned));
         self
@@ -613,8 +603,6 @@ impl OAuthLayerBuilder {
     /// ```
     ///
     /// Default: none, bearer tokens.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn dpop(mut self, key: crate::dpop::DpopKey) -> Self {
         self.dpop = Some(key);
         self
@@ -628,8 +616,6 @@ impl OAuthLayerBuilder {
     /// that says so.
     ///
     /// Default: `false` (strict: a DPoP layer sends only bound tokens).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn dpop_allow_bearer(mut self, allow: bool) -> Self {
         self.dpop_allow_bearer = allow;
         self
@@ -652,8 +638,7 @@ impl OAuthLayerBuilder {
     /// instead.
     ///
     /// Default: none (no client certificate).
-    #[cfg(feature = "mtls")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "mtls")))]
+    #[cfg(feature = "reqwest")]
     pub fn client_identity(
         mut self,
         cert_chain_pem: impl AsRef<[u8]>,
@@ -673,7 +658,6 @@ impl OAuthLayerBuilder {
     ///
     /// Default: `true` (the environment's proxies, by the `NO_PROXY` rules).
     #[cfg(feature = "reqwest")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
     pub fn proxy_from_env(mut self, on: bool) -> Self {
         self.tls.no_env_proxy = !on;
         self
@@ -685,7 +669,6 @@ impl OAuthLayerBuilder {
     ///
     /// Default: none (the web's roots only).
     #[cfg(feature = "reqwest")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
     pub fn root_certificates(mut self, pem: impl AsRef<[u8]>) -> Self {
         self.tls.roots.push(pem.as_ref().to_vec());
         self

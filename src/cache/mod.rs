@@ -81,7 +81,6 @@ pub(crate) struct CachedToken {
     pub(crate) token: AccessToken,
     /// `base64url(SHA-256(token))` for the proofs of a DPoP-bound token;
     /// none for a bearer token.
-    #[cfg(feature = "jwt")]
     pub(crate) ath: Option<Box<str>>,
     /// When a renewal may next be started, in nanoseconds since the cache's
     /// epoch: the claim that keeps concurrent requests past the renewal
@@ -93,10 +92,7 @@ impl CachedToken {
     /// Whether each request needs a DPoP proof with this token.
     #[inline]
     pub(crate) fn needs_proof(&self) -> bool {
-        #[cfg(feature = "jwt")]
-        return self.ath.is_some();
-        #[cfg(not(feature = "jwt"))]
-        false
+        self.ath.is_some()
     }
 }
 
@@ -202,7 +198,6 @@ impl TokenCache {
     }
 
     /// An API asked for a new DPoP nonce.
-    #[cfg(feature = "jwt")]
     pub(crate) fn count_nonce_challenge(&self) {
         Counters::bump(&self.counters.dpop_nonce_challenges);
     }
@@ -555,18 +550,14 @@ impl TokenCache {
                  (only visible ASCII is allowed)",
             ));
         }
-        #[cfg(feature = "jwt")]
         let ath = match &self.placement.dpop {
             Some(dpop) if dpop.binds(token.token_type())? => Some(crate::dpop::ath(value)),
             _ => None,
         };
-        #[cfg(feature = "jwt")]
         let scheme = match ath {
             Some(_) => "DPoP",
             None => &self.placement.auth_scheme,
         };
-        #[cfg(not(feature = "jwt"))]
-        let scheme = &self.placement.auth_scheme;
         let text = if scheme.is_empty() {
             value.to_owned()
         } else {
@@ -594,7 +585,6 @@ impl TokenCache {
             timings,
             generation,
             token,
-            #[cfg(feature = "jwt")]
             ath,
             renew_after: AtomicU64::new(0),
         }))

@@ -13,7 +13,6 @@ pub(crate) struct Placement {
     /// Leave a request's own header of that name in place.
     pub(crate) keep_existing: bool,
     /// Sign a DPoP proof for each request that carries a bound token.
-    #[cfg(feature = "jwt")]
     pub(crate) dpop: Option<std::sync::Arc<crate::dpop::Dpop>>,
 }
 

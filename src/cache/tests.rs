@@ -67,7 +67,6 @@ fn placement() -> Placement {
         header_name: http::header::AUTHORIZATION,
         auth_scheme: "Bearer".into(),
         keep_existing: false,
-        #[cfg(feature = "jwt")]
         dpop: None,
     }
 }

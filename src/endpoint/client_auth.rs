@@ -89,13 +89,11 @@ pub enum ClientAuth {
     ///     .build()?;
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
-    #[cfg(feature = "jwt")]
     PrivateKeyJwt(crate::keys::SigningKey),
     /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
     /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
     /// assertion signed with HMAC SHA-256 (`HS256`) under the client
     /// secret, which itself is never sent. Feature `jwt`.
-    #[cfg(feature = "jwt")]
     ClientSecretJwt,
     /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
     /// `self_signed_tls_client_auth`): the client proves itself with the
@@ -103,7 +101,7 @@ pub enum ClientAuth {
     /// `client_id`, no secret. The built-in transport presents the
     /// certificate given to
     /// [`client_identity`](crate::OAuthLayerBuilder::client_identity)
-    /// (feature `mtls`); a transport of your own brings its own TLS
+    /// (feature `reqwest`); a transport of your own brings its own TLS
     /// configuration.
     TlsClientAuth,
     /// A client assertion the client does not sign: a JWT that the platform
@@ -156,7 +154,6 @@ impl std::str::FromStr for ClientAuth {
             "basic-unencoded" => Ok(ClientAuth::BasicUnencoded),
             "unencoded" => Ok(ClientAuth::UnencodedBody),
             "none" => Ok(ClientAuth::None),
-            #[cfg(feature = "jwt")]
             "client-secret-jwt" => Ok(ClientAuth::ClientSecretJwt),
             "tls-client-auth" | "self-signed-tls-client-auth" | "mtls" => {
                 Ok(ClientAuth::TlsClientAuth)
@@ -169,7 +166,7 @@ impl std::str::FromStr for ClientAuth {
             "private-key-jwt" => Err(ConfigError::new(
                 ConfigErrorKind::InvalidSetting,
                 "private_key_jwt needs a key: give ClientAuth::PrivateKeyJwt(SigningKey) to \
-                 client_auth (feature `jwt`)",
+                 client_auth",
             )),
             _ => Err(ConfigError::new(
                 ConfigErrorKind::InvalidSetting,
@@ -192,12 +189,13 @@ impl ClientAuth {
     /// Whether the token request carries the client secret in some form
     /// (the secret is required then).
     pub(crate) fn needs_secret(&self) -> bool {
-        match self {
-            ClientAuth::TlsClientAuth | ClientAuth::AssertionFile(_) | ClientAuth::None => false,
-            #[cfg(feature = "jwt")]
-            ClientAuth::PrivateKeyJwt(_) => false,
-            _ => true,
-        }
+        !matches!(
+            self,
+            ClientAuth::TlsClientAuth
+                | ClientAuth::AssertionFile(_)
+                | ClientAuth::None
+                | ClientAuth::PrivateKeyJwt(_)
+        )
     }
 
     /// The method's name in a [token identity](crate::identity): stable
@@ -209,9 +207,7 @@ impl ClientAuth {
             ClientAuth::FormBody => "client_secret_post",
             ClientAuth::Basic => "client_secret_basic",
             ClientAuth::BasicUnencoded => "client_secret_basic_unencoded",
-            #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
-            #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "client_assertion_file",
@@ -226,7 +222,6 @@ impl ClientAuth {
     /// algorithm and id). Never a secret.
     pub(crate) fn identity_credential(&self) -> Option<String> {
         match self {
-            #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => Some(key.identity()),
             _ => None,
         }
@@ -239,9 +234,7 @@ impl ClientAuth {
             ClientAuth::UnencodedBody => "the specification's unencoded body",
             ClientAuth::FormBody => "client_secret_post",
             ClientAuth::Basic | ClientAuth::BasicUnencoded => "client_secret_basic",
-            #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
-            #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "private_key_jwt (a client assertion file)",
@@ -259,24 +252,20 @@ pub const JWT_BEARER_ASSERTION_TYPE: &str =
 /// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the
 /// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
 /// it so that the JWT cannot be taken for another kind.
-#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
 pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
 
 /// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
 /// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
-#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
 pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Default of [`ClientAssertion::clock_skew`](crate::ClientAssertion::clock_skew) and
 /// [`OAuthLayerBuilder::assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew):
 /// 5 seconds.
-#[cfg_attr(not(feature = "jwt"), allow(unreachable_pub))]
 pub const DEFAULT_ASSERTION_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The settings of client assertions (`private_key_jwt`,
 /// `client_secret_jwt`) beyond the key.
 #[derive(Clone, Debug)]
-#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
 pub(crate) struct AssertionSettings {
     /// The `aud`; none: the issuer with discovery, else the token endpoint.
     pub(crate) audience: Option<String>,
@@ -293,13 +282,11 @@ pub(crate) struct AssertionSettings {
     pub(crate) grant_endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// With a private key read from a file: its algorithm and key id. The
     /// file's PEM is then the rotating credential, read again on refusal.
-    #[cfg(feature = "jwt")]
     pub(crate) key_file: Option<(crate::keys::Algorithm, Option<String>)>,
 }
 
 /// The key of a rotating key file's `pem`, for `settings`; none if it
 /// does not read (then the key the layer was built with stays).
-#[cfg(feature = "jwt")]
 pub(crate) fn key_from_file(
     settings: &AssertionSettings,
     pem: &str,

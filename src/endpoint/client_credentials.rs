@@ -32,7 +32,6 @@ pub(crate) struct ClientCredentials {
     /// The scopes requested, to notice a narrower grant.
     scope: Option<String>,
     /// Each token request carries a DPoP proof of this key.
-    #[cfg(feature = "jwt")]
     dpop: Option<Arc<crate::dpop::Dpop>>,
 }
 
@@ -98,7 +97,6 @@ impl ClientCredentials {
                 .iter()
                 .find(|(name, _)| name == "scope")
                 .map(|(_, scope)| scope.clone()),
-            #[cfg(feature = "jwt")]
             dpop: None,
         }
     }
@@ -115,7 +113,6 @@ impl ClientCredentials {
 
     /// Each token request carries a DPoP proof of `dpop`'s key, and the
     /// token must be bound to it.
-    #[cfg(feature = "jwt")]
     pub(crate) fn with_dpop(mut self, dpop: Option<Arc<crate::dpop::Dpop>>) -> Self {
         self.dpop = dpop;
         self
@@ -196,7 +193,6 @@ impl ClientCredentials {
         if let Some(basic) = &prepared.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
-        #[cfg(feature = "jwt")]
         if let Some(dpop) = &self.dpop {
             let proof = dpop.prove_token_request(&self.url).await?;
             request.headers_mut().insert(crate::dpop::DPOP, proof);
@@ -218,7 +214,6 @@ impl ClientCredentials {
                     .await?;
                 let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
                 let status = response.status();
-                #[cfg(feature = "jwt")]
                 if let Some(dpop) = &self.dpop {
                     dpop.remember_from(&self.url, response.headers());
                 }
@@ -232,12 +227,10 @@ impl ClientCredentials {
                 };
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
-                        #[cfg(feature = "jwt")]
                         if let Some(dpop) = &self.dpop {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
-                        #[cfg(feature = "jwt")]
                         for (assertions, pick) in [
                             (prepared.assertions(), sent.pick),
                             (prepared.grant_assertions(), sent.grant_pick),
@@ -299,7 +292,6 @@ impl ClientCredentials {
         };
         let unencoded = self.setup.auth == ClientAuth::UnencodedBody;
         let check = |secret: &str| {
-            #[cfg(feature = "jwt")]
             if let Some(Err(e)) = super::client_auth::key_from_file(&self.setup.assertion, secret) {
                 return Err(format!(
                     "{} holds no usable key: {}",
@@ -367,9 +359,7 @@ impl ClientCredentials {
 impl ClientCredentials {
     /// Whether the refused client assertion `sent` can be tried for another
     /// audience (and says so in the log).
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     fn tries_other_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
-        #[cfg(feature = "jwt")]
         if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
             return assertions.tries_other(pick, error, "client assertion", "assertion_audience");
         }
@@ -379,9 +369,7 @@ impl ClientCredentials {
     /// Whether `error` refuses the grant's signed assertion (`invalid_grant`,
     /// or a refusal of the client), which can be tried for another audience
     /// (and says so in the log).
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     fn tries_other_grant_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
-        #[cfg(feature = "jwt")]
         if let (Some(assertions), Some(pick)) = (prepared.grant_assertions(), sent.grant_pick) {
             let refused = refuses_client(error)
                 || error.status().map(|s| s.as_u16()) == Some(400)
@@ -395,14 +383,12 @@ impl ClientCredentials {
     /// `error`, a refusal of the client: when it refused an assertion, which
     /// one (its audience, and with `both` the other audience tried before
     /// it; or its file) and what to check.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     fn assertion_refused(
         error: TokenError,
         prepared: &Prepared,
         sent: &Sent,
         both: bool,
     ) -> TokenError {
-        #[cfg(feature = "jwt")]
         if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
             let tried = if both {
                 format!(
@@ -435,13 +421,7 @@ impl ClientCredentials {
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.
     fn asks_for_nonce(&self, error: &TokenError) -> bool {
-        #[cfg(feature = "jwt")]
-        return self.dpop.is_some() && crate::dpop::asks_for_nonce(error);
-        #[cfg(not(feature = "jwt"))]
-        {
-            let _ = error;
-            false
-        }
+        self.dpop.is_some() && crate::dpop::asks_for_nonce(error)
     }
 }
 

@@ -39,7 +39,7 @@ pub struct ServerMetadata {
     /// The client authentication the layer uses: the one chosen with
     /// [`client_auth`](crate::OAuthLayerBuilder::client_auth), or else the
     /// first of `client_secret_basic`, `client_secret_post` and
-    /// `client_secret_jwt` (feature `jwt`) the server lists; without a
+    /// `client_secret_jwt` the server lists; without a
     /// secret but with a client certificate, `tls_client_auth`.
     pub client_auth: ClientAuth,
     /// The token endpoint for clients that present a certificate
@@ -73,7 +73,6 @@ pub(crate) struct Credentials {
     /// Whether the transport presents a client certificate (mutual TLS).
     pub(crate) presents_certificate: bool,
     /// The layer's DPoP state, when tokens are bound to a key.
-    #[cfg(feature = "jwt")]
     pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) allow_insecure_http: bool,
@@ -234,7 +233,6 @@ impl Discovery {
         let dpop_algorithms = texts("dpop_signing_alg_values_supported");
         let scopes_supported = texts("scopes_supported");
         let grant_types = texts("grant_types_supported");
-        #[cfg(feature = "jwt")]
         if let Some(dpop) = &self.credentials.dpop {
             let ours = dpop.key.algorithm().name();
             if !dpop_algorithms.is_empty() && !dpop_algorithms.iter().any(|a| a == ours) {
@@ -300,7 +298,6 @@ impl Discovery {
             Arc::clone(&c.transport),
         )
         .built_from_discovery();
-        #[cfg(feature = "jwt")]
         let credentials = credentials.with_dpop(c.dpop.clone());
         Ok(credentials)
     }
@@ -349,18 +346,12 @@ fn choose(methods: &[String], has_secret: bool) -> Result<ClientAuth, String> {
     } else if lists("client_secret_post") {
         Ok(ClientAuth::FormBody)
     } else {
-        #[cfg(feature = "jwt")]
         if lists("client_secret_jwt") {
             return Ok(ClientAuth::ClientSecretJwt);
         }
         Err(format!(
             "the server lists no way to send a client secret (client_secret_basic or \
-             client_secret_post{}) among its token endpoint auth methods: {}",
-            if cfg!(feature = "jwt") {
-                ", client_secret_jwt"
-            } else {
-                "; client_secret_jwt needs the `jwt` feature"
-            },
+             client_secret_post, client_secret_jwt) among its token endpoint auth methods: {}",
             methods.join(", ")
         ))
     }
@@ -455,7 +446,6 @@ mod tests {
         assert!(e.contains("neither tls_client_auth"), "{e}");
     }
 
-    #[cfg(feature = "jwt")]
     #[test]
     fn client_secret_jwt_is_chosen_when_it_is_the_only_secret_method() {
         let methods = vec!["private_key_jwt".to_owned(), "client_secret_jwt".to_owned()];

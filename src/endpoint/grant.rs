@@ -54,7 +54,6 @@ impl Grant {
     /// `scope`. A signed assertion's `aud` follows the rule of client
     /// assertions ([`Assertions`](super::assertion::Assertions)): the issuer
     /// first, the token endpoint's URL after a refusal.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) fn proof(
         &self,
         url: &str,
@@ -65,7 +64,6 @@ impl Grant {
         match self {
             Grant::ClientCredentials => GrantProof::Nothing,
             Grant::JwtBearer(grant) => match &grant.source {
-                #[cfg(feature = "jwt")]
                 Source::Signed(signed) => {
                     use super::assertion::{AssertionKey, Assertions, Audiences, ClientAssertion};
                     let claims = |audience: &str| {
@@ -94,16 +92,12 @@ impl Grant {
 }
 
 /// Which signed grant assertion a request carried (none without one).
-#[cfg(feature = "jwt")]
 pub(crate) type GrantPick = Option<super::assertion::Pick>;
-#[cfg(not(feature = "jwt"))]
-pub(crate) type GrantPick = Option<()>;
 
 /// What a grant adds to each request's body.
 pub(crate) enum GrantProof {
     Nothing,
     /// A JWT-bearer assertion, signed fresh.
-    #[cfg(feature = "jwt")]
     Signed(Box<super::assertion::Assertions>),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
@@ -116,7 +110,6 @@ impl GrantProof {
     /// `other_audience`, for the audience the server did not take last);
     /// what it carries of a credential (the assertion, the subject token),
     /// to scrub from the answer, and which signed assertion.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) async fn append(
         &self,
         body: &mut Vec<u8>,
@@ -125,7 +118,6 @@ impl GrantProof {
     ) -> Result<Option<String>, TokenError> {
         let assertion = match self {
             GrantProof::Nothing => return Ok(None),
-            #[cfg(feature = "jwt")]
             GrantProof::Signed(assertions) => {
                 let chosen = assertions.pick(other_audience);
                 *pick = Some(chosen);
@@ -177,7 +169,6 @@ async fn append_subject(
 
 impl GrantProof {
     /// The signed assertions, when the grant signs its own.
-    #[cfg(feature = "jwt")]
     pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
         match self {
             GrantProof::Signed(assertions) => Some(assertions),

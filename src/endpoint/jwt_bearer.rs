@@ -3,20 +3,16 @@
 //! key file as a preset) or one a platform writes to a file.
 
 use std::fmt;
-#[cfg(feature = "jwt")]
 use std::path::Path;
 use std::path::PathBuf;
-#[cfg(feature = "jwt")]
 use std::time::Duration;
 
-#[cfg(feature = "jwt")]
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The `grant_type` of the JWT-bearer grant (RFC 7523 section 2.1).
 pub const JWT_BEARER_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// Google's token endpoint, the default `token_uri` of a service account key.
-#[cfg(feature = "jwt")]
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// The JWT-bearer authorization grant (RFC 7523 section 2.1): the token
@@ -27,7 +23,7 @@ const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// caching, renewal and back-off are those of every token.
 ///
 /// The assertion is either signed by the layer for each token request
-/// ([`signed`](Self::signed), feature `jwt`): `iss` the issuer, `sub` the
+/// ([`signed`](Self::signed)): `iss` the issuer, `sub` the
 /// subject (by default the issuer), `aud` by the rule of client assertions
 /// (with [`issuer`](crate::OAuthLayerBuilder::issuer): the issuer, and
 /// after an `invalid_grant` the token endpoint's URL once, the one taken
@@ -44,14 +40,12 @@ const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// given); with one, the client authenticates as usual.
 ///
 /// ```no_run
-/// # #[cfg(feature = "jwt")] {
 /// use tower_oauth::{JwtBearer, OAuthLayer};
 ///
 /// let oauth = OAuthLayer::builder()
 ///     .jwt_bearer(JwtBearer::google_service_account_file("/run/secrets/service-account.json")?)
 ///     .scope("https://www.googleapis.com/auth/cloud-platform")
 ///     .build()?;
-/// # }
 /// # Ok::<_, tower_oauth::ConfigError>(())
 /// ```
 #[derive(Clone)]
@@ -65,14 +59,12 @@ pub struct JwtBearer {
 #[derive(Clone)]
 pub(crate) enum Source {
     /// Signed by the layer for each request.
-    #[cfg(feature = "jwt")]
     Signed(Signed),
     /// Written by a platform.
     File(PathBuf),
 }
 
 /// The settings of an assertion the layer signs.
-#[cfg(feature = "jwt")]
 #[derive(Clone, Debug)]
 pub(crate) struct Signed {
     pub(crate) key: crate::keys::SigningKey,
@@ -86,8 +78,6 @@ pub(crate) struct Signed {
 impl JwtBearer {
     /// An assertion signed with `key` for each token request, issued by
     /// `issuer` (a service account's email, a client id) about itself.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn signed(key: crate::keys::SigningKey, issuer: impl Into<String>) -> Self {
         let issuer = issuer.into();
         JwtBearer {
@@ -108,8 +98,6 @@ impl JwtBearer {
     /// assertion [from a file](Self::from_file).
     ///
     /// Default: the issuer.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn subject(mut self, subject: impl Into<String>) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.subject = subject.into();
@@ -122,8 +110,6 @@ impl JwtBearer {
     ///
     /// Default: with an issuer, the issuer and then the token endpoint's URL
     /// (see above); else the token endpoint's URL.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn audience(mut self, audience: impl Into<String>) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.audience = Some(audience.into());
@@ -136,8 +122,6 @@ impl JwtBearer {
     /// assertion [from a file](Self::from_file).
     ///
     /// Default: [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME) (60 s).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.lifetime = lifetime.clamp(Duration::from_secs(1), Duration::from_secs(3600));
@@ -178,8 +162,6 @@ impl JwtBearer {
     /// A [`ConfigError`] naming what is missing or wrong (not JSON, not a
     /// service account key, no `client_email`, a `private_key` that does
     /// not read), never showing the key.
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn google_service_account(json: impl AsRef<str>) -> Result<Self, ConfigError> {
         let bad = |why: String| {
             ConfigError::new(
@@ -220,8 +202,6 @@ impl JwtBearer {
     /// # Errors
     ///
     /// As `google_service_account`, and a file that cannot be read (named).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn google_service_account_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let json = std::fs::read_to_string(path).map_err(|e| {
@@ -244,7 +224,6 @@ impl JwtBearer {
     /// file; never key material.
     pub(crate) fn identity(&self) -> String {
         match &self.source {
-            #[cfg(feature = "jwt")]
             Source::Signed(signed) => format!(
                 "jwt_bearer;iss={};sub={};aud={};key={};scope_claim={}",
                 signed.issuer,
@@ -266,7 +245,6 @@ impl fmt::Debug for JwtBearer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("JwtBearer");
         match &self.source {
-            #[cfg(feature = "jwt")]
             Source::Signed(signed) => {
                 d.field("signed", signed);
             }

@@ -5,7 +5,6 @@
 //! knows of caches, stores or layers.
 
 pub(crate) mod answer;
-#[cfg(feature = "jwt")]
 pub(crate) mod assertion;
 pub(crate) mod client_auth;
 pub(crate) mod client_credentials;
@@ -21,10 +20,8 @@ pub(crate) mod token_exchange;
 pub(crate) mod transport;
 pub(crate) mod url;
 
-#[cfg(feature = "jwt")]
 pub use self::assertion::ClientAssertion;
 pub use self::client_auth::{ClientAuth, JWT_BEARER_ASSERTION_TYPE};
-#[cfg(feature = "jwt")]
 pub use self::client_auth::{
     CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
 };

@@ -14,7 +14,6 @@ use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::error::TokenError;
 
 /// What the prepared parts are made from, besides the secret.
-#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
 pub(crate) struct Setup {
     pub(crate) client_id: String,
     pub(crate) auth: ClientAuth,
@@ -32,7 +31,6 @@ enum ClientProof {
     /// Nothing more: the body and the `Basic` header say it all.
     Fixed,
     /// A fresh client assertion, signed with a key or under the secret.
-    #[cfg(feature = "jwt")]
     Assertion(Box<super::assertion::Assertions>),
     /// The assertion the platform wrote to a file, read now.
     File(AssertionFile),
@@ -57,7 +55,6 @@ pub(crate) struct Prepared {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Sent {
     /// The signed assertion's audience, among the client's.
-    #[cfg(feature = "jwt")]
     pub(crate) pick: Option<super::assertion::Pick>,
     /// The assertion read from a file.
     pub(crate) from_file: Option<String>,
@@ -108,7 +105,6 @@ impl Prepared {
             }
             body.push_str(&format!("&{}={}", encode(name), encode(value)));
         }
-        #[cfg(feature = "jwt")]
         let assertions = |key| {
             ClientProof::Assertion(Box::new(super::assertion::Assertions::new(
                 client_id,
@@ -119,7 +115,6 @@ impl Prepared {
             )))
         };
         let proof = match auth {
-            #[cfg(feature = "jwt")]
             ClientAuth::PrivateKeyJwt(key) => {
                 // A key file read again (version above 0): its key, if it
                 // reads; else the key given, the file's at build.
@@ -132,7 +127,6 @@ impl Prepared {
                 };
                 assertions(super::assertion::AssertionKey::Key(key))
             }
-            #[cfg(feature = "jwt")]
             ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
                 ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
             )),
@@ -140,7 +134,6 @@ impl Prepared {
             _ => ClientProof::Fixed,
         };
         // A key file's PEM is no secret sent anywhere: nothing to scrub.
-        #[cfg(feature = "jwt")]
         let secret = if setup.assertion.key_file.is_some() {
             ""
         } else {
@@ -162,7 +155,6 @@ impl Prepared {
     /// authenticates with one (with `other_audience`, a signed one for the
     /// audience the server did not take last; `other_grant_audience` the
     /// same for a grant's), and what it carried.
-    #[cfg_attr(not(feature = "jwt"), allow(unused_variables))]
     pub(crate) async fn body(
         &self,
         other_audience: bool,
@@ -171,7 +163,6 @@ impl Prepared {
         let mut sent = Sent::default();
         let mut body = match &self.proof {
             ClientProof::Fixed => self.body.clone(),
-            #[cfg(feature = "jwt")]
             ClientProof::Assertion(assertions) => {
                 let pick = assertions.pick(other_audience);
                 sent.pick = Some(pick);
@@ -216,7 +207,6 @@ impl Prepared {
     }
 
     /// The signed assertions, when the client signs its own.
-    #[cfg(feature = "jwt")]
     pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
         match &self.proof {
             ClientProof::Assertion(assertions) => Some(assertions),
@@ -225,7 +215,6 @@ impl Prepared {
     }
 
     /// The grant's signed assertions, when it signs its own.
-    #[cfg(feature = "jwt")]
     pub(crate) fn grant_assertions(&self) -> Option<&super::assertion::Assertions> {
         self.grant.assertions()
     }

@@ -12,7 +12,6 @@ pub(crate) struct TlsSettings {
     /// PEM bundles of certificate authorities trusted besides the web's.
     pub(crate) roots: Vec<Vec<u8>>,
     /// The client's certificate chain and private key, both PEM.
-    #[cfg(feature = "mtls")]
     pub(crate) identity: Option<(Vec<u8>, Vec<u8>)>,
     /// Proxies are not taken from the environment.
     pub(crate) no_env_proxy: bool,
@@ -21,37 +20,25 @@ pub(crate) struct TlsSettings {
 impl TlsSettings {
     /// Whether the transport presents a client certificate.
     pub(crate) fn presents_certificate(&self) -> bool {
-        #[cfg(feature = "mtls")]
-        return self.identity.is_some();
-        #[cfg(not(feature = "mtls"))]
-        false
+        self.identity.is_some()
     }
 
     /// The SHA-256 thumbprint (`x5t#S256`, base64url) of the certificate it
     /// presents: the first of the chain, the client's own. `None` without
     /// one, or when the PEM holds none (which `apply` refuses).
     pub(crate) fn certificate_thumbprint(&self) -> Option<String> {
-        #[cfg(feature = "mtls")]
-        {
-            use base64::Engine;
-            use rustls_pki_types::pem::PemObject;
-            use rustls_pki_types::CertificateDer;
-            let (chain, _) = self.identity.as_ref()?;
-            let first = CertificateDer::pem_slice_iter(chain).next()?.ok()?;
-            let digest = ring::digest::digest(&ring::digest::SHA256, first.as_ref());
-            Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest))
-        }
-        #[cfg(not(feature = "mtls"))]
-        None
+        use base64::Engine;
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::CertificateDer;
+        let (chain, _) = self.identity.as_ref()?;
+        let first = CertificateDer::pem_slice_iter(chain).next()?.ok()?;
+        let digest = ring::digest::digest(&ring::digest::SHA256, first.as_ref());
+        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest))
     }
 
     /// The client's private key (PEM), if it presents a certificate.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn identity_key(&self) -> Option<&[u8]> {
-        #[cfg(feature = "mtls")]
-        return self.identity.as_ref().map(|(_, key)| key.as_slice());
-        #[cfg(not(feature = "mtls"))]
-        None
+        self.identity.as_ref().map(|(_, key)| key.as_slice())
     }
 
     /// Whether anything differs from reqwest's defaults.
@@ -94,7 +81,6 @@ impl TlsSettings {
             .with_safe_default_protocol_versions()
             .map_err(|e| invalid(format!("TLS cannot be set up: {e}")))?
             .with_root_certificates(roots);
-        #[cfg(feature = "mtls")]
         let mut config = match &self.identity {
             Some((chain, key)) => {
                 let (chain, key) = identity(chain, key)?;
@@ -107,8 +93,6 @@ impl TlsSettings {
             }
             None => config.with_no_client_auth(),
         };
-        #[cfg(not(feature = "mtls"))]
-        let mut config = config.with_no_client_auth();
         // The token request speaks HTTP/1.1.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         // reqwest's own reading of the environment would send a token
@@ -172,7 +156,6 @@ fn env_proxies(var: impl Fn(&str) -> Option<String>) -> Result<Vec<reqwest::Prox
 
 /// The client identity from a certificate chain and a key, both PEM, each
 /// checked for what it must hold.
-#[cfg(feature = "mtls")]
 fn identity(
     chain: &[u8],
     key: &[u8],

@@ -353,7 +353,6 @@ impl SigningKey {
     }
 
     /// SHA-256 of the private key's bytes; none for a custom signer.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn seed(&self) -> Option<&[u8]> {
         self.seed.as_ref().map(|s| s.as_slice())
     }

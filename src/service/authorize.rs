@@ -19,7 +19,6 @@ pub(crate) struct Sent {
     generation: u64,
     /// Where a request with a DPoP proof went, to keep the nonce its answer
     /// brings.
-    #[cfg(feature = "jwt")]
     target: Option<crate::dpop::Htu>,
 }
 
@@ -30,7 +29,6 @@ impl Sent {
     /// refuses only the proof leaves the token alone.
     #[inline]
     pub(crate) fn answered<B>(&self, response: &Response<B>) {
-        #[cfg(feature = "jwt")]
         if let Some(target) = &self.target {
             return self.answered_with_proof(target, response);
         }
@@ -41,7 +39,6 @@ impl Sent {
 
     /// [`answered`](Self::answered), for a request that carried a DPoP
     /// proof for `target`.
-    #[cfg(feature = "jwt")]
     #[inline(never)]
     fn answered_with_proof<B>(&self, target: &crate::dpop::Htu, response: &Response<B>) {
         use crate::dpop::Verdict;
@@ -70,7 +67,6 @@ impl Sent {
 }
 
 /// What a request needs before it goes to the inner service.
-#[cfg_attr(not(feature = "jwt"), allow(dead_code))]
 pub(crate) enum Step {
     /// Nothing: send it.
     Send(Sent),
@@ -86,7 +82,6 @@ pub(crate) enum Step {
 /// needs next.
 #[inline]
 pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Step {
-    #[cfg(feature = "jwt")]
     if let (Some(dpop), Some(ath)) = (&link.0.placement().dpop, &token.ath) {
         let sent = bearer(req, link, token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
@@ -104,7 +99,6 @@ pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedTo
     Sent {
         link: Arc::clone(link),
         generation: token.generation,
-        #[cfg(feature = "jwt")]
         target: None,
     }
 }
@@ -113,15 +107,11 @@ pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedTo
 #[inline]
 pub(crate) fn put_proof<B>(req: &mut Request<B>, proof: HeaderValue) {
     // Without DPoP no step signs, and there is no proof to put.
-    #[cfg(feature = "jwt")]
     req.headers_mut().insert(crate::dpop::DPOP, proof);
-    #[cfg(not(feature = "jwt"))]
-    let _ = (req, proof);
 }
 
 /// Adds the DPoP proof of `req` (see [`crate::dpop`]), for a token usable
 /// until `usable_until`.
-#[cfg(feature = "jwt")]
 #[inline(never)]
 fn prove<B>(
     dpop: &crate::dpop::Dpop,

@@ -129,7 +129,6 @@ impl Recipe {
                         assertion: self.assertion.clone(),
                         grant: self.grant.clone(),
                         presents_certificate: self.presents_certificate,
-                        #[cfg(feature = "jwt")]
                         dpop: self.placement.dpop.clone(),
                         transport: Arc::clone(&self.transport),
                         allow_insecure_http: self.allow_insecure_http,
@@ -159,7 +158,6 @@ impl Recipe {
                 if self.from_auth_url {
                     source = source.built_from_auth_url();
                 }
-                #[cfg(feature = "jwt")]
                 let source = source.with_dpop(self.placement.dpop.clone());
                 let endpoint = Endpoint {
                     url: Some(url.clone()),

@@ -93,7 +93,6 @@ impl<'a> FetchContext<'a> {
     /// (a key in a KMS, a token source). Never derived from anything in the
     /// store.
     #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn sealing_key(&self) -> Option<&[u8; 32]> {
         self.sealing_key
     }
@@ -280,8 +279,23 @@ pub(crate) struct StoreUse {
 pub use self::redis::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
 #[cfg(feature = "redis")]
-mod codec;
-#[cfg(feature = "redis")]
 mod redis;
-#[cfg(feature = "redis")]
-pub(crate) mod seal;
+
+/// The key a layer derives from `credential` (a client secret, or the
+/// private key's bytes): the same on every replica holding it, and useless
+/// without it.
+pub(crate) fn derive_sealing_key(credential: &[u8]) -> [u8; 32] {
+    struct Len32;
+    impl ring::hkdf::KeyType for Len32 {
+        fn len(&self) -> usize {
+            32
+        }
+    }
+    let mut key = [0u8; 32];
+    ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"tower-oauth token store")
+        .extract(credential)
+        .expand(&[b"sealing key v1"], Len32)
+        .and_then(|okm| okm.fill(&mut key))
+        .expect("32 bytes are within HKDF-SHA256's output");
+    key
+}

@@ -1,16 +1,16 @@
 #![allow(dead_code, unreachable_pub)]
 
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 pub mod assertion_endpoint;
 pub mod authority;
 pub mod chaos;
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 pub mod dpop_server;
 pub mod fleet;
 pub mod grpc;
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 pub mod keys;
-#[cfg(feature = "mtls")]
+#[cfg(feature = "reqwest")]
 pub mod mtls;
 pub mod provider;
 #[cfg(feature = "redis-cluster")]

@@ -142,7 +142,7 @@ pub fn warm_slots_layer(rt: &tokio::runtime::Runtime, n: usize) -> tower_oauth::
 
 /// A layer with DPoP on `key`, its token already fetched. Keep `rt` alive
 /// while the layer is used.
-#[cfg(feature = "jwt")]
+#[cfg(feature = "reqwest")]
 pub fn warm_dpop_layer(
     rt: &tokio::runtime::Runtime,
     key: tower_oauth::DpopKey,

@@ -3,9 +3,11 @@
 //! store, wake) in `protocol`, its Lua scripts in `scripts`, the connection
 //! to one server, a cluster or Sentinel's master in `connection`.
 
+mod codec;
 mod connection;
 mod protocol;
 mod scripts;
+mod seal;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -174,7 +176,6 @@ impl RedisStore {
     /// A [`ConfigError`] when no URL is given, or one cannot be used (the
     /// message never shows a password).
     #[cfg(feature = "redis-cluster")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
     pub fn cluster(nodes: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, ConfigError> {
         Ok(Self::on(Deployment::cluster(nodes)?))
     }
@@ -210,7 +211,6 @@ impl RedisStore {
     /// A [`ConfigError`] when no URL is given, one cannot be used (the
     /// message never shows a password), or `master_name` is empty.
     #[cfg(feature = "redis-sentinel")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis-sentinel")))]
     pub fn sentinel(
         sentinels: impl IntoIterator<Item = impl AsRef<str>>,
         master_name: impl AsRef<str>,

@@ -10,12 +10,12 @@ use std::time::Duration;
 use redis::RedisError;
 use tokio::time::{sleep, timeout, Instant};
 
+use super::codec::{decode_failure, encode_failure, time_left, token_json};
 use super::connection::Connection;
+use super::seal::Sealer;
 use super::{Problem, RedisStore};
 use crate::boxed::BoxFuture;
 use crate::error::TokenError;
-use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
-use crate::store::seal::Sealer;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::token::AccessToken;
 

@@ -7,7 +7,6 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
-use ring::hkdf;
 
 /// What a sealed value starts with; anything else (a token stored in clear
 /// by an older version, garbage) does not open.
@@ -15,25 +14,6 @@ const PREFIX: &str = "sealed2.";
 
 /// The first bytes of the associated data: its format and version.
 const AAD_VERSION: &[u8] = b"tower-oauth/sealed/2";
-
-/// The key a layer derives from `credential` (a client secret, or the
-/// private key's bytes): the same on every replica holding it, and useless
-/// without it.
-pub(crate) fn derive(credential: &[u8]) -> [u8; 32] {
-    struct Len32;
-    impl hkdf::KeyType for Len32 {
-        fn len(&self) -> usize {
-            32
-        }
-    }
-    let mut key = [0u8; 32];
-    hkdf::Salt::new(hkdf::HKDF_SHA256, b"tower-oauth token store")
-        .extract(credential)
-        .expand(&[b"sealing key v1"], Len32)
-        .and_then(|okm| okm.fill(&mut key))
-        .expect("32 bytes are within HKDF-SHA256's output");
-    key
-}
 
 /// Seals and opens the values of one token identity under one key.
 pub(crate) struct Sealer<'a> {
@@ -104,6 +84,7 @@ impl<'a> Sealer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::derive_sealing_key as derive;
 
     #[test]
     fn opens_only_what_it_sealed_for_that_key() {
