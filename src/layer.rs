@@ -9,7 +9,7 @@ use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::{CachedToken, TokenCache};
-use crate::endpoint::discovery::ServerMetadata;
+use crate::endpoint::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
 use crate::params::TokenParams;
 use crate::service::OAuthService;
@@ -147,7 +147,7 @@ impl OAuthLayer {
     }
 
     /// Each live token slot's parameters and stats (see
-    /// [`TokenParams`](crate::TokenParams)); empty for a layer that serves
+    /// [`TokenParams`]); empty for a layer that serves
     /// one token.
     pub fn slot_stats(&self) -> Vec<(TokenParams, Stats)> {
         self.shared.slots.stats()
@@ -286,7 +286,7 @@ impl OAuthLayer {
         if params.is_empty() {
             return Ok(Arc::clone(&self.shared.cache));
         }
-        Ok(Arc::clone(&self.shared.slots.link_for(params)?.0))
+        Ok(Arc::clone(&self.shared.slots.link_for(params)?.cache))
     }
 }
 
@@ -323,7 +323,7 @@ impl fmt::Debug for OAuthLayer {
     }
 }
 
-impl From<&OAuthLayer> for crate::endpoint::token_exchange::SubjectToken {
+impl From<&OAuthLayer> for crate::endpoint::SubjectToken {
     /// The other layer's token (fetched, cached and renewed by it) as a
     /// token exchange's subject, an access token: known where tokens are
     /// shared by that layer's endpoint and client id.

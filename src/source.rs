@@ -10,9 +10,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::boxed::BoxFuture;
-use crate::endpoint::answer::check_token;
-use crate::endpoint::client_credentials::ClientCredentials;
-use crate::endpoint::discovery::Discovery;
+use crate::endpoint::check_token;
+use crate::endpoint::Discovery;
+use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
@@ -60,7 +60,7 @@ pub trait TokenSource: Send + Sync + 'static {
 }
 
 /// The client-credentials request to a token URL.
-impl TokenSource for ClientCredentials {
+impl TokenSource for TokenRequest {
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         self.fetch()
     }

@@ -1,5 +1,5 @@
 //! [`AccessToken`]: a token and what the token endpoint said about it (read
-//! from the endpoint's answer in [`answer`](crate::answer)).
+//! from the endpoint's answer in `endpoint::answer`).
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

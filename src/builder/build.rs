@@ -8,12 +8,12 @@ use std::time::Duration;
 use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
-use crate::endpoint::client_auth::{check_param, check_unencoded, warn_if_read_otherwise};
-use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
-use crate::endpoint::credential::{ClientSecret, RotatingSecret};
-use crate::endpoint::grant::Grant;
-use crate::endpoint::transport::Transport;
-use crate::endpoint::url::checked_url;
+use crate::endpoint::checked_url;
+use crate::endpoint::Grant;
+use crate::endpoint::Transport;
+use crate::endpoint::{check_param, check_unencoded, warn_if_read_otherwise};
+use crate::endpoint::{AssertionSettings, ClientAuth};
+use crate::endpoint::{ClientSecret, RotatingSecret};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::identity::{IdentityBase, Origin, Parts};
 use crate::layer::OAuthLayer;
@@ -271,7 +271,7 @@ impl OAuthLayerBuilder {
     /// `private_key_jwt` with its key.
     fn rotating_key(
         &mut self,
-    ) -> Result<Option<(crate::endpoint::credential::SecretSource, String)>, ConfigError> {
+    ) -> Result<Option<(crate::endpoint::SecretSource, String)>, ConfigError> {
         let Some((algorithm, kid)) = self.key_file.clone() else {
             return Ok(None);
         };
@@ -364,15 +364,16 @@ impl OAuthLayerBuilder {
     fn assertion_settings(&self) -> Result<AssertionSettings, ConfigError> {
         let lifetime = self
             .assertion_lifetime
-            .unwrap_or(crate::endpoint::client_auth::DEFAULT_ASSERTION_LIFETIME);
+            .unwrap_or(crate::endpoint::DEFAULT_ASSERTION_LIFETIME);
         if lifetime < Duration::from_secs(1) || lifetime > Duration::from_secs(3600) {
             return Err(invalid_setting(
                 "assertion_lifetime must be between 1 second and 1 hour",
             ));
         }
-        let typ = self.assertion_typ.clone().unwrap_or_else(|| {
-            Some(crate::endpoint::client_auth::CLIENT_AUTHENTICATION_JWT_TYPE.to_owned())
-        });
+        let typ = self
+            .assertion_typ
+            .clone()
+            .unwrap_or_else(|| Some(crate::endpoint::CLIENT_AUTHENTICATION_JWT_TYPE.to_owned()));
         if typ
             .as_deref()
             .is_some_and(|t| t.is_empty() || t.chars().any(char::is_control))
@@ -383,7 +384,7 @@ impl OAuthLayerBuilder {
         }
         let clock_skew = self
             .assertion_clock_skew
-            .unwrap_or(crate::endpoint::client_auth::DEFAULT_ASSERTION_CLOCK_SKEW);
+            .unwrap_or(crate::endpoint::DEFAULT_ASSERTION_CLOCK_SKEW);
         if clock_skew > Duration::from_secs(300) {
             return Err(invalid_setting(
                 "assertion_clock_skew must be at most 5 minutes",
@@ -448,7 +449,7 @@ impl OAuthLayerBuilder {
         &self,
         fetch_timeout: Duration,
     ) -> Result<Arc<dyn Transport>, ConfigError> {
-        Ok(Arc::new(crate::endpoint::transport::ReqwestTransport::new(
+        Ok(Arc::new(crate::endpoint::ReqwestTransport::new(
             fetch_timeout,
             &self.tls,
         )?))

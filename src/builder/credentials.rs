@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::OAuthLayerBuilder;
 use crate::boxed::BoxError;
-use crate::endpoint::credential::SecretSource;
+use crate::endpoint::SecretSource;
 
 impl OAuthLayerBuilder {
     /// The client secret is the content of this file (white space at its

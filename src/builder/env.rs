@@ -1,7 +1,7 @@
 //! [`OAuthLayerBuilder::from_env`]: a builder from `OAUTH_*` variables.
 
 use super::OAuthLayerBuilder;
-use crate::endpoint::client_auth::ClientAuth;
+use crate::endpoint::ClientAuth;
 use crate::error::{ConfigError, ConfigErrorKind};
 
 impl OAuthLayerBuilder {
@@ -88,7 +88,7 @@ impl OAuthLayerBuilder {
         builder = builder.client_id(id);
         let assertion_file = var("OAUTH_CLIENT_ASSERTION_FILE").map(|file| {
             if file.trim() == "kubernetes" {
-                crate::endpoint::credential::KUBERNETES_TOKEN_FILE.into()
+                crate::endpoint::KUBERNETES_TOKEN_FILE.into()
             } else {
                 file
             }

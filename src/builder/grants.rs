@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::OAuthLayerBuilder;
-use crate::endpoint::grant::Grant;
-use crate::endpoint::jwt_bearer::JwtBearer;
-use crate::endpoint::token_exchange::TokenExchange;
+use crate::endpoint::Grant;
+use crate::endpoint::JwtBearer;
+use crate::endpoint::TokenExchange;
 
 impl OAuthLayerBuilder {
     /// Token requests use the JWT-bearer grant (RFC 7523 section 2.1)

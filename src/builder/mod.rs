@@ -16,8 +16,8 @@ use http::HeaderName;
 use tower_service::Service;
 
 use crate::boxed::BoxError;
-use crate::endpoint::client_auth::ClientAuth;
-use crate::endpoint::transport::{TowerTransport, Transport};
+use crate::endpoint::ClientAuth;
+use crate::endpoint::{TowerTransport, Transport};
 use crate::params::TokenParams;
 use crate::slots::ParamsFor;
 use crate::source::TokenSource;
@@ -54,11 +54,11 @@ pub struct OAuthLayerBuilder {
     client_id: Option<String>,
     client_secret: Option<String>,
     /// A secret read from a file or a function, and read again when refused.
-    secret_source: Option<crate::endpoint::credential::SecretSource>,
+    secret_source: Option<crate::endpoint::SecretSource>,
     /// With `secret_source` the key file: its algorithm and key id.
     key_file: Option<(crate::keys::Algorithm, Option<String>)>,
     client_auth: Option<ClientAuth>,
-    grant: crate::endpoint::grant::Grant,
+    grant: crate::endpoint::Grant,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,
@@ -80,7 +80,7 @@ pub struct OAuthLayerBuilder {
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
-    tls: crate::endpoint::tls::TlsSettings,
+    tls: crate::endpoint::TransportSettings,
     dpop: Option<crate::dpop::DpopKey>,
     dpop_allow_bearer: bool,
     params_for: Option<ParamsFor>,
@@ -659,7 +659,7 @@ impl OAuthLayerBuilder {
     /// Default: `true` (the environment's proxies, by the `NO_PROXY` rules).
     #[cfg(feature = "reqwest")]
     pub fn proxy_from_env(mut self, on: bool) -> Self {
-        self.tls.no_env_proxy = !on;
+        self.tls.env_proxy = on;
         self
     }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::boxed::BoxError;
-use crate::endpoint::client_auth::ClientAuth;
+use crate::endpoint::ClientAuth;
 use crate::error::ConfigErrorKind;
 use bytes::Bytes;
 

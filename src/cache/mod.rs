@@ -12,10 +12,11 @@
 //!    last error while backing off, or a new fetch.
 //! 3. The fetch task ([`fetch::Fetcher`]) makes the request; the outcome is
 //!    installed by [`TokenCache::land`], which also keeps the back-off
-//!    ([`control::Control`], by the rules of [`timings::Policy`]).
+//!    ([`control::Control`], by the rules of [`Policy`]).
 //!
-//! The other files: `timings` (the rules, pure), `control` (the state under
-//! the lock), `flight` (the waiters), `fetch` (one bounded token request).
+//! The other files: `control` (the state under the lock), `flight` (the
+//! waiters), `fetch` (one bounded token request), `placement` (how a token
+//! is presented); the timing rules themselves are `crate::policy`'s.
 
 mod control;
 mod fetch;
@@ -56,17 +57,19 @@ use crate::token::AccessToken;
 /// (Padded rather than aligned: an aligned allocation takes the allocator's
 /// slower path, once per service instance.)
 #[derive(Debug)]
-pub(crate) struct Link(
-    pub(crate) Arc<TokenCache>,
+pub(crate) struct Link {
+    pub(crate) cache: Arc<TokenCache>,
     /// Never read: it only keeps other links off this one's cache lines.
-    #[allow(dead_code)]
-    [u64; 14],
-);
+    _padding: [u64; 14],
+}
 
 impl Link {
     /// A link of its own to `cache`.
     pub(crate) fn new(cache: Arc<TokenCache>) -> Self {
-        Link(cache, [0; 14])
+        Link {
+            cache,
+            _padding: [0; 14],
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! bearer token may stand in.
 //!
 //! A request's way through it: [`Dpop::prove`] (called from
-//! [`authorize`](crate::authorize::authorize) when the token is DPoP-bound)
+//! `service::authorize` when the token is DPoP-bound)
 //! finds the request's `htu` ([`proof::Htu`]), looks up its origin's
 //! nonce ([`nonces::NonceBook`]) and signs a proof ([`proof`]); when the
 //! answer comes back, [`Dpop::answered`] keeps a new nonce and tells a

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::redact::Redactor;
+use crate::endpoint::redact::Redactor;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::token::{AccessToken, MAX_LIFETIME, MAX_TOKEN_LEN};
 

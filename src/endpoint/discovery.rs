@@ -14,9 +14,9 @@ use serde_json::Value;
 use crate::boxed::BoxFuture;
 use crate::endpoint::answer::{retry_after, status_error};
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
-use crate::endpoint::client_credentials::ClientCredentials;
 use crate::endpoint::redact::Redactor;
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
+use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 
@@ -64,7 +64,7 @@ pub struct ServerMetadata {
 /// How the token request is made, once discovery is done.
 pub(crate) struct Credentials {
     pub(crate) client_id: String,
-    pub(crate) client_secret: crate::endpoint::credential::ClientSecret,
+    pub(crate) client_secret: crate::endpoint::client_auth::secret::ClientSecret,
     /// The user's choice, if any.
     pub(crate) client_auth: Option<ClientAuth>,
     pub(crate) params: Vec<(String, String)>,
@@ -88,7 +88,7 @@ pub(crate) struct Discovery {
     /// RFC 8414's well-known URL, then OpenID Connect's.
     metadata_urls: [Uri; 2],
     credentials: Credentials,
-    found: Mutex<Option<(Arc<ClientCredentials>, ServerMetadata)>>,
+    found: Mutex<Option<(Arc<TokenRequest>, ServerMetadata)>>,
     shared: SharedMetadata,
 }
 
@@ -124,12 +124,12 @@ impl Discovery {
         self.lock().as_ref().map(|(_, m)| m.clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Arc<ClientCredentials>, ServerMetadata)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Arc<TokenRequest>, ServerMetadata)>> {
         self.found.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The token request, from the metadata fetched now or before.
-    async fn credentials(&self) -> Result<Arc<ClientCredentials>, TokenError> {
+    async fn credentials(&self) -> Result<Arc<TokenRequest>, TokenError> {
         if let Some((request, _)) = self.lock().as_ref() {
             return Ok(Arc::clone(request));
         }
@@ -268,7 +268,7 @@ impl Discovery {
     }
 
     /// The token request `metadata` calls for.
-    fn request_for(&self, metadata: &ServerMetadata) -> Result<ClientCredentials, TokenError> {
+    fn request_for(&self, metadata: &ServerMetadata) -> Result<TokenRequest, TokenError> {
         let c = &self.credentials;
         // With a client certificate, the mutual TLS alias (RFC 8705 section 5).
         let (name, endpoint) = match &metadata.mtls_token_endpoint {
@@ -284,7 +284,7 @@ impl Discovery {
                 TokenError::new(TokenErrorKind::InvalidResponse)
                     .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
             })?;
-        let credentials = ClientCredentials::new(
+        let credentials = TokenRequest::new(
             url,
             &c.client_id,
             c.client_secret.clone(),

@@ -1,33 +1,54 @@
-//! The token endpoint: how the client authenticates ([`ClientAuth`]), the
-//! client-credentials request and its answer, discovery of the endpoint from
-//! an issuer, client assertions, and the transport (with TLS) the request
-//! travels on. Each module here is one step of one token request; none
-//! knows of caches, stores or layers.
+//! The token endpoint, behind this facade: what the rest of the crate uses
+//! of it is named here. Each concern is a folder or file of its own, and
+//! none knows of caches, stores or layers:
+//!
+//! - the request and its answer: `request` (one token request, and the few
+//!   sent again at once), `spec` (what every request of a layer is made of),
+//!   `prepared` (the parts made from the credential), `answer` (reading the
+//!   response, the checks every token passes), `redact` (the credential's
+//!   forms scrubbed from server text), `url` (the rules for an endpoint URL);
+//! - `client_auth/`: how the client proves itself ([`ClientAuth`]), client
+//!   assertions, and secrets that change;
+//! - `grant/`: which grant a request asks with (client credentials,
+//!   JWT-bearer, token exchange);
+//! - `discovery`: the endpoint and client authentication from an issuer's
+//!   metadata (RFC 8414);
+//! - `transport/`: what carries the request (reqwest, or any Tower
+//!   service), and the built-in transport's TLS and proxy settings.
 
-pub(crate) mod answer;
-pub(crate) mod assertion;
-pub(crate) mod client_auth;
-pub(crate) mod client_credentials;
-pub(crate) mod credential;
-pub(crate) mod discovery;
-pub(crate) mod grant;
-pub(crate) mod jwt_bearer;
-pub(crate) mod prepared;
-pub(crate) mod redact;
-#[cfg(feature = "reqwest")]
-pub(crate) mod tls;
-pub(crate) mod token_exchange;
-pub(crate) mod transport;
-pub(crate) mod url;
+mod answer;
+mod client_auth;
+mod discovery;
+mod grant;
+mod prepared;
+mod redact;
+mod request;
+mod transport;
+mod url;
 
-pub use self::assertion::ClientAssertion;
-pub use self::client_auth::{ClientAuth, JWT_BEARER_ASSERTION_TYPE};
+pub use self::client_auth::assertion::ClientAssertion;
+pub use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
 pub use self::client_auth::{
-    CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME,
+    ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
+    DEFAULT_ASSERTION_LIFETIME, JWT_BEARER_ASSERTION_TYPE,
 };
-pub use self::credential::KUBERNETES_TOKEN_FILE;
 pub use self::discovery::ServerMetadata;
-pub use self::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
-pub use self::token_exchange::{
+pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
+pub use self::grant::token_exchange::{
     SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
+
+pub(crate) use self::answer::check_token;
+pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretSource};
+pub(crate) use self::client_auth::{
+    check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
+};
+pub(crate) use self::discovery::{Credentials, Discovery, SharedMetadata};
+pub(crate) use self::grant::Grant;
+pub(crate) use self::request::TokenRequest;
+#[cfg(feature = "reqwest")]
+pub(crate) use self::transport::settings::TransportSettings;
+#[cfg(feature = "reqwest")]
+pub(crate) use self::transport::ReqwestTransport;
+pub(crate) use self::transport::{TowerTransport, Transport};
+pub(crate) use self::url::checked_url;

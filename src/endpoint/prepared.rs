@@ -1,16 +1,16 @@
 //! [`Prepared`]: what a token request holds that depends on the client's
 //! credential (the body, the `Basic` header, how the client is proven, the
 //! redactor of what was sent), made once, and again when a rotating secret
-//! changes; and [`Sent`], what one request carried of it.
+//! changes; and [`Carried`], what one request carried of it.
 
 use bytes::Bytes;
 use http::HeaderValue;
 
-use super::client_auth::{AssertionSettings, ClientAuth, JWT_BEARER_ASSERTION_TYPE};
-use super::credential::AssertionFile;
-use super::grant::{Grant, GrantProof};
-use super::redact::Redactor;
 use crate::encoding::{base64, form_urlencode, percent_encode};
+use crate::endpoint::client_auth::secret::AssertionFile;
+use crate::endpoint::client_auth::{AssertionSettings, ClientAuth, JWT_BEARER_ASSERTION_TYPE};
+use crate::endpoint::grant::{Grant, GrantProof};
+use crate::endpoint::redact::Redactor;
 use crate::error::TokenError;
 
 /// What the prepared parts are made from, besides the secret.
@@ -31,7 +31,7 @@ enum ClientProof {
     /// Nothing more: the body and the `Basic` header say it all.
     Fixed,
     /// A fresh client assertion, signed with a key or under the secret.
-    Assertion(Box<super::assertion::Assertions>),
+    Assertion(Box<crate::endpoint::client_auth::assertion::Assertions>),
     /// The assertion the platform wrote to a file, read now.
     File(AssertionFile),
 }
@@ -53,9 +53,9 @@ pub(crate) struct Prepared {
 
 /// What one token request carried of the client's proof.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Sent {
+pub(crate) struct Carried {
     /// The signed assertion's audience, among the client's.
-    pub(crate) pick: Option<super::assertion::Pick>,
+    pub(crate) pick: Option<crate::endpoint::client_auth::assertion::Pick>,
     /// The assertion read from a file.
     pub(crate) from_file: Option<String>,
     /// What the request carried of a credential beyond the secret (an
@@ -63,7 +63,7 @@ pub(crate) struct Sent {
     /// from the answer.
     pub(crate) carried: Vec<String>,
     /// The grant's signed assertion, among its audiences.
-    pub(crate) grant_pick: super::grant::GrantPick,
+    pub(crate) grant_pick: Option<crate::endpoint::client_auth::assertion::Pick>,
 }
 
 impl Prepared {
@@ -106,30 +106,36 @@ impl Prepared {
             body.push_str(&format!("&{}={}", encode(name), encode(value)));
         }
         let assertions = |key| {
-            ClientProof::Assertion(Box::new(super::assertion::Assertions::new(
-                client_id,
-                &setup.assertion,
-                setup.issuer.as_deref(),
-                &setup.url,
-                key,
-            )))
+            ClientProof::Assertion(Box::new(
+                crate::endpoint::client_auth::assertion::Assertions::new(
+                    client_id,
+                    &setup.assertion,
+                    setup.issuer.as_deref(),
+                    &setup.url,
+                    key,
+                ),
+            ))
         };
         let proof = match auth {
             ClientAuth::PrivateKeyJwt(key) => {
                 // A key file read again (version above 0): its key, if it
                 // reads; else the key given, the file's at build.
                 let reread = (version > 0)
-                    .then(|| super::client_auth::key_from_file(&setup.assertion, secret))
+                    .then(|| crate::endpoint::client_auth::key_from_file(&setup.assertion, secret))
                     .flatten();
                 let key = match reread {
                     Some(Ok(current)) => current,
                     _ => key.clone(),
                 };
-                assertions(super::assertion::AssertionKey::Key(key))
+                assertions(crate::endpoint::client_auth::assertion::AssertionKey::Key(
+                    key,
+                ))
             }
-            ClientAuth::ClientSecretJwt => assertions(super::assertion::AssertionKey::Secret(
-                ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
-            )),
+            ClientAuth::ClientSecretJwt => assertions(
+                crate::endpoint::client_auth::assertion::AssertionKey::Secret(
+                    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
+                ),
+            ),
             ClientAuth::AssertionFile(path) => ClientProof::File(AssertionFile::new(path)),
             _ => ClientProof::Fixed,
         };
@@ -159,8 +165,8 @@ impl Prepared {
         &self,
         other_audience: bool,
         other_grant_audience: bool,
-    ) -> Result<(Bytes, Sent), TokenError> {
-        let mut sent = Sent::default();
+    ) -> Result<(Bytes, Carried), TokenError> {
+        let mut sent = Carried::default();
         let mut body = match &self.proof {
             ClientProof::Fixed => self.body.clone(),
             ClientProof::Assertion(assertions) => {
@@ -207,7 +213,9 @@ impl Prepared {
     }
 
     /// The signed assertions, when the client signs its own.
-    pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
+    pub(crate) fn assertions(
+        &self,
+    ) -> Option<&crate::endpoint::client_auth::assertion::Assertions> {
         match &self.proof {
             ClientProof::Assertion(assertions) => Some(assertions),
             _ => None,
@@ -215,7 +223,9 @@ impl Prepared {
     }
 
     /// The grant's signed assertions, when it signs its own.
-    pub(crate) fn grant_assertions(&self) -> Option<&super::assertion::Assertions> {
+    pub(crate) fn grant_assertions(
+        &self,
+    ) -> Option<&crate::endpoint::client_auth::assertion::Assertions> {
         self.grant.assertions()
     }
 

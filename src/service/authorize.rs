@@ -14,7 +14,7 @@ use crate::error::TokenError;
 /// A token sent with a request: if the API refuses it, the cache drops it
 /// (if it is still the current one) and fetches another.
 #[derive(Debug)]
-pub(crate) struct Sent {
+pub(crate) struct SentToken {
     link: Arc<Link>,
     generation: u64,
     /// Where a request with a DPoP proof went, to keep the nonce its answer
@@ -22,7 +22,7 @@ pub(crate) struct Sent {
     target: Option<crate::dpop::Htu>,
 }
 
-impl Sent {
+impl SentToken {
     /// Reads the API's answer: a refused token (HTTP 401, gRPC
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
     /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
@@ -33,7 +33,7 @@ impl Sent {
             return self.answered_with_proof(target, response);
         }
         if crate::refusal::is_unauthorized(response) {
-            self.link.0.refused(self.generation);
+            self.link.cache.refused(self.generation);
         }
     }
 
@@ -42,13 +42,13 @@ impl Sent {
     #[inline(never)]
     fn answered_with_proof<B>(&self, target: &crate::dpop::Htu, response: &Response<B>) {
         use crate::dpop::Verdict;
-        let Some(dpop) = &self.link.0.placement().dpop else {
+        let Some(dpop) = &self.link.cache.placement().dpop else {
             return;
         };
         match dpop.answered(target, response) {
             Verdict::Accepted => {}
             Verdict::UseNonce => {
-                self.link.0.count_nonce_challenge();
+                self.link.cache.count_nonce_challenge();
                 tracing::debug!(
                     origin = target.origin(),
                     "the API asked for a new DPoP nonce; the token stays"
@@ -61,7 +61,7 @@ impl Sent {
                      check this host's clock"
                 );
             }
-            Verdict::Refused => self.link.0.refused(self.generation),
+            Verdict::Refused => self.link.cache.refused(self.generation),
         }
     }
 }
@@ -69,10 +69,13 @@ impl Sent {
 /// What a request needs before it goes to the inner service.
 pub(crate) enum Step {
     /// Nothing: send it.
-    Send(Sent),
+    Send(SentToken),
     /// Its DPoP proof, which a custom signer is making: put it in the
     /// [`DPOP`](crate::dpop::DPOP) header, then send.
-    Sign(Sent, BoxFuture<'static, Result<HeaderValue, TokenError>>),
+    Sign(
+        SentToken,
+        BoxFuture<'static, Result<HeaderValue, TokenError>>,
+    ),
     /// It cannot carry the token; it fails alone.
     Fail(TokenError),
 }
@@ -82,7 +85,7 @@ pub(crate) enum Step {
 /// needs next.
 #[inline]
 pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Step {
-    if let (Some(dpop), Some(ath)) = (&link.0.placement().dpop, &token.ath) {
+    if let (Some(dpop), Some(ath)) = (&link.cache.placement().dpop, &token.ath) {
         let sent = bearer(req, link, token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
@@ -93,10 +96,12 @@ pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &Cache
 /// was sent: all a request needs unless its token is DPoP-bound
 /// ([`CachedToken::needs_proof`]).
 #[inline]
-pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Sent {
-    req.headers_mut()
-        .insert(link.0.placement().header_name.clone(), token.header.clone());
-    Sent {
+pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> SentToken {
+    req.headers_mut().insert(
+        link.cache.placement().header_name.clone(),
+        token.header.clone(),
+    );
+    SentToken {
         link: Arc::clone(link),
         generation: token.generation,
         target: None,
@@ -117,7 +122,7 @@ fn prove<B>(
     dpop: &crate::dpop::Dpop,
     req: &mut Request<B>,
     ath: &str,
-    mut sent: Sent,
+    mut sent: SentToken,
     usable_until: tokio::time::Instant,
 ) -> Step {
     use crate::dpop::Proof;

@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::authorize::{authorize, put_proof, Sent, Step};
+use super::authorize::{authorize, put_proof, SentToken, Step};
 use crate::boxed::BoxError;
 use crate::boxed::BoxFuture;
 use crate::cache::{cut_off, Acquire, Flight, Landing, Link, Waiter};
@@ -55,7 +55,7 @@ pin_project! {
         Calling {
             #[pin]
             fut: S::Future,
-            sent: Option<Sent>,
+            sent: Option<SentToken>,
         },
         // No token can be had now.
         Failed {
@@ -80,7 +80,7 @@ struct Signing<S, B> {
     proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
     svc: S,
     req: Option<Request<B>>,
-    sent: Option<Sent>,
+    sent: Option<SentToken>,
 }
 
 impl<S, B> Signing<S, B>
@@ -111,7 +111,7 @@ where
         proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
         svc: S,
         req: Request<B>,
-        sent: Sent,
+        sent: SentToken,
     ) -> Self {
         ResponseFuture {
             state: State::Signing {
@@ -125,7 +125,7 @@ where
         }
     }
 
-    pub(crate) fn calling(fut: S::Future, sent: Option<Sent>) -> Self {
+    pub(crate) fn calling(fut: S::Future, sent: Option<SentToken>) -> Self {
         ResponseFuture {
             state: State::Calling { fut, sent },
         }
@@ -157,7 +157,7 @@ enum Next<S, B>
 where
     S: Service<Request<B>>,
 {
-    Call(S::Future, Sent),
+    Call(S::Future, SentToken),
     Sign(Box<Signing<S, B>>),
     Fail(TokenError),
 }
@@ -220,7 +220,7 @@ where
         if self.asks > MAX_ASKS {
             return Some(Next::Fail(cut_off()));
         }
-        match self.link.0.acquire() {
+        match self.link.cache.acquire() {
             Acquire::Now(Ok(token)) => {
                 let (svc, req) = self.take();
                 Some(Next::send(svc, req, &self.link, &token))

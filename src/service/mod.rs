@@ -3,7 +3,7 @@
 //! `call` reads top to bottom: a request that brings its own credential goes
 //! on; one that selects a [token slot](crate::slots) takes the slot's link;
 //! then the link's token, checked against the clock ([`TokenCache::check`]),
-//! is placed on the request ([`authorize`]) and the inner service called.
+//! is placed on the request ([`authorize()`]) and the inner service called.
 //! Without a usable token the request waits in its [`ResponseFuture`] for
 //! the shared fetch ([`TokenCache::acquire`]). `future` holds that future,
 //! `authorize` the one place a token (and its DPoP proof) goes on a request.
@@ -70,7 +70,7 @@ impl std::ops::Deref for Current {
     type Target = ArcSwapOption<CachedToken>;
 
     fn deref(&self) -> &Self::Target {
-        self.0 .0.current()
+        self.0.cache.current()
     }
 }
 
@@ -112,7 +112,7 @@ impl<S: Clone> Clone for OAuthService<S> {
     fn clone(&self) -> Self {
         Self::on(
             self.inner.clone(),
-            Arc::clone(&self.link.0),
+            Arc::clone(&self.link.cache),
             Arc::clone(&self.slots),
         )
     }
@@ -122,7 +122,7 @@ impl<S: fmt::Debug> fmt::Debug for OAuthService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthService")
             .field("inner", &self.inner)
-            .field("cache", &self.link.0)
+            .field("cache", &self.link.cache)
             .finish()
     }
 }
@@ -143,7 +143,7 @@ where
 
     #[inline]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let cache = &self.link.0;
+        let cache = &self.link.cache;
         if cache.placement().keeps(&req) {
             // The caller brought its own credential: no token needed.
             return ResponseFuture::calling(self.inner.call(req), None);
@@ -203,8 +203,8 @@ impl<S> OAuthService<S> {
             Some(Err(error)) => return ResponseFuture::failed(error),
             Some(Ok(link)) => link,
         };
-        let current = link.0.current().load();
-        if let Some(token) = link.0.check(current.as_deref(), now) {
+        let current = link.cache.current().load();
+        if let Some(token) = link.cache.check(current.as_deref(), now) {
             let step = authorize(&mut req, &link, token);
             return self.send(step, req);
         }
@@ -219,7 +219,7 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        match link.0.acquire() {
+        match link.cache.acquire() {
             Acquire::Now(Ok(token)) => {
                 let step = authorize(&mut req, link, &token);
                 self.send(step, req)

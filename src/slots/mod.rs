@@ -163,7 +163,7 @@ impl Slots {
             self.retired
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .add(&slot.link.0.stats());
+                .add(&slot.link.cache.stats());
         }
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -181,7 +181,7 @@ impl Slots {
         self.map
             .load()
             .iter()
-            .map(|(params, slot)| (params.clone(), slot.link.0.stats()))
+            .map(|(params, slot)| (params.clone(), slot.link.cache.stats()))
             .collect()
     }
 
@@ -189,7 +189,7 @@ impl Slots {
     pub(crate) fn totals(&self) -> Stats {
         let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in self.map.load().values() {
-            total.add(&slot.link.0.stats());
+            total.add(&slot.link.cache.stats());
         }
         total
     }

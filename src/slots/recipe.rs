@@ -6,12 +6,12 @@ use std::sync::Arc;
 use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
-use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
-use crate::endpoint::client_credentials::ClientCredentials;
-use crate::endpoint::credential::ClientSecret;
-use crate::endpoint::discovery::{Credentials, Discovery, SharedMetadata};
-use crate::endpoint::grant::Grant;
-use crate::endpoint::transport::Transport;
+use crate::endpoint::ClientSecret;
+use crate::endpoint::Grant;
+use crate::endpoint::TokenRequest;
+use crate::endpoint::Transport;
+use crate::endpoint::{AssertionSettings, ClientAuth};
+use crate::endpoint::{Credentials, Discovery, SharedMetadata};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::identity::IdentityBase;
 use crate::params::TokenParams;
@@ -107,7 +107,7 @@ impl Recipe {
     pub(crate) fn slot(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         let unencoded = self.auth == Some(ClientAuth::UnencodedBody);
         for (name, value) in params.pairs() {
-            crate::endpoint::client_auth::check_param(name, value, unencoded).map_err(|e| {
+            crate::endpoint::check_param(name, value, unencoded).map_err(|e| {
                 TokenError::new(TokenErrorKind::InvalidRequest)
                     .with_message(format!("the request's TokenParams: {e}"))
             })?;
@@ -143,7 +143,7 @@ impl Recipe {
                 (discovery, endpoint)
             }
             Target::Url(url) => {
-                let mut source = ClientCredentials::new(
+                let mut source = TokenRequest::new(
                     url.clone(),
                     &self.client_id,
                     self.client_secret.clone(),

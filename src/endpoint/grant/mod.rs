@@ -2,13 +2,16 @@
 //! `grant_type`, and what it adds to each request's body (the JWT-bearer
 //! grant's fresh `assertion`).
 
+pub(crate) mod jwt_bearer;
+pub(crate) mod token_exchange;
+
 use std::sync::Arc;
 
-use super::client_auth::AssertionSettings;
-use super::credential::AssertionFile;
-use super::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
-use super::token_exchange::{self, TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
+use self::token_exchange::{TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::encoding::form_urlencode;
+use crate::endpoint::client_auth::secret::AssertionFile;
+use crate::endpoint::client_auth::AssertionSettings;
+use crate::endpoint::grant::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
 use crate::error::{TokenError, TokenErrorKind};
 
 /// The grant of a layer's token requests.
@@ -52,7 +55,7 @@ impl Grant {
     /// What each request of this grant adds to its body, for the token
     /// endpoint at `url` (discovered from `issuer`) and the request's
     /// `scope`. A signed assertion's `aud` follows the rule of client
-    /// assertions ([`Assertions`](super::assertion::Assertions)): the issuer
+    /// assertions ([`Assertions`](crate::endpoint::client_auth::assertion::Assertions)): the issuer
     /// first, the token endpoint's URL after a refusal.
     pub(crate) fn proof(
         &self,
@@ -65,7 +68,9 @@ impl Grant {
             Grant::ClientCredentials => GrantProof::Nothing,
             Grant::JwtBearer(grant) => match &grant.source {
                 Source::Signed(signed) => {
-                    use super::assertion::{AssertionKey, Assertions, Audiences, ClientAssertion};
+                    use crate::endpoint::client_auth::assertion::{
+                        AssertionKey, Assertions, Audiences, ClientAssertion,
+                    };
                     let claims = |audience: &str| {
                         ClientAssertion::grant(&signed.issuer, &signed.subject, audience)
                             .lifetime(signed.lifetime)
@@ -91,14 +96,11 @@ impl Grant {
     }
 }
 
-/// Which signed grant assertion a request carried (none without one).
-pub(crate) type GrantPick = Option<super::assertion::Pick>;
-
 /// What a grant adds to each request's body.
 pub(crate) enum GrantProof {
     Nothing,
     /// A JWT-bearer assertion, signed fresh.
-    Signed(Box<super::assertion::Assertions>),
+    Signed(Box<crate::endpoint::client_auth::assertion::Assertions>),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
     /// A token exchange's subject token, asked for each request.
@@ -114,7 +116,7 @@ impl GrantProof {
         &self,
         body: &mut Vec<u8>,
         other_audience: bool,
-        pick: &mut GrantPick,
+        pick: &mut Option<crate::endpoint::client_auth::assertion::Pick>,
     ) -> Result<Option<String>, TokenError> {
         let assertion = match self {
             GrantProof::Nothing => return Ok(None),
@@ -139,8 +141,10 @@ async fn append_subject(
     body: &mut Vec<u8>,
 ) -> Result<String, TokenError> {
     let subject = match &exchange.subject.0 {
-        token_exchange::Inner::File(path) => AssertionFile::subject_token(path).read().await?,
-        token_exchange::Inner::Fn { name, ask } => {
+        token_exchange::SubjectFrom::File(path) => {
+            AssertionFile::subject_token(path).read().await?
+        }
+        token_exchange::SubjectFrom::Fn { name, ask } => {
             let token = ask().await.map_err(|e| {
                 TokenError::new(TokenErrorKind::Credential)
                     .with_message(format!("the subject token `{name}` could not be had: {e}"))
@@ -169,7 +173,9 @@ async fn append_subject(
 
 impl GrantProof {
     /// The signed assertions, when the grant signs its own.
-    pub(crate) fn assertions(&self) -> Option<&super::assertion::Assertions> {
+    pub(crate) fn assertions(
+        &self,
+    ) -> Option<&crate::endpoint::client_auth::assertion::Assertions> {
         match self {
             GrantProof::Signed(assertions) => Some(assertions),
             _ => None,

@@ -5,6 +5,9 @@
 //! client secret to another host. Any `tower::Service` for HTTP can carry it
 //! instead ([`TowerTransport`]).
 
+#[cfg(feature = "reqwest")]
+pub(crate) mod settings;
+
 use std::future::poll_fn;
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -126,7 +129,7 @@ mod reqwest_transport {
     impl ReqwestTransport {
         pub(crate) fn new(
             connect_timeout: Duration,
-            tls: &crate::endpoint::tls::TlsSettings,
+            tls: &crate::endpoint::TransportSettings,
         ) -> Result<Self, ConfigError> {
             let builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())

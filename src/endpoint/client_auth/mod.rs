@@ -3,6 +3,9 @@
 //! can carry, its names in configuration and server metadata, and what it
 //! adds to the token request.
 
+pub(crate) mod assertion;
+pub(crate) mod secret;
+
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// How the client authenticates to the token endpoint.
@@ -44,7 +47,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 pub enum ClientAuth {
     /// The specification's request: id and secret in the body, values sent
     /// as they are, without encoding. Values with `&`, whitespace or control
-    /// characters cannot be carried (a [`ConfigError`](ConfigError)).
+    /// characters cannot be carried (a [`ConfigError`]).
     #[default]
     UnencodedBody,
     /// Id and secret in the body, every name and value form-urlencoded
@@ -63,7 +66,7 @@ pub enum ClientAuth {
     /// HTTP Basic authentication with id and secret as they are, not
     /// encoded: for servers that do not decode the credentials at all. A
     /// client id containing `:` cannot be carried (a
-    /// [`ConfigError`](ConfigError)).
+    /// [`ConfigError`]).
     BasicUnencoded,
     /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
     /// 9): no secret; each token request carries a fresh

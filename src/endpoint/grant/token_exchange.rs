@@ -57,8 +57,8 @@ impl TokenExchange {
     /// token](ACCESS_TOKEN_TYPE)).
     pub fn new(subject: SubjectToken) -> Self {
         let subject_token_type = match &subject.0 {
-            Inner::File(_) => JWT_TOKEN_TYPE,
-            Inner::Fn { .. } => ACCESS_TOKEN_TYPE,
+            SubjectFrom::File(_) => JWT_TOKEN_TYPE,
+            SubjectFrom::Fn { .. } => ACCESS_TOKEN_TYPE,
         };
         TokenExchange {
             subject,
@@ -99,10 +99,10 @@ impl TokenExchange {
 /// Where a [`TokenExchange`]'s subject token comes from: asked afresh for
 /// each token request.
 #[derive(Clone)]
-pub struct SubjectToken(pub(crate) Inner);
+pub struct SubjectToken(pub(crate) SubjectFrom);
 
 #[derive(Clone)]
-pub(crate) enum Inner {
+pub(crate) enum SubjectFrom {
     /// A JWT a platform writes to a file and renews.
     File(PathBuf),
     /// A function's answer, known in identities by its name.
@@ -115,7 +115,7 @@ impl SubjectToken {
     /// request as [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile)
     /// reads its file: errors name the file, never its content.
     pub fn file(path: impl Into<PathBuf>) -> Self {
-        SubjectToken(Inner::File(path.into()))
+        SubjectToken(SubjectFrom::File(path.into()))
     }
 
     /// What `ask` answers, awaited at each token request (within the
@@ -134,7 +134,7 @@ impl SubjectToken {
     where
         F: Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync + 'static,
     {
-        SubjectToken(Inner::Fn {
+        SubjectToken(SubjectFrom::Fn {
             name: name.into(),
             ask: Arc::new(ask),
         })
@@ -143,8 +143,8 @@ impl SubjectToken {
     /// How the subject is known in a token identity.
     fn identity(&self) -> String {
         match &self.0 {
-            Inner::File(path) => format!("file:{}", path.display()),
-            Inner::Fn { name, .. } => format!("fn:{name}"),
+            SubjectFrom::File(path) => format!("file:{}", path.display()),
+            SubjectFrom::Fn { name, .. } => format!("fn:{name}"),
         }
     }
 }
@@ -152,8 +152,8 @@ impl SubjectToken {
 impl fmt::Debug for SubjectToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Inner::File(path) => f.debug_tuple("SubjectToken::File").field(path).finish(),
-            Inner::Fn { name, .. } => f.debug_tuple("SubjectToken::Fn").field(name).finish(),
+            SubjectFrom::File(path) => f.debug_tuple("SubjectToken::File").field(path).finish(),
+            SubjectFrom::Fn { name, .. } => f.debug_tuple("SubjectToken::Fn").field(name).finish(),
         }
     }
 }

@@ -6,18 +6,29 @@ use std::fmt;
 
 use crate::error::{ConfigError, ConfigErrorKind};
 
-/// What the built-in transport's TLS needs beyond its defaults.
-#[derive(Clone, Default)]
-pub(crate) struct TlsSettings {
+/// What the built-in transport needs beyond reqwest's defaults: its TLS
+/// (extra roots, a client certificate) and where its proxies come from.
+#[derive(Clone)]
+pub(crate) struct TransportSettings {
     /// PEM bundles of certificate authorities trusted besides the web's.
     pub(crate) roots: Vec<Vec<u8>>,
     /// The client's certificate chain and private key, both PEM.
     pub(crate) identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// Proxies are not taken from the environment.
-    pub(crate) no_env_proxy: bool,
+    /// Proxies are taken from the environment (`HTTPS_PROXY`, ...).
+    pub(crate) env_proxy: bool,
 }
 
-impl TlsSettings {
+impl Default for TransportSettings {
+    fn default() -> Self {
+        TransportSettings {
+            roots: Vec::new(),
+            identity: None,
+            env_proxy: true,
+        }
+    }
+}
+
+impl TransportSettings {
     /// Whether the transport presents a client certificate.
     pub(crate) fn presents_certificate(&self) -> bool {
         self.identity.is_some()
@@ -43,7 +54,7 @@ impl TlsSettings {
 
     /// Whether anything differs from reqwest's defaults.
     pub(crate) fn is_default(&self) -> bool {
-        self.roots.is_empty() && !self.presents_certificate() && !self.no_env_proxy
+        self.roots.is_empty() && !self.presents_certificate() && self.env_proxy
     }
 
     /// `builder` with these settings, each checked: TLS through rustls with
@@ -98,7 +109,7 @@ impl TlsSettings {
         // reqwest's own reading of the environment would send a token
         // request for a loopback endpoint (and its secret) to the proxy.
         let mut builder = builder.tls_backend_preconfigured(config).no_proxy();
-        if !self.no_env_proxy {
+        if self.env_proxy {
             for proxy in env_proxies(|name| std::env::var(name).ok())? {
                 builder = builder.proxy(proxy);
             }
@@ -202,12 +213,12 @@ fn invalid(message: impl Into<String>) -> ConfigError {
     ConfigError::new(ConfigErrorKind::InvalidKey, message)
 }
 
-impl fmt::Debug for TlsSettings {
+impl fmt::Debug for TransportSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsSettings")
+        f.debug_struct("TransportSettings")
             .field("roots", &self.roots.len())
             .field("client_identity", &self.presents_certificate())
-            .field("proxy_from_env", &!self.no_env_proxy)
+            .field("proxy_from_env", &self.env_proxy)
             .finish()
     }
 }

@@ -1,7 +1,7 @@
-//! The client-credentials token request, and the [`TokenSource`] seam the
-//! cache fetches through: one request, and the few sent again at once when
-//! the answer asks for it (a DPoP nonce, the other audience of a refused
-//! assertion, a rotated secret, a renewed assertion file).
+//! [`TokenRequest`]: one token request to the endpoint (for every grant),
+//! and the few sent again at once when the answer asks for it (a DPoP
+//! nonce, the other audience of a refused assertion, a rotated secret, a
+//! renewed assertion file).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,17 +10,17 @@ use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Uri};
 
-use super::client_auth::{check_unencoded, AssertionSettings, ClientAuth};
-use super::credential::{refuses_client, ClientSecret};
-use super::grant::Grant;
-use super::prepared::{Prepared, Sent, Setup};
 use crate::boxed::BoxFuture;
+use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
+use crate::endpoint::client_auth::{check_unencoded, AssertionSettings, ClientAuth};
+use crate::endpoint::grant::Grant;
+use crate::endpoint::prepared::{Carried, Prepared, Setup};
 use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::{ConfigErrorKind, TokenError};
 use crate::token::AccessToken;
 
 /// The token request of the specification (section 4) and its variants.
-pub(crate) struct ClientCredentials {
+pub(crate) struct TokenRequest {
     url: Uri,
     setup: Setup,
     secret: ClientSecret,
@@ -59,10 +59,10 @@ const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits
      specification's endpoint only; for another server give its token endpoint with token_url \
      (`token_endpoint` in its metadata at /.well-known/openid-configuration)";
 
-impl ClientCredentials {
+impl TokenRequest {
     /// The values must already be checked to fit `auth` (see the builder).
     /// `issuer` when the URL was discovered from one: the assertions' first
-    /// `aud` (see [`Assertions`](super::assertion::Assertions)).
+    /// `aud` (see [`Assertions`](crate::endpoint::client_auth::assertion::Assertions)).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         url: Uri,
@@ -86,7 +86,7 @@ impl ClientCredentials {
         };
         let (version, current) = secret.current();
         let prepared = Prepared::new(&setup, &current, version);
-        ClientCredentials {
+        TokenRequest {
             url,
             setup,
             secret,
@@ -179,7 +179,7 @@ impl ClientCredentials {
         prepared: &Prepared,
         other_audience: bool,
         other_grant_audience: bool,
-    ) -> Result<(http::Request<Bytes>, Sent), TokenError> {
+    ) -> Result<(http::Request<Bytes>, Carried), TokenError> {
         let (body, sent) = prepared.body(other_audience, other_grant_audience).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
@@ -201,7 +201,7 @@ impl ClientCredentials {
     }
 }
 
-impl ClientCredentials {
+impl TokenRequest {
     /// One token request, and its answer read (the
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
@@ -292,7 +292,9 @@ impl ClientCredentials {
         };
         let unencoded = self.setup.auth == ClientAuth::UnencodedBody;
         let check = |secret: &str| {
-            if let Some(Err(e)) = super::client_auth::key_from_file(&self.setup.assertion, secret) {
+            if let Some(Err(e)) =
+                crate::endpoint::client_auth::key_from_file(&self.setup.assertion, secret)
+            {
                 return Err(format!(
                     "{} holds no usable key: {}",
                     rotating.describe(),
@@ -338,7 +340,7 @@ impl ClientCredentials {
 
     /// After a refusal of the assertion read from a file: whether the file
     /// now holds another.
-    async fn file_changed(prepared: &Prepared, sent: &Sent) -> bool {
+    async fn file_changed(prepared: &Prepared, sent: &Carried) -> bool {
         let (Some(file), Some(refused)) = (prepared.assertion_file(), &sent.from_file) else {
             return false;
         };
@@ -356,10 +358,10 @@ impl ClientCredentials {
     }
 }
 
-impl ClientCredentials {
+impl TokenRequest {
     /// Whether the refused client assertion `sent` can be tried for another
     /// audience (and says so in the log).
-    fn tries_other_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
+    fn tries_other_audience(prepared: &Prepared, sent: &Carried, error: &TokenError) -> bool {
         if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
             return assertions.tries_other(pick, error, "client assertion", "assertion_audience");
         }
@@ -369,7 +371,7 @@ impl ClientCredentials {
     /// Whether `error` refuses the grant's signed assertion (`invalid_grant`,
     /// or a refusal of the client), which can be tried for another audience
     /// (and says so in the log).
-    fn tries_other_grant_audience(prepared: &Prepared, sent: &Sent, error: &TokenError) -> bool {
+    fn tries_other_grant_audience(prepared: &Prepared, sent: &Carried, error: &TokenError) -> bool {
         if let (Some(assertions), Some(pick)) = (prepared.grant_assertions(), sent.grant_pick) {
             let refused = refuses_client(error)
                 || error.status().map(|s| s.as_u16()) == Some(400)
@@ -386,7 +388,7 @@ impl ClientCredentials {
     fn assertion_refused(
         error: TokenError,
         prepared: &Prepared,
-        sent: &Sent,
+        sent: &Carried,
         both: bool,
     ) -> TokenError {
         if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
@@ -425,9 +427,9 @@ impl ClientCredentials {
     }
 }
 
-impl fmt::Debug for ClientCredentials {
+impl fmt::Debug for TokenRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientCredentials")
+        f.debug_struct("TokenRequest")
             .field("url", &self.url)
             .field("client_secret", &"[redacted]")
             .finish_non_exhaustive()
