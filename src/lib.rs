@@ -341,12 +341,12 @@ mod error;
 mod identity;
 mod keys;
 mod layer;
+mod message;
 #[cfg(feature = "reqwest-middleware")]
 mod middleware;
 mod params;
 mod policy;
 mod random;
-mod refusal;
 mod retry;
 mod service;
 mod slots;

@@ -6,22 +6,27 @@
 //!
 //! A request's way through it: the token of its [`TokenParams`] (from the
 //! request's extensions, `RequestBuilder::with_extension`) or the default
-//! one, awaited through the cache's single flight; the header, and for a
-//! DPoP-bound token a proof; the rest of the chain; then the answer read as
-//! the layer reads it (a `401` drops the refused token, a DPoP nonce is
-//! kept), and the request sent once more when the answer asks for it and
-//! its body can be cloned.
+//! one, awaited through the cache's single flight; then the same steps as
+//! the Tower service, through the same code (`service::authorize`): the
+//! header, and for a DPoP-bound token a proof; the rest of the chain; the
+//! answer read (a `401` or a gRPC `UNAUTHENTICATED` drops the refused
+//! token, a DPoP nonce is kept); and the request sent once more when the
+//! answer asks for it and its body can be cloned.
 
 use std::sync::Arc;
 
-use http::Extensions;
-use reqwest::{Request, Response, StatusCode};
+use std::borrow::Cow;
+
+use http::{Extensions, HeaderMap, Method, StatusCode, Uri};
+use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
+use crate::message::{Answer, Outgoing};
 use crate::params::TokenParams;
+use crate::service::authorize::{authorize, put_proof, Answered, Step};
 
 /// Puts the layer's token on every request of a
 /// [`reqwest_middleware::ClientWithMiddleware`] (feature
@@ -85,15 +90,37 @@ impl From<OAuthLayer> for OAuthMiddleware {
     }
 }
 
-/// What an answer said of the credential that was sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Answer {
-    /// Nothing to do.
-    Accepted,
-    /// The token was refused (and dropped): send again with a new one.
-    Refused,
-    /// The API asked for a DPoP nonce (kept): send again with a new proof.
-    UseNonce,
+impl Outgoing for Request {
+    #[inline]
+    fn headers(&self) -> &HeaderMap {
+        Request::headers(self)
+    }
+
+    #[inline]
+    fn headers_mut(&mut self) -> &mut HeaderMap {
+        Request::headers_mut(self)
+    }
+
+    #[inline]
+    fn method(&self) -> &Method {
+        Request::method(self)
+    }
+
+    fn uri(&self) -> Option<Cow<'_, Uri>> {
+        self.url().as_str().parse().ok().map(Cow::Owned)
+    }
+}
+
+impl Answer for Response {
+    #[inline]
+    fn status(&self) -> StatusCode {
+        Response::status(self)
+    }
+
+    #[inline]
+    fn headers(&self) -> &HeaderMap {
+        Response::headers(self)
+    }
 }
 
 #[async_trait::async_trait]
@@ -112,20 +139,19 @@ impl Middleware for OAuthMiddleware {
             }
             None => self.layer.default_cache(),
         };
-        let placement = cache.placement();
-        if placement.keep_existing && req.headers().contains_key(&placement.header_name) {
+        if cache.placement().keeps(&req) {
             // The caller brought its own credential.
             return next.run(req, extensions).await;
         }
         // One more send, if the answer asks for it and the body allows.
         let again = req.try_clone();
-        let (response, answer) = send(cache, req, extensions, next.clone()).await?;
-        match (answer, again) {
-            (Answer::Refused | Answer::UseNonce, Some(again)) => {
-                if answer == Answer::Refused {
+        let (response, answered) = send(cache, req, extensions, next.clone()).await?;
+        match (answered, again) {
+            (Answered::Refused | Answered::UseNonce, Some(again)) => {
+                if answered == Answered::Refused {
                     crate::telemetry::unauthorized_retry();
                 }
-                tracing::debug!(?answer, "sending the request once more");
+                tracing::debug!(?answered, "sending the request once more");
                 Ok(send(cache, again, extensions, next).await?.0)
             }
             _ => Ok(response),
@@ -134,91 +160,41 @@ impl Middleware for OAuthMiddleware {
 }
 
 /// Sends `req` with the token of `cache` (and its proof), and reads the
-/// answer as the layer does.
+/// answer: the Tower service's steps, through the same code.
 async fn send(
     cache: &Arc<TokenCache>,
     mut req: Request,
     extensions: &mut Extensions,
     next: Next<'_>,
-) -> reqwest_middleware::Result<(Response, Answer)> {
+) -> reqwest_middleware::Result<(Response, Answered)> {
     // The token at hand, checked against the clock, as the layer's hot path
-    // takes it: no reference taken on it, only its header and generation.
+    // takes it.
     let at_hand = {
         let current = cache.current().load();
         cache
             .check(current.as_deref(), tokio::time::Instant::now())
-            .filter(|token| !token.needs_proof())
-            .map(|token| (token.header.clone(), token.generation))
+            .map(|token| authorize(&mut req, &cache, token))
     };
-    let (header, generation) = match at_hand {
-        Some(at_hand) => at_hand,
+    let step = match at_hand {
+        Some(step) => step,
+        // None usable now: through the single flight.
         None => {
-            // None usable now (or a DPoP-bound one): through the single
-            // flight.
             let token = cache.token().await.map_err(failed)?;
-            if token.needs_proof() {
-                req.headers_mut()
-                    .insert(cache.placement().header_name.clone(), token.header.clone());
-                return send_with_proof(cache, &token, req, extensions, next).await;
-            }
-            (token.header.clone(), token.generation)
+            authorize(&mut req, &cache, &token)
         }
     };
-    req.headers_mut()
-        .insert(cache.placement().header_name.clone(), header);
-    let response = next.run(req, extensions).await?;
-    let answer = if response.status() == StatusCode::UNAUTHORIZED {
-        cache.refused(generation);
-        Answer::Refused
-    } else {
-        Answer::Accepted
-    };
-    Ok((response, answer))
-}
-
-/// [`send`] for a DPoP-bound token: the request's proof, then the answer's
-/// nonce and verdict.
-async fn send_with_proof(
-    cache: &Arc<TokenCache>,
-    token: &crate::cache::CachedToken,
-    mut req: Request,
-    extensions: &mut Extensions,
-    next: Next<'_>,
-) -> reqwest_middleware::Result<(Response, Answer)> {
-    use crate::dpop::{Proof, Verdict, DPOP};
-    use crate::error::TokenErrorKind;
-    let (Some(dpop), Some(ath)) = (&cache.placement().dpop, &token.ath) else {
-        return Err(failed(TokenError::new(TokenErrorKind::InvalidRequest)));
-    };
-    // The proof names the method and URI: the same for an `http` request.
-    let head = http::Request::builder()
-        .method(req.method().clone())
-        .uri(req.url().as_str())
-        .body(())
-        .map_err(|e| failed(TokenError::custom(TokenErrorKind::InvalidRequest, e)))?;
-    let (proof, target) = dpop
-        .prove(&head, ath, token.timings.usable_until)
-        .map_err(failed)?;
-    let proof = match proof {
-        Proof::Ready(value) => value,
+    let sent = match step {
+        Step::Send(sent) => sent,
         // A slow signer's proof comes with the token checked again.
-        Proof::Signing(signing) => signing.await.map_err(failed)?,
-    };
-    req.headers_mut().insert(DPOP, proof);
-    let response = next.run(req, extensions).await?;
-    // The verdict reads the status and headers only.
-    let mut view = http::Response::new(());
-    *view.status_mut() = response.status();
-    *view.headers_mut() = response.headers().clone();
-    let answer = match dpop.answered(&target, &view) {
-        Verdict::Accepted | Verdict::InvalidProof => Answer::Accepted,
-        Verdict::UseNonce => Answer::UseNonce,
-        Verdict::Refused => {
-            cache.refused(token.generation);
-            Answer::Refused
+        Step::Sign(sent, proof) => {
+            put_proof(&mut req, proof.await.map_err(failed)?);
+            sent
         }
+        Step::Fail(error) => return Err(failed(error)),
     };
-    Ok((response, answer))
+    let response = next.run(req, extensions).await?;
+    let answered = sent.answered(&response);
+    Ok((response, answered))
 }
 
 /// A token error as the middleware chain's error.

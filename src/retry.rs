@@ -6,7 +6,7 @@ use std::future::{ready, Ready};
 use http::{Request, Response};
 use tower::retry::Policy;
 
-use crate::refusal::is_unauthorized;
+use crate::message::is_unauthorized;
 
 /// A [`tower::retry::Policy`] that resends a request after a
 /// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only

@@ -30,7 +30,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("params", 0),
     ("policy", 0),
     ("random", 0),
-    ("refusal", 0),
+    ("message", 0),
     ("stats", 0),
     ("telemetry", 0),
     ("token", 0),

@@ -147,3 +147,48 @@ async fn dpop_proofs_and_nonces_go_with_every_request() {
     assert_eq!(server.bindings(), vec![thumbprint]);
     assert_eq!(oauth.stats().token_requests, 1);
 }
+
+/// The middleware reads an answer as the Tower service does: a gRPC
+/// `UNAUTHENTICATED` (HTTP 200, `grpc-status: 16`) refuses the token as a
+/// `401` does, so the token is dropped and the request sent once more.
+#[tokio::test]
+async fn a_grpc_unauthenticated_answer_drops_the_token_as_on_the_tower_path() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    // An API that refuses the first call the gRPC way, then answers.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let api = axum::Router::new().route(
+        "/grpc",
+        axum::routing::post(move || {
+            let seen = Arc::clone(&seen);
+            async move {
+                match seen.fetch_add(1, Ordering::SeqCst) {
+                    0 => [("grpc-status", "16")].into_response(),
+                    _ => [("grpc-status", "0")].into_response(),
+                }
+            }
+        }),
+    );
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, api).await });
+
+    let response = client(&oauth)
+        .post(format!("http://{addr}/grpc"))
+        .body("call")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["grpc-status"], "0");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "sent once more");
+    assert_eq!(
+        authority.token_requests(),
+        2,
+        "the refused token was renewed"
+    );
+}

@@ -9,11 +9,11 @@ use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::checked_url;
-use crate::endpoint::Grant;
 use crate::endpoint::Transport;
 use crate::endpoint::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::{AssertionSettings, ClientAuth};
 use crate::endpoint::{ClientSecret, RotatingSecret};
+use crate::endpoint::{Grant, RequestSpec};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::identity::{IdentityBase, Origin, Parts};
 use crate::layer::OAuthLayer;
@@ -243,18 +243,22 @@ impl OAuthLayerBuilder {
             Some(source) => ClientSecret::Rotating(RotatingSecret::new(source, client_secret)),
             None => ClientSecret::Fixed(client_secret),
         };
-        let recipe = Recipe {
-            target,
-            from_auth_url: self.auth_url.is_some(),
+        let spec = RequestSpec {
             client_id,
-            client_secret,
+            secret: client_secret,
             auth,
             params: std::mem::take(&mut self.params),
             assertion,
             grant: std::mem::take(&mut self.grant),
             presents_certificate: self.presents_certificate(),
+            dpop: placement.dpop.clone(),
             transport,
             allow_insecure_http: self.allow_insecure_http,
+        };
+        let recipe = Recipe {
+            target,
+            from_auth_url: self.auth_url.is_some(),
+            spec: Arc::new(spec),
             store: self.store.take(),
             identity,
             sealing_key,

@@ -1,7 +1,7 @@
 //! [`Placement`]: how a token is presented on a request (header, scheme,
 //! DPoP), which the cache needs to make each token's header value once.
 
-use http::{HeaderName, Request};
+use http::HeaderName;
 
 /// Where a token goes on a request.
 #[derive(Clone, Debug)]
@@ -19,7 +19,7 @@ pub(crate) struct Placement {
 impl Placement {
     /// Whether `req` brought its own credential, to be left alone.
     #[inline]
-    pub(crate) fn keeps<B>(&self, req: &Request<B>) -> bool {
+    pub(crate) fn keeps(&self, req: &impl crate::message::Outgoing) -> bool {
         self.keep_existing && req.headers().contains_key(&self.header_name)
     }
 }

@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
+use http::{HeaderMap, HeaderValue, Method, Uri};
 
 use crate::boxed::BoxFuture;
 use crate::error::{ConfigError, TokenError, TokenErrorKind};
@@ -252,13 +252,17 @@ impl Dpop {
     /// the answer by. A proof a custom signer makes takes time: once it is
     /// made, the token (usable until `usable_until`) is checked again, and a
     /// token that ran out meanwhile fails the request rather than go with it.
-    pub(crate) fn prove<B>(
+    pub(crate) fn prove(
         &self,
-        req: &Request<B>,
+        req: &impl crate::message::Outgoing,
         ath: &str,
         usable_until: tokio::time::Instant,
     ) -> Result<(Proof, Htu), TokenError> {
-        let target = Htu::of(req.uri())?;
+        let uri = req.uri().ok_or_else(|| {
+            TokenError::new(TokenErrorKind::InvalidRequest)
+                .with_message("the request's URL cannot be read as a URI for its DPoP proof")
+        })?;
+        let target = Htu::of(&uri)?;
         let input = self.nonces.with(target.origin(), |nonce| {
             self.key
                 .signing_input(req.method().as_str(), target.htu(), Some(ath), nonce)
@@ -321,11 +325,11 @@ impl Dpop {
     /// Reads a response from `origin` (to the request `target`): keeps the
     /// nonce it sent, and says whether a `401` refused the token or only the
     /// proof.
-    pub(crate) fn answered<B>(&self, target: &Htu, response: &Response<B>) -> Verdict {
+    pub(crate) fn answered(&self, target: &Htu, response: &impl crate::message::Answer) -> Verdict {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
-        if !crate::refusal::is_unauthorized(response) {
+        if !crate::message::is_unauthorized(response) {
             return Verdict::Accepted;
         }
         verdict(response.headers())

@@ -13,9 +13,10 @@ use serde_json::Value;
 
 use crate::boxed::BoxFuture;
 use crate::endpoint::answer::{retry_after, status_error};
-use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::client_auth::ClientAuth;
 use crate::endpoint::redact::Redactor;
-use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
+use crate::endpoint::spec::{RequestSpec, RequestTarget};
+use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
@@ -61,23 +62,6 @@ pub struct ServerMetadata {
     pub grant_types: Vec<String>,
 }
 
-/// How the token request is made, once discovery is done.
-pub(crate) struct Credentials {
-    pub(crate) client_id: String,
-    pub(crate) client_secret: crate::endpoint::client_auth::secret::ClientSecret,
-    /// The user's choice, if any.
-    pub(crate) client_auth: Option<ClientAuth>,
-    pub(crate) params: Vec<(String, String)>,
-    pub(crate) assertion: AssertionSettings,
-    pub(crate) grant: crate::endpoint::grant::Grant,
-    /// Whether the transport presents a client certificate (mutual TLS).
-    pub(crate) presents_certificate: bool,
-    /// The layer's DPoP state, when tokens are bound to a key.
-    pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
-    pub(crate) transport: Arc<dyn Transport>,
-    pub(crate) allow_insecure_http: bool,
-}
-
 /// The metadata last found by any discovery of one layer (its default
 /// token's and its token slots'), so that it is read once, not per slot.
 pub(crate) type SharedMetadata = Arc<Mutex<Option<ServerMetadata>>>;
@@ -87,7 +71,9 @@ pub(crate) struct Discovery {
     issuer: String,
     /// RFC 8414's well-known URL, then OpenID Connect's.
     metadata_urls: [Uri; 2],
-    credentials: Credentials,
+    spec: Arc<RequestSpec>,
+    /// The parameters of this cache's token requests.
+    params: Vec<(String, String)>,
     found: Mutex<Option<(Arc<TokenRequest>, ServerMetadata)>>,
     shared: SharedMetadata,
 }
@@ -98,13 +84,15 @@ impl Discovery {
     pub(crate) fn new(
         issuer: &str,
         parsed: &Uri,
-        credentials: Credentials,
+        spec: Arc<RequestSpec>,
+        params: Vec<(String, String)>,
         shared: SharedMetadata,
     ) -> Arc<Self> {
         Arc::new(Discovery {
             issuer: issuer.to_owned(),
             metadata_urls: metadata_urls(parsed),
-            credentials,
+            spec,
+            params,
             found: Mutex::new(None),
             shared,
         })
@@ -179,7 +167,7 @@ impl Discovery {
             .headers_mut()
             .insert(ACCEPT, HeaderValue::from_static("application/json"));
         let response = self
-            .credentials
+            .spec
             .transport
             .send(request, MAX_RESPONSE_BODY)
             .await
@@ -233,7 +221,7 @@ impl Discovery {
         let dpop_algorithms = texts("dpop_signing_alg_values_supported");
         let scopes_supported = texts("scopes_supported");
         let grant_types = texts("grant_types_supported");
-        if let Some(dpop) = &self.credentials.dpop {
+        if let Some(dpop) = &self.spec.dpop {
             let ours = dpop.key.algorithm().name();
             if !dpop_algorithms.is_empty() && !dpop_algorithms.iter().any(|a| a == ours) {
                 tracing::warn!(
@@ -244,10 +232,9 @@ impl Discovery {
                 );
             }
         }
-        let client_auth = match &self.credentials.client_auth {
+        let client_auth = match &self.spec.auth {
             Some(chosen) => chosen.clone(),
-            None => choose(&auth_methods, !self.credentials.client_secret.is_empty())
-                .map_err(invalid)?,
+            None => choose(&auth_methods, !self.spec.secret.is_empty()).map_err(invalid)?,
         };
         let mtls_token_endpoint = doc
             .get("mtls_endpoint_aliases")
@@ -269,37 +256,31 @@ impl Discovery {
 
     /// The token request `metadata` calls for.
     fn request_for(&self, metadata: &ServerMetadata) -> Result<TokenRequest, TokenError> {
-        let c = &self.credentials;
+        let spec = &self.spec;
         // With a client certificate, the mutual TLS alias (RFC 8705 section 5).
         let (name, endpoint) = match &metadata.mtls_token_endpoint {
             Some(alias)
-                if c.presents_certificate || metadata.client_auth == ClientAuth::TlsClientAuth =>
+                if spec.presents_certificate
+                    || metadata.client_auth == ClientAuth::TlsClientAuth =>
             {
                 ("mtls_endpoint_aliases.token_endpoint", alias)
             }
             _ => ("token_endpoint", &metadata.token_endpoint),
         };
-        let url = crate::endpoint::url::checked_url(name, endpoint, c.allow_insecure_http)
+        let url = crate::endpoint::url::checked_url(name, endpoint, spec.allow_insecure_http)
             .map_err(|e| {
                 TokenError::new(TokenErrorKind::InvalidResponse)
                     .with_message(format!("discovery at `{}`: {e}", metadata.metadata_url))
             })?;
-        let credentials = TokenRequest::new(
+        let target = RequestTarget {
             url,
-            &c.client_id,
-            c.client_secret.clone(),
-            &metadata.client_auth,
-            &c.params,
-            &c.assertion,
             // The assertions' first audience: what the 2026 update of RFC
             // 7523 asks for.
-            Some(&metadata.issuer),
-            &c.grant,
-            Arc::clone(&c.transport),
-        )
-        .built_from_discovery();
-        let credentials = credentials.with_dpop(c.dpop.clone());
-        Ok(credentials)
+            issuer: Some(metadata.issuer.clone()),
+            auth: metadata.client_auth.clone(),
+            params: self.params.clone(),
+        };
+        Ok(TokenRequest::new(Arc::clone(spec), target).built_from_discovery())
     }
 }
 

@@ -23,6 +23,7 @@ mod grant;
 mod prepared;
 mod redact;
 mod request;
+mod spec;
 mod transport;
 mod url;
 
@@ -43,9 +44,10 @@ pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretS
 pub(crate) use self::client_auth::{
     check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
 };
-pub(crate) use self::discovery::{Credentials, Discovery, SharedMetadata};
+pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::request::TokenRequest;
+pub(crate) use self::spec::{RequestSpec, RequestTarget};
 #[cfg(feature = "reqwest")]
 pub(crate) use self::transport::settings::TransportSettings;
 #[cfg(feature = "reqwest")]

@@ -8,23 +8,11 @@ use http::HeaderValue;
 
 use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::endpoint::client_auth::secret::AssertionFile;
-use crate::endpoint::client_auth::{AssertionSettings, ClientAuth, JWT_BEARER_ASSERTION_TYPE};
-use crate::endpoint::grant::{Grant, GrantProof};
+use crate::endpoint::client_auth::{ClientAuth, JWT_BEARER_ASSERTION_TYPE};
+use crate::endpoint::grant::GrantProof;
 use crate::endpoint::redact::Redactor;
+use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::error::TokenError;
-
-/// What the prepared parts are made from, besides the secret.
-pub(crate) struct Setup {
-    pub(crate) client_id: String,
-    pub(crate) auth: ClientAuth,
-    pub(crate) params: Vec<(String, String)>,
-    pub(crate) assertion: AssertionSettings,
-    /// With discovery: the assertions' first `aud`.
-    pub(crate) issuer: Option<String>,
-    /// The token endpoint's URL.
-    pub(crate) url: String,
-    pub(crate) grant: Grant,
-}
 
 /// What proves the client, beyond what the request holds from the start.
 enum ClientProof {
@@ -67,15 +55,22 @@ pub(crate) struct Carried {
 }
 
 impl Prepared {
-    /// The parts for `setup` with `secret` (version `version`); the values
-    /// must already be checked to fit the client authentication.
-    pub(crate) fn new(setup: &Setup, secret: &str, version: u64) -> Self {
-        let (auth, client_id) = (&setup.auth, setup.client_id.as_str());
+    /// The parts of `spec`'s requests to `target` with `secret` (version
+    /// `version`); the values must already be checked to fit the client
+    /// authentication.
+    pub(crate) fn new(
+        spec: &RequestSpec,
+        target: &RequestTarget,
+        secret: &str,
+        version: u64,
+    ) -> Self {
+        let (auth, client_id) = (&target.auth, spec.client_id.as_str());
+        let url = target.url.to_string();
         let encode = |v: &str| match auth {
             ClientAuth::UnencodedBody => v.to_owned(),
             _ => form_urlencode(v),
         };
-        let mut body = format!("grant_type={}", form_urlencode(setup.grant.grant_type()));
+        let mut body = format!("grant_type={}", form_urlencode(spec.grant.grant_type()));
         let mut basic = None;
         if auth.is_basic() {
             let credentials = match auth {
@@ -98,8 +93,8 @@ impl Prepared {
             body.push_str(&format!("&client_id={}", encode(client_id)));
         }
         let mut scope = None;
-        for (name, value) in &setup.params {
-            if name == "scope" && setup.grant.takes_scope() {
+        for (name, value) in &target.params {
+            if name == "scope" && spec.grant.takes_scope() {
                 scope = Some(value.as_str());
                 continue;
             }
@@ -109,9 +104,9 @@ impl Prepared {
             ClientProof::Assertion(Box::new(
                 crate::endpoint::client_auth::assertion::Assertions::new(
                     client_id,
-                    &setup.assertion,
-                    setup.issuer.as_deref(),
-                    &setup.url,
+                    &spec.assertion,
+                    target.issuer.as_deref(),
+                    &url,
                     key,
                 ),
             ))
@@ -121,7 +116,7 @@ impl Prepared {
                 // A key file read again (version above 0): its key, if it
                 // reads; else the key given, the file's at build.
                 let reread = (version > 0)
-                    .then(|| crate::endpoint::client_auth::key_from_file(&setup.assertion, secret))
+                    .then(|| crate::endpoint::client_auth::key_from_file(&spec.assertion, secret))
                     .flatten();
                 let key = match reread {
                     Some(Ok(current)) => current,
@@ -140,7 +135,7 @@ impl Prepared {
             _ => ClientProof::Fixed,
         };
         // A key file's PEM is no secret sent anywhere: nothing to scrub.
-        let secret = if setup.assertion.key_file.is_some() {
+        let secret = if spec.assertion.key_file.is_some() {
             ""
         } else {
             secret
@@ -150,9 +145,9 @@ impl Prepared {
             redactor: Redactor::new(client_id, secret),
             body: Bytes::from(body),
             proof,
-            grant: setup
+            grant: spec
                 .grant
-                .proof(&setup.url, setup.issuer.as_deref(), scope, &setup.assertion),
+                .proof(&url, target.issuer.as_deref(), scope, &spec.assertion),
             basic,
         }
     }

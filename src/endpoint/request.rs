@@ -8,31 +8,26 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderValue, Method, Uri};
+use http::{HeaderValue, Method};
 
 use crate::boxed::BoxFuture;
 use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
-use crate::endpoint::client_auth::{check_unencoded, AssertionSettings, ClientAuth};
-use crate::endpoint::grant::Grant;
-use crate::endpoint::prepared::{Carried, Prepared, Setup};
-use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
+use crate::endpoint::client_auth::{check_unencoded, ClientAuth};
+use crate::endpoint::prepared::{Carried, Prepared};
+use crate::endpoint::spec::{RequestSpec, RequestTarget};
+use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::error::{ConfigErrorKind, TokenError};
 use crate::token::AccessToken;
 
-/// The token request of the specification (section 4) and its variants.
+/// One token request to the token endpoint, for any grant: the layer's
+/// [`RequestSpec`] sent to one [`RequestTarget`].
 pub(crate) struct TokenRequest {
-    url: Uri,
-    setup: Setup,
-    secret: ClientSecret,
+    spec: Arc<RequestSpec>,
+    target: RequestTarget,
     /// The parts made from the secret in use.
     prepared: Mutex<Arc<Prepared>>,
-    transport: Arc<dyn Transport>,
     /// What to suggest when the URL turns out not to be a token endpoint.
     hint: &'static str,
-    /// The scopes requested, to notice a narrower grant.
-    scope: Option<String>,
-    /// Each token request carries a DPoP proof of this key.
-    dpop: Option<Arc<crate::dpop::Dpop>>,
 }
 
 /// What a fetch already sent again, so that each is sent again once.
@@ -60,62 +55,26 @@ const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits
      (`token_endpoint` in its metadata at /.well-known/openid-configuration)";
 
 impl TokenRequest {
-    /// The values must already be checked to fit `auth` (see the builder).
-    /// `issuer` when the URL was discovered from one: the assertions' first
-    /// `aud` (see [`Assertions`](crate::endpoint::client_auth::assertion::Assertions)).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        url: Uri,
-        client_id: &str,
-        secret: ClientSecret,
-        auth: &ClientAuth,
-        params: &[(String, String)],
-        assertion: &AssertionSettings,
-        issuer: Option<&str>,
-        grant: &Grant,
-        transport: Arc<dyn Transport>,
-    ) -> Self {
-        let setup = Setup {
-            client_id: client_id.to_owned(),
-            auth: auth.clone(),
-            params: params.to_vec(),
-            assertion: assertion.clone(),
-            issuer: issuer.map(str::to_owned),
-            url: url.to_string(),
-            grant: grant.clone(),
-        };
-        let (version, current) = secret.current();
-        let prepared = Prepared::new(&setup, &current, version);
+    /// `spec` sent to `target`.
+    pub(crate) fn new(spec: Arc<RequestSpec>, target: RequestTarget) -> Self {
+        let (version, current) = spec.secret.current();
+        let prepared = Prepared::new(&spec, &target, &current, version);
         TokenRequest {
-            url,
-            setup,
-            secret,
+            spec,
+            target,
             prepared: Mutex::new(Arc::new(prepared)),
-            transport,
             hint: TOKEN_URL_HINT,
-            scope: params
-                .iter()
-                .find(|(name, _)| name == "scope")
-                .map(|(_, scope)| scope.clone()),
-            dpop: None,
         }
     }
 
     /// The parts made from the secret in use, made again if it changed.
     fn prepared(&self) -> Arc<Prepared> {
         let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
-        if prepared.version != self.secret.version() {
-            let (version, current) = self.secret.current();
-            *prepared = Arc::new(Prepared::new(&self.setup, &current, version));
+        if prepared.version != self.spec.secret.version() {
+            let (version, current) = self.spec.secret.current();
+            *prepared = Arc::new(Prepared::new(&self.spec, &self.target, &current, version));
         }
         Arc::clone(&prepared)
-    }
-
-    /// Each token request carries a DPoP proof of `dpop`'s key, and the
-    /// token must be bound to it.
-    pub(crate) fn with_dpop(mut self, dpop: Option<Arc<crate::dpop::Dpop>>) -> Self {
-        self.dpop = dpop;
-        self
     }
 
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when
@@ -136,11 +95,11 @@ impl TokenRequest {
     fn not_a_token_endpoint(&self, status: http::StatusCode) -> String {
         // The URL holds no credentials (the builder refuses them); its query
         // is left out all the same.
-        let url = match (self.url.scheme_str(), self.url.authority()) {
+        let url = match (self.target.url.scheme_str(), self.target.url.authority()) {
             (Some(scheme), Some(authority)) => {
-                format!("{scheme}://{authority}{}", self.url.path())
+                format!("{scheme}://{authority}{}", self.target.url.path())
             }
-            _ => self.url.path().to_owned(),
+            _ => self.target.url.path().to_owned(),
         };
         let answer = if status.is_redirection() {
             "answered with a redirect (redirects are not followed for token requests: the \
@@ -153,7 +112,7 @@ impl TokenRequest {
 
     /// Warns when the token grants fewer scopes than were requested.
     fn check_scope(&self, token: &AccessToken) {
-        let (Some(requested), Some(granted)) = (&self.scope, token.scope()) else {
+        let (Some(requested), Some(granted)) = (self.target.scope(), token.scope()) else {
             return;
         };
         let held: Vec<&str> = granted.split_whitespace().collect();
@@ -183,7 +142,7 @@ impl TokenRequest {
         let (body, sent) = prepared.body(other_audience, other_grant_audience).await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.url.clone();
+        *request.uri_mut() = self.target.url.clone();
         let headers = request.headers_mut();
         headers.insert(
             CONTENT_TYPE,
@@ -193,8 +152,8 @@ impl TokenRequest {
         if let Some(basic) = &prepared.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
-        if let Some(dpop) = &self.dpop {
-            let proof = dpop.prove_token_request(&self.url).await?;
+        if let Some(dpop) = &self.spec.dpop {
+            let proof = dpop.prove_token_request(&self.target.url).await?;
             request.headers_mut().insert(crate::dpop::DPOP, proof);
         }
         Ok((request, sent))
@@ -212,10 +171,10 @@ impl TokenRequest {
                 let (request, sent) = self
                     .request(&prepared, retried.audience, retried.grant_audience)
                     .await?;
-                let response = self.transport.send(request, MAX_RESPONSE_BODY).await?;
+                let response = self.spec.transport.send(request, MAX_RESPONSE_BODY).await?;
                 let status = response.status();
-                if let Some(dpop) = &self.dpop {
-                    dpop.remember_from(&self.url, response.headers());
+                if let Some(dpop) = &self.spec.dpop {
+                    dpop.remember_from(&self.target.url, response.headers());
                 }
                 // What the request carried beyond the secret is scrubbed too.
                 let extended;
@@ -227,7 +186,7 @@ impl TokenRequest {
                 };
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
-                        if let Some(dpop) = &self.dpop {
+                        if let Some(dpop) = &self.spec.dpop {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
@@ -287,13 +246,13 @@ impl TokenRequest {
     /// whether a new secret is in use now (read again here, or by another
     /// request meanwhile).
     async fn secret_changed(&self, prepared: &Prepared) -> bool {
-        let ClientSecret::Rotating(rotating) = &self.secret else {
+        let ClientSecret::Rotating(rotating) = &self.spec.secret else {
             return false;
         };
-        let unencoded = self.setup.auth == ClientAuth::UnencodedBody;
+        let unencoded = self.target.auth == ClientAuth::UnencodedBody;
         let check = |secret: &str| {
             if let Some(Err(e)) =
-                crate::endpoint::client_auth::key_from_file(&self.setup.assertion, secret)
+                crate::endpoint::client_auth::key_from_file(&self.spec.assertion, secret)
             {
                 return Err(format!(
                     "{} holds no usable key: {}",
@@ -423,14 +382,14 @@ impl TokenRequest {
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.
     fn asks_for_nonce(&self, error: &TokenError) -> bool {
-        self.dpop.is_some() && crate::dpop::asks_for_nonce(error)
+        self.spec.dpop.is_some() && crate::dpop::asks_for_nonce(error)
     }
 }
 
 impl fmt::Debug for TokenRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenRequest")
-            .field("url", &self.url)
+            .field("url", &self.target.url)
             .field("client_secret", &"[redacted]")
             .finish_non_exhaustive()
     }

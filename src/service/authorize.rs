@@ -1,58 +1,100 @@
-//! Putting a token on a request, and naming what was sent: the one place a
-//! request gets its credential (and its DPoP proof), whichever path it took
-//! to the token (its layer's default token or a slot's, at once or after a
-//! wait), and reads what the API said of it.
+//! Putting a token on a request, and reading what the API said of it: the
+//! one place a request gets its credential (and its DPoP proof), whichever
+//! path it took to the token (its layer's default token or a slot's, at
+//! once or after a wait) and whichever way it travels (the Tower service,
+//! or the reqwest middleware: both are [`Outgoing`] requests, both read
+//! their [`Answer`] here).
 
 use std::sync::Arc;
 
-use http::{HeaderValue, Request, Response};
+use http::HeaderValue;
 
 use crate::boxed::BoxFuture;
-use crate::cache::{CachedToken, Link};
+use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
+use crate::message::{is_unauthorized, Answer, Outgoing};
+
+/// How a sent token reaches its cache: a service instance's own [`Link`]
+/// (the Tower path), or the cache itself, borrowed for the request's whole
+/// way (the middleware).
+pub(crate) trait CacheHandle: Clone {
+    /// The cache the token came from.
+    fn cache(&self) -> &Arc<TokenCache>;
+}
+
+impl CacheHandle for Arc<Link> {
+    #[inline]
+    fn cache(&self) -> &Arc<TokenCache> {
+        &self.cache
+    }
+}
+
+impl CacheHandle for &Arc<TokenCache> {
+    #[inline]
+    fn cache(&self) -> &Arc<TokenCache> {
+        self
+    }
+}
+
+/// What the API's answer said of the credential that was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// Nothing to do (a refused DPoP proof is logged: a new token would
+    /// not help).
+    Accepted,
+    /// The token was refused, and dropped from its cache.
+    Refused,
+    /// The API asked for a DPoP nonce, which is kept: a new proof would
+    /// carry it.
+    UseNonce,
+}
 
 /// A token sent with a request: if the API refuses it, the cache drops it
 /// (if it is still the current one) and fetches another.
 #[derive(Debug)]
-pub(crate) struct SentToken {
-    link: Arc<Link>,
+pub(crate) struct SentToken<L = Arc<Link>> {
+    link: L,
     generation: u64,
     /// Where a request with a DPoP proof went, to keep the nonce its answer
     /// brings.
     target: Option<crate::dpop::Htu>,
 }
 
-impl SentToken {
+impl<L: CacheHandle> SentToken<L> {
     /// Reads the API's answer: a refused token (HTTP 401, gRPC
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
     /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
     /// refuses only the proof leaves the token alone.
     #[inline]
-    pub(crate) fn answered<B>(&self, response: &Response<B>) {
+    pub(crate) fn answered(&self, response: &impl Answer) -> Answered {
         if let Some(target) = &self.target {
             return self.answered_with_proof(target, response);
         }
-        if crate::refusal::is_unauthorized(response) {
-            self.link.cache.refused(self.generation);
+        if is_unauthorized(response) {
+            self.link.cache().refused(self.generation);
+            return Answered::Refused;
         }
+        Answered::Accepted
     }
 
     /// [`answered`](Self::answered), for a request that carried a DPoP
     /// proof for `target`.
     #[inline(never)]
-    fn answered_with_proof<B>(&self, target: &crate::dpop::Htu, response: &Response<B>) {
+    fn answered_with_proof(&self, target: &crate::dpop::Htu, response: &impl Answer) -> Answered {
         use crate::dpop::Verdict;
-        let Some(dpop) = &self.link.cache.placement().dpop else {
-            return;
+        let cache = self.link.cache();
+        let Some(dpop) = &cache.placement().dpop else {
+            return Answered::Accepted;
         };
         match dpop.answered(target, response) {
-            Verdict::Accepted => {}
+            Verdict::Accepted => Answered::Accepted,
             Verdict::UseNonce => {
-                self.link.cache.count_nonce_challenge();
+                cache.count_nonce_challenge();
                 tracing::debug!(
                     origin = target.origin(),
                     "the API asked for a new DPoP nonce; the token stays"
                 );
+                Answered::UseNonce
             }
             Verdict::InvalidProof => {
                 tracing::warn!(
@@ -60,20 +102,24 @@ impl SentToken {
                     "the API refused the DPoP proof (invalid_dpop_proof), not the token; \
                      check this host's clock"
                 );
+                Answered::Accepted
             }
-            Verdict::Refused => self.link.cache.refused(self.generation),
+            Verdict::Refused => {
+                cache.refused(self.generation);
+                Answered::Refused
+            }
         }
     }
 }
 
-/// What a request needs before it goes to the inner service.
-pub(crate) enum Step {
+/// What a request needs before it goes on.
+pub(crate) enum Step<L = Arc<Link>> {
     /// Nothing: send it.
-    Send(SentToken),
-    /// Its DPoP proof, which a custom signer is making: put it in the
-    /// [`DPOP`](crate::dpop::DPOP) header, then send.
+    Send(SentToken<L>),
+    /// Its DPoP proof, which a custom signer is making: put it on the
+    /// request with [`put_proof`], then send.
     Sign(
-        SentToken,
+        SentToken<L>,
         BoxFuture<'static, Result<HeaderValue, TokenError>>,
     ),
     /// It cannot carry the token; it fails alone.
@@ -84,8 +130,12 @@ pub(crate) enum Step {
 /// proof when the token is bound to the layer's key; says what the request
 /// needs next.
 #[inline]
-pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> Step {
-    if let (Some(dpop), Some(ath)) = (&link.cache.placement().dpop, &token.ath) {
+pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
+    req: &mut R,
+    link: &L,
+    token: &CachedToken,
+) -> Step<L> {
+    if let (Some(dpop), Some(ath)) = (&link.cache().placement().dpop, &token.ath) {
         let sent = bearer(req, link, token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
@@ -96,13 +146,17 @@ pub(crate) fn authorize<B>(req: &mut Request<B>, link: &Arc<Link>, token: &Cache
 /// was sent: all a request needs unless its token is DPoP-bound
 /// ([`CachedToken::needs_proof`]).
 #[inline]
-pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedToken) -> SentToken {
+pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
+    req: &mut R,
+    link: &L,
+    token: &CachedToken,
+) -> SentToken<L> {
     req.headers_mut().insert(
-        link.cache.placement().header_name.clone(),
+        link.cache().placement().header_name.clone(),
         token.header.clone(),
     );
     SentToken {
-        link: Arc::clone(link),
+        link: link.clone(),
         generation: token.generation,
         target: None,
     }
@@ -110,21 +164,20 @@ pub(crate) fn bearer<B>(req: &mut Request<B>, link: &Arc<Link>, token: &CachedTo
 
 /// Puts the DPoP proof a custom signer made for `req` on it ([`Step::Sign`]).
 #[inline]
-pub(crate) fn put_proof<B>(req: &mut Request<B>, proof: HeaderValue) {
-    // Without DPoP no step signs, and there is no proof to put.
+pub(crate) fn put_proof(req: &mut impl Outgoing, proof: HeaderValue) {
     req.headers_mut().insert(crate::dpop::DPOP, proof);
 }
 
 /// Adds the DPoP proof of `req` (see [`crate::dpop`]), for a token usable
 /// until `usable_until`.
 #[inline(never)]
-fn prove<B>(
+fn prove<R: Outgoing, L>(
     dpop: &crate::dpop::Dpop,
-    req: &mut Request<B>,
+    req: &mut R,
     ath: &str,
-    mut sent: SentToken,
+    mut sent: SentToken<L>,
     usable_until: tokio::time::Instant,
-) -> Step {
+) -> Step<L> {
     use crate::dpop::Proof;
     match dpop.prove(req, ath, usable_until) {
         Ok((Proof::Ready(value), target)) => {

@@ -8,7 +8,7 @@
 //! the shared fetch ([`TokenCache::acquire`]). `future` holds that future,
 //! `authorize` the one place a token (and its DPoP proof) goes on a request.
 
-mod authorize;
+pub(crate) mod authorize;
 mod future;
 
 pub use self::future::ResponseFuture;

@@ -6,12 +6,9 @@ use std::sync::Arc;
 use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
-use crate::endpoint::ClientSecret;
-use crate::endpoint::Grant;
-use crate::endpoint::TokenRequest;
-use crate::endpoint::Transport;
-use crate::endpoint::{AssertionSettings, ClientAuth};
-use crate::endpoint::{Credentials, Discovery, SharedMetadata};
+use crate::endpoint::{
+    ClientAuth, Discovery, RequestSpec, RequestTarget, SharedMetadata, TokenRequest,
+};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::identity::IdentityBase;
 use crate::params::TokenParams;
@@ -43,17 +40,8 @@ pub(crate) struct Recipe {
     pub(crate) target: Target,
     /// The URL was built from `auth_url` (for messages).
     pub(crate) from_auth_url: bool,
-    pub(crate) client_id: String,
-    pub(crate) client_secret: ClientSecret,
-    /// `None`: chosen by discovery.
-    pub(crate) auth: Option<ClientAuth>,
-    /// The layer's own parameters.
-    pub(crate) params: Vec<(String, String)>,
-    pub(crate) assertion: AssertionSettings,
-    pub(crate) grant: Grant,
-    pub(crate) presents_certificate: bool,
-    pub(crate) transport: Arc<dyn Transport>,
-    pub(crate) allow_insecure_http: bool,
+    /// What every token request of the layer is made of.
+    pub(crate) spec: Arc<RequestSpec>,
     pub(crate) store: Option<Arc<dyn TokenStore>>,
     /// What makes the tokens interchangeable, besides the parameters.
     pub(crate) identity: IdentityBase,
@@ -82,7 +70,7 @@ impl Recipe {
     /// The cache of the token requested with the layer's parameters
     /// replaced or extended by `extra`.
     fn make(&self, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
-        let params = merged(&self.params, extra);
+        let params = merged(&self.spec.params, extra);
         let store = self.store.as_ref().map(|store| StoreUse {
             store: Arc::clone(store),
             identity: self.identity.with_params(&params),
@@ -105,7 +93,7 @@ impl Recipe {
     /// The cache of a token slot for `params`, which are checked as the
     /// builder checks its own.
     pub(crate) fn slot(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
-        let unencoded = self.auth == Some(ClientAuth::UnencodedBody);
+        let unencoded = self.spec.auth == Some(ClientAuth::UnencodedBody);
         for (name, value) in params.pairs() {
             crate::endpoint::check_param(name, value, unencoded).map_err(|e| {
                 TokenError::new(TokenErrorKind::InvalidRequest)
@@ -116,52 +104,38 @@ impl Recipe {
     }
 
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
+        let client_id = self.spec.client_id.clone();
         match &self.target {
             Target::Issuer(raw, parsed) => {
                 let discovery = Discovery::new(
                     raw,
                     parsed,
-                    Credentials {
-                        client_id: self.client_id.clone(),
-                        client_secret: self.client_secret.clone(),
-                        client_auth: self.auth.clone(),
-                        params,
-                        assertion: self.assertion.clone(),
-                        grant: self.grant.clone(),
-                        presents_certificate: self.presents_certificate,
-                        dpop: self.placement.dpop.clone(),
-                        transport: Arc::clone(&self.transport),
-                        allow_insecure_http: self.allow_insecure_http,
-                    },
+                    Arc::clone(&self.spec),
+                    params,
                     Arc::clone(&self.metadata),
                 );
                 let endpoint = Endpoint {
                     url: None,
-                    client_id: self.client_id.clone(),
+                    client_id,
                     discovery: Some(Arc::clone(&discovery)),
                 };
                 (discovery, endpoint)
             }
             Target::Url(url) => {
-                let mut source = TokenRequest::new(
-                    url.clone(),
-                    &self.client_id,
-                    self.client_secret.clone(),
+                let target = RequestTarget {
+                    url: url.clone(),
+                    issuer: None,
                     // Always chosen by the builder for a URL.
-                    self.auth.as_ref().unwrap_or(&ClientAuth::Basic),
-                    &params,
-                    &self.assertion,
-                    None,
-                    &self.grant,
-                    Arc::clone(&self.transport),
-                );
+                    auth: self.spec.auth.clone().unwrap_or(ClientAuth::Basic),
+                    params,
+                };
+                let mut source = TokenRequest::new(Arc::clone(&self.spec), target);
                 if self.from_auth_url {
                     source = source.built_from_auth_url();
                 }
-                let source = source.with_dpop(self.placement.dpop.clone());
                 let endpoint = Endpoint {
                     url: Some(url.clone()),
-                    client_id: self.client_id.clone(),
+                    client_id,
                     discovery: None,
                 };
                 (Arc::new(source), endpoint)

@@ -1,0 +1,61 @@
+//! [`RequestSpec`]: what every token request of one layer is made of,
+//! checked once by the builder and shared (`Arc`) by the layer's caches,
+//! its discovery and its prepared requests; and [`RequestTarget`], what one
+//! request adds to it: where it goes, how the client authenticates there,
+//! and its parameters.
+
+use std::sync::Arc;
+
+use http::Uri;
+
+use crate::endpoint::client_auth::secret::ClientSecret;
+use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
+use crate::endpoint::grant::Grant;
+use crate::endpoint::transport::Transport;
+
+/// What a layer's token requests are made of. A new setting of the token
+/// request is a field here, read where it is used.
+pub(crate) struct RequestSpec {
+    pub(crate) client_id: String,
+    /// The secret in use (fixed, or read again when it rotates).
+    pub(crate) secret: ClientSecret,
+    /// The user's choice; `None`: chosen by discovery from the server's
+    /// metadata (with a URL the builder always chooses).
+    pub(crate) auth: Option<ClientAuth>,
+    /// The layer's own parameters; a token slot's replace or extend them.
+    pub(crate) params: Vec<(String, String)>,
+    /// How client assertions and grant assertions are signed.
+    pub(crate) assertion: AssertionSettings,
+    pub(crate) grant: Grant,
+    /// Whether the transport presents a client certificate (mutual TLS).
+    pub(crate) presents_certificate: bool,
+    /// The layer's DPoP state, when tokens are bound to a key: each token
+    /// request carries a proof of it.
+    pub(crate) dpop: Option<Arc<crate::dpop::Dpop>>,
+    pub(crate) transport: Arc<dyn Transport>,
+    /// Plain `http` to a non-loopback host is allowed (for a discovered
+    /// endpoint too).
+    pub(crate) allow_insecure_http: bool,
+}
+
+/// One token request's own part: its URL (configured or discovered), the
+/// client authentication used there, and its parameters.
+pub(crate) struct RequestTarget {
+    pub(crate) url: Uri,
+    /// With discovery: the issuer, the assertions' first `aud`.
+    pub(crate) issuer: Option<String>,
+    /// Already checked to fit the values it sends (see the builder).
+    pub(crate) auth: ClientAuth,
+    /// The layer's parameters, with a token slot's.
+    pub(crate) params: Vec<(String, String)>,
+}
+
+impl RequestTarget {
+    /// The scopes requested, if any.
+    pub(crate) fn scope(&self) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(name, _)| name == "scope")
+            .map(|(_, scope)| scope.as_str())
+    }
+}

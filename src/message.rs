@@ -1,0 +1,105 @@
+//! What the layer reads and writes of a request ([`Outgoing`]) and of the
+//! API's answer ([`Answer`]), whatever their types: `http`'s on the Tower
+//! path, reqwest's in the middleware; and whether an answer refuses the
+//! token it was sent: HTTP 401, or gRPC `UNAUTHENTICATED`.
+
+use std::borrow::Cow;
+
+use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri};
+
+/// A request the layer puts a token (and a DPoP proof) on.
+pub(crate) trait Outgoing {
+    /// Its headers.
+    fn headers(&self) -> &HeaderMap;
+    /// Its headers, to put the token and proof in.
+    fn headers_mut(&mut self) -> &mut HeaderMap;
+    /// Its method (a DPoP proof's `htm`).
+    fn method(&self) -> &Method;
+    /// Its URI (a DPoP proof's `htu`); `None` when it cannot be read as one.
+    fn uri(&self) -> Option<Cow<'_, Uri>>;
+}
+
+/// An API's answer, as far as the layer reads it.
+pub(crate) trait Answer {
+    /// Its status.
+    fn status(&self) -> StatusCode;
+    /// Its headers (a challenge, a DPoP nonce, a gRPC status).
+    fn headers(&self) -> &HeaderMap;
+}
+
+impl<B> Outgoing for Request<B> {
+    #[inline]
+    fn headers(&self) -> &HeaderMap {
+        Request::headers(self)
+    }
+
+    #[inline]
+    fn headers_mut(&mut self) -> &mut HeaderMap {
+        Request::headers_mut(self)
+    }
+
+    #[inline]
+    fn method(&self) -> &Method {
+        Request::method(self)
+    }
+
+    #[inline]
+    fn uri(&self) -> Option<Cow<'_, Uri>> {
+        Some(Cow::Borrowed(Request::uri(self)))
+    }
+}
+
+impl<B> Answer for Response<B> {
+    #[inline]
+    fn status(&self) -> StatusCode {
+        Response::status(self)
+    }
+
+    #[inline]
+    fn headers(&self) -> &HeaderMap {
+        Response::headers(self)
+    }
+}
+
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// Whether the API refused the credential: HTTP 401, or a gRPC
+/// trailers-only response with `grpc-status: 16` (UNAUTHENTICATED), which
+/// gRPC servers send with HTTP 200.
+#[inline]
+pub(crate) fn is_unauthorized(response: &impl Answer) -> bool {
+    match response.status() {
+        StatusCode::UNAUTHORIZED => true,
+        // A gRPC answer always has headers; an empty map needs no lookup.
+        StatusCode::OK => {
+            let headers = response.headers();
+            !headers.is_empty()
+                && headers
+                    .get(GRPC_STATUS)
+                    .is_some_and(|status| status == "16")
+        }
+        _ => false,
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unauthorized_is_401_or_grpc_unauthenticated() {
+        let with = |status: u16, grpc: Option<&'static str>| {
+            let mut r = Response::builder().status(status);
+            if let Some(g) = grpc {
+                r = r.header("grpc-status", g);
+            }
+            is_unauthorized(&r.body(()).unwrap())
+        };
+        assert!(with(401, None));
+        assert!(with(200, Some("16")));
+        assert!(!with(200, Some("0")));
+        assert!(!with(200, Some("7"))); // PERMISSION_DENIED: a new token will not help
+        assert!(!with(200, None));
+        assert!(!with(403, None));
+        assert!(!with(500, Some("16")));
+    }
+}
