@@ -334,6 +334,7 @@
 mod boxed;
 mod builder;
 mod cache;
+pub mod docs;
 mod dpop;
 mod encoding;
 mod endpoint;
@@ -359,10 +360,7 @@ mod token;
 pub use boxed::{BoxError, BoxFuture};
 pub use builder::OAuthLayerBuilder;
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
-pub use endpoint::{
-    ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
-    DEFAULT_ASSERTION_LIFETIME,
-};
+pub use endpoint::{ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE};
 pub use endpoint::{
     ClientAuth, JwtBearer, ServerMetadata, SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE,
     JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE, KUBERNETES_TOKEN_FILE,
@@ -375,19 +373,20 @@ pub use layer::OAuthLayer;
 pub use middleware::OAuthMiddleware;
 pub use params::TokenParams;
 pub use policy::{
-    DEFAULT_EXPIRY_SKEW, DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL,
-    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REFRESH_MARGIN, DEFAULT_TOKEN_SLOTS,
-    MAX_SETTING,
+    DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME, DEFAULT_EXPIRY_SKEW,
+    DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_LIFETIME, DEFAULT_MAX_BACKOFF,
+    DEFAULT_MIN_BACKOFF, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_REFRESH_MARGIN,
+    DEFAULT_TOKEN_SLOTS, MAX_SETTING,
 };
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
 pub use service::ResponseFuture;
 pub use source::TokenSource;
 pub use stats::Stats;
-pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 #[cfg(feature = "redis")]
-pub use store::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
-pub use token::{AccessToken, UsableToken, DEFAULT_LIFETIME};
+pub use store::RedisStore;
+pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+pub use token::{AccessToken, UsableToken};
 
 /// The README's examples, compiled as doctests so that they cannot rot.
 #[cfg(doctest)]

@@ -22,6 +22,26 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
 pub const DEFAULT_TOKEN_SLOTS: usize = 64;
 
+/// The lifetime the specification gives a token whose response has no usable
+/// `expires_in`: 60 minutes.
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
+
+/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
+/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime):
+/// 60 seconds.
+pub const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Default of [`ClientAssertion::clock_skew`](crate::ClientAssertion::clock_skew) and
+/// [`OAuthLayerBuilder::assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew):
+/// 5 seconds.
+pub const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5);
+
+/// Default of `RedisStore::prefix` (feature `redis`): `tower-oauth:`.
+pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
+
+/// Default of `RedisStore::timeout` (feature `redis`): 250 ms.
+pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// The longest any duration setting is taken to be (24 hours): a longer one
 /// (`Duration::MAX` included) is cut to this, so that no instant computed
 /// from a setting can overflow.

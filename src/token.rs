@@ -57,9 +57,7 @@ impl fmt::Debug for UsableToken {
     }
 }
 
-/// The lifetime the specification gives a token whose response has no usable
-/// `expires_in`: 60 minutes.
-pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
+use crate::policy::DEFAULT_LIFETIME;
 
 /// An access token and what the token endpoint said about it (the access
 /// token response of the specification, section 2).

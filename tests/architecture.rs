@@ -24,6 +24,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("dpop", 20),
     ("keys", 10),
     ("boxed", 0),
+    ("docs", 0),
     ("encoding", 0),
     ("error", 0),
     ("identity", 0),

@@ -368,7 +368,7 @@ impl OAuthLayerBuilder {
     fn assertion_settings(&self) -> Result<AssertionSettings, ConfigError> {
         let lifetime = self
             .assertion_lifetime
-            .unwrap_or(crate::endpoint::DEFAULT_ASSERTION_LIFETIME);
+            .unwrap_or(crate::policy::DEFAULT_ASSERTION_LIFETIME);
         if lifetime < Duration::from_secs(1) || lifetime > Duration::from_secs(3600) {
             return Err(invalid_setting(
                 "assertion_lifetime must be between 1 second and 1 hour",
@@ -388,7 +388,7 @@ impl OAuthLayerBuilder {
         }
         let clock_skew = self
             .assertion_clock_skew
-            .unwrap_or(crate::endpoint::DEFAULT_ASSERTION_CLOCK_SKEW);
+            .unwrap_or(crate::policy::DEFAULT_ASSERTION_CLOCK_SKEW);
         if clock_skew > Duration::from_secs(300) {
             return Err(invalid_setting(
                 "assertion_clock_skew must be at most 5 minutes",

@@ -318,7 +318,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
-    use crate::token::DEFAULT_LIFETIME;
+    use crate::policy::DEFAULT_LIFETIME;
 
     #[test]
     fn reads_the_specification_shape() {

@@ -30,8 +30,7 @@ mod url;
 pub use self::client_auth::assertion::ClientAssertion;
 pub use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
 pub use self::client_auth::{
-    ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, DEFAULT_ASSERTION_CLOCK_SKEW,
-    DEFAULT_ASSERTION_LIFETIME, JWT_BEARER_ASSERTION_TYPE,
+    ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, JWT_BEARER_ASSERTION_TYPE,
 };
 pub use self::discovery::ServerMetadata;
 pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};

@@ -276,7 +276,7 @@ pub(crate) struct StoreUse {
 }
 
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
+pub use self::redis::RedisStore;
 
 #[cfg(feature = "redis")]
 mod redis;

@@ -257,14 +257,7 @@ pub const JWT_BEARER_ASSERTION_TYPE: &str =
 /// it so that the JWT cannot be taken for another kind.
 pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
 
-/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
-/// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime).
-pub const DEFAULT_ASSERTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Default of [`ClientAssertion::clock_skew`](crate::ClientAssertion::clock_skew) and
-/// [`OAuthLayerBuilder::assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew):
-/// 5 seconds.
-pub const DEFAULT_ASSERTION_CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(5);
+use crate::policy::{DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME};
 
 /// The settings of client assertions (`private_key_jwt`,
 /// `client_secret_jwt`) beyond the key.

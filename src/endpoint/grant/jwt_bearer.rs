@@ -86,7 +86,7 @@ impl JwtBearer {
                 subject: issuer.clone(),
                 issuer,
                 audience: None,
-                lifetime: crate::endpoint::client_auth::DEFAULT_ASSERTION_LIFETIME,
+                lifetime: crate::policy::DEFAULT_ASSERTION_LIFETIME,
             }),
             scope_in_assertion: false,
             token_uri: None,

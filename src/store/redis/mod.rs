@@ -21,10 +21,7 @@ use self::connection::{Connection, Deployment};
 use self::scripts::Scripts;
 use crate::error::{ConfigError, TokenError};
 
-/// Default of [`RedisStore::prefix`].
-pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
-/// Default of [`RedisStore::timeout`].
-pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
 /// Shares tokens among the replicas of a service through Redis (feature
 /// `redis`): one server ([`new`](RedisStore::new)), a Redis Cluster

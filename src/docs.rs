@@ -1,0 +1,28 @@
+//! Guides: the longer explanations of what the layer does, each a page of
+//! its own. They are the repository's `docs/*.md`; their examples that can
+//! run offline run as doctests. The README is the front door; these are the
+//! rooms behind it.
+
+#[doc = include_str!("../docs/settings.md")]
+pub mod settings {}
+
+#[doc = include_str!("../docs/reqwest.md")]
+pub mod reqwest {}
+
+#[doc = include_str!("../docs/credentials.md")]
+pub mod credentials {}
+
+#[doc = include_str!("../docs/recipes.md")]
+pub mod recipes {}
+
+#[doc = include_str!("../docs/many_tokens.md")]
+pub mod many_tokens {}
+
+#[doc = include_str!("../docs/dpop.md")]
+pub mod dpop {}
+
+#[doc = include_str!("../docs/replicas.md")]
+pub mod replicas {}
+
+#[doc = include_str!("../docs/failures.md")]
+pub mod failures {}
