@@ -162,6 +162,19 @@ impl Drop for TokenCache {
 }
 
 impl TokenCache {
+    /// The cache of a token source of the user's own: no token URL to
+    /// report, no slot, perhaps a store.
+    pub(crate) fn of_source(
+        source: Arc<dyn TokenSource>,
+        policy: Policy,
+        placement: Placement,
+        store: Option<StoreUse>,
+    ) -> Arc<Self> {
+        TokenCache::new(source, policy, placement, None, None, store)
+    }
+
+    /// A cache of `source`'s tokens; `token_url` and `slot` name it in
+    /// messages and logs.
     pub(crate) fn new(
         source: Arc<dyn TokenSource>,
         policy: Policy,
@@ -545,30 +558,7 @@ impl TokenCache {
         now: Instant,
     ) -> FetchResult {
         let Fetched { token, expires_at } = fetched;
-        let value = token.expose_token();
-        let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
-        if value.bytes().any(|b| !b.is_ascii_graphic()) {
-            return Err(invalid(
-                "`access_token` holds characters that cannot be sent in a header \
-                 (only visible ASCII is allowed)",
-            ));
-        }
-        let ath = match &self.placement.dpop {
-            Some(dpop) if dpop.binds(token.token_type())? => Some(crate::dpop::ath(value)),
-            _ => None,
-        };
-        let scheme = match ath {
-            Some(_) => "DPoP",
-            None => &self.placement.auth_scheme,
-        };
-        let text = if scheme.is_empty() {
-            value.to_owned()
-        } else {
-            format!("{scheme} {value}")
-        };
-        let mut header = HeaderValue::from_maybe_shared(shared_bytes(text))
-            .map_err(|_| invalid("`access_token` cannot be sent in a header"))?;
-        header.set_sensitive(true);
+        let (header, ath) = self.placement.header_for(&token)?;
 
         let lifetime = token.lifetime();
         let timings = self
@@ -635,16 +625,6 @@ pub(crate) fn cut_off() -> TokenError {
         "the token fetch was cut off before it answered (its runtime shut down or stopped \
          running it)",
     )
-}
-
-/// `text` as bytes whose clones share one reference count from the start:
-/// `Bytes` from a vector with room to spare takes that form, where a full
-/// one starts "promotable" and pays a check on every clone of the header
-/// (one per request) for it.
-fn shared_bytes(text: String) -> bytes::Bytes {
-    let mut bytes = Vec::with_capacity(text.len() + 1);
-    bytes.extend_from_slice(text.as_bytes());
-    bytes::Bytes::from(bytes)
 }
 
 /// A random number in `[0, 1)` for jitter.

@@ -1,7 +1,10 @@
 //! [`Placement`]: how a token is presented on a request (header, scheme,
 //! DPoP), which the cache needs to make each token's header value once.
 
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
+
+use crate::error::{TokenError, TokenErrorKind};
+use crate::token::AccessToken;
 
 /// Where a token goes on a request.
 #[derive(Clone, Debug)]
@@ -22,4 +25,50 @@ impl Placement {
     pub(crate) fn keeps(&self, req: &impl crate::message::Outgoing) -> bool {
         self.keep_existing && req.headers().contains_key(&self.header_name)
     }
+
+    /// The header value that presents `token` (`Bearer <token>`, as
+    /// configured, or `DPoP <token>` for a token bound to the layer's key,
+    /// with the `ath` its proofs carry), marked sensitive; an error for a
+    /// token that cannot be sent in a header, or a bearer token a strict
+    /// DPoP layer must refuse.
+    pub(crate) fn header_for(
+        &self,
+        token: &AccessToken,
+    ) -> Result<(HeaderValue, Option<Box<str>>), TokenError> {
+        let value = token.expose_token();
+        let invalid = |m: &str| TokenError::new(TokenErrorKind::InvalidResponse).with_message(m);
+        if value.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(invalid(
+                "`access_token` holds characters that cannot be sent in a header \
+                 (only visible ASCII is allowed)",
+            ));
+        }
+        let ath = match &self.dpop {
+            Some(dpop) if dpop.binds(token.token_type())? => Some(crate::dpop::ath(value)),
+            _ => None,
+        };
+        let scheme = match ath {
+            Some(_) => "DPoP",
+            None => &self.auth_scheme,
+        };
+        let text = if scheme.is_empty() {
+            value.to_owned()
+        } else {
+            format!("{scheme} {value}")
+        };
+        let mut header = HeaderValue::from_maybe_shared(shared_bytes(text))
+            .map_err(|_| invalid("`access_token` cannot be sent in a header"))?;
+        header.set_sensitive(true);
+        Ok((header, ath))
+    }
+}
+
+/// `text` as bytes whose clones share one reference count from the start:
+/// `Bytes` from a vector with room to spare takes that form, where a full
+/// one starts "promotable" and pays a check on every clone of the header
+/// (one per request) for it.
+fn shared_bytes(text: String) -> bytes::Bytes {
+    let mut bytes = Vec::with_capacity(text.len() + 1);
+    bytes.extend_from_slice(text.as_bytes());
+    bytes::Bytes::from(bytes)
 }

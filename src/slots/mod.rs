@@ -64,6 +64,13 @@ impl fmt::Debug for Slots {
 }
 
 impl Slots {
+    /// No slots: a layer of one token (from a token source of the user's
+    /// own).
+    pub(crate) fn none() -> Self {
+        Slots::new(None, None, 0)
+    }
+
+    /// Slots made by `recipe`, chosen by `params_for`, at most `max` kept.
     pub(crate) fn new(
         recipe: Option<Arc<Recipe>>,
         params_for: Option<ParamsFor>,

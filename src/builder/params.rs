@@ -1,0 +1,136 @@
+//! The builder's settings: what a token is requested for.
+
+use crate::params::TokenParams;
+use std::sync::Arc;
+
+use super::OAuthLayerBuilder;
+
+/// What a token is requested for: the parameters of the layer's token
+/// request, and the token slots that requests choose parameters for.
+impl OAuthLayerBuilder {
+    /// Requests this `scope` (space-separated scopes; with
+    /// [`ClientAuth::UnencodedBody`](crate::ClientAuth::UnencodedBody), the default for
+    /// [`auth_url`](Self::auth_url), a value with spaces cannot be carried:
+    /// use another [`ClientAuth`](crate::ClientAuth)).
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn scope(self, scope: impl Into<String>) -> Self {
+        self.param("scope", scope)
+    }
+
+    /// Requests a token for this `audience` (one value; setting it again
+    /// replaces it). The parameter of servers that name the API a token is
+    /// for by an audience, such as Auth0 and many API gateways; standard
+    /// servers implementing RFC 8707 take [`resource`](Self::resource)
+    /// instead, and ignore `audience`.
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn audience(self, audience: impl Into<String>) -> Self {
+        self.param("audience", audience)
+    }
+
+    /// Requests a token for the API at `resource` (RFC 8707 resource
+    /// indicators: an absolute URI without a fragment). Repeatable: each call
+    /// adds one `resource` parameter, for a token valid at several APIs
+    /// (where the server allows it).
+    ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://idp.example.com/oauth2/token")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .resource("https://orders.example.com/")
+    ///     .resource("https://billing.example.com/")
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    ///
+    /// Default: none (the parameter is not sent).
+    pub fn resource(self, resource: impl Into<String>) -> Self {
+        self.add_param("resource", resource)
+    }
+
+    /// Adds `name=value` to the token request body, after the built-in
+    /// parameters; setting a name again replaces its value (use
+    /// [`add_param`](Self::add_param) to send a name more than once). The
+    /// names the layer sets itself (`grant_type`, `client_id`,
+    /// `client_secret`, `client_assertion`, `client_assertion_type`,
+    /// `assertion`, and token exchange's `subject_token`,
+    /// `subject_token_type`, `actor_token`, `actor_token_type`,
+    /// `requested_token_type`) cannot be set (a [`ConfigError`](crate::ConfigError) from
+    /// [`build`](Self::build)).
+    ///
+    /// Default: none.
+    pub fn param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        match self.params.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.params.push((name, value)),
+        }
+        self
+    }
+
+    /// Adds `name=value` to the token request body, keeping any parameter
+    /// of that name already set: `.add_param("resource", a).add_param("resource", b)`
+    /// sends both, in that order. The same names as for
+    /// [`param`](Self::param) are reserved.
+    ///
+    /// Default: none.
+    pub fn add_param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.params.push((name.into(), value.into()));
+        self
+    }
+
+    /// Chooses a request's token from the request itself: `choose` sees
+    /// each request's head (method, URI, headers, extensions) and gives the
+    /// [`TokenParams`] of its token, or `None` for the layer's default
+    /// token. Typically by origin, so that one client stack serves several
+    /// APIs, each with its own token. A request that carries `TokenParams`
+    /// in its extensions keeps those; `choose` is not asked.
+    ///
+    /// Build each `TokenParams` once and clone it (a reference count): the
+    /// closure runs for every request.
+    ///
+    /// ```
+    /// use tower_oauth::{OAuthLayer, TokenParams};
+    ///
+    /// let orders = TokenParams::new().resource("https://orders.internal");
+    /// let stock = TokenParams::new().resource("https://stock.internal").scope("stock:read");
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .client_id("gateway")
+    ///     .client_secret("secret")
+    ///     .params_for(move |request| match request.uri.host() {
+    ///         Some("orders.internal") => Some(orders.clone()),
+    ///         Some("stock.internal") => Some(stock.clone()),
+    ///         _ => None,
+    ///     })
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none (only a request's own `TokenParams` select a token).
+    pub fn params_for<F>(mut self, choose: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync + 'static,
+    {
+        self.params_for = Some(Arc::new(choose));
+        self
+    }
+
+    /// How many tokens the layer keeps besides its default one: one slot
+    /// per distinct [`TokenParams`], each with its own single flight,
+    /// renewal, back-off and 401 handling. Past it the least recently used
+    /// slot is evicted (its memory and tasks freed once no request uses
+    /// it), and a warning is logged once: a caller that puts per-request
+    /// values into the parameters cannot grow memory without bound.
+    ///
+    /// Default: [`DEFAULT_TOKEN_SLOTS`](crate::DEFAULT_TOKEN_SLOTS) (64); at
+    /// least 1.
+    pub fn max_token_slots(mut self, max: usize) -> Self {
+        self.max_token_slots = Some(max);
+        self
+    }
+}

@@ -1,0 +1,101 @@
+//! The builder's settings: how a token is presented on a request.
+
+use http::HeaderName;
+
+use super::OAuthLayerBuilder;
+
+/// How a token goes on a request: the header, its scheme, a caller's own
+/// header kept; and DPoP, binding tokens to a key.
+impl OAuthLayerBuilder {
+    /// The request header that carries the token, for APIs that want, say,
+    /// `X-Access-Token`.
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// // Requests get `X-Access-Token: <token>`.
+    /// let oauth = OAuthLayer::builder()
+    ///     .auth_url("https://auth.example.com")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .header_name(HeaderName::from_static("x-access-token"))
+    ///     .auth_scheme("")
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    ///
+    /// Default: `Authorization`.
+    pub fn header_name(mut self, name: HeaderName) -> Self {
+        self.header_name = Some(name);
+        self
+    }
+
+    /// The scheme written before the token in the header; empty for the
+    /// bare token (`X-Access-Token: <token>`). The token endpoint's
+    /// `token_type` (`bearer`, `BearerToken`, ...) does not change it.
+    ///
+    /// Default: `Bearer`.
+    pub fn auth_scheme(mut self, scheme: impl Into<String>) -> Self {
+        self.auth_scheme = Some(scheme.into());
+        self
+    }
+
+    /// Whether a request that already has the token header keeps it (and is
+    /// sent without waiting for a token) rather than having it replaced.
+    ///
+    /// Default: false (replaced).
+    pub fn keep_existing_header(mut self, keep: bool) -> Self {
+        self.keep_existing_header = keep;
+        self
+    }
+
+    /// Binds tokens to `key` with DPoP (RFC 9449): each token request
+    /// carries a proof of the key, the token endpoint must answer with a
+    /// `DPoP` token (bound to the key's thumbprint), and every request
+    /// through the layer carries `Authorization: DPoP <token>` and a fresh
+    /// `DPoP` proof for its method and URI (so requests need absolute URIs:
+    /// one without scheme and host fails with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest); with tonic,
+    /// build the client with `with_origin`). Nonces
+    /// the token endpoint or an API demand (`use_dpop_nonce`) are kept per
+    /// origin and sent; a `401` that asks for one leaves the token alone, and
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request
+    /// with a new proof.
+    ///
+    /// Tokens are shared through a [`token_store`](Self::token_store) only among
+    /// replicas with the same key (its thumbprint is part of the store's
+    /// key): replicas that should share tokens read one key from a file
+    /// ([`DpopKey::from_pem`](crate::dpop::DpopKey::from_pem)).
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, DpopKey, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .client_id("my-client")
+    ///     .client_secret("my-secret")
+    ///     .dpop(DpopKey::generate(Algorithm::Es256)?)
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none, bearer tokens.
+    pub fn dpop(mut self, key: crate::dpop::DpopKey) -> Self {
+        self.dpop = Some(key);
+        self
+    }
+
+    /// Whether a bearer token is taken from a token endpoint that ignores
+    /// the DPoP proof; it is then sent as `Authorization: Bearer`, without
+    /// proofs, and a warning is logged at each token request. Without it
+    /// such an answer is an
+    /// [`InvalidResponse`](crate::TokenErrorKind::InvalidResponse) error
+    /// that says so.
+    ///
+    /// Default: `false` (strict: a DPoP layer sends only bound tokens).
+    pub fn dpop_allow_bearer(mut self, allow: bool) -> Self {
+        self.dpop_allow_bearer = allow;
+        self
+    }
+}

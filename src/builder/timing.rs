@@ -1,0 +1,96 @@
+//! The builder's settings: when tokens are renewed, and how failures back off.
+
+use std::time::Duration;
+
+use super::OAuthLayerBuilder;
+
+/// When tokens are renewed and how long a token request may take; how
+/// failures back off. Every duration is taken up to
+/// [`MAX_SETTING`](crate::MAX_SETTING).
+impl OAuthLayerBuilder {
+    /// How long before expiry a request starts renewing the token in the
+    /// background (it goes on at once with the current token). A small random
+    /// part (up to a tenth of the margin) is added, so that many clients do
+    /// not renew in step. Honoured up to half the token's lifetime.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 5 minutes.
+    pub fn refresh_margin(mut self, refresh_margin: Duration) -> Self {
+        self.refresh_margin = Some(refresh_margin);
+        self
+    }
+
+    /// How long before expiry a token is no longer presented, to allow for
+    /// clock drift and the request's time in flight. Honoured up to a tenth of
+    /// the token's lifetime.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 10 seconds.
+    pub fn expiry_skew(mut self, expiry_skew: Duration) -> Self {
+        self.expiry_skew = Some(expiry_skew);
+        self
+    }
+
+    /// The longest a token request may take, from connecting to reading the
+    /// last byte of the answer. Separate from any time-out on the requests it
+    /// serves. Must be more than zero.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 10 seconds.
+    pub fn fetch_timeout(mut self, fetch_timeout: Duration) -> Self {
+        self.fetch_timeout = Some(fetch_timeout);
+        self
+    }
+
+    /// After the API answers `401 Unauthorized`, the token that was sent is
+    /// dropped and a new one fetched, at most once per this interval. A 401
+    /// within the interval after such a renewal leaves the token in place: an
+    /// API that refuses every token (an application not subscribed to it, for
+    /// instance) then costs one token request per interval, not one per
+    /// request.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 10 seconds.
+    pub fn forced_renewal_interval(mut self, interval: Duration) -> Self {
+        self.forced_renewal_interval = Some(interval);
+        self
+    }
+
+    /// The first delay after a failed token request before another is made;
+    /// each further failure in a row doubles it (with jitter), up to
+    /// [`max_backoff`](Self::max_backoff). While no token serves and the
+    /// failure can heal (5xx, 429, time-outs, transport errors), retries come
+    /// steadily instead, a little before each `min_backoff` (0.8 to 0.95 of
+    /// it), so that requests recover within `min_backoff` of the endpoint's
+    /// return. A `Retry-After` from the endpoint takes precedence (up to one
+    /// hour). Must be more than zero.
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 1 second.
+    pub fn min_backoff(mut self, delay: Duration) -> Self {
+        self.min_backoff = Some(delay);
+        self
+    }
+
+    /// The longest delay between failed token requests, without
+    /// `Retry-After`. Must be at least [`min_backoff`](Self::min_backoff).
+    ///
+    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
+    /// as 24 hours.
+    ///
+    /// Default: 60 seconds.
+    pub fn max_backoff(mut self, delay: Duration) -> Self {
+        self.max_backoff = Some(delay);
+        self
+    }
+}
