@@ -11,11 +11,11 @@ use crate::builder::OAuthLayerBuilder;
 use crate::cache::{CachedToken, TokenCache};
 use crate::endpoint::ServerMetadata;
 use crate::error::{ConfigError, TokenError};
-use crate::params::TokenParams;
 use crate::service::OAuthService;
 use crate::slots::recipe::Endpoint;
 use crate::slots::Slots;
-use crate::stats::Stats;
+use crate::telemetry::stats::Stats;
+use crate::token::params::TokenParams;
 use crate::token::{AccessToken, UsableToken};
 
 /// Adds a client-credentials access token to every request of the service it

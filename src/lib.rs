@@ -331,33 +331,27 @@
     clippy::todo
 )]
 
-mod boxed;
 mod builder;
 mod cache;
 pub mod docs;
 mod dpop;
-mod encoding;
 mod endpoint;
 mod error;
-mod identity;
 mod keys;
 mod layer;
 mod message;
 #[cfg(feature = "reqwest-middleware")]
 mod middleware;
-mod params;
 mod policy;
-mod random;
 mod retry;
 mod service;
 mod slots;
 mod source;
-mod stats;
 mod store;
+mod support;
 mod telemetry;
 mod token;
 
-pub use boxed::{BoxError, BoxFuture};
 pub use builder::OAuthLayerBuilder;
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 pub use endpoint::{ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE};
@@ -371,7 +365,6 @@ pub use keys::{Algorithm, JwsSigner, SigningKey};
 pub use layer::OAuthLayer;
 #[cfg(feature = "reqwest-middleware")]
 pub use middleware::OAuthMiddleware;
-pub use params::TokenParams;
 pub use policy::{
     DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME, DEFAULT_EXPIRY_SKEW,
     DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_LIFETIME, DEFAULT_MAX_BACKOFF,
@@ -382,10 +375,12 @@ pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
 pub use service::ResponseFuture;
 pub use source::TokenSource;
-pub use stats::Stats;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
 pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+pub use support::boxed::{BoxError, BoxFuture};
+pub use telemetry::stats::Stats;
+pub use token::params::TokenParams;
 pub use token::{AccessToken, UsableToken};
 
 /// The README's examples, compiled as doctests so that they cannot rot.

@@ -25,8 +25,8 @@ use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
 use crate::message::{Answer, Outgoing};
-use crate::params::TokenParams;
 use crate::service::authorize::{authorize, put_proof, Answered, Step};
+use crate::token::params::TokenParams;
 
 /// Puts the layer's token on every request of a
 /// [`reqwest_middleware::ClientWithMiddleware`] (feature

@@ -9,11 +9,11 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::boxed::BoxFuture;
 use crate::endpoint::check_token;
 use crate::endpoint::Discovery;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
 /// Anything that can produce an access token: the seam for another grant, a

@@ -1,11 +1,11 @@
 //! The builder's settings: how the client proves itself, and with which grant.
 
-use crate::boxed::BoxError;
 use crate::endpoint::ClientAuth;
 use crate::endpoint::Grant;
 use crate::endpoint::JwtBearer;
 use crate::endpoint::SecretSource;
 use crate::endpoint::TokenExchange;
+use crate::support::boxed::BoxError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

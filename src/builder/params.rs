@@ -1,6 +1,6 @@
 //! The builder's settings: what a token is requested for.
 
-use crate::params::TokenParams;
+use crate::token::params::TokenParams;
 use std::sync::Arc;
 
 use super::OAuthLayerBuilder;

@@ -1,7 +1,7 @@
 //! The builder's settings: what carries the token request.
 
-use crate::boxed::BoxError;
 use crate::endpoint::TowerTransport;
+use crate::support::boxed::BoxError;
 use bytes::Bytes;
 use std::sync::Arc;
 use tower_service::Service;

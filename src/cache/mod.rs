@@ -41,8 +41,8 @@ pub(crate) use self::placement::Placement;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
-use crate::stats::{Counters, Stats};
 use crate::store::StoreUse;
+use crate::telemetry::stats::{Counters, Stats};
 use crate::token::AccessToken;
 
 /// One service instance's link to its cache, which the response future of
@@ -629,7 +629,7 @@ pub(crate) fn cut_off() -> TokenError {
 
 /// A random number in `[0, 1)` for jitter.
 fn jitter() -> f64 {
-    crate::random::random_unit()
+    crate::support::random::random_unit()
 }
 
 #[cfg(test)]

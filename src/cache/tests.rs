@@ -42,7 +42,7 @@ impl Script {
 }
 
 impl TokenSource for Script {
-    fn fetch_token(&self) -> crate::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
+    fn fetch_token(&self) -> crate::support::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let step = {
             let mut steps = self.steps.lock().unwrap();
@@ -196,7 +196,9 @@ async fn missing_lifetime_means_sixty_minutes() {
     #[derive(Clone)]
     struct Bare;
     impl TokenSource for Bare {
-        fn fetch_token(&self) -> crate::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
+        fn fetch_token(
+            &self,
+        ) -> crate::support::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
             Box::pin(async { AccessToken::from_json(br#"{"access_token":"x"}"#) })
         }
     }
@@ -422,7 +424,9 @@ async fn a_token_that_cannot_be_a_header_is_refused() {
         let bad = bad.to_owned();
         struct Fixed(String);
         impl TokenSource for Fixed {
-            fn fetch_token(&self) -> crate::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
+            fn fetch_token(
+                &self,
+            ) -> crate::support::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
                 let t = AccessToken::new(self.0.clone());
                 Box::pin(async move { Ok(t) })
             }
@@ -451,7 +455,7 @@ struct Panicky {
 }
 
 impl TokenSource for Panicky {
-    fn fetch_token(&self) -> crate::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
+    fn fetch_token(&self) -> crate::support::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             if n < self.good {
@@ -658,7 +662,9 @@ async fn a_cut_off_flight_is_replaced_by_the_next_request() {
 async fn the_servers_refresh_advice_brings_the_renewal_forward() {
     struct Advised(Arc<AtomicUsize>);
     impl TokenSource for Advised {
-        fn fetch_token(&self) -> crate::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
+        fn fetch_token(
+            &self,
+        ) -> crate::support::boxed::BoxFuture<'_, Result<AccessToken, TokenError>> {
             let n = self.0.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
                 Ok(AccessToken::new(format!("token-{n}"))

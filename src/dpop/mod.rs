@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Uri};
 
-use crate::boxed::BoxFuture;
 use crate::error::{ConfigError, TokenError, TokenErrorKind};
 use crate::keys::jwk::PublicJwk;
 use crate::keys::{Algorithm, JwsSigner, SigningKey};
+use crate::support::boxed::BoxFuture;
 
 pub(crate) use self::nonces::NonceBook;
 pub(crate) use self::proof::Htu;

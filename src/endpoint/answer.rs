@@ -230,7 +230,7 @@ enum Exp {
 /// The lifetime left to a JWT access token by its `exp` claim, reckoned
 /// from `now` on the server's clock (its `Date` header, else ours).
 fn exp_lifetime(token: &str, now: SystemTime) -> Exp {
-    let Some(exp) = crate::encoding::jwt_claims(token)
+    let Some(exp) = crate::support::encoding::jwt_claims(token)
         .ok()
         .and_then(|claims| claims.get("exp")?.as_f64())
         .filter(|e| e.is_finite() && *e > 0.0)

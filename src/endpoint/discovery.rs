@@ -11,7 +11,6 @@ use http::header::ACCEPT;
 use http::{HeaderValue, Method, StatusCode, Uri};
 use serde_json::Value;
 
-use crate::boxed::BoxFuture;
 use crate::endpoint::answer::{retry_after, status_error};
 use crate::endpoint::client_auth::ClientAuth;
 use crate::endpoint::redact::Redactor;
@@ -19,6 +18,7 @@ use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
 /// What discovery found at an issuer: from

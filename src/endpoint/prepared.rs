@@ -6,13 +6,13 @@
 use bytes::Bytes;
 use http::HeaderValue;
 
-use crate::encoding::{base64, form_urlencode, percent_encode};
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::{ClientAuth, JWT_BEARER_ASSERTION_TYPE};
 use crate::endpoint::grant::GrantProof;
 use crate::endpoint::redact::Redactor;
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::error::TokenError;
+use crate::support::encoding::{base64, form_urlencode, percent_encode};
 
 /// What proves the client, beyond what the request holds from the start.
 enum ClientProof {

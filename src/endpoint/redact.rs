@@ -8,7 +8,7 @@
 //! with `[redacted]` before the text goes into a [`TokenError`](crate::TokenError)
 //! and from there into logs.
 
-use crate::encoding::{base64, form_urlencode, percent_encode};
+use crate::support::encoding::{base64, form_urlencode, percent_encode};
 
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";

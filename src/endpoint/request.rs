@@ -10,13 +10,13 @@ use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method};
 
-use crate::boxed::BoxFuture;
 use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
 use crate::endpoint::client_auth::{check_unencoded, ClientAuth};
 use crate::endpoint::prepared::{Carried, Prepared};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::error::{ConfigErrorKind, TokenError};
+use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
 /// One token request to the token endpoint, for any grant: the layer's

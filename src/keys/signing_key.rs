@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::algorithm::Algorithm;
 use super::jwk::PublicJwk;
-use crate::boxed::{BoxError, BoxFuture};
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::support::boxed::{BoxError, BoxFuture};
 
 /// Signs JWS messages with a key kept elsewhere: a cloud KMS, an HSM, a
 /// signing service. The layer calls it once per token request, under

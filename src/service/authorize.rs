@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
-use crate::boxed::BoxFuture;
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
 use crate::message::{is_unauthorized, Answer, Outgoing};
+use crate::support::boxed::BoxFuture;
 
 /// How a sent token reaches its cache: a service instance's own [`Link`]
 /// (the Tower path), or the cache itself, borrowed for the request's whole

@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::authorize::{authorize, put_proof, SentToken, Step};
-use crate::boxed::BoxError;
-use crate::boxed::BoxFuture;
 use crate::cache::{cut_off, Acquire, Flight, Landing, Link, Waiter};
 use crate::error::TokenError;
+use crate::support::boxed::BoxError;
+use crate::support::boxed::BoxFuture;
 
 /// How many times a waiting request asks again when the fetch it waited
 /// for was cut off (its runtime shut down), or its token ran out before the

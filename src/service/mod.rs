@@ -25,10 +25,10 @@ use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
 use self::authorize::{authorize, bearer, Step};
-use crate::boxed::BoxError;
 use crate::cache::{Acquire, CachedToken, Link, TokenCache};
-use crate::params::TokenParams;
 use crate::slots::Slots;
+use crate::support::boxed::BoxError;
+use crate::token::params::TokenParams;
 
 /// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
 /// on every request and passes it to the inner service; built by

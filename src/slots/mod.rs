@@ -22,8 +22,8 @@ use http::Request;
 use self::recipe::Recipe;
 use crate::cache::Link;
 use crate::error::{TokenError, TokenErrorKind};
-use crate::params::{CarriedHash, TokenParams};
-use crate::stats::Stats;
+use crate::telemetry::stats::Stats;
+use crate::token::params::{CarriedHash, TokenParams};
 
 /// Chooses a request's token parameters from the request itself.
 pub(crate) type ParamsFor = Arc<dyn Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync>;

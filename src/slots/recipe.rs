@@ -10,12 +10,12 @@ use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, SharedMetadata, TokenRequest,
 };
 use crate::error::{TokenError, TokenErrorKind};
-use crate::identity::IdentityBase;
-use crate::params::TokenParams;
 use crate::policy::Policy;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
 use crate::store::{StoreUse, TokenStore};
+use crate::token::identity::IdentityBase;
+use crate::token::params::TokenParams;
 
 /// Where the token request goes.
 pub(crate) enum Target {
@@ -156,7 +156,10 @@ fn merged(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String,
 /// A token slot's name in logs: its parameters' names (never their values,
 /// which may be secret) and the first hex digits of its identity, which
 /// tell apart slots with the same names.
-fn slot_name(extra: &[(String, String)], identity: &crate::identity::TokenIdentity) -> String {
+fn slot_name(
+    extra: &[(String, String)],
+    identity: &crate::token::identity::TokenIdentity,
+) -> String {
     let names: Vec<&str> = extra.iter().map(|(name, _)| name.as_str()).collect();
     format!("{} #{}", names.join(","), &identity.key()[..8])
 }

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::boxed::BoxFuture;
 use crate::error::TokenError;
-use crate::identity::TokenIdentity;
 use crate::policy::Policy;
 use crate::source::TokenSource;
+use crate::support::boxed::BoxFuture;
+use crate::token::identity::TokenIdentity;
 use crate::token::AccessToken;
 
 /// Until when the layer's token in hand may be presented, if it may be now.

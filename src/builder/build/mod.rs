@@ -12,13 +12,13 @@ use crate::endpoint::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::{ClientSecret, RotatingSecret};
 use crate::endpoint::{Grant, RequestSpec};
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::identity::{IdentityBase, Origin, Parts};
 use crate::layer::OAuthLayer;
 use crate::policy::{Policy, DEFAULT_TOKEN_SLOTS};
 use crate::slots::recipe::{Recipe, Target};
 use crate::slots::Slots;
 use crate::source::TokenSource;
 use crate::store::StoreUse;
+use crate::token::identity::{IdentityBase, Origin, Parts};
 
 use super::OAuthLayerBuilder;
 

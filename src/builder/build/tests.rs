@@ -1,9 +1,9 @@
 //! The builder's checks, one setting at a time.
 
 use super::*;
-use crate::boxed::BoxError;
 use crate::endpoint::ClientAuth;
 use crate::error::ConfigErrorKind;
+use crate::support::boxed::BoxError;
 use bytes::Bytes;
 
 fn valid() -> OAuthLayerBuilder {

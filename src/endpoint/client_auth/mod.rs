@@ -201,7 +201,7 @@ impl ClientAuth {
         )
     }
 
-    /// The method's name in a [token identity](crate::identity): stable
+    /// The method's name in a [token identity](crate::token::identity): stable
     /// across versions (a rename of a variant must not change it), and
     /// distinct for every method.
     pub(crate) fn identity_name(&self) -> &'static str {
@@ -219,7 +219,7 @@ impl ClientAuth {
     }
 
     /// What of the credential, beyond the method, sets the client's tokens
-    /// apart in a [token identity](crate::identity): for `private_key_jwt`
+    /// apart in a [token identity](crate::token::identity): for `private_key_jwt`
     /// the signing key's algorithm, id and public key's thumbprint (RFC
     /// 7638; a custom signer that gives no public key is known by its
     /// algorithm and id). Never a secret.

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::boxed::BoxError;
 use crate::error::{TokenError, TokenErrorKind};
+use crate::support::boxed::BoxError;
 
 /// Where Kubernetes mounts a pod's service account token: what
 /// `OAUTH_CLIENT_ASSERTION_FILE=kubernetes` stands for in
@@ -343,7 +343,7 @@ fn jwt_exp(jwt: &str) -> Result<Option<u64>, &'static str> {
     if jwt.split('.').any(str::is_empty) {
         return Err("a JWT has three dot-separated parts");
     }
-    let claims = crate::encoding::jwt_claims(jwt)?;
+    let claims = crate::support::encoding::jwt_claims(jwt)?;
     Ok(claims.get("exp").and_then(serde_json::Value::as_u64))
 }
 

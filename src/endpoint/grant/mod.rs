@@ -8,11 +8,11 @@ pub(crate) mod token_exchange;
 use std::sync::Arc;
 
 use self::token_exchange::{TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
-use crate::encoding::form_urlencode;
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::AssertionSettings;
 use crate::endpoint::grant::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
 use crate::error::{TokenError, TokenErrorKind};
+use crate::support::encoding::form_urlencode;
 
 /// The grant of a layer's token requests.
 #[derive(Clone, Debug, Default)]

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::boxed::{BoxError, BoxFuture};
+use crate::support::boxed::{BoxError, BoxFuture};
 
 /// The `grant_type` of token exchange (RFC 8693 section 2.1).
 pub const TOKEN_EXCHANGE_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";

@@ -16,8 +16,8 @@ use bytes::{Buf, Bytes};
 use http_body::Body;
 use tower_service::Service;
 
-use crate::boxed::{BoxError, BoxFuture};
 use crate::error::{TokenError, TokenErrorKind};
+use crate::support::boxed::{BoxError, BoxFuture};
 
 /// The largest token response body read. A larger one is refused, so a broken
 /// proxy cannot make the client buffer megabytes.

@@ -14,9 +14,9 @@ use super::codec::{decode_failure, encode_failure, time_left, token_json};
 use super::connection::Connection;
 use super::seal::Sealer;
 use super::{Problem, RedisStore};
-use crate::boxed::BoxFuture;
 use crate::error::TokenError;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
 /// How many keys' handed-out tokens a store remembers (see
@@ -354,7 +354,7 @@ impl Wake {
 
 /// 128 random bits as hex: a lock value no other replica holds.
 fn random_hex() -> String {
-    use crate::random::random_u64;
+    use crate::support::random::random_u64;
     format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 

@@ -1,5 +1,10 @@
-//! [`AccessToken`]: a token and what the token endpoint said about it (read
-//! from the endpoint's answer in `endpoint::answer`).
+//! What a token is: [`AccessToken`], a token and what the token endpoint
+//! said about it (read from the endpoint's answer in `endpoint::answer`),
+//! and `UsableToken` (here); what it is requested for (`params`:
+//! `TokenParams`); and what makes two tokens interchangeable (`identity`).
+
+pub(crate) mod identity;
+pub(crate) mod params;
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

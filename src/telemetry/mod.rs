@@ -1,6 +1,7 @@
-//! Metrics through the `metrics` facade (feature `metrics`): what the layer
-//! reports to whichever recorder the program installed (Prometheus,
-//! OpenTelemetry, StatsD exporters). Named in the OpenTelemetry semantic
+//! What the layer reports: [`Stats`](stats::Stats), its counters read by
+//! `OAuthLayer::stats` (`stats`), and here metrics through the `metrics`
+//! facade (feature `metrics`), to whichever recorder the program installed
+//! (Prometheus, OpenTelemetry, StatsD exporters). Named in the OpenTelemetry semantic
 //! conventions' style; every label takes a few fixed values, never a token,
 //! a secret or anything from a request. Without the feature, each function
 //! is empty.
@@ -16,6 +17,8 @@
 //! Requests served from the cache are not counted one by one: that would
 //! put a shared write on every request's path (see BENCHMARKS.md); they are
 //! the requests minus the waits.
+
+pub(crate) mod stats;
 
 use std::time::Duration;
 
