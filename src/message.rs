@@ -25,7 +25,16 @@ pub(crate) trait Answer {
     fn status(&self) -> StatusCode;
     /// Its headers (a challenge, a DPoP nonce, a gRPC status).
     fn headers(&self) -> &HeaderMap;
+
+    /// Marks a refusal that sending again cannot help: the next request
+    /// would carry the very token refused (its renewal is rate-limited).
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) reads the mark.
+    fn mark_no_new_token(&mut self) {}
 }
+
+/// The mark of [`Answer::mark_no_new_token`] on an `http` response.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoNewToken;
 
 impl<B> Outgoing for Request<B> {
     #[inline]
@@ -58,6 +67,10 @@ impl<B> Answer for Response<B> {
     #[inline]
     fn headers(&self) -> &HeaderMap {
         Response::headers(self)
+    }
+
+    fn mark_no_new_token(&mut self) {
+        self.extensions_mut().insert(NoNewToken);
     }
 }
 

@@ -43,10 +43,12 @@ use crate::token::params::TokenParams;
 ///   parameters, as through the layer. (The layer's
 ///   [`params_for`](crate::OAuthLayerBuilder::params_for) reads an
 ///   `http::Request`, which reqwest does not have: it is not consulted.)
-/// - A `401` answer drops the token that was sent (rate-limited as the
-///   layer's own), and the request is sent once more with a new token when
-///   its body can be cloned (`Request::try_clone`); otherwise the `401` is
-///   returned and the next request gets the new token.
+/// - A `401` (or a gRPC `UNAUTHENTICATED`) drops the token that was sent
+///   (rate-limited as the layer's own), and the request is sent once more
+///   with a new token when its body can be cloned (`Request::try_clone`);
+///   otherwise the `401` is returned and the next request gets the new
+///   token. While the renewal is rate-limited the request would carry the
+///   very token refused: the `401` is returned at once, not sent again.
 /// - With [DPoP](crate::OAuthLayerBuilder::dpop), each request carries a
 ///   proof (`Authorization: DPoP`, `DPoP`), and a `401` asking for a nonce
 ///   is answered by sending the request once more with one.
@@ -192,8 +194,8 @@ async fn send(
         }
         Step::Fail(error) => return Err(failed(error)),
     };
-    let response = next.run(req, extensions).await?;
-    let answered = sent.answered(&response);
+    let mut response = next.run(req, extensions).await?;
+    let answered = sent.answered(&mut response);
     Ok((response, answered))
 }
 

@@ -6,7 +6,7 @@ use std::future::{ready, Ready};
 use http::{Request, Response};
 use tower::retry::Policy;
 
-use crate::message::is_unauthorized;
+use crate::message::{is_unauthorized, NoNewToken};
 
 /// A [`tower::retry::Policy`] that resends a request after a
 /// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only
@@ -17,7 +17,9 @@ use crate::message::is_unauthorized;
 /// new one. A revoked or prematurely expired token then costs the caller one
 /// extra round trip instead of an error. Forced renewals stay rate-limited
 /// (see [`forced_renewal_interval`](crate::OAuthLayerBuilder::forced_renewal_interval)):
-/// if the API refuses the new token too, that 401 is returned.
+/// if the API refuses the new token too, that 401 is returned; and a 401 for
+/// a token the layer cannot replace yet (its renewal rate-limited) is
+/// returned at once, not resent with the very token refused.
 ///
 /// Only requests whose body can be cloned (`B: Clone`, such as
 /// `http_body_util::Full<Bytes>` or `String`) can be resent.
@@ -63,7 +65,11 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
         result: &mut Result<Response<ResB>, E>,
     ) -> Option<Self::Future> {
         match result {
-            Ok(response) if self.remaining > 0 && is_unauthorized(response) => {
+            Ok(response)
+                if self.remaining > 0
+                    && is_unauthorized(response)
+                    && response.extensions().get::<NoNewToken>().is_none() =>
+            {
                 self.remaining -= 1;
                 tracing::debug!("the API refused the token; resending the request");
                 crate::telemetry::unauthorized_retry();

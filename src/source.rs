@@ -1,11 +1,13 @@
 //! The token source seam: the [`TokenSource`] trait every token comes
-//! through (the client-credentials request is one), and [`ask`], one call to
-//! a source bounded by the fetch timeout, with a panic turned into an error.
+//! through (the client-credentials request is one), and [`ask_counted`],
+//! one call to a source bounded by the fetch timeout, counted, with a panic
+//! turned into an error.
 
 use std::any::Any;
 use std::future::{poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -73,14 +75,19 @@ impl TokenSource for Discovery {
     }
 }
 
-/// One request to `source`, bounded by `timeout`; a panic of the source is
-/// an error, and so is a token that cannot be sent as it is
-/// ([`check_token`]): before anything caches or shares it.
-pub(crate) async fn ask(
+/// One request to `source`, bounded by `timeout`, counted in `sent` and
+/// reported (by outcome, with its duration) to the metrics as a token
+/// request; a panic of the source is an error, and so is a token that
+/// cannot be sent as it is ([`check_token`]): before anything caches or
+/// shares it.
+pub(crate) async fn ask_counted(
     source: &dyn TokenSource,
     timeout: Duration,
+    sent: &AtomicU64,
 ) -> Result<AccessToken, TokenError> {
-    caught("token source", async {
+    sent.fetch_add(1, Ordering::Relaxed);
+    let started = tokio::time::Instant::now();
+    let outcome = caught("token source", async {
         match tokio::time::timeout(timeout, source.fetch_token()).await {
             Ok(outcome) => {
                 let token = outcome?;
@@ -91,7 +98,9 @@ pub(crate) async fn ask(
                 .with_message(format!("no complete answer within {timeout:?}"))),
         }
     })
-    .await
+    .await;
+    crate::telemetry::token_request(&outcome, started.elapsed());
+    outcome
 }
 
 /// Runs `fut`; a panic inside it becomes an error, and `fut` is not polled

@@ -87,6 +87,12 @@ async fn a_recorder_sees_every_metric() {
         get("oauth.client.token.request.duration outcome=success"),
         2
     );
+    // Without a store every fetch is a token request.
+    assert_eq!(get("oauth.client.token.fetches outcome=success"), 2);
+    assert_eq!(
+        get("oauth.client.token.fetches error.type=status,outcome=failure"),
+        1
+    );
     assert_eq!(
         get("oauth.client.token.request.duration outcome=failure"),
         1
@@ -97,5 +103,5 @@ async fn a_recorder_sees_every_metric() {
     assert_eq!(get("oauth.client.token.waits "), 6);
     assert_eq!(get("oauth.client.unauthorized.retries "), 1);
     // Nothing else, and no label but these.
-    assert_eq!(seen.len(), 8, "{seen:#?}");
+    assert_eq!(seen.len(), 10, "{seen:#?}");
 }

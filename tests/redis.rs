@@ -189,6 +189,28 @@ async fn redis_going_away_and_coming_back() {
         (1..=2).contains(&warnings),
         "warned {warnings} times, once per replica at most"
     );
+    // Each warning says why: the connection's I/O error, not just its kind.
+    let text = captured.text();
+    for line in text
+        .lines()
+        .filter(|l| l.contains("Redis token store unavailable"))
+    {
+        let lower = line.to_lowercase();
+        assert!(
+            [
+                "refused",
+                "dropped",
+                "reset",
+                "broken pipe",
+                "closed",
+                "timed out"
+            ]
+            .iter()
+            .any(|why| lower.contains(why)),
+            "the warning does not say why: {line}"
+        );
+        assert!(!line.contains("error=Io: "), "an empty reason: {line}");
+    }
     assert!(a.stats().store_fell_back >= 1 && b.stats().store_fell_back >= 1);
 
     // Redis is back: the fleet shares again.
@@ -850,4 +872,65 @@ async fn a_token_refused_while_a_renewal_waits_for_redis_is_replaced_at_once() {
     assert!(took < Duration::from_millis(1200), "{took:?}");
     assert_eq!(authority.token_requests(), 2);
     assert_eq!(layer.stats().store_fell_back, 1);
+}
+
+/// `Stats::token_requests` counts what each replica itself sent to the token
+/// endpoint, never a token the store handed it: summed over the replicas it
+/// is what the endpoint received, through renewals, a Redis outage and its
+/// return; `fetches` counts every fetch, the store's answers included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_requests_summed_over_replicas_are_what_the_endpoint_received() {
+    if support::redis_server::missing() {
+        return;
+    }
+    let mut server = RedisServer::start();
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
+    let replicas = [
+        replica(&authority, &server.url(), "t-count:"),
+        replica(&authority, &server.url(), "t-count:"),
+    ];
+    let run = |for_: Duration| {
+        let replicas = replicas.clone();
+        let authority = &authority;
+        async move {
+            let start = Instant::now();
+            while start.elapsed() < for_ {
+                for r in &replicas {
+                    let t = tokio::time::timeout(Duration::from_secs(2), r.token())
+                        .await
+                        .expect("bounded")
+                        .expect("a token");
+                    assert!(authority.accepts(t.expose_token()));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Renewals through the store, then an outage, then Redis back.
+    run(Duration::from_millis(3500)).await;
+    server.stop();
+    run(Duration::from_millis(2500)).await;
+    server.restart();
+    run(Duration::from_millis(2500)).await;
+
+    let stats: Vec<_> = replicas.iter().map(OAuthLayer::stats).collect();
+    let sent: u64 = stats.iter().map(|s| s.token_requests).sum();
+    let fetches: u64 = stats.iter().map(|s| s.fetches).sum();
+    let took_shared: u64 = stats.iter().map(|s| s.store_took_shared).sum();
+    println!(
+        "endpoint received {}, replicas sent {sent} ({:?}), fetched {fetches}, \
+         {took_shared} of them another replica's token",
+        authority.token_requests(),
+        stats.iter().map(|s| s.token_requests).collect::<Vec<_>>()
+    );
+    assert_eq!(sent, authority.token_requests() as u64);
+    assert!(took_shared >= 1, "the store shared no token: {stats:?}");
+    assert!(fetches >= sent + took_shared, "{stats:?}");
+    for s in &stats {
+        assert_eq!(
+            s.token_requests,
+            s.store_fetched_for_fleet + s.store_fell_back,
+            "a replica sends only for the fleet or alone: {s:?}"
+        );
+    }
 }

@@ -192,9 +192,9 @@ async fn fleet_process() {
     }
     let s = layer.stats();
     println!(
-        "FLEET-RESULT ok={ok} failed={failed} token_requests={} took_shared={} \
+        "FLEET-RESULT ok={ok} failed={failed} fetches={} took_shared={} \
          fetched_for_fleet={} waited={} fell_back={}",
-        s.token_requests,
+        s.fetches,
         s.store_took_shared,
         s.store_fetched_for_fleet,
         s.store_waited,
@@ -309,13 +309,9 @@ async fn a_fleet_of_processes_rides_out_a_failover_and_a_restart() {
         sum("fetched_for_fleet") + sum("fell_back")
     );
     // The fleet fetches as often as one replica needs a token (first one
-    // and renewals: its `token_requests`), not eight times as often; while
+    // and renewals: its `fetches`), not eight times as often; while
     // the token's master is down, each replica may fetch alone once.
-    let one_replica = lines
-        .iter()
-        .map(|l| field(l, "token_requests"))
-        .max()
-        .unwrap();
+    let one_replica = lines.iter().map(|l| field(l, "fetches")).max().unwrap();
     assert!(
         sum("fetched_for_fleet") <= one_replica + 2,
         "{} fetched for the fleet; one replica needs {one_replica}",

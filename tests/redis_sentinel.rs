@@ -87,7 +87,7 @@ async fn the_fleet_follows_the_master_sentinel_names_through_a_failover() {
     let sum = |f: fn(&tower_oauth::Stats) -> u64| stats.iter().map(f).sum::<u64>();
     let fetched = sum(|s| s.store_fetched_for_fleet);
     let alone = sum(|s| s.store_fell_back);
-    let one_replica = stats.iter().map(|s| s.token_requests).max().unwrap();
+    let one_replica = stats.iter().map(|s| s.fetches).max().unwrap();
     println!(
         "8 replicas, {run:?} of {lifetime:?} tokens, a failover: {} token requests \
          ({fetched} fetched for the fleet, {alone} alone while Redis did not answer; \

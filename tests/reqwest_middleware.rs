@@ -75,13 +75,16 @@ async fn a_refused_token_is_dropped_and_the_request_sent_once_more() {
     assert_eq!(authority.api_refused(), 1);
     assert_eq!(oauth.stats().forced_renewals, 1);
     // Refused again at once (an API that refuses every token): renewals
-    // stay rate-limited (one per forced_renewal_interval), the request is
-    // sent once more only, and the 401 comes back.
+    // stay rate-limited (one per forced_renewal_interval), so a resend
+    // would carry the very token refused: each call reaches the API once,
+    // and its 401 comes back.
     authority.revoke_all();
-    let response = client.get(&url).send().await.unwrap();
-    assert_eq!(response.status(), 401);
+    for n in 1..=4 {
+        let response = client.post(&url).body("payload").send().await.unwrap();
+        assert_eq!(response.status(), 401);
+        assert_eq!(authority.api_refused(), 1 + n, "call {n} was sent again");
+    }
     assert_eq!(authority.token_requests(), 2);
-    assert_eq!(authority.api_refused(), 3);
 }
 
 #[tokio::test]

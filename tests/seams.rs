@@ -460,14 +460,36 @@ async fn retry_unauthorized_turns_a_revoked_token_into_a_renewal() {
             r
         })
     };
+    let refused_layer = builder(&authority).build().unwrap();
     let client = ServiceBuilder::new()
         .layer(RetryLayer::new(RetryUnauthorized::default()))
-        .layer(builder(&authority).build().unwrap())
+        .layer(refused_layer.clone())
         .layer(counted)
         .service(refusing);
-    let resp = client.oneshot(get("http://api.example/")).await.unwrap();
+    let resp = client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 401);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // While the renewal is rate-limited a resend would carry the very token
+    // refused: each call reaches the API once, and its 401 comes back.
+    for n in 1..=4 {
+        let resp = client
+            .clone()
+            .oneshot(get("http://api.example/"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 401);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2 + n,
+            "call {n} was sent again"
+        );
+    }
+    assert_eq!(refused_layer.stats().token_requests, 2);
+    assert_eq!(refused_layer.stats().forced_renewals, 1);
 }
 
 #[test]

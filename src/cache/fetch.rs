@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::error::TokenError;
 use crate::policy::Policy;
-use crate::source::{ask, caught, TokenSource};
+use crate::source::{ask_counted, caught, TokenSource};
 use crate::store::{FetchContext, ServingUntil, StoreUse};
 use crate::token::AccessToken;
 
@@ -48,7 +48,12 @@ impl Fetcher {
         else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
-            let token = ask(&*self.source, self.policy.fetch_timeout).await?;
+            let token = ask_counted(
+                &*self.source,
+                self.policy.fetch_timeout,
+                &self.fleet.token_requests,
+            )
+            .await?;
             let expires_at = sent_at + token.lifetime();
             return Ok(Fetched { token, expires_at });
         };

@@ -223,6 +223,7 @@ impl TokenCache {
         let mut stats = self.counters.snapshot();
         let fleet = &self.fetcher.fleet;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        stats.token_requests = get(&fleet.token_requests);
         stats.store_took_shared = get(&fleet.took_shared);
         stats.store_fetched_for_fleet = get(&fleet.fetched_for_fleet);
         stats.store_waited = get(&fleet.waited);
@@ -388,15 +389,15 @@ impl TokenCache {
 
     /// The API refused the token of `generation` (HTTP 401). Drops it if it
     /// is still the current one and no token was dropped within the forced
-    /// renewal interval, and starts fetching a new one.
-    pub(crate) fn refused(self: &Arc<Self>, generation: u64) {
-        if self
-            .current
-            .load()
-            .as_ref()
-            .is_some_and(|t| t.generation == generation)
-        {
-            self.force_renewal(Some(generation));
+    /// renewal interval, and starts fetching a new one. `Some(wait)` when
+    /// the next request would carry that same token (the renewal is
+    /// rate-limited for `wait`): sending the refused request again is
+    /// pointless; `None` when another token comes (dropped now, or replaced
+    /// already).
+    pub(crate) fn refused(self: &Arc<Self>, generation: u64) -> Option<Duration> {
+        match self.force(Some(generation)) {
+            Forced::RateLimited(wait) => Some(wait),
+            Forced::Dropped | Forced::NotCurrent => None,
         }
     }
 
@@ -404,13 +405,19 @@ impl TokenCache {
     /// and starts fetching a new one, unless a token was dropped so within
     /// the forced renewal interval. Whether it was dropped.
     pub(crate) fn force_renewal(self: &Arc<Self>, generation: Option<u64>) -> bool {
+        matches!(self.force(generation), Forced::Dropped)
+    }
+
+    /// [`force_renewal`](Self::force_renewal), saying why a token was not
+    /// dropped.
+    fn force(self: &Arc<Self>, generation: Option<u64>) -> Forced {
         let mut ctl = self.control();
         // All stores to `current` happen under the lock: this check is exact.
         let Some(current) = self.current.load_full() else {
-            return false;
+            return Forced::NotCurrent;
         };
         if generation.is_some_and(|g| g != current.generation) {
-            return false;
+            return Forced::NotCurrent;
         }
         let now = Instant::now();
         if let Err(wait) = ctl.may_force(now, self.policy().forced_renewal_interval) {
@@ -419,7 +426,7 @@ impl TokenCache {
                 "the access token was refused again; not renewing yet \
                  (forced renewals are rate-limited)"
             );
-            return false;
+            return Forced::RateLimited(wait);
         }
         self.current.store(None);
         Counters::bump(&self.counters.forced_renewals);
@@ -430,7 +437,7 @@ impl TokenCache {
             let refused = Some(current.token.clone());
             let _ = self.take_off(&mut ctl, Reason::Refused, refused, now);
         }
-        true
+        Forced::Dropped
     }
 
     /// Starts a fetch on a task of the current runtime, telling the store
@@ -450,7 +457,7 @@ impl TokenCache {
         let timeout = self.policy().fetch_timeout;
         let overdue = timeout.saturating_mul(OVERDUE_FETCH_TIMEOUTS) + Duration::from_secs(1);
         let flight = Flight::new(now + overdue);
-        Counters::bump(&self.counters.token_requests);
+        Counters::bump(&self.counters.fetches);
         let slot = self.slot.as_deref().unwrap_or("default");
         let span = match reason {
             // A renewal ahead is the layer's own work, not the request's that
@@ -507,7 +514,7 @@ impl TokenCache {
         }
         let outcome = outcome
             .and_then(|fetched| self.prepare(fetched, ctl.next_generation(), now - sent_at, now));
-        crate::telemetry::token_request(&outcome, now - sent_at);
+        crate::telemetry::fetch(&outcome);
         match &outcome {
             Ok(token) => {
                 tracing::debug!(
@@ -582,6 +589,18 @@ impl TokenCache {
             renew_after: AtomicU64::new(0),
         }))
     }
+}
+
+/// What a forced renewal did.
+enum Forced {
+    /// The token was dropped; a new one is being fetched.
+    Dropped,
+    /// The token was no longer the current one (or there was none): the
+    /// next request gets another.
+    NotCurrent,
+    /// A token was dropped within the forced renewal interval: this one
+    /// stays for `.0` more.
+    RateLimited(Duration),
 }
 
 /// One fetch, on its own task.

@@ -42,8 +42,12 @@ pub(crate) enum Answered {
     /// Nothing to do (a refused DPoP proof is logged: a new token would
     /// not help).
     Accepted,
-    /// The token was refused, and dropped from its cache.
+    /// The token was refused, and dropped from its cache (or replaced
+    /// already): another one comes.
     Refused,
+    /// The token was refused, and stays: its renewal is rate-limited, so
+    /// the request would go again with the very token refused.
+    RefusedAgain,
     /// The API asked for a DPoP nonce, which is kept: a new proof would
     /// carry it.
     UseNonce,
@@ -65,22 +69,46 @@ impl<L: CacheHandle> SentToken<L> {
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
     /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
     /// refuses only the proof leaves the token alone.
+    /// A refusal that sending again cannot help is marked on the answer
+    /// ([`Answer::mark_no_new_token`]).
     #[inline]
-    pub(crate) fn answered(&self, response: &impl Answer) -> Answered {
+    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
         if let Some(target) = &self.target {
             return self.answered_with_proof(target, response);
         }
         if is_unauthorized(response) {
-            self.link.cache().refused(self.generation);
-            return Answered::Refused;
+            return self.refused(response);
         }
         Answered::Accepted
+    }
+
+    /// The API refused the token: its cache drops it, unless its renewal is
+    /// rate-limited, when the answer goes back marked as one that sending
+    /// again cannot help.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, response: &mut impl Answer) -> Answered {
+        let Some(wait) = self.link.cache().refused(self.generation) else {
+            return Answered::Refused;
+        };
+        tracing::info!(
+            ?wait,
+            "the API refused the token again; the next renewal is rate-limited for this \
+             long (forced_renewal_interval), so the refusal goes back to the caller as it is, \
+             not sent again with the same token"
+        );
+        response.mark_no_new_token();
+        Answered::RefusedAgain
     }
 
     /// [`answered`](Self::answered), for a request that carried a DPoP
     /// proof for `target`.
     #[inline(never)]
-    fn answered_with_proof(&self, target: &crate::dpop::Htu, response: &impl Answer) -> Answered {
+    fn answered_with_proof(
+        &self,
+        target: &crate::dpop::Htu,
+        response: &mut impl Answer,
+    ) -> Answered {
         use crate::dpop::Verdict;
         let cache = self.link.cache();
         let Some(dpop) = &cache.placement().dpop else {
@@ -104,10 +132,7 @@ impl<L: CacheHandle> SentToken<L> {
                 );
                 Answered::Accepted
             }
-            Verdict::Refused => {
-                cache.refused(self.generation);
-                Answered::Refused
-            }
+            Verdict::Refused => self.refused(response),
         }
     }
 }

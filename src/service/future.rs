@@ -248,9 +248,9 @@ where
         // The usual case first, and alone: the inner service called with
         // the token at hand. Waiting, signing and failing are out of line.
         if let StateProj::Calling { fut, sent } = this.state.as_mut().project() {
-            let response = ready!(fut.poll(cx)).map_err(Into::into)?;
+            let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
             if let Some(sent) = sent {
-                sent.answered(&response);
+                sent.answered(&mut response);
             }
             return Poll::Ready(Ok(response));
         }
@@ -287,9 +287,9 @@ where
                     state.set(State::after(next));
                 }
                 StateProj::Calling { fut, sent } => {
-                    let response = ready!(fut.poll(cx)).map_err(Into::into)?;
+                    let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
                     if let Some(sent) = sent {
-                        sent.answered(&response);
+                        sent.answered(&mut response);
                     }
                     return Poll::Ready(Ok(response));
                 }

@@ -67,7 +67,12 @@ impl<'a> FetchContext<'a> {
     /// The token request's [`TokenError`].
     pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
         let started = tokio::time::Instant::now();
-        let token = crate::source::ask(self.source, self.policy.fetch_timeout).await?;
+        let token = crate::source::ask_counted(
+            self.source,
+            self.policy.fetch_timeout,
+            &self.fleet.token_requests,
+        )
+        .await?;
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());
         Ok(SharedToken { token, usable_for })
     }
@@ -159,9 +164,11 @@ pub enum StoreEvent {
     FellBackToLocal,
 }
 
-/// The counters behind [`StoreEvent`]s, kept by a layer's fetcher.
+/// The counters behind [`StoreEvent`]s, and the token requests this replica
+/// sent itself (with a store or without), kept by a layer's fetcher.
 #[derive(Debug, Default)]
 pub(crate) struct FleetCounters {
+    pub(crate) token_requests: AtomicU64,
     pub(crate) took_shared: AtomicU64,
     pub(crate) fetched_for_fleet: AtomicU64,
     pub(crate) waited: AtomicU64,

@@ -8,11 +8,16 @@
 //!
 //! | name | kind | unit | labels |
 //! |---|---|---|---|
-//! | `oauth.client.token.requests` | counter | requests | `outcome` (`success`, `failure`), `error.type` (the `TokenErrorKind`, on failure) |
-//! | `oauth.client.token.request.duration` | histogram | seconds | `outcome` |
+//! | `oauth.client.token.requests` | counter | requests | `outcome` (`success`, `failure`), `error.type` (the `TokenErrorKind`, on failure): token requests this replica sent to the token endpoint (or its token source) |
+//! | `oauth.client.token.request.duration` | histogram | seconds | `outcome`: how long those took |
+//! | `oauth.client.token.fetches` | counter | fetches | `outcome`, `error.type`: fetches the caches started, each ended by a token from the endpoint or from a token store, or a failure |
 //! | `oauth.client.token.renewals` | counter | renewals | `reason` (`ahead`: before expiry; `refused`: the API refused the token) |
 //! | `oauth.client.token.waits` | counter | requests | none: requests that waited for a token request |
 //! | `oauth.client.unauthorized.retries` | counter | requests | none: requests `RetryUnauthorized` sent again |
+//!
+//! For the load on the identity provider, sum `oauth.client.token.requests`
+//! over the replicas: a token a store handed a replica (another replica's)
+//! is a fetch, not a request. Without a store the two count alike.
 //!
 //! Requests served from the cache are not counted one by one: that would
 //! put a shared write on every request's path (see BENCHMARKS.md); they are
@@ -24,7 +29,9 @@ use std::time::Duration;
 
 use crate::error::TokenError;
 
-pub(crate) use self::recorder::{describe, renewal, token_request, unauthorized_retry, wait};
+pub(crate) use self::recorder::{
+    describe, fetch, renewal, token_request, unauthorized_retry, wait,
+};
 
 /// Why a renewal started.
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +54,13 @@ mod recorder {
             describe_counter!(
                 TOKEN_REQUESTS,
                 Unit::Count,
-                "Token requests (through the token store, when there is one), by outcome"
+                "Token requests this replica sent to the token endpoint, by outcome"
+            );
+            describe_counter!(
+                TOKEN_FETCHES,
+                Unit::Count,
+                "Fetches the token caches started (a token from the endpoint or from a \
+                 token store, or a failure), by outcome"
             );
             describe_histogram!(
                 TOKEN_REQUEST_DURATION,
@@ -73,6 +86,7 @@ mod recorder {
     }
 
     const TOKEN_REQUESTS: &str = "oauth.client.token.requests";
+    const TOKEN_FETCHES: &str = "oauth.client.token.fetches";
     const TOKEN_REQUEST_DURATION: &str = "oauth.client.token.request.duration";
     const TOKEN_RENEWALS: &str = "oauth.client.token.renewals";
     const TOKEN_WAITS: &str = "oauth.client.token.waits";
@@ -90,6 +104,18 @@ mod recorder {
                 metrics::counter!(TOKEN_REQUESTS, "outcome" => "failure", "error.type" => kind)
                     .increment(1);
                 metrics::histogram!(TOKEN_REQUEST_DURATION, "outcome" => "failure").record(took);
+            }
+        }
+    }
+
+    /// A fetch ended with `outcome`.
+    pub(crate) fn fetch<T>(outcome: &Result<T, TokenError>) {
+        match outcome {
+            Ok(_) => metrics::counter!(TOKEN_FETCHES, "outcome" => "success").increment(1),
+            Err(error) => {
+                let kind = error.kind().code();
+                metrics::counter!(TOKEN_FETCHES, "outcome" => "failure", "error.type" => kind)
+                    .increment(1);
             }
         }
     }
@@ -125,6 +151,8 @@ mod recorder {
     pub(crate) fn describe() {}
     /// A token request ended (not recorded).
     pub(crate) fn token_request<T>(_outcome: &Result<T, TokenError>, _took: Duration) {}
+    /// A fetch ended (not recorded).
+    pub(crate) fn fetch<T>(_outcome: &Result<T, TokenError>) {}
     /// A renewal started (not recorded).
     pub(crate) fn renewal(_why: Renewal) {}
     /// A request waits for a token request (not recorded).

@@ -9,22 +9,41 @@ use std::time::Duration;
 /// take on their hot path; the counters count since the layer was built,
 /// across all its clones (and, in `OAuthLayer::stats`, all its token slots).
 ///
+/// For the load a fleet puts on the identity provider, sum
+/// [`token_requests`](Self::token_requests) over the replicas: it counts
+/// what each replica itself sent, never a token a store handed it.
+///
 /// ```
 /// # async fn example(oauth: tower_oauth::OAuthLayer) {
 /// let stats = oauth.stats();
 /// let healthy = stats.token_usable_for.is_some() || stats.backing_off.is_none();
 /// println!(
-///     "{} token requests ({} failed), {} renewed ahead, {} forced; healthy: {healthy}",
-///     stats.token_requests, stats.failed_token_requests, stats.renewals_ahead, stats.forced_renewals
+///     "{} fetches ({} failed), {} sent to the token endpoint, {} renewed ahead, \
+///      {} forced; healthy: {healthy}",
+///     stats.fetches,
+///     stats.failed_token_requests,
+///     stats.token_requests,
+///     stats.renewals_ahead,
+///     stats.forced_renewals
 /// );
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Token requests started.
+    /// Token requests this replica sent to the token endpoint (or asked of
+    /// its [`TokenSource`](crate::TokenSource)): one per fetch it made
+    /// itself. A fetch a [token store](crate::OAuthLayerBuilder::token_store)
+    /// served with another replica's token is not one, so summed over the
+    /// replicas this is what the endpoint received. (A request the layer
+    /// sends again at once within one, for a DPoP nonce or a refused
+    /// assertion's other audience, is part of it.)
     pub token_requests: u64,
-    /// Token requests that failed (any kind).
+    /// Fetches the layer's caches started, each ended by a token (from the
+    /// endpoint, or a store), or a failure: without a store, the same as
+    /// [`token_requests`](Self::token_requests).
+    pub fetches: u64,
+    /// Fetches that failed (any kind).
     pub failed_token_requests: u64,
     /// Renewals started ahead of expiry, while the current token still served.
     pub renewals_ahead: u64,
@@ -62,6 +81,7 @@ impl Stats {
     /// Adds `other`'s counters to these.
     pub(crate) fn add(&mut self, other: &Stats) {
         self.token_requests += other.token_requests;
+        self.fetches += other.fetches;
         self.failed_token_requests += other.failed_token_requests;
         self.renewals_ahead += other.renewals_ahead;
         self.forced_renewals += other.forced_renewals;
@@ -77,7 +97,7 @@ impl Stats {
 /// The counters behind [`Stats`]; touched only off the hot path.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) token_requests: AtomicU64,
+    pub(crate) fetches: AtomicU64,
     pub(crate) failed_token_requests: AtomicU64,
     pub(crate) renewals_ahead: AtomicU64,
     pub(crate) forced_renewals: AtomicU64,
@@ -93,7 +113,8 @@ impl Counters {
     pub(crate) fn snapshot(&self) -> Stats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Stats {
-            token_requests: get(&self.token_requests),
+            token_requests: 0,
+            fetches: get(&self.fetches),
             failed_token_requests: get(&self.failed_token_requests),
             renewals_ahead: get(&self.renewals_ahead),
             forced_renewals: get(&self.forced_renewals),

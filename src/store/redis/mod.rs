@@ -118,10 +118,31 @@ enum Problem {
 
 impl From<RedisError> for Problem {
     fn from(e: RedisError) -> Self {
-        // Redis errors name the command and the server's answer, never our
-        // values; the URL (with a password) is not part of them.
-        Problem::Redis(format!("{:?}: {}", e.kind(), e.detail().unwrap_or("")))
+        Problem::Redis(describe(&e))
     }
+}
+
+/// Why Redis failed, for a log line: the error's kind, what went wrong on
+/// the connection when it is an I/O error (refused, timed out, dropped),
+/// and the error's own text (the server's answer, or the I/O or TLS error:
+/// "Connection refused (os error 111)"). Redis errors name the command and
+/// the server's answer, never our values; the URL (with a password) is not
+/// part of them.
+fn describe(e: &RedisError) -> String {
+    let what = if e.is_connection_refusal() {
+        " (connection refused)"
+    } else if e.is_timeout() {
+        " (timed out)"
+    } else if e.is_connection_dropped() {
+        " (connection dropped)"
+    } else {
+        ""
+    };
+    let text = match e.detail() {
+        Some(detail) => detail.to_owned(),
+        None => e.to_string(),
+    };
+    crate::error::clip(&format!("{:?}{what}: {text}", e.kind()))
 }
 
 impl RedisStore {
