@@ -375,3 +375,40 @@ async fn with_an_issuer_the_grant_s_audience_is_learnt_once_per_layer() {
         assert_eq!(outcomes, expected, "takes the issuer: {takes_issuer}");
     }
 }
+
+/// A refused grant says what to check: the assertion's `iss`, `sub`, `aud`
+/// and key id, read back from what was sent; never the key, the signature
+/// or the assertion itself.
+#[tokio::test]
+async fn a_refused_grant_names_its_issuer_subject_audience_and_key_id() {
+    let registered = TestKey::new(Kind::Rsa(2048));
+    let google = Google::start(&registered.public).await;
+    // The key file holds another key than the one Google knows.
+    let other = TestKey::new(Kind::Rsa(2048));
+    let grant = JwtBearer::google_service_account(&key_file(&other, &google.token_uri()))
+        .unwrap()
+        .subject("alice@example.com");
+    let oauth = support::with_transport(OAuthLayer::builder().jwt_bearer(grant).scope(SCOPE))
+        .build()
+        .unwrap();
+    let err = oauth.token().await.unwrap_err();
+    assert_eq!(err.kind(), TokenErrorKind::Status);
+    assert_eq!(err.error_code(), Some("invalid_grant"));
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "the token endpoint refused the JWT-bearer grant's assertion (iss `{EMAIL}`, sub \
+             `alice@example.com`, aud `{}`, key id `{KID}`): check that the server trusts this \
+             issuer and its key (by that key id) for the subject",
+            google.token_uri()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("JwtBearer::audience"), "{text}");
+    // The signed assertion Google saw, and the key, are nowhere in it.
+    let sent = google.seen().len();
+    assert_eq!(sent, 1, "an invalid_grant without an issuer is not tried again");
+    for shown in [text.clone(), format!("{err:?}")] {
+        assert!(!shown.contains("PRIVATE KEY") && !shown.contains("eyJ"), "{shown}");
+    }
+}

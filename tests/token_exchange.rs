@@ -223,7 +223,7 @@ async fn a_subject_that_cannot_be_had_is_a_credential_error_naming_it() {
         oauth.token().await.unwrap_err().to_string(),
         "client credential could not be read: the subject token `blank` is empty"
     );
-    // A token the service does not know: its answer, as it is.
+    // A token the service does not know: its answer, and what to check.
     let oauth = exchanging(
         &sts,
         SubjectToken::from_fn("stranger", || {
@@ -237,7 +237,11 @@ async fn a_subject_that_cannot_be_had_is_a_credential_error_naming_it() {
     assert_eq!(
         err.to_string(),
         "token endpoint refused the request with HTTP 400 Bad Request (invalid_request: the \
-         subject token [redacted] is not one of ours)"
+         subject token [redacted] is not one of ours): the token endpoint refused the token \
+         exchange of the subject token from `fn:stranger` (type \
+         `urn:ietf:params:oauth:token-type:access_token`) for audience `ledger`: check that \
+         the server trusts the subject token's issuer and type, that this client may exchange \
+         it, and that it may ask for that audience or resource"
     );
     assert_eq!(sts.exchanges.load(Ordering::SeqCst), 0);
     assert!(!format!("{err:?}").contains("forged"));

@@ -37,6 +37,8 @@ pub(crate) struct Prepared {
     /// What the grant adds to each request.
     grant: GrantProof,
     pub(crate) basic: Option<HeaderValue>,
+    /// The request's `audience` and `resource` parameters, for messages.
+    asked_for: Vec<(String, String)>,
 }
 
 /// What one token request carried of the client's proof.
@@ -52,6 +54,9 @@ pub(crate) struct Carried {
     pub(crate) carried: Vec<String>,
     /// The grant's signed assertion, among its audiences.
     pub(crate) grant_pick: Option<crate::endpoint::client_auth::assertion::Pick>,
+    /// Where in `carried` the grant's credential is (its assertion, or the
+    /// subject token).
+    pub(crate) grant_carried: Option<usize>,
 }
 
 impl Prepared {
@@ -149,6 +154,12 @@ impl Prepared {
                 .grant
                 .proof(&url, target.issuer.as_deref(), scope, &spec.assertion),
             basic,
+            asked_for: target
+                .params
+                .iter()
+                .filter(|(name, _)| name == "audience" || name == "resource")
+                .cloned()
+                .collect(),
         }
     }
 
@@ -187,6 +198,7 @@ impl Prepared {
                 .append(&mut extended, other_grant_audience, &mut sent.grant_pick)
                 .await?;
             if let Some(carried) = appended {
+                sent.grant_carried = Some(sent.carried.len());
                 sent.carried.push(carried);
             }
             body = Bytes::from(extended);
@@ -222,6 +234,19 @@ impl Prepared {
         &self,
     ) -> Option<&crate::endpoint::client_auth::assertion::Assertions> {
         self.grant.assertions()
+    }
+
+    /// What to check when the endpoint refused the grant `sent` carried (a
+    /// JWT-bearer assertion's claims and key id, a token exchange's subject
+    /// and what it asked for); `None` for client credentials.
+    pub(crate) fn grant_refused(&self, sent: &Carried) -> Option<String> {
+        let carried = sent.grant_carried.map(|i| sent.carried[i].as_str());
+        self.grant.refusal_hint(carried, &self.asked_for)
+    }
+
+    /// Whether the grant is a token exchange.
+    pub(crate) fn exchanges(&self) -> bool {
+        matches!(self.grant, GrantProof::Subject(_))
     }
 
     /// The assertion file, when the client sends one.

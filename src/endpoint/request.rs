@@ -217,6 +217,9 @@ impl TokenRequest {
                     retried.grant_audience = true;
                     continue;
                 }
+                if let Some(hint) = self.grant_refused(&prepared, &sent, &error) {
+                    return Err(error.with_message(hint));
+                }
                 if !refuses_client(&error) {
                     return Err(error);
                 }
@@ -339,6 +342,27 @@ impl TokenRequest {
                 && assertions.tries_other(pick, error, "grant's assertion", "JwtBearer::audience");
         }
         false
+    }
+
+    /// What to check, when `error` refuses the grant `sent` carried: an
+    /// `invalid_grant` or `invalid_target` (RFC 8693 section 2.2.2), a token
+    /// exchange's `invalid_request` (a subject token the server does not
+    /// take), or a refusal of a client that proves itself by the grant alone
+    /// (no client authentication of its own).
+    fn grant_refused(
+        &self,
+        prepared: &Prepared,
+        sent: &Carried,
+        error: &TokenError,
+    ) -> Option<String> {
+        let code = error.error_code();
+        let refused = matches!(code, Some("invalid_grant" | "invalid_target"))
+            || code == Some("invalid_request") && prepared.exchanges()
+            || refuses_client(error) && self.target.auth == ClientAuth::None;
+        if !refused {
+            return None;
+        }
+        prepared.grant_refused(sent)
     }
 
     /// `error`, a refusal of the client: when it refused an assertion, which

@@ -37,16 +37,40 @@ pub(crate) fn base64(input: &[u8]) -> String {
 /// The claims of the JWT `token` (a JWS in compact form: three
 /// dot-separated parts), unverified; or why it is not one, never showing it.
 pub(crate) fn jwt_claims(token: &str) -> Result<serde_json::Value, &'static str> {
+    jwt_part(
+        token,
+        1,
+        ["its payload is not base64url", "its payload is not JSON"],
+    )
+}
+
+/// The header of the JWT `token` (its `alg`, `kid`, `typ`), unverified.
+pub(crate) fn jwt_header(token: &str) -> Result<serde_json::Value, &'static str> {
+    jwt_part(
+        token,
+        0,
+        ["its header is not base64url", "its header is not JSON"],
+    )
+}
+
+/// Part `index` of the JWT `token`, decoded as JSON; or why it is no JWT
+/// (`why`: not base64url, not JSON).
+fn jwt_part(
+    token: &str,
+    index: usize,
+    why: [&'static str; 2],
+) -> Result<serde_json::Value, &'static str> {
     let mut parts = token.split('.');
-    let (Some(_header), Some(payload), Some(_signature), None) =
+    let (Some(header), Some(payload), Some(_signature), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err("a JWT has three dot-separated parts");
     };
+    let part = if index == 0 { header } else { payload };
     let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .map_err(|_| "its payload is not base64url")?;
-    serde_json::from_slice(&json).map_err(|_| "its payload is not JSON")
+        .decode(part.trim_end_matches('='))
+        .map_err(|_| why[0])?;
+    serde_json::from_slice(&json).map_err(|_| why[1])
 }
 
 #[cfg(test)]

@@ -108,6 +108,75 @@ pub(crate) enum GrantProof {
 }
 
 impl GrantProof {
+    /// What to check when the endpoint refused this grant: for a JWT-bearer
+    /// assertion (`carried`), its `iss`, `sub`, `aud` and key id, read back
+    /// from it (never the key or the signature); for a token exchange, where
+    /// the subject token came from and the `audience` or `resource` asked
+    /// for (`asked_for`).
+    pub(crate) fn refusal_hint(
+        &self,
+        carried: Option<&str>,
+        asked_for: &[(String, String)],
+    ) -> Option<String> {
+        let claim = |value: Option<&serde_json::Value>| match value {
+            Some(serde_json::Value::String(s)) => format!("`{}`", crate::error::clip(s)),
+            Some(serde_json::Value::Array(items)) => format!(
+                "`{}`",
+                crate::error::clip(
+                    &items
+                        .iter()
+                        .filter_map(serde_json::Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            ),
+            _ => "none".to_owned(),
+        };
+        match self {
+            GrantProof::Nothing => None,
+            GrantProof::Signed(_) | GrantProof::File(_) => {
+                let jwt = carried?;
+                let claims = crate::support::encoding::jwt_claims(jwt).ok()?;
+                let header = crate::support::encoding::jwt_header(jwt).ok()?;
+                let from = match self {
+                    GrantProof::File(file) => format!(" read from `{}`", file.path().display()),
+                    _ => String::new(),
+                };
+                Some(format!(
+                    "the token endpoint refused the JWT-bearer grant's assertion{from} (iss {}, \
+                     sub {}, aud {}, key id {}): check that the server trusts this issuer and \
+                     its key (by that key id) for the subject, that the subject is one it knows \
+                     and may act for, and that it expects this audience (set another with \
+                     JwtBearer::audience; Google wants its token_uri, others their token \
+                     endpoint's URL or their issuer)",
+                    claim(claims.get("iss")),
+                    claim(claims.get("sub")),
+                    claim(claims.get("aud")),
+                    claim(header.get("kid")),
+                ))
+            }
+            GrantProof::Subject(exchange) => {
+                let asked = if asked_for.is_empty() {
+                    "no audience or resource".to_owned()
+                } else {
+                    asked_for
+                        .iter()
+                        .map(|(name, value)| format!("{name} `{}`", crate::error::clip(value)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                Some(format!(
+                    "the token endpoint refused the token exchange of the subject token from \
+                     `{}` (type `{}`) for {asked}: check that the server trusts the subject \
+                     token's issuer and type, that this client may exchange it, and that it may \
+                     ask for that audience or resource",
+                    exchange.subject.source(),
+                    exchange.subject_token_type,
+                ))
+            }
+        }
+    }
+
     /// Appends the grant's part to `body` (a signed assertion: with
     /// `other_audience`, for the audience the server did not take last);
     /// what it carries of a credential (the assertion, the subject token),

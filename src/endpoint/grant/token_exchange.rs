@@ -140,6 +140,12 @@ impl SubjectToken {
         })
     }
 
+    /// Where the subject comes from, for messages: `file:<path>` or
+    /// `fn:<name>`.
+    pub(crate) fn source(&self) -> String {
+        self.identity()
+    }
+
     /// How the subject is known in a token identity.
     fn identity(&self) -> String {
         match &self.0 {
