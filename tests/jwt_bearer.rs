@@ -385,7 +385,7 @@ async fn a_refused_grant_names_its_issuer_subject_audience_and_key_id() {
     let google = Google::start(&registered.public).await;
     // The key file holds another key than the one Google knows.
     let other = TestKey::new(Kind::Rsa(2048));
-    let grant = JwtBearer::google_service_account(&key_file(&other, &google.token_uri()))
+    let grant = JwtBearer::google_service_account(key_file(&other, &google.token_uri()))
         .unwrap()
         .subject("alice@example.com");
     let oauth = support::with_transport(OAuthLayer::builder().jwt_bearer(grant).scope(SCOPE))
