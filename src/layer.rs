@@ -326,7 +326,11 @@ impl fmt::Debug for OAuthLayer {
 impl From<&OAuthLayer> for crate::endpoint::SubjectToken {
     /// The other layer's token (fetched, cached and renewed by it) as a
     /// token exchange's subject, an access token: known where tokens are
-    /// shared by that layer's endpoint and client id.
+    /// shared by that layer's endpoint and client id. A token past its
+    /// renewal point is renewed first (waited for within that layer's fetch
+    /// timeout; the current one if the renewal fails while it still
+    /// serves), so that a server that gives the exchanged token the
+    /// subject's expiry gives it as much life as it can.
     ///
     /// ```
     /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
@@ -351,9 +355,14 @@ impl From<&OAuthLayer> for crate::endpoint::SubjectToken {
         };
         let name = format!("layer:{origin}:{}", layer.client_id().unwrap_or(""));
         let layer = layer.clone();
+        // A subject past its renewal point is renewed first, so that an
+        // exchanged token given the subject's expiry lives as long as it can.
         Self::from_fn(name, move || {
             let layer = layer.clone();
-            Box::pin(async move { Ok(layer.token().await?.expose_token().to_owned()) })
+            Box::pin(async move {
+                let token = layer.shared.cache.fresh_token().await?;
+                Ok(token.token.expose_token().to_owned())
+            })
         })
     }
 }

@@ -407,8 +407,14 @@ async fn a_refused_grant_names_its_issuer_subject_audience_and_key_id() {
     assert!(text.contains("JwtBearer::audience"), "{text}");
     // The signed assertion Google saw, and the key, are nowhere in it.
     let sent = google.seen().len();
-    assert_eq!(sent, 1, "an invalid_grant without an issuer is not tried again");
+    assert_eq!(
+        sent, 1,
+        "an invalid_grant without an issuer is not tried again"
+    );
     for shown in [text.clone(), format!("{err:?}")] {
-        assert!(!shown.contains("PRIVATE KEY") && !shown.contains("eyJ"), "{shown}");
+        assert!(
+            !shown.contains("PRIVATE KEY") && !shown.contains("eyJ"),
+            "{shown}"
+        );
     }
 }

@@ -8,7 +8,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,12 +33,22 @@ struct Sts {
     refusals: Mutex<Vec<String>>,
     /// The subject tokens traded, in order.
     subjects: Mutex<Vec<String>>,
+    /// The lifetime of a client's own token, in seconds (0: an hour).
+    own_lifetime: AtomicU64,
+    /// Exchanged tokens live as long as their subject still does, at most
+    /// 8 s (as some servers give the exchanged token the subject's `exp`),
+    /// where they otherwise live 1 s.
+    capped: AtomicBool,
+    /// The lifetime given to each exchanged token, in seconds.
+    granted: Mutex<Vec<u64>>,
 }
 
 #[derive(Clone, Debug)]
 struct Issued {
     /// `None`: the client's own token; else the audience it was exchanged for.
     audience: Option<String>,
+    /// When it runs out.
+    expires_at: std::time::Instant,
 }
 
 impl Sts {
@@ -59,10 +69,14 @@ impl Sts {
     fn issue(&self, audience: Option<String>, lifetime: u64, exchanged: bool) -> Response {
         let n = self.serial.fetch_add(1, Ordering::SeqCst);
         let token = format!("{}-{n}", audience.as_deref().unwrap_or("own"));
-        self.issued
-            .lock()
-            .unwrap()
-            .insert(token.clone(), Issued { audience });
+        let expires_at = std::time::Instant::now() + Duration::from_secs(lifetime);
+        self.issued.lock().unwrap().insert(
+            token.clone(),
+            Issued {
+                audience,
+                expires_at,
+            },
+        );
         let mut body =
             json!({"access_token": token, "token_type": "Bearer", "expires_in": lifetime});
         if exchanged {
@@ -77,7 +91,12 @@ impl Sts {
             let token = bearer(req.headers());
             let issued = self.issued.lock().unwrap().get(token).cloned();
             return match issued {
-                Some(Issued { audience: Some(a) }) if a == audience => answer(200, json!({})),
+                Some(Issued {
+                    audience: Some(a),
+                    expires_at,
+                }) if a == audience && std::time::Instant::now() < expires_at => {
+                    answer(200, json!({}))
+                }
                 _ => answer(401, json!({"error": "invalid_token"})),
             };
         }
@@ -87,12 +106,24 @@ impl Sts {
         let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
         let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         match get("grant_type").as_deref() {
-            Some("client_credentials") if gateway => self.issue(None, 3600, false),
+            Some("client_credentials") if gateway => {
+                let lifetime = match self.own_lifetime.load(Ordering::SeqCst) {
+                    0 => 3600,
+                    secs => secs,
+                };
+                self.issue(None, lifetime, false)
+            }
             Some("urn:ietf:params:oauth:grant-type:token-exchange") if orders => {
                 match self.check_exchange(&get) {
-                    Ok(audience) => {
+                    Ok((audience, subject_left)) => {
                         self.exchanges.fetch_add(1, Ordering::SeqCst);
-                        self.issue(Some(audience), 1, true)
+                        let lifetime = if self.capped.load(Ordering::SeqCst) {
+                            subject_left.as_secs().min(8)
+                        } else {
+                            1
+                        };
+                        self.granted.lock().unwrap().push(lifetime);
+                        self.issue(Some(audience), lifetime, true)
                     }
                     Err(why) => {
                         self.refusals.lock().unwrap().push(why.clone());
@@ -107,7 +138,11 @@ impl Sts {
         }
     }
 
-    fn check_exchange(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    /// The audience asked for, and how long the subject token still lives.
+    fn check_exchange(
+        &self,
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(String, Duration), String> {
         let subject = get("subject_token").ok_or("no subject_token")?;
         if get("subject_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
             return Err(format!(
@@ -115,16 +150,23 @@ impl Sts {
                 get("subject_token_type")
             ));
         }
-        match self.issued.lock().unwrap().get(&subject) {
-            Some(Issued { audience: None }) => {}
+        let subject_left = match self.issued.lock().unwrap().get(&subject) {
+            Some(Issued {
+                audience: None,
+                expires_at,
+            }) => expires_at.saturating_duration_since(std::time::Instant::now()),
             // Echoed, as some servers do: the layer must scrub it.
             _ => return Err(format!("the subject token {subject} is not one of ours")),
-        }
+        };
         if get("requested_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
             return Err("requested_token_type".into());
         }
+        if subject_left.is_zero() {
+            return Err("the subject token has expired".into());
+        }
         self.subjects.lock().unwrap().push(subject);
-        get("audience").ok_or_else(|| "no audience".to_owned())
+        let audience = get("audience").ok_or_else(|| "no audience".to_owned())?;
+        Ok((audience, subject_left))
     }
 }
 
@@ -280,4 +322,40 @@ fn exchange_settings_are_checked() {
     let exchange = TokenExchange::new(SubjectToken::file("/var/run/secrets/tokens/sts"))
         .subject_token_type("urn:ietf:params:oauth:token-type:id_token");
     assert!(format!("{exchange:?}").contains("id_token"));
+}
+
+/// A subject past its renewal point is renewed (and waited for) before it is
+/// traded: a server that gives the exchanged token the subject's expiry then
+/// issues tokens with at least half the subject's lifetime, not the little
+/// the old subject had left.
+#[tokio::test]
+async fn exchanged_tokens_start_with_a_fresh_subject() {
+    let sts = Sts::start().await;
+    sts.own_lifetime.store(4, Ordering::SeqCst);
+    sts.capped.store(true, Ordering::SeqCst);
+    let gateway = upstream(&sts);
+    let oauth = exchanging(&sts, SubjectToken::from(&gateway))
+        .audience("ledger")
+        .build()
+        .unwrap();
+    let client = support::client(&oauth);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let response = client
+            .clone()
+            .oneshot(support::get(&sts.url("/api/ledger")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{:?}", sts.refusals.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let granted = sts.granted.lock().unwrap().clone();
+    println!(
+        "exchanged lifetimes {granted:?}; the subject renewed {} times",
+        gateway.stats().renewals_ahead
+    );
+    assert!(granted.len() >= 4, "{granted:?}");
+    // The subject lives 4 s: every exchanged token starts with at least 2.
+    assert!(granted.iter().all(|&secs| secs >= 2), "{granted:?}");
+    assert!(gateway.stats().renewals_ahead >= 2);
 }

@@ -387,6 +387,62 @@ impl TokenCache {
         Err(cut_off())
     }
 
+    /// A token at its freshest, for another grant to trade (a token
+    /// exchange's subject): the current one before its renewal point; past
+    /// it, the renewal's (started now if none is under way), waited for at
+    /// most the fetch timeout; the current one again if the renewal fails
+    /// or is backing off while it still serves.
+    pub(crate) async fn fresh_token(self: &Arc<Self>) -> FetchResult {
+        let now = Instant::now();
+        let current = match self.current.load_full() {
+            Some(token) if now < token.timings.refresh_at => return Ok(token),
+            Some(token) if token.timings.usable_at(now) => token,
+            _ => return self.token().await,
+        };
+        let flight = {
+            let mut ctl = self.control();
+            // Renewed meanwhile: the new one.
+            if let Some(token) = self.current.load_full() {
+                if token.generation != current.generation && now < token.timings.refresh_at {
+                    return Ok(token);
+                }
+            }
+            let under_way = ctl.under_way(now).map(Arc::clone);
+            match under_way {
+                Some(flight) => flight,
+                None if ctl.retry_at(now).is_some() => return Ok(current),
+                None => match self.take_off(&mut ctl, Reason::RenewAhead, None, now) {
+                    Ok(flight) => {
+                        Counters::bump(&self.counters.renewals_ahead);
+                        crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
+                        flight
+                    }
+                    Err(_) => return Ok(current),
+                },
+            }
+        };
+        let mut waiter = Waiter::new(flight);
+        let landing = tokio::time::timeout(
+            self.policy().fetch_timeout,
+            std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)),
+        )
+        .await;
+        let now = Instant::now();
+        match landing {
+            Ok(Landing::Done(Ok(token))) if token.timings.usable_at(now) => Ok(token),
+            _ if current.timings.usable_at(now) => {
+                tracing::debug!(
+                    usable_for = ?current.timings.usable_for(now),
+                    "the renewal of a token past its renewal point did not bring a new one; \
+                     the current one serves"
+                );
+                Ok(current)
+            }
+            Ok(Landing::Done(Err(error))) => Err(error),
+            _ => self.token().await,
+        }
+    }
+
     /// The API refused the token of `generation` (HTTP 401). Drops it if it
     /// is still the current one and no token was dropped within the forced
     /// renewal interval, and starts fetching a new one. `Some(wait)` when
