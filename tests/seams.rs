@@ -466,21 +466,14 @@ async fn retry_unauthorized_turns_a_revoked_token_into_a_renewal() {
         .layer(refused_layer.clone())
         .layer(counted)
         .service(refusing);
-    let resp = client
-        .clone()
-        .oneshot(get("http://api.example/"))
-        .await
-        .unwrap();
+    let call = || client.clone().oneshot(get("http://api.example/"));
+    let resp = call().await.unwrap();
     assert_eq!(resp.status(), 401);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     // While the renewal is rate-limited a resend would carry the very token
     // refused: each call reaches the API once, and its 401 comes back.
     for n in 1..=4 {
-        let resp = client
-            .clone()
-            .oneshot(get("http://api.example/"))
-            .await
-            .unwrap();
+        let resp = call().await.unwrap();
         assert_eq!(resp.status(), 401);
         assert_eq!(
             calls.load(Ordering::SeqCst),
