@@ -18,6 +18,7 @@
 //! waiters), `fetch` (one bounded token request), `placement` (how a token
 //! is presented); the timing rules themselves are `crate::policy`'s.
 
+mod accessors;
 mod control;
 mod fetch;
 mod flight;
@@ -303,13 +304,19 @@ impl TokenCache {
             "renewing the access token ahead of expiry"
         );
         // Without a runtime here, a later request tries again.
-        if self
-            .take_off(&mut ctl, Reason::RenewAhead, None, now)
-            .is_ok()
-        {
-            Counters::bump(&self.counters.renewals_ahead);
-            crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
-        }
+        let _ = self.take_off_ahead(&mut ctl, now);
+    }
+
+    /// Starts a renewal ahead of expiry, counted as one.
+    fn take_off_ahead(
+        self: &Arc<Self>,
+        ctl: &mut Control,
+        now: Instant,
+    ) -> Result<Arc<Flight>, TokenError> {
+        let flight = self.take_off(ctl, Reason::RenewAhead, None, now)?;
+        Counters::bump(&self.counters.renewals_ahead);
+        crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
+        Ok(flight)
     }
 
     /// The slow path: a usable token that appeared meanwhile, the fetch under
@@ -337,109 +344,6 @@ impl TokenCache {
                 Acquire::Wait(flight)
             }
             Err(e) => Acquire::Now(Err(e)),
-        }
-    }
-
-    /// A token usable now, without waiting: the current one (starting its
-    /// renewal ahead when it is due), else an error, having started the
-    /// shared fetch in the background if none is under way. For
-    /// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now).
-    pub(crate) fn usable_now(self: &Arc<Self>) -> FetchResult {
-        if let Some(token) = self.current.load_full() {
-            if self.check(Some(&token), Instant::now()).is_some() {
-                return Ok(token);
-            }
-        }
-        match self.acquire() {
-            Acquire::Now(outcome) => outcome,
-            Acquire::Wait(_) => Err(TokenError::new(TokenErrorKind::NotReady).with_message(
-                "a token request is under way in the background; ask again shortly, or await \
-                 OAuthLayer::token",
-            )),
-        }
-    }
-
-    /// A usable token, waiting for the shared fetch if need be: for
-    /// [`OAuthLayer::token`](crate::OAuthLayer::token).
-    pub(crate) async fn token(self: &Arc<Self>) -> FetchResult {
-        if let Some(token) = self.current.load_full() {
-            // The hot path's check, renewal ahead included.
-            if self.check(Some(&token), Instant::now()).is_some() {
-                return Ok(token);
-            }
-        }
-        // A flight cut off (its runtime shut down) is asked again, a few
-        // times: each ask starts a fetch on this task's runtime.
-        for _ in 0..3 {
-            let mut waiter = match self.acquire() {
-                Acquire::Now(outcome) => return outcome,
-                Acquire::Wait(flight) => Waiter::new(flight),
-            };
-            let landing = std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)).await;
-            match landing {
-                Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
-                    return Ok(token)
-                }
-                Landing::Done(Err(e)) => return Err(e),
-                _ => continue,
-            }
-        }
-        Err(cut_off())
-    }
-
-    /// A token at its freshest, for another grant to trade (a token
-    /// exchange's subject): the current one before its renewal point; past
-    /// it, the renewal's (started now if none is under way), waited for at
-    /// most the fetch timeout; the current one again if the renewal fails
-    /// or is backing off while it still serves.
-    pub(crate) async fn fresh_token(self: &Arc<Self>) -> FetchResult {
-        let now = Instant::now();
-        let current = match self.current.load_full() {
-            Some(token) if now < token.timings.refresh_at => return Ok(token),
-            Some(token) if token.timings.usable_at(now) => token,
-            _ => return self.token().await,
-        };
-        let flight = {
-            let mut ctl = self.control();
-            // Renewed meanwhile: the new one.
-            if let Some(token) = self.current.load_full() {
-                if token.generation != current.generation && now < token.timings.refresh_at {
-                    return Ok(token);
-                }
-            }
-            let under_way = ctl.under_way(now).map(Arc::clone);
-            match under_way {
-                Some(flight) => flight,
-                None if ctl.retry_at(now).is_some() => return Ok(current),
-                None => match self.take_off(&mut ctl, Reason::RenewAhead, None, now) {
-                    Ok(flight) => {
-                        Counters::bump(&self.counters.renewals_ahead);
-                        crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
-                        flight
-                    }
-                    Err(_) => return Ok(current),
-                },
-            }
-        };
-        let mut waiter = Waiter::new(flight);
-        let landing = tokio::time::timeout(
-            self.policy().fetch_timeout,
-            std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)),
-        )
-        .await;
-        let now = Instant::now();
-        match landing {
-            Ok(Landing::Done(Ok(token))) if token.timings.usable_at(now) => Ok(token),
-            _ if current.timings.usable_at(now) => {
-                tracing::debug!(
-                    usable_for = ?current.timings.usable_for(now),
-                    "the renewal of a token past its renewal point did not bring a new one; \
-                     the current one serves"
-                );
-                Ok(current)
-            }
-            Ok(Landing::Done(Err(error))) => Err(error),
-            _ => self.token().await,
         }
     }
 
