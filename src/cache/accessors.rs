@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{cut_off, Acquire, FetchResult, Landing, TokenCache, Waiter};
+use super::{cut_off, Acquire, FetchResult, Flight, Landing, TokenCache, Waiter};
 use crate::error::{TokenError, TokenErrorKind};
 
 impl TokenCache {
@@ -42,12 +42,11 @@ impl TokenCache {
         // A flight cut off (its runtime shut down) is asked again, a few
         // times: each ask starts a fetch on this task's runtime.
         for _ in 0..3 {
-            let mut waiter = match self.acquire() {
+            let flight = match self.acquire() {
                 Acquire::Now(outcome) => return outcome,
-                Acquire::Wait(flight) => Waiter::new(flight),
+                Acquire::Wait(flight) => flight,
             };
-            let landing = std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)).await;
-            match landing {
+            match landing(flight).await {
                 Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
                     return Ok(token)
                 }
@@ -88,14 +87,9 @@ impl TokenCache {
                 },
             }
         };
-        let mut waiter = Waiter::new(flight);
-        let landing = tokio::time::timeout(
-            self.policy().fetch_timeout,
-            std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)),
-        )
-        .await;
+        let landed = tokio::time::timeout(self.policy().fetch_timeout, landing(flight)).await;
         let now = Instant::now();
-        match landing {
+        match landed {
             Ok(Landing::Done(Ok(token))) if token.timings.usable_at(now) => Ok(token),
             _ if current.timings.usable_at(now) => {
                 tracing::debug!(
@@ -109,4 +103,10 @@ impl TokenCache {
             _ => self.token().await,
         }
     }
+}
+
+/// How `flight` lands, waited for.
+async fn landing(flight: Arc<Flight>) -> Landing {
+    let mut waiter = Waiter::new(flight);
+    std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)).await
 }

@@ -355,6 +355,16 @@ impl TokenCache {
     /// pointless; `None` when another token comes (dropped now, or replaced
     /// already).
     pub(crate) fn refused(self: &Arc<Self>, generation: u64) -> Option<Duration> {
+        // Replaced already (a storm of 401s for one token mostly is): no
+        // lock needed to know that another token comes.
+        if self
+            .current
+            .load()
+            .as_ref()
+            .is_none_or(|t| t.generation != generation)
+        {
+            return None;
+        }
         match self.force(Some(generation)) {
             Forced::RateLimited(wait) => Some(wait),
             Forced::Dropped | Forced::NotCurrent => None,

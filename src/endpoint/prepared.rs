@@ -37,8 +37,6 @@ pub(crate) struct Prepared {
     /// What the grant adds to each request.
     grant: GrantProof,
     pub(crate) basic: Option<HeaderValue>,
-    /// The request's `audience` and `resource` parameters, for messages.
-    asked_for: Vec<(String, String)>,
 }
 
 /// What one token request carried of the client's proof.
@@ -154,12 +152,6 @@ impl Prepared {
                 .grant
                 .proof(&url, target.issuer.as_deref(), scope, &spec.assertion),
             basic,
-            asked_for: target
-                .params
-                .iter()
-                .filter(|(name, _)| name == "audience" || name == "resource")
-                .cloned()
-                .collect(),
         }
     }
 
@@ -238,10 +230,15 @@ impl Prepared {
 
     /// What to check when the endpoint refused the grant `sent` carried (a
     /// JWT-bearer assertion's claims and key id, a token exchange's subject
-    /// and what it asked for); `None` for client credentials.
-    pub(crate) fn grant_refused(&self, sent: &Carried) -> Option<String> {
+    /// and what it asked for of the request's `params`); `None` for client
+    /// credentials.
+    pub(crate) fn grant_refused(
+        &self,
+        sent: &Carried,
+        params: &[(String, String)],
+    ) -> Option<String> {
         let carried = sent.grant_carried.map(|i| sent.carried[i].as_str());
-        self.grant.refusal_hint(carried, &self.asked_for)
+        self.grant.refusal_hint(carried, params)
     }
 
     /// Whether the grant is a token exchange.

@@ -362,7 +362,7 @@ impl TokenRequest {
         if !refused {
             return None;
         }
-        prepared.grant_refused(sent)
+        prepared.grant_refused(sent, &self.target.params)
     }
 
     /// `error`, a refusal of the client: when it refused an assertion, which

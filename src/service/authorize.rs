@@ -69,6 +69,7 @@ impl<L: CacheHandle> SentToken<L> {
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
     /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
     /// refuses only the proof leaves the token alone.
+    ///
     /// A refusal that sending again cannot help is marked on the answer
     /// ([`Answer::mark_no_new_token`]).
     #[inline]
@@ -206,7 +207,7 @@ fn prove<R: Outgoing, L>(
     use crate::dpop::Proof;
     match dpop.prove(req, ath, usable_until) {
         Ok((Proof::Ready(value), target)) => {
-            req.headers_mut().insert(crate::dpop::DPOP, value);
+            put_proof(req, value);
             sent.target = Some(target);
             Step::Send(sent)
         }

@@ -112,11 +112,11 @@ impl GrantProof {
     /// assertion (`carried`), its `iss`, `sub`, `aud` and key id, read back
     /// from it (never the key or the signature); for a token exchange, where
     /// the subject token came from and the `audience` or `resource` asked
-    /// for (`asked_for`).
+    /// for (among the request's `params`).
     pub(crate) fn refusal_hint(
         &self,
         carried: Option<&str>,
-        asked_for: &[(String, String)],
+        params: &[(String, String)],
     ) -> Option<String> {
         let claim = |value: Option<&serde_json::Value>| match value {
             Some(serde_json::Value::String(s)) => format!("`{}`", crate::error::clip(s)),
@@ -156,14 +156,15 @@ impl GrantProof {
                 ))
             }
             GrantProof::Subject(exchange) => {
-                let asked = if asked_for.is_empty() {
+                let asked: Vec<String> = params
+                    .iter()
+                    .filter(|(name, _)| name == "audience" || name == "resource")
+                    .map(|(name, value)| format!("{name} `{}`", crate::error::clip(value)))
+                    .collect();
+                let asked = if asked.is_empty() {
                     "no audience or resource".to_owned()
                 } else {
-                    asked_for
-                        .iter()
-                        .map(|(name, value)| format!("{name} `{}`", crate::error::clip(value)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    asked.join(", ")
                 };
                 Some(format!(
                     "the token endpoint refused the token exchange of the subject token from \
