@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench --bench instructions --no-run
-//! for mode in bare set_request_header oauth slots8; do for n in 10000 20000; do
+//! for mode in bare set_request_header exact_clock middle oauth slots8; do for n in 10000 20000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //!     target/release/deps/instructions-* $mode $n 2>&1 | grep refs
 //! done; done
@@ -15,11 +15,20 @@
 //! proof) and `raw_es256` (a raw `ring` signature over a message of the
 //! proof's size, the floor) measure DPoP the same way.
 //!
+//! Modes `exact_clock` (the fixed header behind a read of the clock) and
+//! `middle` (the closest peer) are the contenders of `benches/hot_path.rs`.
+//!
 //! Mode `slots8`: requests choose among 8 warm token slots in turn, through
 //! `params_for`.
 //!
 //! Run without arguments (as `cargo bench` does) it does nothing.
 
+#[path = "support/peers.rs"]
+mod peers;
+#[path = "../tests/support/provider.rs"]
+mod provider;
+#[path = "../tests/support/serve.rs"]
+mod serve;
 #[path = "../tests/support/services.rs"]
 mod services;
 
@@ -47,7 +56,7 @@ fn main() {
         return;
     };
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     let oauth = warm_layer(&rt);
@@ -58,6 +67,11 @@ fn main() {
             SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed).layer(Noop),
             n,
         ),
+        "exact_clock" => run(peers::exact_clock(Noop), n),
+        "middle" => {
+            let (_provider, authorizer) = peers::middle_authorizer(&rt);
+            run(peers::middle(Noop, &authorizer), n)
+        }
         "oauth" => run(oauth.layer(Noop), n),
         "slots8" => run(services::warm_slots_layer(&rt, 8).layer(Noop), n),
         #[cfg(feature = "reqwest")]

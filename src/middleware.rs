@@ -25,7 +25,7 @@ use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
 use crate::message::{Answer, Outgoing};
-use crate::service::authorize::{authorize, put_proof, Answered, Step};
+use crate::service::authorize::{authorize, put_proof, Answered, Sent, Step};
 use crate::token::params::TokenParams;
 
 /// Puts the layer's token on every request of a
@@ -188,14 +188,17 @@ async fn send(
     let sent = match step {
         Step::Send(sent) => sent,
         // A slow signer's proof comes with the token checked again.
-        Step::Sign(sent, proof) => {
+        Step::Sign(proved, proof) => {
             put_proof(&mut req, proof.await.map_err(failed)?);
-            sent
+            Sent::Proved(proved)
         }
         Step::Fail(error) => return Err(failed(error)),
     };
     let mut response = next.run(req, extensions).await?;
-    let answered = sent.answered(&mut response);
+    let answered = match &sent {
+        Sent::Token(sent) => sent.answered(&mut response),
+        Sent::Proved(proved) => proved.answered(&mut response),
+    };
     Ok((response, answered))
 }
 

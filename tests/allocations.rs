@@ -76,9 +76,11 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
     let mut fixed =
         SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
     let mut svc = oauth.layer(Noop);
-    // Warm both once (first clones of a header value may promote its buffer).
-    allocations_for(&mut fixed, 1);
-    allocations_for(&mut svc, 1);
+    // Warm both (first clones of a header value may promote its buffer; a
+    // service instance makes its own copy of a new token's header value at
+    // the second request that finds it, once per token).
+    allocations_for(&mut fixed, 2);
+    allocations_for(&mut svc, 2);
 
     let n = 1000;
     let baseline = allocations_for(&mut fixed, n);
@@ -155,12 +157,14 @@ fn evicted_slots_free_their_memory() {
     );
 }
 
-/// With DPoP, each request allocates two things more than a bearer
-/// request: the proof's `htu` (kept to read the nonce of the answer) and
-/// the proof itself, sized exactly so that it becomes the header value as
-/// it is. The header with the `jwk` and the token's `ath` are made once,
-/// not per request; the claims and the signature are put together on the
-/// stack.
+/// With DPoP, each request allocates three things more than a bearer
+/// request: the proof's `htu` (kept to read the nonce of the answer), the
+/// proof itself, sized exactly so that it becomes the header value as it
+/// is, and the response future's state, kept out of line so that the
+/// bearer requests' futures stay small (an allocation is a few dozen
+/// instructions; the proof's signature, some 230,000). The header with the
+/// `jwk` and the token's `ath` are made once, not per request; the claims
+/// and the signature are put together on the stack.
 #[cfg(feature = "reqwest")]
 #[test]
 fn a_dpop_request_allocates_only_its_proof() {
@@ -169,7 +173,7 @@ fn a_dpop_request_allocates_only_its_proof() {
         .build()
         .unwrap();
     let mut bearer = warm_layer(&rt).layer(Noop);
-    allocations_for(&mut bearer, 1);
+    allocations_for(&mut bearer, 2);
     for algorithm in [tower_oauth::Algorithm::Es256, tower_oauth::Algorithm::EdDsa] {
         let key = tower_oauth::DpopKey::generate(algorithm).unwrap();
         let mut dpop = services::warm_dpop_layer(&rt, key).layer(Noop);
@@ -179,7 +183,7 @@ fn a_dpop_request_allocates_only_its_proof() {
         let ours = allocations_for(&mut dpop, n);
         assert_eq!(
             ours - base,
-            2 * n,
+            3 * n,
             "{algorithm}: {ours} allocations for {n} DPoP requests, {base} for bearer ones"
         );
     }

@@ -38,7 +38,7 @@ use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
-pub(crate) use self::placement::Placement;
+pub(crate) use self::placement::{shared_bytes, Placement};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
@@ -129,6 +129,10 @@ enum Reason {
 /// it. Dropped with the last of them; a fetch under way is then stopped.
 pub(crate) struct TokenCache {
     current: ArcSwapOption<CachedToken>,
+    /// Bumped after every store to `current` (all made under the lock): a
+    /// service instance compares it with the version its own view of the
+    /// token was made at, one load on the hot path.
+    version: AtomicU64,
     /// Never held across an `.await`, never taken on the hot path.
     control: Mutex<Control>,
     fetcher: Arc<Fetcher>,
@@ -186,6 +190,7 @@ impl TokenCache {
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
+            version: AtomicU64::new(0),
             control: Mutex::new(Control::default()),
             fetcher: Arc::new(Fetcher {
                 source,
@@ -201,9 +206,29 @@ impl TokenCache {
         })
     }
 
-    /// The current token, for a per-service `arc_swap::Cache` to follow.
+    /// The current token.
     pub(crate) fn current(&self) -> &ArcSwapOption<CachedToken> {
         &self.current
+    }
+
+    /// How many times the current token was replaced or dropped: a view of
+    /// it made at this version is still the current one. Read before
+    /// [`current`](Self::current), which is then at least as new.
+    #[inline]
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Stores `token` as the current one (under the lock, as every store
+    /// is), and says so to the services' views.
+    fn set_current(&self, _ctl: &mut Control, token: Option<Arc<CachedToken>>) {
+        self.current.store(token);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// When the cache was made: an instant in the past.
+    pub(crate) fn epoch(&self) -> Instant {
+        self.epoch
     }
 
     pub(crate) fn placement(&self) -> &Placement {
@@ -398,7 +423,7 @@ impl TokenCache {
             );
             return Forced::RateLimited(wait);
         }
-        self.current.store(None);
+        self.set_current(&mut ctl, None);
         Counters::bump(&self.counters.forced_renewals);
         crate::telemetry::renewal(crate::telemetry::Renewal::Refused);
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
@@ -494,7 +519,7 @@ impl TokenCache {
                     usable_for = ?token.timings.usable_for(now),
                     "access token fetched"
                 );
-                self.current.store(Some(Arc::clone(token)));
+                self.set_current(&mut ctl, Some(Arc::clone(token)));
                 ctl.record_success();
             }
             Err(error) => {

@@ -56,19 +56,19 @@ impl Placement {
         } else {
             format!("{scheme} {value}")
         };
-        let mut header = HeaderValue::from_maybe_shared(shared_bytes(text))
+        let mut header = HeaderValue::from_maybe_shared(shared_bytes(text.as_bytes()))
             .map_err(|_| invalid("`access_token` cannot be sent in a header"))?;
         header.set_sensitive(true);
         Ok((header, ath))
     }
 }
 
-/// `text` as bytes whose clones share one reference count from the start:
-/// `Bytes` from a vector with room to spare takes that form, where a full
-/// one starts "promotable" and pays a check on every clone of the header
-/// (one per request) for it.
-fn shared_bytes(text: String) -> bytes::Bytes {
+/// A copy of `text` as bytes whose clones share one reference count from
+/// the start: `Bytes` from a vector with room to spare takes that form,
+/// where a full one starts "promotable" and pays a check on every clone of
+/// the header (one per request) for it.
+pub(crate) fn shared_bytes(text: &[u8]) -> bytes::Bytes {
     let mut bytes = Vec::with_capacity(text.len() + 1);
-    bytes.extend_from_slice(text.as_bytes());
+    bytes.extend_from_slice(text);
     bytes::Bytes::from(bytes)
 }

@@ -54,29 +54,22 @@ pub(crate) enum Answered {
 }
 
 /// A token sent with a request: if the API refuses it, the cache drops it
-/// (if it is still the current one) and fetches another.
+/// (if it is still the current one) and fetches another. Two words, so
+/// that the response future of a request that carries one stays small.
 #[derive(Debug)]
 pub(crate) struct SentToken<L = Arc<Link>> {
     link: L,
     generation: u64,
-    /// Where a request with a DPoP proof went, to keep the nonce its answer
-    /// brings.
-    target: Option<crate::dpop::Htu>,
 }
 
 impl<L: CacheHandle> SentToken<L> {
     /// Reads the API's answer: a refused token (HTTP 401, gRPC
-    /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another;
-    /// with DPoP, a new nonce is kept, and a 401 that asks for a nonce or
-    /// refuses only the proof leaves the token alone.
+    /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another.
     ///
     /// A refusal that sending again cannot help is marked on the answer
     /// ([`Answer::mark_no_new_token`]).
     #[inline]
     pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
-        if let Some(target) = &self.target {
-            return self.answered_with_proof(target, response);
-        }
         if is_unauthorized(response) {
             return self.refused(response);
         }
@@ -101,17 +94,26 @@ impl<L: CacheHandle> SentToken<L> {
         response.mark_no_new_token();
         Answered::RefusedAgain
     }
+}
 
-    /// [`answered`](Self::answered), for a request that carried a DPoP
-    /// proof for `target`.
+/// A DPoP-bound token sent with its proof for `target`: the answer may
+/// also bring a nonce, or refuse only the proof.
+#[derive(Debug)]
+pub(crate) struct ProvedToken<L = Arc<Link>> {
+    sent: SentToken<L>,
+    /// Where the request went, to keep the nonce its answer brings.
+    target: crate::dpop::Htu,
+}
+
+impl<L: CacheHandle> ProvedToken<L> {
+    /// Reads the API's answer as [`SentToken::answered`] does; besides, a
+    /// new nonce is kept, and a 401 that asks for a nonce or refuses only
+    /// the proof leaves the token alone.
     #[inline(never)]
-    fn answered_with_proof(
-        &self,
-        target: &crate::dpop::Htu,
-        response: &mut impl Answer,
-    ) -> Answered {
+    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
         use crate::dpop::Verdict;
-        let cache = self.link.cache();
+        let target = &self.target;
+        let cache = self.sent.link.cache();
         let Some(dpop) = &cache.placement().dpop else {
             return Answered::Accepted;
         };
@@ -133,19 +135,28 @@ impl<L: CacheHandle> SentToken<L> {
                 );
                 Answered::Accepted
             }
-            Verdict::Refused => self.refused(response),
+            Verdict::Refused => self.sent.refused(response),
         }
     }
+}
+
+/// A token sent with a request, with a DPoP proof or without.
+#[derive(Debug)]
+pub(crate) enum Sent<L = Arc<Link>> {
+    /// A bearer token (or the layer's scheme).
+    Token(SentToken<L>),
+    /// A DPoP-bound token with its proof.
+    Proved(ProvedToken<L>),
 }
 
 /// What a request needs before it goes on.
 pub(crate) enum Step<L = Arc<Link>> {
     /// Nothing: send it.
-    Send(SentToken<L>),
+    Send(Sent<L>),
     /// Its DPoP proof, which a custom signer is making: put it on the
     /// request with [`put_proof`], then send.
     Sign(
-        SentToken<L>,
+        ProvedToken<L>,
         BoxFuture<'static, Result<HeaderValue, TokenError>>,
     ),
     /// It cannot carry the token; it fails alone.
@@ -165,7 +176,7 @@ pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
         let sent = bearer(req, link, token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
-    Step::Send(bearer(req, link, token))
+    Step::Send(Sent::Token(bearer(req, link, token)))
 }
 
 /// Puts `token` on `req`, replacing a header of that name, and names what
@@ -177,14 +188,24 @@ pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
     link: &L,
     token: &CachedToken,
 ) -> SentToken<L> {
-    req.headers_mut().insert(
-        link.cache().placement().header_name.clone(),
-        token.header.clone(),
-    );
+    put_header(req, link, token.header.clone(), token.generation)
+}
+
+/// Puts `header`, the header value of the token of `generation` (or a
+/// service instance's copy of it), on `req`, replacing a header of that
+/// name, and names what was sent.
+#[inline]
+pub(crate) fn put_header<R: Outgoing, L: CacheHandle>(
+    req: &mut R,
+    link: &L,
+    header: HeaderValue,
+    generation: u64,
+) -> SentToken<L> {
+    req.headers_mut()
+        .insert(link.cache().placement().header_name.clone(), header);
     SentToken {
         link: link.clone(),
-        generation: token.generation,
-        target: None,
+        generation,
     }
 }
 
@@ -201,20 +222,16 @@ fn prove<R: Outgoing, L>(
     dpop: &crate::dpop::Dpop,
     req: &mut R,
     ath: &str,
-    mut sent: SentToken<L>,
+    sent: SentToken<L>,
     usable_until: tokio::time::Instant,
 ) -> Step<L> {
     use crate::dpop::Proof;
     match dpop.prove(req, ath, usable_until) {
         Ok((Proof::Ready(value), target)) => {
             put_proof(req, value);
-            sent.target = Some(target);
-            Step::Send(sent)
+            Step::Send(Sent::Proved(ProvedToken { sent, target }))
         }
-        Ok((Proof::Signing(signing), target)) => {
-            sent.target = Some(target);
-            Step::Sign(sent, signing)
-        }
+        Ok((Proof::Signing(signing), target)) => Step::Sign(ProvedToken { sent, target }, signing),
         Err(error) => Step::Fail(error),
     }
 }

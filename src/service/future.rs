@@ -1,6 +1,12 @@
 //! [`ResponseFuture`]: waits for a token (and a proof from a custom DPoP
 //! signer) if it must, then for the inner service's response, and reports
 //! what the API said of the token to its cache.
+//!
+//! The usual state, the inner service called with a bearer token at hand,
+//! is the only one kept inline: the future is then the inner service's own
+//! future and two words, moved and dropped as cheaply as it can be. Every
+//! other state (waiting for a token, for a custom signer's proof, called
+//! with a DPoP proof, failed) is one allocation out of line.
 
 use std::fmt;
 use std::future::Future;
@@ -13,7 +19,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::authorize::{authorize, put_proof, SentToken, Step};
+use super::authorize::{authorize, put_proof, ProvedToken, Sent, SentToken, Step};
 use crate::cache::{cut_off, Acquire, Flight, Landing, Link, Waiter};
 use crate::error::TokenError;
 use crate::support::boxed::BoxError;
@@ -41,21 +47,39 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
-        // No usable token when called: wait for the shared fetch. Boxed, so
-        // that the common state below keeps the future small.
-        Waiting {
-            waiting: Box<Waiting<S, B>>,
-        },
-        // The request's DPoP proof is being signed by a custom signer.
-        Signing {
-            signing: Box<Signing<S, B>>,
-        },
-        // The inner service was called; `sent` names the token it carries
-        // (none when the request kept its own credential).
+        // The inner service was called; `sent` names the bearer token it
+        // carries (none when the request kept its own credential).
         Calling {
             #[pin]
             fut: S::Future,
             sent: Option<SentToken>,
+        },
+        // Any other state, out of line.
+        Other {
+            other: Pin<Box<Other<S, B>>>,
+        },
+    }
+}
+
+pin_project! {
+    #[project = OtherProj]
+    enum Other<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        // No usable token when called: wait for the shared fetch.
+        Waiting {
+            waiting: Waiting<S, B>,
+        },
+        // The request's DPoP proof is being signed by a custom signer.
+        Signing {
+            signing: Signing<S, B>,
+        },
+        // The inner service was called with a DPoP proof.
+        Proving {
+            #[pin]
+            fut: S::Future,
+            proved: ProvedToken,
         },
         // No token can be had now.
         Failed {
@@ -80,7 +104,7 @@ struct Signing<S, B> {
     proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
     svc: S,
     req: Option<Request<B>>,
-    sent: Option<SentToken>,
+    proved: Option<ProvedToken>,
 }
 
 impl<S, B> Signing<S, B>
@@ -90,13 +114,13 @@ where
     /// Sends the request once its proof is signed.
     fn poll_signed(&mut self, cx: &mut Context<'_>) -> Poll<Next<S, B>> {
         let proof = ready!(self.proof.as_mut().poll(cx));
-        let (Some(mut req), Some(sent)) = (self.req.take(), self.sent.take()) else {
+        let (Some(mut req), Some(proved)) = (self.req.take(), self.proved.take()) else {
             panic!("ResponseFuture polled after completion");
         };
         Poll::Ready(match proof {
             Ok(proof) => {
                 put_proof(&mut req, proof);
-                Next::Call(self.svc.call(req), sent)
+                Next::Call(self.svc.call(req), Sent::Proved(proved))
             }
             Err(error) => Next::Fail(error),
         })
@@ -107,58 +131,76 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn signing(
-        proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
-        svc: S,
-        req: Request<B>,
-        sent: SentToken,
-    ) -> Self {
+    fn other(other: Other<S, B>) -> Self {
         ResponseFuture {
-            state: State::Signing {
-                signing: Box::new(Signing {
-                    proof,
-                    svc,
-                    req: Some(req),
-                    sent: Some(sent),
-                }),
+            state: State::Other {
+                other: Box::pin(other),
             },
         }
     }
 
-    pub(crate) fn calling(fut: S::Future, sent: Option<SentToken>) -> Self {
+    pub(crate) fn signing(
+        proof: BoxFuture<'static, Result<HeaderValue, TokenError>>,
+        svc: S,
+        req: Request<B>,
+        proved: ProvedToken,
+    ) -> Self {
+        Self::other(Other::Signing {
+            signing: Signing {
+                proof,
+                svc,
+                req: Some(req),
+                proved: Some(proved),
+            },
+        })
+    }
+
+    /// The inner service called with `sent` (none: the request kept its
+    /// own credential).
+    #[inline]
+    pub(crate) fn calling(fut: S::Future, sent: Option<Sent>) -> Self {
+        match sent {
+            Some(Sent::Proved(proved)) => Self::other(Other::Proving { fut, proved }),
+            Some(Sent::Token(sent)) => Self::bearer(fut, Some(sent)),
+            None => Self::bearer(fut, None),
+        }
+    }
+
+    /// The inner service called with a bearer token (or none).
+    #[inline]
+    pub(crate) fn bearer(fut: S::Future, sent: Option<SentToken>) -> Self {
         ResponseFuture {
             state: State::Calling { fut, sent },
         }
     }
 
     pub(crate) fn failed(error: TokenError) -> Self {
-        ResponseFuture {
-            state: State::Failed { error: Some(error) },
-        }
+        Self::other(Other::Failed { error: Some(error) })
     }
 
     pub(crate) fn waiting(flight: Arc<Flight>, svc: S, req: Request<B>, link: Arc<Link>) -> Self {
-        ResponseFuture {
-            state: State::Waiting {
-                waiting: Box::new(Waiting {
-                    waiter: Waiter::new(flight),
-                    asks: 0,
-                    svc: Some(svc),
-                    req: Some(req),
-                    link,
-                }),
+        Self::other(Other::Waiting {
+            waiting: Waiting {
+                waiter: Waiter::new(flight),
+                asks: 0,
+                svc: Some(svc),
+                req: Some(req),
+                link,
             },
-        }
+        })
     }
 }
 
-/// What a waiting request does once it has a token, or none.
+/// What a waiting request does once it has a token, or none. Made once
+/// per request that waited, and moved at once into the future's state
+/// (boxed there): a large variant costs nothing to keep inline.
+#[allow(clippy::large_enum_variant)]
 enum Next<S, B>
 where
     S: Service<Request<B>>,
 {
-    Call(S::Future, SentToken),
-    Sign(Box<Signing<S, B>>),
+    Call(S::Future, Sent),
+    Sign(Signing<S, B>),
     Fail(TokenError),
 }
 
@@ -175,12 +217,12 @@ where
     ) -> Self {
         match authorize(&mut req, link, token) {
             Step::Send(sent) => Next::Call(svc.call(req), sent),
-            Step::Sign(sent, proof) => Next::Sign(Box::new(Signing {
+            Step::Sign(proved, proof) => Next::Sign(Signing {
                 proof,
                 svc,
                 req: Some(req),
-                sent: Some(sent),
-            })),
+                proved: Some(proved),
+            }),
             Step::Fail(error) => Next::Fail(error),
         }
     }
@@ -246,7 +288,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         // The usual case first, and alone: the inner service called with
-        // the token at hand. Waiting, signing and failing are out of line.
+        // the token at hand. The other states are out of line.
         if let StateProj::Calling { fut, sent } = this.state.as_mut().project() {
             let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
             if let Some(sent) = sent {
@@ -254,7 +296,7 @@ where
             }
             return Poll::Ready(Ok(response));
         }
-        Self::poll_before_calling(this.state, cx)
+        Self::poll_other(this.state, cx)
     }
 }
 
@@ -263,29 +305,15 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
-    /// Polls a request that is not yet calling the inner service: waiting
-    /// for a token, for its DPoP proof, or failed.
+    /// Polls a request in any state but the usual one: waiting for a token,
+    /// for its DPoP proof, called with one, or failed.
     #[inline(never)]
-    fn poll_before_calling(
+    fn poll_other(
         mut state: Pin<&mut State<S, B>>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Response<ResB>, BoxError>> {
         loop {
-            match state.as_mut().project() {
-                StateProj::Waiting { waiting } => {
-                    let next = match ready!(waiting.poll_flight(cx)) {
-                        Some(next) => next,
-                        None => match waiting.ask_again() {
-                            Some(next) => next,
-                            None => continue,
-                        },
-                    };
-                    state.set(State::after(next));
-                }
-                StateProj::Signing { signing } => {
-                    let next = ready!(signing.poll_signed(cx));
-                    state.set(State::after(next));
-                }
+            let other = match state.as_mut().project() {
                 StateProj::Calling { fut, sent } => {
                     let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
                     if let Some(sent) = sent {
@@ -293,13 +321,30 @@ where
                     }
                     return Poll::Ready(Ok(response));
                 }
-                StateProj::Failed { error } => {
+                StateProj::Other { other } => other.as_mut().project(),
+            };
+            let next = match other {
+                OtherProj::Waiting { waiting } => match ready!(waiting.poll_flight(cx)) {
+                    Some(next) => next,
+                    None => match waiting.ask_again() {
+                        Some(next) => next,
+                        None => continue,
+                    },
+                },
+                OtherProj::Signing { signing } => ready!(signing.poll_signed(cx)),
+                OtherProj::Proving { fut, proved } => {
+                    let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
+                    proved.answered(&mut response);
+                    return Poll::Ready(Ok(response));
+                }
+                OtherProj::Failed { error } => {
                     let error = error
                         .take()
                         .expect("ResponseFuture polled after completion");
                     return Poll::Ready(Err(error.into()));
                 }
-            }
+            };
+            state.set(State::after(next));
         }
     }
 }
@@ -311,12 +356,9 @@ where
     /// The state a request goes on in.
     fn after(next: Next<S, B>) -> Self {
         match next {
-            Next::Call(fut, sent) => State::Calling {
-                fut,
-                sent: Some(sent),
-            },
-            Next::Sign(signing) => State::Signing { signing },
-            Next::Fail(error) => State::Failed { error: Some(error) },
+            Next::Call(fut, sent) => ResponseFuture::calling(fut, Some(sent)).state,
+            Next::Sign(signing) => ResponseFuture::other(Other::Signing { signing }).state,
+            Next::Fail(error) => ResponseFuture::failed(error).state,
         }
     }
 }
@@ -327,10 +369,13 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
-            State::Waiting { .. } => "waiting for a token",
-            State::Signing { .. } => "waiting for its DPoP proof",
             State::Calling { .. } => "calling the inner service",
-            State::Failed { .. } => "failed",
+            State::Other { other } => match &**other {
+                Other::Waiting { .. } => "waiting for a token",
+                Other::Signing { .. } => "waiting for its DPoP proof",
+                Other::Proving { .. } => "calling the inner service with a DPoP proof",
+                Other::Failed { .. } => "failed",
+            },
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)

@@ -4,12 +4,17 @@
 //! on; one that selects a [token slot](crate::slots) takes the slot's link;
 //! then the link's token, checked against the clock ([`TokenCache::check`]),
 //! is placed on the request ([`authorize()`]) and the inner service called.
+//! Before the token's renewal point, the instance's own [`View`] of it
+//! stands for that check: one load tells it the token is still the current
+//! one, one comparison with the clock that it may be sent as it is.
 //! Without a usable token the request waits in its [`ResponseFuture`] for
 //! the shared fetch ([`TokenCache::acquire`]). `future` holds that future,
-//! `authorize` the one place a token (and its DPoP proof) goes on a request.
+//! `authorize` the one place a token (and its DPoP proof) goes on a request,
+//! `view` the instance's view.
 
 pub(crate) mod authorize;
 mod future;
+mod view;
 
 pub use self::future::ResponseFuture;
 
@@ -21,11 +26,11 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
-use self::authorize::{authorize, bearer, Step};
-use crate::cache::{Acquire, CachedToken, Link, TokenCache};
+use self::authorize::{authorize, put_header, Step};
+use self::view::View;
+use crate::cache::{Acquire, Link, TokenCache};
 use crate::slots::Slots;
 use crate::support::boxed::BoxError;
 use crate::token::params::TokenParams;
@@ -51,38 +56,21 @@ pub struct OAuthService<S> {
     inner: S,
     /// This instance's own link to the layer's cache (see [`Link`]).
     link: Arc<Link>,
-    /// The current token, followed through `link`.
-    current: CurrentCache,
+    /// This instance's view of the layer's current token, with its own
+    /// copy of the header value.
+    view: View,
     /// The layer's token slots.
     slots: Arc<Slots>,
-}
-
-/// A per-service view of the current token: `arc_swap::Cache` revalidates it
-/// with one relaxed pointer load and keeps its own reference, so the hot
-/// path takes no reference count and writes no shared memory for it.
-type CurrentCache = arc_swap::Cache<Current, Option<Arc<CachedToken>>>;
-
-/// Derefs a link to its cache's current token, for [`CurrentCache`].
-#[derive(Clone)]
-struct Current(Arc<Link>);
-
-impl std::ops::Deref for Current {
-    type Target = ArcSwapOption<CachedToken>;
-
-    fn deref(&self) -> &Self::Target {
-        self.0.cache.current()
-    }
 }
 
 impl<S> OAuthService<S> {
     /// An instance on a link of its own to `cache` (the layer's default
     /// token), with its view of the current token.
     pub(crate) fn on(inner: S, cache: Arc<TokenCache>, slots: Arc<Slots>) -> Self {
-        let link = Arc::new(Link::new(cache));
         OAuthService {
             inner,
-            current: CurrentCache::new(Current(Arc::clone(&link))),
-            link,
+            view: View::new(cache.epoch()),
+            link: Arc::new(Link::new(cache)),
             slots,
         }
     }
@@ -146,33 +134,36 @@ where
         let cache = &self.link.cache;
         if cache.placement().keeps(&req) {
             // The caller brought its own credential: no token needed.
-            return ResponseFuture::calling(self.inner.call(req), None);
+            return ResponseFuture::bearer(self.inner.call(req), None);
         }
         // The token's expiry is checked against the clock on every use.
         let now = Instant::now();
         if self.slots.wanted(&req) {
             return self.call_in_slot(req, now);
         }
-        let current = self.current.load().as_deref();
-        if let Some(token) = cache.check(current, now) {
-            if token.needs_proof() {
-                let step = authorize(&mut req, &self.link, token);
-                return self.send(step, req);
-            }
-            let sent = bearer(&mut req, &self.link, token);
-            return ResponseFuture::calling(self.inner.call(req), Some(sent));
+        // Before the renewal point, the instance's view stands for
+        // `TokenCache::check`.
+        if let Some(header) = self.view.bearer(cache, now) {
+            let sent = put_header(&mut req, &self.link, header.clone(), self.view.generation());
+            return ResponseFuture::bearer(self.inner.call(req), Some(sent));
         }
-        self.call_without_token(req)
+        self.call_on_cache(req, now)
     }
 }
 
 impl<S> OAuthService<S> {
-    #[cold]
-    fn call_without_token<B, ResB>(&mut self, req: Request<B>) -> ResponseFuture<S, B>
+    /// A request the view cannot serve: a token past its renewal point, a
+    /// DPoP-bound one, or none.
+    #[inline(never)]
+    fn call_on_cache<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
+        if let Some(token) = self.link.cache.check(self.view.token(), now) {
+            let step = authorize(&mut req, &self.link, token);
+            return self.send(step, req);
+        }
         let link = Arc::clone(&self.link);
         self.acquire_on(&link, req)
     }
@@ -241,9 +232,9 @@ impl<S> OAuthService<S> {
     {
         match step {
             Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
-            Step::Sign(sent, proof) => {
+            Step::Sign(proved, proof) => {
                 let ready = self.take_ready();
-                ResponseFuture::signing(proof, ready, req, sent)
+                ResponseFuture::signing(proof, ready, req, proved)
             }
             Step::Fail(error) => ResponseFuture::failed(error),
         }

@@ -1,0 +1,135 @@
+//! The warm path's contenders timed in turns: each round runs a short burst
+//! of requests through every contender, in a new order each round, and the
+//! report gives each contender's median over the rounds, per request, and
+//! its ratio to the fixed header's. Taking turns keeps a machine whose speed
+//! drifts (a shared virtual machine) from favouring whichever contender ran
+//! in its fast minutes, which criterion's one-after-another groups cannot.
+//!
+//! `cargo bench --bench side_by_side` (one thread, then two threads each
+//! with its own clone of one service); `-- <rounds> <burst>` to change the
+//! defaults (301 rounds of 20,000 requests).
+
+#[path = "support/peers.rs"]
+mod peers;
+#[path = "../tests/support/provider.rs"]
+mod provider;
+#[path = "../tests/support/serve.rs"]
+mod serve;
+#[path = "../tests/support/services.rs"]
+mod services;
+
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use services::{drive, fixed_header, warm_layer, Noop};
+use tower::{Layer, Service};
+use tower_http::set_header::SetRequestHeaderLayer;
+
+/// One contender: makes a fresh instance (a clone) of its service, and
+/// runs `n` requests through it.
+type Contender = (
+    &'static str,
+    Box<dyn Fn() -> Box<dyn FnMut(u64) + Send> + Send + Sync>,
+);
+
+fn contender<S>(name: &'static str, svc: S) -> Contender
+where
+    S: Service<Request<()>, Response = Response<()>> + Clone + Send + Sync + 'static,
+    S::Error: std::fmt::Debug,
+{
+    (
+        name,
+        Box::new(move || {
+            let mut svc = svc.clone();
+            Box::new(move |n| {
+                let mut cx = Context::from_waker(Waker::noop());
+                for _ in 0..n {
+                    drive(&mut svc, &mut cx);
+                }
+            })
+        }),
+    )
+}
+
+/// `burst` requests through `c` on each of `threads` threads at once (each
+/// with its own instance); time per request per thread.
+fn time(c: &Contender, threads: usize, burst: u64) -> Duration {
+    if threads == 1 {
+        let mut job = (c.1)();
+        let start = Instant::now();
+        job(burst);
+        return Duration::from_secs_f64(start.elapsed().as_secs_f64() / burst as f64);
+    }
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let mut job = (c.1)();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                job(16); // warm
+                barrier.wait();
+                job(burst);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    Duration::from_secs_f64(start.elapsed().as_secs_f64() / burst as f64)
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let rounds = args.first().copied().unwrap_or(301) as usize;
+    let burst = args.get(1).copied().unwrap_or(20_000);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let oauth = warm_layer(&rt);
+    let (_provider, authorizer) = peers::middle_authorizer(&rt);
+    let fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    let contenders = [
+        contender("set_request_header", fixed),
+        contender("exact_clock", peers::exact_clock(Noop)),
+        contender("middle", peers::middle(Noop, &authorizer)),
+        contender("oauth", oauth.layer(Noop)),
+    ];
+    for threads in [1, 2] {
+        let mut times = vec![Vec::with_capacity(rounds); contenders.len()];
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        for round in 0..rounds {
+            order.rotate_left(1);
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for &i in &order {
+                times[i].push(time(&contenders[i], threads, burst));
+            }
+        }
+        let medians: Vec<f64> = times
+            .iter_mut()
+            .map(|t| {
+                t.sort();
+                t[t.len() / 2].as_secs_f64() * 1e9
+            })
+            .collect();
+        println!("\n{threads} thread(s), {rounds} rounds of {burst} requests, medians:");
+        println!("| contender | ns/request | × set_request_header | × exact_clock | × middle |");
+        println!("|---|---|---|---|---|");
+        for (c, m) in contenders.iter().zip(&medians) {
+            println!(
+                "| {} | {m:.1} | {:.3} | {:.3} | {:.3} |",
+                c.0,
+                m / medians[0],
+                m / medians[1],
+                m / medians[2]
+            );
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! [`View`]: one service instance's own view of its cache's current token,
+//! with its own copy of the token's header value: what the hot path reads,
+//! all in memory that no other thread writes.
+//!
+//! The view follows the cache by its [version](TokenCache::version): one
+//! load and a comparison per request; a new view is made when the token was
+//! replaced or dropped. A request may use the view's header at once only
+//! before the token's renewal point (the exact check against the clock
+//! that every request makes); past it, or without a bearer token, the
+//! request takes the cache's own way ([`TokenCache::check`]).
+//!
+//! Why a copy: every request clones the header value it puts on the
+//! request, which counts a reference on the value's bytes. With one value
+//! for all, threads that send at once fight over that count's cache line;
+//! with a copy of its own, each instance (and so each thread, each with its
+//! own clone of the service) counts on its own memory. The copy is made at
+//! the second request that finds a new token, so that an instance made for
+//! one request (`svc.clone().oneshot(req)`) makes none.
+
+use std::sync::Arc;
+
+use http::HeaderValue;
+use tokio::time::Instant;
+
+use crate::cache::{CachedToken, TokenCache};
+
+/// The request, counted from the first that finds a new token, that makes
+/// the view's own copy of its header value (those before it use the
+/// cache's).
+const COPY_AT: u8 = 2;
+
+/// One service instance's view of its cache's current token.
+pub(super) struct View {
+    /// The cache's version this view was made at; `u64::MAX` for none yet.
+    version: u64,
+    /// Before this instant the token is sent as it is, with `header`: its
+    /// renewal point; for no token, or a DPoP-bound one, the past.
+    fast_until: Instant,
+    /// The token's header value: shared with the cache at first, then this
+    /// instance's own copy.
+    header: HeaderValue,
+    /// Requests until the one that makes the copy; 0 once it is made, or
+    /// when there is none to make.
+    copy_in: u8,
+    /// The generation of the token (0 for none).
+    generation: u64,
+    /// The token, for what the hot path leaves to the cache: its renewal,
+    /// its DPoP proof, its expiry.
+    token: Option<Arc<CachedToken>>,
+}
+
+impl View {
+    /// A view that follows no token yet: the first request makes one.
+    pub(super) fn new(epoch: Instant) -> Self {
+        View {
+            version: u64::MAX,
+            fast_until: epoch,
+            header: HeaderValue::from_static(""),
+            copy_in: 0,
+            generation: 0,
+            token: None,
+        }
+    }
+
+    /// The header to send now, if the view says its token may be sent as
+    /// it is at `now`; else `None`: take the cache's way with
+    /// [`token`](Self::token).
+    #[inline]
+    pub(super) fn bearer(&mut self, cache: &TokenCache, now: Instant) -> Option<&HeaderValue> {
+        if cache.version() != self.version {
+            self.renew(cache, now);
+        }
+        if now >= self.fast_until {
+            return None;
+        }
+        if self.copy_in != 0 {
+            self.count_to_copy();
+        }
+        Some(&self.header)
+    }
+
+    /// The token of the view (after [`bearer`](Self::bearer) made it current).
+    #[inline]
+    pub(super) fn token(&self) -> Option<&CachedToken> {
+        self.token.as_deref()
+    }
+
+    /// The generation of the view's token (0 for none): what a request
+    /// that carries [`bearer`](Self::bearer)'s header was sent with.
+    #[inline]
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// A new view of the cache's current token, at `now`.
+    #[cold]
+    #[inline(never)]
+    fn renew(&mut self, cache: &TokenCache, now: Instant) {
+        // The version first: the token loaded after it is at least as new.
+        let version = cache.version();
+        let token = cache.current().load_full();
+        match &token {
+            Some(token) if !token.needs_proof() => {
+                self.header = token.header.clone();
+                self.copy_in = COPY_AT;
+                self.fast_until = token.timings.refresh_at;
+            }
+            _ => {
+                self.header = HeaderValue::from_static("");
+                self.copy_in = 0;
+                // Now, past for every later request: each takes the
+                // cache's way.
+                self.fast_until = now;
+            }
+        }
+        self.generation = token.as_ref().map_or(0, |t| t.generation);
+        self.token = token;
+        self.version = version;
+    }
+
+    /// One request closer to the view's own copy of the header value;
+    /// the request that makes it sends it.
+    #[cold]
+    #[inline(never)]
+    fn count_to_copy(&mut self) {
+        self.copy_in -= 1;
+        if self.copy_in == 0 {
+            self.header = own_copy(&self.header);
+        }
+    }
+}
+
+/// A copy of `value` in bytes of its own, marked sensitive as the cache's
+/// header values are.
+fn own_copy(value: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_maybe_shared(crate::cache::shared_bytes(value.as_bytes()))
+        .unwrap_or_else(|_| value.clone());
+    copy.set_sensitive(value.is_sensitive());
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use tower::{Layer, Service, ServiceExt};
+
+    use crate::support::boxed::BoxFuture;
+    use crate::{AccessToken, OAuthLayer, TokenError, TokenSource};
+
+    /// Hands out `t1`, `t2`, ... for an hour each.
+    #[derive(Default)]
+    struct Numbered(AtomicUsize);
+
+    impl TokenSource for Numbered {
+        fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            Box::pin(async move {
+                Ok(AccessToken::new(format!("t{n}")).with_expires_in(Duration::from_secs(3600)))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_view_copies_the_header_at_the_second_request_and_follows_a_new_token() {
+        let layer = OAuthLayer::builder()
+            .token_source(Numbered::default())
+            .build()
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let mut svc = layer.layer(tower::service_fn(move |req: Request<()>| {
+            let header = req.headers()[http::header::AUTHORIZATION].clone();
+            record.lock().unwrap().push(header);
+            async { Ok::<_, std::convert::Infallible>(Response::new(())) }
+        }));
+        let mut send = async || {
+            svc.ready().await.unwrap();
+            svc.call(Request::new(())).await.unwrap();
+        };
+        layer.token().await.unwrap();
+        send().await;
+        let shared = layer.default_cache().current().load_full().unwrap();
+        // The first request sends the cache's own value.
+        assert_eq!(
+            seen.lock().unwrap()[0].as_bytes().as_ptr(),
+            shared.header.as_bytes().as_ptr()
+        );
+        send().await;
+        send().await;
+        {
+            let seen = seen.lock().unwrap();
+            // From the second on, the instance's own copy: equal, sensitive,
+            // elsewhere in memory.
+            for header in &seen[1..] {
+                assert_eq!(header, &shared.header);
+                assert!(header.is_sensitive());
+                assert_ne!(
+                    header.as_bytes().as_ptr(),
+                    shared.header.as_bytes().as_ptr()
+                );
+            }
+            assert_eq!(seen[1].as_bytes().as_ptr(), seen[2].as_bytes().as_ptr());
+        }
+        // A dropped token: the view follows the cache to the next one.
+        assert!(layer.force_renewal());
+        layer.token().await.unwrap();
+        send().await;
+        assert_eq!(seen.lock().unwrap()[3], "Bearer t2");
+    }
+}
