@@ -21,6 +21,10 @@
 //! Mode `slots8`: requests choose among 8 warm token slots in turn, through
 //! `params_for`.
 //!
+//! Modes `mw_fixed`, `mw_oauth`, `mw_oauth_without_resend`: the reqwest
+//! middleware against a fixed-header one (build with
+//! `--features reqwest-middleware`).
+//!
 //! Run without arguments (as `cargo bench` does) it does nothing.
 
 #[path = "support/peers.rs"]
@@ -76,7 +80,38 @@ fn main() {
         "slots8" => run(services::warm_slots_layer(&rt, 8).layer(Noop), n),
         #[cfg(feature = "reqwest")]
         "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
+        #[cfg(feature = "reqwest-middleware")]
+        "mw_fixed" | "mw_oauth" | "mw_oauth_without_resend" => middleware::run(mode, &rt, oauth, n),
         other => panic!("unknown mode {other}"),
+    }
+}
+
+#[cfg(feature = "reqwest-middleware")]
+#[path = "support/middlewares.rs"]
+mod middlewares;
+#[cfg(feature = "reqwest-middleware")]
+#[path = "../tests/support/reqwest_client.rs"]
+mod reqwest_client;
+
+/// Modes `mw_fixed`, `mw_oauth` and `mw_oauth_without_resend` (feature
+/// `reqwest-middleware`): a request through a reqwest-middleware chain
+/// that answers at once, with a fixed header (the floor) or the layer's
+/// middleware (`benches/middleware.rs`).
+#[cfg(feature = "reqwest-middleware")]
+mod middleware {
+    use super::middlewares::{client, FixedHeader};
+    use super::services::fixed_header;
+
+    pub fn run(mode: &str, rt: &tokio::runtime::Runtime, oauth: tower_oauth::OAuthLayer, n: u64) {
+        let client = match mode {
+            "mw_fixed" => client(FixedHeader(fixed_header())),
+            "mw_oauth" => client(oauth.middleware()),
+            _ => client(oauth.middleware().resend(false)),
+        };
+        for _ in 0..n {
+            rt.block_on(client.get("http://api.example/products/42").send())
+                .unwrap();
+        }
     }
 }
 

@@ -13,11 +13,14 @@
 //! token, a DPoP nonce is kept); and the request sent once more when the
 //! answer asks for it and its body can be cloned.
 
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use std::borrow::Cow;
+use std::time::Duration;
 
-use http::{Extensions, HeaderMap, Method, StatusCode, Uri};
+use http::{Extensions, HeaderMap, Method, StatusCode, Uri, Version};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
@@ -49,6 +52,8 @@ use crate::token::params::TokenParams;
 ///   otherwise the `401` is returned and the next request gets the new
 ///   token. While the renewal is rate-limited the request would carry the
 ///   very token refused: the `401` is returned at once, not sent again.
+///   [`resend(false)`](Self::resend) turns the resend off, and with it the
+///   copy of each request it needs.
 /// - With [DPoP](crate::OAuthLayerBuilder::dpop), each request carries a
 ///   proof (`Authorization: DPoP`, `DPoP`), and a `401` asking for a nonce
 ///   is answered by sending the request once more with one.
@@ -73,6 +78,38 @@ use crate::token::params::TokenParams;
 #[derive(Clone, Debug)]
 pub struct OAuthMiddleware {
     layer: OAuthLayer,
+    /// Send a request once more when its answer asks for it.
+    resend: bool,
+}
+
+impl OAuthMiddleware {
+    /// Whether a request whose answer refused its token (or asked for a
+    /// DPoP nonce) is sent once more, with a new token (or the nonce).
+    /// Default: on.
+    ///
+    /// The resend needs a copy of every request, made before it is sent
+    /// (`Request::try_clone`: its URL, headers and body, when the body can
+    /// be cloned), whether or not the answer asks for it; this copy is most
+    /// of what the middleware adds to a request (see BENCHMARKS.md). Off,
+    /// no copy is made: a refusal is returned to the caller as it is, the
+    /// refused token is dropped all the same, and the next request carries
+    /// a new one.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// # let oauth = tower_oauth::OAuthLayer::builder()
+    /// #     .token_url("https://idp.example.com/oauth2/token")
+    /// #     .client_id("my-client")
+    /// #     .client_secret("my-secret")
+    /// #     .build()?;
+    /// // The caller retries on its own (reqwest-retry, say): no copies.
+    /// let middleware = oauth.middleware().resend(false);
+    /// # Ok(()) }
+    /// ```
+    pub fn resend(mut self, on: bool) -> Self {
+        self.resend = on;
+        self
+    }
 }
 
 impl OAuthLayer {
@@ -80,15 +117,16 @@ impl OAuthLayer {
     /// sharing this layer's tokens (feature `reqwest-middleware`); see
     /// [`OAuthMiddleware`].
     pub fn middleware(&self) -> OAuthMiddleware {
-        OAuthMiddleware {
-            layer: self.clone(),
-        }
+        OAuthMiddleware::from(self.clone())
     }
 }
 
 impl From<OAuthLayer> for OAuthMiddleware {
     fn from(layer: OAuthLayer) -> Self {
-        OAuthMiddleware { layer }
+        OAuthMiddleware {
+            layer,
+            resend: true,
+        }
     }
 }
 
@@ -125,65 +163,161 @@ impl Answer for Response {
     }
 }
 
-#[async_trait::async_trait]
+/// The future [`Middleware::handle`] returns.
+type Handled<'a> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+
 impl Middleware for OAuthMiddleware {
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let slot;
-        let cache = match extensions.get::<TokenParams>() {
-            Some(params) => {
-                slot = self.layer.cache_for(params).map_err(failed)?;
-                &slot
-            }
-            None => self.layer.default_cache(),
-        };
+    // Written out rather than through `async_trait`: the usual request (the
+    // default token at hand) is decided before the one allocation the trait
+    // asks for, and that allocation holds only what reading the answer
+    // needs (see BENCHMARKS.md).
+    fn handle<'s, 'e, 'n, 'a>(
+        &'s self,
+        mut req: Request,
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Handled<'a>
+    where
+        's: 'a,
+        'e: 'a,
+        'n: 'a,
+        Self: 'a,
+    {
+        if let Some(params) = extensions.get::<TokenParams>() {
+            let slot = self.layer.cache_for(params);
+            return Box::pin(async move {
+                let slot = slot.map_err(failed)?;
+                if slot.placement().keeps(&req) {
+                    return next.run(req, extensions).await;
+                }
+                let again = self.copy(&req);
+                let step = at_hand(&slot, &mut req);
+                send(&slot, req, again, step, extensions, next).await
+            });
+        }
+        let cache = self.layer.default_cache();
         if cache.placement().keeps(&req) {
             // The caller brought its own credential.
-            return next.run(req, extensions).await;
+            return next.run(req, extensions);
         }
-        // One more send, if the answer asks for it and the body allows.
-        let again = req.try_clone();
-        let (response, answered) = send(cache, req, extensions, next.clone()).await?;
-        match (answered, again) {
-            (Answered::Refused | Answered::UseNonce, Some(again)) => {
-                if answered == Answered::Refused {
-                    crate::telemetry::unauthorized_retry();
-                }
-                tracing::debug!(?answered, "sending the request once more");
-                Ok(send(cache, again, extensions, next).await?.0)
+        match at_hand(cache, &mut req) {
+            // Nothing to send again: the answer is read, and goes back.
+            Some(Step::Send(sent)) if !self.resend => {
+                let sending = next.run(req, extensions);
+                Box::pin(async move {
+                    let mut response = sending.await?;
+                    sent.answered(&mut response);
+                    Ok(response)
+                })
             }
-            _ => Ok(response),
+            // The answer read, and a copy sent if it asks for it (the copy
+            // made in the future, where it stays).
+            Some(Step::Send(Sent::Token(sent))) => Box::pin(async move {
+                let again = Again::of(&req);
+                let mut response = next.clone().run(req, extensions).await?;
+                let answered = sent.answered(&mut response);
+                let Some(again) = again.filter(|_| answered.asks_again()) else {
+                    return Ok(response);
+                };
+                drop(response);
+                resend(cache, answered, again, extensions, next).await
+            }),
+            step => {
+                let again = self.copy(&req);
+                Box::pin(send(cache, req, again, step, extensions, next))
+            }
         }
     }
 }
 
-/// Sends `req` with the token of `cache` (and its proof), and reads the
-/// answer: the Tower service's steps, through the same code.
+impl OAuthMiddleware {
+    /// A copy of `req` to send once more if the answer asks for it: with
+    /// the resend on, and a body that can be cloned.
+    #[inline]
+    fn copy(&self, req: &Request) -> Option<Again> {
+        if self.resend {
+            Again::of(req)
+        } else {
+            None
+        }
+    }
+}
+
+/// A request kept to be sent once more, if its answer asks for it.
+enum Again {
+    /// One with a body: reqwest's own copy (`Request::try_clone`).
+    Whole(Request),
+    /// One without (a `GET`, say): all that reqwest sends of it, made into
+    /// a request only if it is sent.
+    Bodiless {
+        method: Method,
+        url: reqwest::Url,
+        headers: HeaderMap,
+        version: Version,
+        timeout: Option<Duration>,
+    },
+}
+
+impl Again {
+    /// A copy of `req`; `None` for a body that cannot be cloned (a stream).
+    ///
+    /// `Request::try_clone` also copies the request's extensions map, which
+    /// reqwest keeps to itself and of which it reads only the timeout; it
+    /// sets the timeout first, which allocates a map, then replaces the map
+    /// by the copy: a third of what it costs (BENCHMARKS.md). A request
+    /// without a body is copied by hand instead; `tests/reqwest_middleware.rs`
+    /// checks that both copies are sent alike.
+    fn of(req: &Request) -> Option<Again> {
+        if req.body().is_some() {
+            return req.try_clone().map(Again::Whole);
+        }
+        Some(Again::Bodiless {
+            method: req.method().clone(),
+            url: req.url().clone(),
+            headers: req.headers().clone(),
+            version: req.version(),
+            timeout: req.timeout().copied(),
+        })
+    }
+
+    /// The request to send.
+    fn into_request(self) -> Request {
+        match self {
+            Again::Whole(req) => req,
+            Again::Bodiless {
+                method,
+                url,
+                headers,
+                version,
+                timeout,
+            } => {
+                let mut req = Request::new(method, url);
+                *req.headers_mut() = headers;
+                *req.version_mut() = version;
+                if timeout.is_some() {
+                    *req.timeout_mut() = timeout;
+                }
+                req
+            }
+        }
+    }
+}
+
+/// Sends `req` with the token of `cache` (and its proof), as `step` says
+/// (`None`: no token at hand, wait for the single flight's), reads the
+/// answer, and sends `again` once more if the answer asks for it.
 async fn send(
     cache: &Arc<TokenCache>,
     mut req: Request,
+    again: Option<Again>,
+    step: Option<Step<&Arc<TokenCache>>>,
     extensions: &mut Extensions,
     next: Next<'_>,
-) -> reqwest_middleware::Result<(Response, Answered)> {
-    // The token at hand, checked against the clock, as the layer's hot path
-    // takes it.
-    let at_hand = {
-        let current = cache.current().load();
-        cache
-            .check(current.as_deref(), tokio::time::Instant::now())
-            .map(|token| authorize(&mut req, &cache, token))
-    };
-    let step = match at_hand {
+) -> reqwest_middleware::Result<Response> {
+    let step = match step {
         Some(step) => step,
-        // None usable now: through the single flight.
-        None => {
-            let token = cache.token().await.map_err(failed)?;
-            authorize(&mut req, &cache, &token)
-        }
+        // Out of line (boxed: this future stays small).
+        None => Box::pin(after_waiting(cache, &mut req)).await?,
     };
     let sent = match step {
         Step::Send(sent) => sent,
@@ -194,12 +328,86 @@ async fn send(
         }
         Step::Fail(error) => return Err(failed(error)),
     };
-    let mut response = next.run(req, extensions).await?;
-    let answered = match &sent {
-        Sent::Token(sent) => sent.answered(&mut response),
-        Sent::Proved(proved) => proved.answered(&mut response),
+    let mut response = next.clone().run(req, extensions).await?;
+    let answered = sent.answered(&mut response);
+    match (answered, again) {
+        (Answered::Refused | Answered::UseNonce, Some(again)) => {
+            drop(response);
+            resend(cache, answered, again, extensions, next).await
+        }
+        _ => Ok(response),
+    }
+}
+
+/// Sends `again` once more, as the first answer asked: counted and logged,
+/// out of line (boxed: the future of every request stays small).
+fn resend<'a>(
+    cache: &'a Arc<TokenCache>,
+    answered: Answered,
+    again: Again,
+    extensions: &'a mut Extensions,
+    next: Next<'a>,
+) -> Handled<'a> {
+    if answered == Answered::Refused {
+        crate::telemetry::unauthorized_retry();
+    }
+    tracing::debug!(?answered, "sending the request once more");
+    Box::pin(send_again(cache, again.into_request(), extensions, next))
+}
+
+/// Puts the token of `cache` at hand (and its proof) on `req`, if it may be
+/// sent now.
+#[inline]
+fn at_hand<'c>(cache: &'c Arc<TokenCache>, req: &mut Request) -> Option<Step<&'c Arc<TokenCache>>> {
+    let current = cache.current().load();
+    cache
+        .check(current.as_deref(), tokio::time::Instant::now())
+        .map(|token| authorize(req, &cache, token))
+}
+
+/// Puts the token of `cache` on `req` once the cache's single flight has
+/// one.
+async fn after_waiting<'c>(
+    cache: &'c Arc<TokenCache>,
+    req: &mut Request,
+) -> reqwest_middleware::Result<Step<&'c Arc<TokenCache>>> {
+    let token = cache.token().await.map_err(failed)?;
+    Ok(authorize(req, &cache, &token))
+}
+
+/// What `req` was sent with, once `step` is done: at once, or after a slow
+/// signer's proof.
+async fn ready_to_send<'c>(
+    step: Step<&'c Arc<TokenCache>>,
+    req: &mut Request,
+) -> reqwest_middleware::Result<Sent<&'c Arc<TokenCache>>> {
+    match step {
+        Step::Send(sent) => Ok(sent),
+        Step::Sign(proved, proof) => {
+            put_proof(req, proof.await.map_err(failed)?);
+            Ok(Sent::Proved(proved))
+        }
+        Step::Fail(error) => Err(failed(error)),
+    }
+}
+
+/// Sends `req` once more, with a new token (or the DPoP nonce the first
+/// answer brought); this answer is the caller's, whatever it says.
+async fn send_again(
+    cache: &Arc<TokenCache>,
+    mut req: Request,
+    extensions: &mut Extensions,
+    next: Next<'_>,
+) -> reqwest_middleware::Result<Response> {
+    let step = match at_hand(cache, &mut req) {
+        Some(step) => step,
+        None => after_waiting(cache, &mut req).await?,
     };
-    Ok((response, answered))
+    let sent = ready_to_send(step, &mut req).await?;
+    let mut response = next.run(req, extensions).await?;
+    // Read all the same: a refusal drops the token, a nonce is kept.
+    sent.answered(&mut response);
+    Ok(response)
 }
 
 /// A token error as the middleware chain's error.

@@ -195,3 +195,125 @@ async fn a_grpc_unauthenticated_answer_drops_the_token_as_on_the_tower_path() {
         "the refused token was renewed"
     );
 }
+
+/// What an API that refuses the first request it gets saw of each request.
+#[derive(Default)]
+struct Seen {
+    requests: std::sync::Mutex<Vec<(http::Method, http::Uri, http::HeaderMap, http::Version)>>,
+    /// How long the answers after the first take.
+    delay: Option<Duration>,
+}
+
+/// An API on 127.0.0.1 that answers its first request `401` and every
+/// other `200` (after `seen.delay`), recording each.
+async fn refusing_once(seen: std::sync::Arc<Seen>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    support::serve::serve_state(listener, seen, |seen, req| async move {
+        let n = {
+            let mut requests = seen.requests.lock().unwrap();
+            requests.push((
+                req.method().clone(),
+                req.uri().clone(),
+                req.headers().clone(),
+                req.version(),
+            ));
+            requests.len()
+        };
+        if n == 1 {
+            return support::serve::answer(401, serde_json::json!({"error": "invalid_token"}));
+        }
+        if let Some(delay) = seen.delay {
+            tokio::time::sleep(delay).await;
+        }
+        support::serve::answer(200, serde_json::json!({"ok": true}))
+    });
+    base
+}
+
+/// A request without a body is copied by hand for the resend (not with
+/// `Request::try_clone`): the copy must reach the API as the request did,
+/// method, URI, headers and version, with a new token.
+#[tokio::test]
+async fn a_bodiless_request_is_sent_again_as_it_was() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let seen = std::sync::Arc::new(Seen::default());
+    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
+    let response = client(&oauth)
+        .request(
+            http::Method::DELETE,
+            format!("{api}/orders/7?reason=dup&x=%20"),
+        )
+        .header("x-trace", "abc")
+        .header("accept", "application/json")
+        .version(http::Version::HTTP_11)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = seen.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2, "sent once more after the 401");
+    let (first, again) = (&requests[0], &requests[1]);
+    assert_eq!(again.0, http::Method::DELETE);
+    assert_eq!(again.0, first.0);
+    assert_eq!(again.1, first.1);
+    assert_eq!(again.1.query(), Some("reason=dup&x=%20"));
+    assert_eq!(again.3, first.3);
+    for name in ["x-trace", "accept", "host", "user-agent"] {
+        assert_eq!(again.2.get(name), first.2.get(name), "{name}");
+    }
+    assert_eq!(again.2["x-trace"], "abc");
+    // A new token: the refused one was dropped.
+    let token = |h: &http::HeaderMap| h["authorization"].to_str().unwrap().to_owned();
+    assert_ne!(token(&again.2), token(&first.2));
+    assert_eq!(authority.token_requests(), 2);
+}
+
+/// The copy keeps the request's timeout: the resent request times out as
+/// the first would have.
+#[tokio::test]
+async fn a_bodiless_request_sent_again_keeps_its_timeout() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let seen = std::sync::Arc::new(Seen {
+        delay: Some(Duration::from_secs(5)),
+        ..Seen::default()
+    });
+    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
+    let started = std::time::Instant::now();
+    let error = client(&oauth)
+        .get(format!("{api}/slow"))
+        .timeout(Duration::from_millis(400))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(seen.requests.lock().unwrap().len(), 2);
+}
+
+/// With the resend off, a refusal comes back as it is; the refused token is
+/// dropped all the same, and the next request carries a new one.
+#[tokio::test]
+async fn without_the_resend_a_refusal_comes_back_and_the_next_request_has_a_new_token() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let seen = std::sync::Arc::new(Seen::default());
+    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
+    let client = ClientBuilder::new(reqwest_client())
+        .with(oauth.middleware().resend(false))
+        .build();
+    let first = client.get(format!("{api}/a")).send().await.unwrap();
+    assert_eq!(first.status(), 401);
+    assert_eq!(seen.requests.lock().unwrap().len(), 1, "not sent again");
+    assert_eq!(oauth.stats().forced_renewals, 1);
+    let second = client.get(format!("{api}/a")).send().await.unwrap();
+    assert_eq!(second.status(), 200);
+    let requests = seen.requests.lock().unwrap();
+    assert_ne!(
+        requests[0].2["authorization"],
+        requests[1].2["authorization"]
+    );
+    assert_eq!(authority.token_requests(), 2);
+}
