@@ -26,6 +26,18 @@ impl Placement {
         self.keep_existing && req.headers().contains_key(&self.header_name)
     }
 
+    /// Puts `value` on `headers` in the token's header, replacing one of
+    /// that name. (`Authorization`, the usual one, as the constant: no
+    /// clone of the configured name.)
+    #[inline]
+    pub(crate) fn put(&self, headers: &mut http::HeaderMap, value: HeaderValue) {
+        if self.header_name == http::header::AUTHORIZATION {
+            headers.insert(http::header::AUTHORIZATION, value);
+        } else {
+            headers.insert(self.header_name.clone(), value);
+        }
+    }
+
     /// The header value that presents `token` (`Bearer <token>`, as
     /// configured, or `DPoP <token>` for a token bound to the layer's key,
     /// with the `ath` its proofs carry), marked sensitive; an error for a

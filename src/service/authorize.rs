@@ -224,8 +224,7 @@ pub(crate) fn put_header<R: Outgoing, L: CacheHandle>(
     header: HeaderValue,
     generation: u64,
 ) -> SentToken<L> {
-    req.headers_mut()
-        .insert(link.cache().placement().header_name.clone(), header);
+    link.cache().placement().put(req.headers_mut(), header);
     SentToken {
         link: link.clone(),
         generation,
