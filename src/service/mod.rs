@@ -40,8 +40,11 @@ use crate::token::params::TokenParams;
 /// [`OAuthLayer`](crate::OAuthLayer).
 ///
 /// With a token at hand (the usual case) [`call`](Service::call) inserts the
-/// header and calls the inner service at once: no lock, no allocation of its
-/// own, no waiting. Without one, the request waits for the shared token
+/// header and calls the inner service at once: no lock, no waiting, and no
+/// allocation of its own but one per token: the instance's own copy of the
+/// header value, made at the second request that finds a new token, so that
+/// threads, each with its own clone of the service, never count references
+/// on one shared value. Without one, the request waits for the shared token
 /// fetch; the inner service is called when the token arrives.
 ///
 /// Errors are [`BoxError`]: the inner service's own errors, passed through,
@@ -96,7 +99,8 @@ impl<S: Clone> Clone for OAuthService<S> {
     /// its own: each instance keeps its own reference to the layer, which
     /// the response future of each of its requests shares, so that threads
     /// using different instances never contend for one reference count (see
-    /// BENCHMARKS.md).
+    /// BENCHMARKS.md). Its view of the token starts empty: its first request
+    /// takes the token's shared header value, its second makes its own copy.
     fn clone(&self) -> Self {
         Self::on(
             self.inner.clone(),
