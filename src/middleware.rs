@@ -399,6 +399,11 @@ async fn send_again(
     extensions: &mut Extensions,
     next: Next<'_>,
 ) -> reqwest_middleware::Result<Response> {
+    // The copy may carry the first send's proof: the new token gets its
+    // own, or (no longer bound) none.
+    if cache.placement().dpop.is_some() {
+        req.headers_mut().remove(crate::dpop::DPOP);
+    }
     let step = match at_hand(cache, &mut req) {
         Some(step) => step,
         None => after_waiting(cache, &mut req).await?,
