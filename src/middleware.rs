@@ -415,6 +415,26 @@ async fn send_again(
     Ok(response)
 }
 
+impl<L: crate::service::authorize::CacheHandle> Sent<L> {
+    /// What the API's answer said of the credential sent (the Tower
+    /// service's future reads each kind in its own state).
+    #[inline]
+    fn answered(&self, response: &mut impl Answer) -> Answered {
+        match self {
+            Sent::Token(sent) => sent.answered(response),
+            Sent::Proved(proved) => proved.answered(response),
+        }
+    }
+}
+
+impl Answered {
+    /// Whether sending the request once more would carry what the answer
+    /// asked for: a new token, or the nonce.
+    fn asks_again(self) -> bool {
+        matches!(self, Answered::Refused | Answered::UseNonce)
+    }
+}
+
 /// A token error as the middleware chain's error.
 fn failed(error: TokenError) -> reqwest_middleware::Error {
     reqwest_middleware::Error::middleware(error)

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use http::header::WWW_AUTHENTICATE;
 use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::message::challenge::challenges;
 
 /// The response header that carries a server's nonce.
 const DPOP_NONCE: HeaderName = HeaderName::from_static("dpop-nonce");
@@ -96,65 +97,13 @@ pub(crate) fn nonce_in(headers: &HeaderMap) -> Option<&HeaderValue> {
 }
 
 /// The `error` of a `WWW-Authenticate: DPoP` challenge, if `headers` have
-/// one (RFC 9449 section 7.1; RFC 9110 section 11.6.1 for the syntax, which
-/// allows several challenges per header and several headers).
+/// one (RFC 9449 section 7.1), read by the challenge grammar of RFC 9110
+/// section 11 ([`challenges`]).
 pub(crate) fn dpop_error(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(WWW_AUTHENTICATE)
+    challenges(headers)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(challenge_error)
-}
-
-/// The `error` parameter of the DPoP challenge in one header value.
-fn challenge_error(mut rest: &str) -> Option<String> {
-    let mut in_dpop = false;
-    loop {
-        rest = rest.trim_start_matches([' ', '\t', ',']);
-        if rest.is_empty() {
-            return None;
-        }
-        let end = rest.find([' ', '\t', ',', '=']).unwrap_or(rest.len());
-        let (token, after) = rest.split_at(end);
-        let after_space = after.trim_start_matches([' ', '\t']);
-        if let Some(value) = after_space.strip_prefix('=') {
-            // An auth-param: name=token or name="quoted string".
-            let value = value.trim_start_matches([' ', '\t']);
-            let (text, tail) = match value.strip_prefix('"') {
-                Some(quoted) => unquote(quoted),
-                None => {
-                    let end = value.find([' ', '\t', ',']).unwrap_or(value.len());
-                    (value[..end].to_owned(), &value[end..])
-                }
-            };
-            if in_dpop && token.eq_ignore_ascii_case("error") {
-                return Some(text);
-            }
-            rest = tail;
-        } else {
-            // A scheme: a new challenge begins.
-            in_dpop = token.eq_ignore_ascii_case("DPoP");
-            rest = after;
-        }
-    }
-}
-
-/// A quoted string's text (after its opening quote) and what follows it.
-fn unquote(quoted: &str) -> (String, &str) {
-    let mut text = String::new();
-    let mut chars = quoted.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return (text, &quoted[i + 1..]),
-            '\\' => {
-                if let Some((_, escaped)) = chars.next() {
-                    text.push(escaped);
-                }
-            }
-            c => text.push(c),
-        }
-    }
-    (text, "")
+        .filter(|c| c.is("DPoP"))
+        .find_map(|c| c.param("error").map(str::to_owned))
 }
 
 #[cfg(test)]
@@ -186,7 +135,9 @@ mod tests {
             Some("a\"b")
         );
         assert_eq!(error(r#"dpop"#), None);
-        assert_eq!(error(r#"DPoP error=""#).as_deref(), Some(""));
+        assert_eq!(error(r#"DPoP error="""#).as_deref(), Some(""));
+        // An unterminated quoted string is malformed: no error read from it.
+        assert_eq!(error(r#"DPoP error="use_dpop_nonce"#), None);
         let two = headers(&[
             ("www-authenticate", r#"Bearer realm="api""#),
             ("www-authenticate", r#"DPoP error="use_dpop_nonce""#),

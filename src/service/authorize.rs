@@ -53,15 +53,6 @@ pub(crate) enum Answered {
     UseNonce,
 }
 
-impl Answered {
-    /// Whether sending the request once more would carry what the answer
-    /// asked for: a new token, or the nonce.
-    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
-    pub(crate) fn asks_again(self) -> bool {
-        matches!(self, Answered::Refused | Answered::UseNonce)
-    }
-}
-
 /// A token sent with a request: if the API refuses it, the cache drops it
 /// (if it is still the current one) and fetches another. Two words, so
 /// that the response future of a request that carries one stays small.
@@ -156,20 +147,6 @@ pub(crate) enum Sent<L = Arc<Link>> {
     Token(SentToken<L>),
     /// A DPoP-bound token with its proof.
     Proved(ProvedToken<L>),
-}
-
-impl<L: CacheHandle> Sent<L> {
-    /// What the API's answer said of the credential sent (the reqwest
-    /// middleware's reading; the Tower service's future reads each kind in
-    /// its own state).
-    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
-    #[inline]
-    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
-        match self {
-            Sent::Token(sent) => sent.answered(response),
-            Sent::Proved(proved) => proved.answered(response),
-        }
-    }
 }
 
 /// What a request needs before it goes on.

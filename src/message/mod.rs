@@ -1,7 +1,10 @@
 //! What the layer reads and writes of a request ([`Outgoing`]) and of the
 //! API's answer ([`Answer`]), whatever their types: `http`'s on the Tower
 //! path, reqwest's in the middleware; and whether an answer refuses the
-//! token it was sent: HTTP 401, or gRPC `UNAUTHENTICATED`.
+//! token it was sent: HTTP 401, or gRPC `UNAUTHENTICATED`; and the API's
+//! `WWW-Authenticate` challenges (`challenge`).
+
+pub(crate) mod challenge;
 
 use std::borrow::Cow;
 
