@@ -219,7 +219,9 @@ impl Parser<'_> {
             self.at += 1;
         }
         if self.at == start {
-            return self.peek().is_some();
+            // Nothing after the scheme but spaces: a bare scheme, unless
+            // something other than the next challenge follows.
+            return !matches!(self.peek(), None | Some(b','));
         }
         while self.peek() == Some(b'=') {
             self.at += 1;
@@ -294,6 +296,10 @@ mod tests {
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].token68.as_deref(), Some("YWxhZGRpbjpvcGVuc2VzYW1l=="));
         assert!(c[1].is("Bearer") && c[1].params.is_empty() && c[1].token68.is_none());
+        // Spaces after a bare scheme, then the next challenge.
+        let spaced = one("Bearer  , Basic realm=x");
+        assert_eq!(spaced.len(), 2);
+        assert_eq!(spaced[1].param("realm"), Some("x"));
         assert_eq!(c[2].param("a"), Some("b"));
         assert_eq!(c[2].param("c"), Some("d"));
     }
