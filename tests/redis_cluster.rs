@@ -361,10 +361,16 @@ async fn a_renewal_rides_out_a_failover_on_the_token_in_hand() {
         authority.token_requests()
     );
     assert_eq!(fell_back, 0, "a replica fetched alone");
-    assert_eq!(
-        authority.token_requests(),
-        2,
-        "the first token and one renewal"
+    // The first token and one renewal; or two renewals, when the renewal's
+    // fetch lands while the token's master is down: its token cannot be
+    // stored (or its write dies with the master before reaching the
+    // replica), and the replica that takes the lock on the new master
+    // fetches again. Which happens depends on where the kill falls in the
+    // renewal, which a loaded machine moves; never more than that.
+    let requests = authority.token_requests();
+    assert!(
+        (2..=3).contains(&requests),
+        "the first token and one renewal (two, if the first could not be stored): {requests}"
     );
     assert_eq!(stats.iter().map(|s| s.renewals_ahead).sum::<u64>(), 8);
     drop(cluster);
