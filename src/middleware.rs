@@ -319,28 +319,21 @@ async fn send(
         // Out of line (boxed: this future stays small).
         None => Box::pin(after_waiting(cache, &mut req)).await?,
     };
-    let sent = match step {
-        Step::Send(sent) => sent,
-        // A slow signer's proof comes with the token checked again.
-        Step::Sign(proved, proof) => {
-            put_proof(&mut req, proof.await.map_err(failed)?);
-            Sent::Proved(proved)
-        }
-        Step::Fail(error) => return Err(failed(error)),
-    };
+    let sent = ready_to_send(step, &mut req).await?;
     let mut response = next.clone().run(req, extensions).await?;
     let answered = sent.answered(&mut response);
-    match (answered, again) {
-        (Answered::Refused | Answered::UseNonce, Some(again)) => {
-            drop(response);
-            resend(cache, answered, again, extensions, next).await
-        }
-        _ => Ok(response),
-    }
+    let Some(again) = again.filter(|_| answered.asks_again()) else {
+        return Ok(response);
+    };
+    drop(response);
+    resend(cache, answered, again, extensions, next).await
 }
 
-/// Sends `again` once more, as the first answer asked: counted and logged,
-/// out of line (boxed: the future of every request stays small).
+/// Sends `again` once more, as the first answer asked, through [`send`]
+/// with nothing kept to send again: counted and logged, out of line
+/// (boxed: the future of every request stays small). Its answer is the
+/// caller's, whatever it says (a refusal still drops the token, a nonce is
+/// still kept).
 fn resend<'a>(
     cache: &'a Arc<TokenCache>,
     answered: Answered,
@@ -352,7 +345,14 @@ fn resend<'a>(
         crate::telemetry::unauthorized_retry();
     }
     tracing::debug!(?answered, "sending the request once more");
-    Box::pin(send_again(cache, again.into_request(), extensions, next))
+    let mut req = again.into_request();
+    // The copy may carry the first send's proof: the new token gets its
+    // own, or (no longer bound) none.
+    if cache.placement().dpop.is_some() {
+        req.headers_mut().remove(crate::dpop::DPOP);
+    }
+    let step = at_hand(cache, &mut req);
+    Box::pin(send(cache, req, None, step, extensions, next))
 }
 
 /// Puts the token of `cache` at hand (and its proof) on `req`, if it may be
@@ -389,30 +389,6 @@ async fn ready_to_send<'c>(
         }
         Step::Fail(error) => Err(failed(error)),
     }
-}
-
-/// Sends `req` once more, with a new token (or the DPoP nonce the first
-/// answer brought); this answer is the caller's, whatever it says.
-async fn send_again(
-    cache: &Arc<TokenCache>,
-    mut req: Request,
-    extensions: &mut Extensions,
-    next: Next<'_>,
-) -> reqwest_middleware::Result<Response> {
-    // The copy may carry the first send's proof: the new token gets its
-    // own, or (no longer bound) none.
-    if cache.placement().dpop.is_some() {
-        req.headers_mut().remove(crate::dpop::DPOP);
-    }
-    let step = match at_hand(cache, &mut req) {
-        Some(step) => step,
-        None => after_waiting(cache, &mut req).await?,
-    };
-    let sent = ready_to_send(step, &mut req).await?;
-    let mut response = next.run(req, extensions).await?;
-    // Read all the same: a refusal drops the token, a nonce is kept.
-    sent.answered(&mut response);
-    Ok(response)
 }
 
 impl<L: crate::service::authorize::CacheHandle> Sent<L> {
