@@ -17,8 +17,10 @@ mod provider;
 mod serve;
 #[path = "../tests/support/services.rs"]
 mod services;
+#[path = "support/threads.rs"]
+mod threads;
 
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
@@ -31,7 +33,7 @@ use tower_http::set_header::SetRequestHeaderLayer;
 /// runs `n` requests through it.
 type Contender = (
     &'static str,
-    Box<dyn Fn() -> Box<dyn FnMut(u64) + Send> + Send + Sync>,
+    Arc<dyn Fn() -> Box<dyn FnMut(u64) + Send> + Send + Sync>,
 );
 
 fn contender<S>(name: &'static str, svc: S) -> Contender
@@ -41,7 +43,7 @@ where
 {
     (
         name,
-        Box::new(move || {
+        Arc::new(move || {
             let mut svc = svc.clone();
             Box::new(move |n| {
                 let mut cx = Context::from_waker(Waker::noop());
@@ -53,33 +55,26 @@ where
     )
 }
 
-/// `burst` requests through `c` on each of `threads` threads at once (each
-/// with its own instance); time per request per thread.
+/// `burst` requests through `c` on one thread, or on each of two at once
+/// (each with its own instance, warmed); time per request per thread.
 fn time(c: &Contender, threads: usize, burst: u64) -> Duration {
-    if threads == 1 {
+    let elapsed = if threads == 1 {
         let mut job = (c.1)();
         let start = Instant::now();
         job(burst);
-        return Duration::from_secs_f64(start.elapsed().as_secs_f64() / burst as f64);
-    }
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let mut job = (c.1)();
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
+        start.elapsed()
+    } else {
+        let make = Arc::clone(&c.1);
+        threads::on_two_threads(
+            move || {
+                let mut job = make();
                 job(16); // warm
-                barrier.wait();
-                job(burst);
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    Duration::from_secs_f64(start.elapsed().as_secs_f64() / burst as f64)
+                Box::new(move || job(burst))
+            },
+            1,
+        )
+    };
+    Duration::from_secs_f64(elapsed.as_secs_f64() / burst as f64)
 }
 
 fn main() {
