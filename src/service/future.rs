@@ -290,11 +290,7 @@ where
         // The usual case first, and alone: the inner service called with
         // the token at hand. The other states are out of line.
         if let StateProj::Calling { fut, sent } = this.state.as_mut().project() {
-            let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
-            if let Some(sent) = sent {
-                sent.answered(&mut response);
-            }
-            return Poll::Ready(Ok(response));
+            return Self::poll_calling(fut, sent, cx);
         }
         Self::poll_other(this.state, cx)
     }
@@ -305,6 +301,21 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
+    /// The inner service's answer, read for the bearer token it carried
+    /// (none: the request kept its own credential).
+    #[inline]
+    fn poll_calling(
+        fut: Pin<&mut S::Future>,
+        sent: &Option<SentToken>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response<ResB>, BoxError>> {
+        let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
+        if let Some(sent) = sent {
+            sent.answered(&mut response);
+        }
+        Poll::Ready(Ok(response))
+    }
+
     /// Polls a request in any state but the usual one: waiting for a token,
     /// for its DPoP proof, called with one, or failed.
     #[inline(never)]
@@ -314,13 +325,7 @@ where
     ) -> Poll<Result<Response<ResB>, BoxError>> {
         loop {
             let other = match state.as_mut().project() {
-                StateProj::Calling { fut, sent } => {
-                    let mut response = ready!(fut.poll(cx)).map_err(Into::into)?;
-                    if let Some(sent) = sent {
-                        sent.answered(&mut response);
-                    }
-                    return Poll::Ready(Ok(response));
-                }
+                StateProj::Calling { fut, sent } => return Self::poll_calling(fut, sent, cx),
                 StateProj::Other { other } => other.as_mut().project(),
             };
             let next = match other {
