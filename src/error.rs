@@ -63,6 +63,14 @@ pub enum TokenErrorKind {
     /// function failed. The message names the file, never its content.
     /// Retrying later can help, once the platform renews the file.
     Credential,
+    /// The layer's settings do not fit what a [protected
+    /// resource](crate::OAuthLayerBuilder::protected_resource) asks: it names
+    /// no authorization server this client may send its credential to, or
+    /// it takes only DPoP-bound or certificate-bound tokens and the layer
+    /// has no DPoP key or client certificate. The message says which
+    /// setting is missing. Retrying does not help until the settings (or the
+    /// resource's metadata) change.
+    Configuration,
 }
 
 impl TokenErrorKind {
@@ -81,6 +89,7 @@ impl TokenErrorKind {
             TokenErrorKind::InvalidRequest => "invalid_request",
             TokenErrorKind::NotReady => "not_ready",
             TokenErrorKind::Credential => "credential",
+            TokenErrorKind::Configuration => "configuration",
         }
     }
 
@@ -98,6 +107,7 @@ impl TokenErrorKind {
             TokenErrorKind::InvalidRequest,
             TokenErrorKind::NotReady,
             TokenErrorKind::Credential,
+            TokenErrorKind::Configuration,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -115,6 +125,7 @@ impl TokenErrorKind {
             TokenErrorKind::InvalidRequest => "request cannot carry the token",
             TokenErrorKind::NotReady => "no token is usable yet",
             TokenErrorKind::Credential => "client credential could not be read",
+            TokenErrorKind::Configuration => "layer settings do not fit the protected resource",
         }
     }
 }
@@ -333,7 +344,8 @@ impl TokenError {
             TokenErrorKind::InvalidResponse
             | TokenErrorKind::Runtime
             | TokenErrorKind::Panic
-            | TokenErrorKind::InvalidRequest => false,
+            | TokenErrorKind::InvalidRequest
+            | TokenErrorKind::Configuration => false,
         }
     }
 }

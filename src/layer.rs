@@ -9,7 +9,7 @@ use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::{CachedToken, TokenCache};
-use crate::endpoint::ServerMetadata;
+use crate::endpoint::{ResourceMetadata, ServerMetadata};
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
 use crate::slots::recipe::Endpoint;
@@ -109,23 +109,48 @@ impl OAuthLayer {
     }
 
     /// The issuer the layer discovers its token endpoint from, when built
-    /// with [`issuer`](OAuthLayerBuilder::issuer).
+    /// with [`issuer`](OAuthLayerBuilder::issuer) (with a [protected
+    /// resource](OAuthLayerBuilder::protected_resource) and no issuer, the
+    /// server taken is in [`resource_metadata`](Self::resource_metadata)).
     pub fn issuer(&self) -> Option<&str> {
-        let discovery = self.shared.endpoint.as_ref()?.discovery.as_ref()?;
-        Some(discovery.issuer())
+        let endpoint = self.shared.endpoint.as_ref()?;
+        match (&endpoint.discovery, &endpoint.resource) {
+            (Some(discovery), _) => Some(discovery.issuer()),
+            (None, Some((resource, _))) => resource.issuer(),
+            (None, None) => None,
+        }
     }
 
-    /// What discovery found at the [`issuer`](OAuthLayerBuilder::issuer):
-    /// the token endpoint and the client authentication in use. `None` before
-    /// the first token request (discovery happens then), after a failed
-    /// discovery, and for layers without an issuer.
+    /// What discovery found at the [`issuer`](OAuthLayerBuilder::issuer)
+    /// (or at the server a [protected
+    /// resource](OAuthLayerBuilder::protected_resource) names): the token
+    /// endpoint and the client authentication in use. `None` before the
+    /// first token request (discovery happens then), after a failed
+    /// discovery, and for layers without an issuer or a protected resource.
     pub fn server_metadata(&self) -> Option<ServerMetadata> {
-        self.shared
-            .endpoint
-            .as_ref()?
-            .discovery
-            .as_ref()?
-            .metadata()
+        let endpoint = self.shared.endpoint.as_ref()?;
+        match (&endpoint.discovery, &endpoint.resource) {
+            (Some(discovery), _) => discovery.metadata(),
+            (None, Some((_, source))) => source.server()?.metadata(),
+            (None, None) => None,
+        }
+    }
+
+    /// The [protected resource](OAuthLayerBuilder::protected_resource) the
+    /// layer's tokens are for, as configured.
+    pub fn protected_resource(&self) -> Option<&str> {
+        let (resource, _) = self.shared.endpoint.as_ref()?.resource.as_ref()?;
+        Some(resource.url())
+    }
+
+    /// What the [protected resource](OAuthLayerBuilder::protected_resource)'s
+    /// metadata says, and the authorization server the layer took from it.
+    /// `None` before the first token request (the metadata is read then),
+    /// while no reading has succeeded, and for layers without a protected
+    /// resource.
+    pub fn resource_metadata(&self) -> Option<ResourceMetadata> {
+        let (resource, _) = self.shared.endpoint.as_ref()?.resource.as_ref()?;
+        resource.metadata()
     }
 
     /// The client id the layer authenticates as; `None` for a layer built on

@@ -12,8 +12,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::endpoint::check_token;
-use crate::endpoint::Discovery;
 use crate::endpoint::TokenRequest;
+use crate::endpoint::{Discovery, ResourceSource};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
@@ -70,6 +70,14 @@ impl TokenSource for TokenRequest {
 
 /// The client-credentials request to the endpoint an issuer names.
 impl TokenSource for Discovery {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        self.fetch()
+    }
+}
+
+/// The metadata of a protected resource, then the client-credentials
+/// request to the endpoint of the server it names.
+impl TokenSource for ResourceSource {
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         self.fetch()
     }

@@ -58,6 +58,95 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// The API this layer's tokens are for, by its resource identifier: the
+    /// layer reads what the API says of itself in its protected-resource
+    /// metadata (RFC 9728), at `{origin}/.well-known/oauth-protected-resource{path}`,
+    /// when the first token is needed, in the token fetch (its timeout, size
+    /// cap, back-off; no redirect followed), and takes from it:
+    ///
+    /// - the authorization server, among its `authorization_servers`, by the
+    ///   trust rule (see [`trusted_issuers`](Self::trusted_issuers)); that
+    ///   server's token endpoint and client authentication are then
+    ///   discovered as with [`issuer`](Self::issuer);
+    /// - `resource`, sent as the RFC 8707 `resource` parameter of every token
+    ///   request;
+    /// - `scopes_supported`, requested as the `scope` when the layer has
+    ///   none of its own;
+    /// - `dpop_bound_access_tokens_required` and
+    ///   `tls_client_certificate_bound_access_tokens`: the layer must then
+    ///   have a [DPoP key](Self::dpop) or a [client
+    ///   certificate](Self::client_identity), else its token requests fail
+    ///   with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration)
+    ///   naming the setting, instead of fetching a token the API would refuse.
+    ///
+    /// The metadata's `resource` must be identical to `url`, else nothing in
+    /// it is used and the fetch fails with a message naming both. The
+    /// metadata is kept for an hour, and read again sooner after a token
+    /// request the server refused; reading it happens in the fetch, so it
+    /// never holds up a request that has a usable token. See
+    /// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata).
+    ///
+    /// ```
+    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+    ///
+    /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
+    /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-1");
+    /// // The API names its authorization server; a signed assertion (bound
+    /// // to that server by its `aud`) may go to the one it names.
+    /// let oauth = OAuthLayer::builder()
+    ///     .protected_resource("https://mcp.example.com/mcp")
+    ///     .client_id("reporting-agent")
+    ///     .client_auth(ClientAuth::PrivateKeyJwt(key))
+    ///     .build()?;
+    /// assert_eq!(oauth.protected_resource(), Some("https://mcp.example.com/mcp"));
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Give this instead of [`token_url`](Self::token_url) and
+    /// [`auth_url`](Self::auth_url); with [`issuer`](Self::issuer), the
+    /// resource must name that issuer.
+    ///
+    /// Default: none.
+    pub fn protected_resource(mut self, url: impl AsRef<str>) -> Self {
+        self.resource_url = Some(url.as_ref().to_owned());
+        self
+    }
+
+    /// The authorization servers (issuer identifiers, compared exactly) this
+    /// client may request tokens from for a [protected
+    /// resource](Self::protected_resource): the first server the resource
+    /// lists that is also here is taken; none: the token request fails with
+    /// [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration)
+    /// and nothing is sent.
+    ///
+    /// The trust rule, because a hostile or compromised API could name a
+    /// server of its own:
+    ///
+    /// - with [`issuer`](Self::issuer), that server only (and the resource
+    ///   must name it);
+    /// - else with `trusted_issuers`, the first of them the resource names;
+    /// - else the first server the resource names, and only for credentials
+    ///   that server cannot replay elsewhere: `private_key_jwt` (its
+    ///   assertion's `aud` is that server; no
+    ///   [`assertion_audience`](Self::assertion_audience)) and mutual TLS.
+    ///   A client secret (Basic, form body, the specification's body,
+    ///   `client_secret_jwt`), an assertion file, a JWT-bearer grant or a
+    ///   token exchange goes only to a server named here or with `issuer`:
+    ///   [`build`](Self::build) refuses otherwise. See `SECURITY.md`.
+    ///
+    /// Default: none.
+    pub fn trusted_issuers<I, S>(mut self, issuers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.trusted_issuers = issuers
+            .into_iter()
+            .map(|issuer| issuer.as_ref().to_owned())
+            .collect();
+        self
+    }
+
     /// Allows a plain `http` token URL to a host that is not loopback. The
     /// client secret then crosses the network unencrypted: only for networks
     /// you trust. `http` to `localhost`, `127.0.0.0/8` or `::1` is always

@@ -54,6 +54,8 @@ pub struct OAuthLayerBuilder {
     auth_url: Option<String>,
     token_url: Option<String>,
     issuer: Option<String>,
+    resource_url: Option<String>,
+    trusted_issuers: Vec<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
     /// A secret read from a file or a function, and read again when refused.
@@ -104,6 +106,8 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("auth_url", &self.auth_url)
             .field("token_url", &self.token_url)
             .field("issuer", &self.issuer)
+            .field("protected_resource", &self.resource_url)
+            .field("trusted_issuers", &self.trusted_issuers)
             .field("client_id", &self.client_id)
             .field(
                 "client_secret",

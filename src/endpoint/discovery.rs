@@ -107,6 +107,11 @@ impl Discovery {
         &self.issuer
     }
 
+    /// The parameters of its token requests.
+    pub(crate) fn params(&self) -> &[(String, String)] {
+        &self.params
+    }
+
     /// What the last successful discovery found.
     pub(crate) fn metadata(&self) -> Option<ServerMetadata> {
         self.lock().as_ref().map(|(_, m)| m.clone())
@@ -130,7 +135,10 @@ impl Discovery {
         }
         let mut not_found = Vec::new();
         for url in &self.metadata_urls {
-            match self.read(url).await {
+            let read = self.read(url).await;
+            let document = crate::telemetry::Document::AuthorizationServer;
+            crate::telemetry::metadata_read(document, read.is_ok());
+            match read {
                 Ok(metadata) => {
                     let request = Arc::new(self.request_for(&metadata)?);
                     tracing::info!(
@@ -160,36 +168,9 @@ impl Discovery {
     /// Reads and checks the metadata document at `url`.
     async fn read(&self, url: &Uri) -> Result<ServerMetadata, TokenError> {
         let at = |message: String| format!("discovery at `{url}`: {message}");
-        let mut request = http::Request::new(Bytes::new());
-        *request.method_mut() = Method::GET;
-        *request.uri_mut() = url.clone();
-        request
-            .headers_mut()
-            .insert(ACCEPT, HeaderValue::from_static("application/json"));
-        let response = self
-            .spec
-            .transport
-            .send(request, MAX_RESPONSE_BODY)
-            .await
-            .map_err(|e| {
-                let detail = e.detail().unwrap_or_default();
-                e.with_message(at(detail))
-            })?;
-        let status = response.status();
-        if !status.is_success() {
-            let e = status_error(
-                status,
-                response.body(),
-                retry_after(response.headers()),
-                &Redactor::default(),
-            );
-            return Err(e.with_message(at(format!("the server answered HTTP {status}"))));
-        }
         let invalid =
             |m: String| TokenError::new(TokenErrorKind::InvalidResponse).with_message(at(m));
-        let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(response.body()) else {
-            return Err(invalid("the metadata is not a JSON object".into()));
-        };
+        let doc = get_json(&*self.spec.transport, url, "discovery").await?;
         let text = |key: &str| doc.get(key).and_then(Value::as_str);
         let issuer = text("issuer").unwrap_or_default();
         if issuer != self.issuer {
@@ -204,19 +185,7 @@ impl Discovery {
         let Some(token_endpoint) = text("token_endpoint") else {
             return Err(invalid("the metadata has no `token_endpoint`".into()));
         };
-        let texts = |key: &str| -> Vec<String> {
-            doc.get(key)
-                .and_then(Value::as_array)
-                .map(|values| {
-                    // Server text: clipped and escaped, and at most 32.
-                    values
-                        .iter()
-                        .filter_map(|m| m.as_str().map(clip))
-                        .take(32)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let texts = |key: &str| texts(&doc, key);
         let auth_methods = texts("token_endpoint_auth_methods_supported");
         let dpop_algorithms = texts("dpop_signing_alg_values_supported");
         let scopes_supported = texts("scopes_supported");
@@ -282,6 +251,60 @@ impl Discovery {
         };
         Ok(TokenRequest::new(Arc::clone(spec), target).built_from_discovery())
     }
+}
+
+/// The JSON object a metadata document at `url` holds: one `GET`, no
+/// redirect followed, the body capped as a token response's; `what` begins
+/// every message (`discovery`, `protected-resource metadata`).
+pub(crate) async fn get_json(
+    transport: &dyn crate::endpoint::Transport,
+    url: &Uri,
+    what: &str,
+) -> Result<serde_json::Map<String, Value>, TokenError> {
+    let at = |message: String| format!("{what} at `{url}`: {message}");
+    let mut request = http::Request::new(Bytes::new());
+    *request.method_mut() = Method::GET;
+    *request.uri_mut() = url.clone();
+    request
+        .headers_mut()
+        .insert(ACCEPT, HeaderValue::from_static("application/json"));
+    let response = transport
+        .send(request, MAX_RESPONSE_BODY)
+        .await
+        .map_err(|e| {
+            let detail = e.detail().unwrap_or_default();
+            e.with_message(at(detail))
+        })?;
+    let status = response.status();
+    if !status.is_success() {
+        let e = status_error(
+            status,
+            response.body(),
+            retry_after(response.headers()),
+            &Redactor::default(),
+        );
+        return Err(e.with_message(at(format!("the server answered HTTP {status}"))));
+    }
+    match serde_json::from_slice::<Value>(response.body()) {
+        Ok(Value::Object(doc)) => Ok(doc),
+        _ => Err(TokenError::new(TokenErrorKind::InvalidResponse)
+            .with_message(at("the metadata is not a JSON object".into()))),
+    }
+}
+
+/// The strings of the array `key` in `doc`, each clipped and escaped (server
+/// text), at most 32; empty when there is none.
+pub(crate) fn texts(doc: &serde_json::Map<String, Value>, key: &str) -> Vec<String> {
+    doc.get(key)
+        .and_then(Value::as_array)
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(|m| m.as_str().map(clip))
+                .take(32)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Where an issuer publishes its metadata: RFC 8414's well-known URL (the

@@ -12,7 +12,8 @@
 //! - `grant/`: which grant a request asks with (client credentials,
 //!   JWT-bearer, token exchange);
 //! - `discovery`: the endpoint and client authentication from an issuer's
-//!   metadata (RFC 8414);
+//!   metadata (RFC 8414); `resource`: the server, `resource` and scopes
+//!   from a protected resource's metadata (RFC 9728);
 //! - `transport/`: what carries the request (reqwest, or any Tower
 //!   service), and the built-in transport's TLS and proxy settings.
 
@@ -23,6 +24,7 @@ mod grant;
 mod prepared;
 mod redact;
 mod request;
+mod resource;
 mod spec;
 mod transport;
 mod url;
@@ -37,6 +39,7 @@ pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
 pub use self::grant::token_exchange::{
     SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
+pub use self::resource::ResourceMetadata;
 
 pub(crate) use self::answer::check_token;
 pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretSource};
@@ -46,6 +49,7 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::request::TokenRequest;
+pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub(crate) use self::spec::{RequestSpec, RequestTarget};
 #[cfg(feature = "reqwest")]
 pub(crate) use self::transport::settings::TransportSettings;

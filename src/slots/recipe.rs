@@ -7,7 +7,8 @@ use http::Uri;
 
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::{
-    ClientAuth, Discovery, RequestSpec, RequestTarget, SharedMetadata, TokenRequest,
+    ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
+    TokenRequest, Trust,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
@@ -23,6 +24,9 @@ pub(crate) enum Target {
     Issuer(String, Uri),
     /// This token endpoint.
     Url(Uri),
+    /// The token endpoint of the server this protected resource names (as
+    /// configured, parsed), which `Trust` allows.
+    Resource(String, Uri, Trust),
 }
 
 /// Where a layer's tokens come from, as the layer reports it.
@@ -33,6 +37,9 @@ pub(crate) struct Endpoint {
     pub(crate) client_id: String,
     /// The issuer's discovery, when the layer was configured with one.
     pub(crate) discovery: Option<Arc<Discovery>>,
+    /// The protected resource, and the default token's source, when the
+    /// layer was configured with one.
+    pub(crate) resource: Option<(Arc<Resource>, Arc<ResourceSource>)>,
 }
 
 /// Everything checked by the builder that a token cache is made from.
@@ -50,6 +57,9 @@ pub(crate) struct Recipe {
     pub(crate) sealing_key: Option<[u8; 32]>,
     /// With an issuer: the metadata found, shared by the layer's caches.
     pub(crate) metadata: SharedMetadata,
+    /// With a protected resource: its metadata, shared by the layer's
+    /// caches.
+    pub(crate) resource: Option<Arc<Resource>>,
     pub(crate) policy: Policy,
     pub(crate) placement: Placement,
 }
@@ -118,8 +128,20 @@ impl Recipe {
                     url: None,
                     client_id,
                     discovery: Some(Arc::clone(&discovery)),
+                    resource: None,
                 };
                 (discovery, endpoint)
+            }
+            Target::Resource(..) => {
+                let resource = Arc::clone(self.resource.as_ref().expect("made with the target"));
+                let source = ResourceSource::new(Arc::clone(&resource), params);
+                let endpoint = Endpoint {
+                    url: None,
+                    client_id,
+                    discovery: None,
+                    resource: Some((resource, Arc::clone(&source))),
+                };
+                (source, endpoint)
             }
             Target::Url(url) => {
                 let target = RequestTarget {
@@ -137,6 +159,7 @@ impl Recipe {
                     url: Some(url.clone()),
                     client_id,
                     discovery: None,
+                    resource: None,
                 };
                 (Arc::new(source), endpoint)
             }

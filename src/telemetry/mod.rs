@@ -14,6 +14,7 @@
 //! | `oauth.client.token.renewals` | counter | renewals | `reason` (`ahead`: before expiry; `refused`: the API refused the token) |
 //! | `oauth.client.token.waits` | counter | requests | none: requests that waited for a token request |
 //! | `oauth.client.unauthorized.retries` | counter | requests | none: requests `RetryUnauthorized` sent again |
+//! | `oauth.client.metadata.reads` | counter | reads | `document` (`authorization_server`: RFC 8414 or OpenID Connect discovery; `protected_resource`: RFC 9728), `outcome`: metadata documents read |
 //!
 //! For the load on the identity provider, sum `oauth.client.token.requests`
 //! over the replicas: a token a store handed a replica (another replica's)
@@ -30,8 +31,17 @@ use std::time::Duration;
 use crate::error::TokenError;
 
 pub(crate) use self::recorder::{
-    describe, fetch, renewal, token_request, unauthorized_retry, wait,
+    describe, fetch, metadata_read, renewal, token_request, unauthorized_retry, wait,
 };
+
+/// Which metadata document was read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Document {
+    /// An authorization server's (RFC 8414, OpenID Connect Discovery).
+    AuthorizationServer,
+    /// A protected resource's (RFC 9728).
+    ProtectedResource,
+}
 
 /// Why a renewal started.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +55,7 @@ pub(crate) enum Renewal {
 /// The functions that report to the `metrics` facade.
 #[cfg(feature = "metrics")]
 mod recorder {
-    use super::{Duration, Renewal, TokenError};
+    use super::{Document, Duration, Renewal, TokenError};
 
     /// Describes the metrics to the recorder (their kind, unit and meaning).
     pub(crate) fn describe() {
@@ -82,6 +92,11 @@ mod recorder {
                 Unit::Count,
                 "Requests sent again after the API refused their token"
             );
+            describe_counter!(
+                METADATA_READS,
+                Unit::Count,
+                "Metadata documents read: an authorization server's or a protected resource's"
+            );
         }
     }
 
@@ -91,6 +106,7 @@ mod recorder {
     const TOKEN_RENEWALS: &str = "oauth.client.token.renewals";
     const TOKEN_WAITS: &str = "oauth.client.token.waits";
     const UNAUTHORIZED_RETRIES: &str = "oauth.client.unauthorized.retries";
+    const METADATA_READS: &str = "oauth.client.metadata.reads";
 
     /// A token request ended, after `took`, with `outcome`.
     pub(crate) fn token_request<T>(outcome: &Result<T, TokenError>, took: Duration) {
@@ -140,12 +156,23 @@ mod recorder {
     pub(crate) fn unauthorized_retry() {
         metrics::counter!(UNAUTHORIZED_RETRIES).increment(1);
     }
+
+    /// A metadata document was read, or could not be.
+    pub(crate) fn metadata_read(document: Document, ok: bool) {
+        let document = match document {
+            Document::AuthorizationServer => "authorization_server",
+            Document::ProtectedResource => "protected_resource",
+        };
+        let outcome = if ok { "success" } else { "failure" };
+        metrics::counter!(METADATA_READS, "document" => document, "outcome" => outcome)
+            .increment(1);
+    }
 }
 
 /// Without the feature: the same functions, empty.
 #[cfg(not(feature = "metrics"))]
 mod recorder {
-    use super::{Duration, Renewal, TokenError};
+    use super::{Document, Duration, Renewal, TokenError};
 
     /// Describes the metrics (nothing to describe to).
     pub(crate) fn describe() {}
@@ -159,4 +186,6 @@ mod recorder {
     pub(crate) fn wait() {}
     /// `RetryUnauthorized` sends a request again (not recorded).
     pub(crate) fn unauthorized_retry() {}
+    /// A metadata document was read (not recorded).
+    pub(crate) fn metadata_read(_document: Document, _ok: bool) {}
 }

@@ -27,6 +27,9 @@ pub(crate) enum Origin<'a> {
     Issuer(&'a str),
     /// A token endpoint given by its URL.
     TokenUrl(&'a str),
+    /// The authorization server a protected resource names, by the
+    /// resource's identifier.
+    Resource(&'a str),
     /// A [`TokenSource`](crate::TokenSource) of the user's, by the name
     /// the user gave it.
     Source(&'a str),
@@ -72,6 +75,7 @@ impl IdentityBase {
             Origin::Issuer(issuer) => ("issuer", issuer),
             Origin::TokenUrl(url) => ("token_url", url),
             Origin::Source(name) => ("token_source", name),
+            Origin::Resource(url) => ("protected_resource", url),
         };
         field(&mut encoded, b'o', kind);
         field(&mut encoded, b'u', origin);

@@ -38,6 +38,10 @@ struct State {
     issued: Mutex<HashSet<String>>,
     lifetime_secs: u64,
     metadata: Mutex<Option<String>>,
+    /// The API's protected-resource metadata (RFC 9728), if published.
+    resource_metadata: Mutex<Option<String>>,
+    /// The form of every accepted token request.
+    forms: Mutex<Vec<Vec<(String, String)>>>,
     /// Refusals are an empty 403, as some servers answer.
     empty_refusals: std::sync::atomic::AtomicBool,
 }
@@ -82,6 +86,8 @@ impl AssertionEndpoint {
             issued: Mutex::new(HashSet::new()),
             lifetime_secs,
             metadata: Mutex::new(None),
+            resource_metadata: Mutex::new(None),
+            forms: Mutex::new(Vec::new()),
             empty_refusals: Default::default(),
         });
         serve_state(listener, Arc::clone(&state), |state, req| async move {
@@ -131,6 +137,17 @@ impl AssertionEndpoint {
             })
             .to_string(),
         );
+    }
+
+    /// Publishes the API's protected-resource metadata (RFC 9728) at
+    /// `/.well-known/oauth-protected-resource/api`.
+    pub fn publish_resource_metadata(&self, doc: Value) {
+        *self.state.resource_metadata.lock().unwrap() = Some(doc.to_string());
+    }
+
+    /// The form of every accepted token request, in order.
+    pub fn forms(&self) -> Vec<Vec<(String, String)>> {
+        self.state.forms.lock().unwrap().clone()
     }
 
     /// Tokens issued, one per accepted assertion.
@@ -202,6 +219,12 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
             Some(doc) => answer(200, serde_json::from_str(doc).unwrap()),
             None => answer(404, json!({})),
         },
+        "/.well-known/oauth-protected-resource/api" => {
+            match &*state.resource_metadata.lock().unwrap() {
+                Some(doc) => answer(200, serde_json::from_str(doc).unwrap()),
+                None => answer(404, json!({})),
+            }
+        }
         _ => answer(404, json!({})),
     }
 }
@@ -269,6 +292,7 @@ fn verify(state: &State, body: &[u8], has_basic: bool) -> Result<(), String> {
     }
     state.headers.lock().unwrap().push(header);
     state.claims.lock().unwrap().push(claims);
+    state.forms.lock().unwrap().push(form);
     Ok(())
 }
 

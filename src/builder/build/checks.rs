@@ -156,6 +156,103 @@ impl OAuthLayerBuilder {
         })
     }
 
+    /// The protected resource, checked (an absolute URL without a query),
+    /// with the servers this client may take among those it names; `None`
+    /// without one (and then no trusted issuers either).
+    pub(super) fn checked_resource(
+        &self,
+    ) -> Result<Option<(String, Uri, crate::endpoint::Trust)>, ConfigError> {
+        use crate::endpoint::Trust;
+        let Some(raw) = &self.resource_url else {
+            if !self.trusted_issuers.is_empty() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "trusted_issuers was given without protected_resource; they choose among \
+                     the authorization servers a protected resource names",
+                ));
+            }
+            return Ok(None);
+        };
+        if self.auth_url.is_some() || self.token_url.is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "protected_resource is set together with auth_url or token_url; give one (the \
+                 resource's metadata names its authorization server)",
+            ));
+        }
+        if self.params.iter().any(|(name, _)| name == "resource") {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "a `resource` parameter was given with protected_resource, which sends its own \
+                 (RFC 8707)",
+            ));
+        }
+        let raw = raw.trim();
+        let uri = checked_url("protected_resource", raw, self.allow_insecure_http)?;
+        if uri.query().is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InvalidUrl,
+                format!("protected_resource `{raw}` has a query; give the resource identifier without one"),
+            ));
+        }
+        let trust = match (self.checked_issuer()?, self.trusted_issuers.as_slice()) {
+            (Some(_), [_, ..]) => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "issuer and trusted_issuers were both given; give the one server (issuer) \
+                     or the servers this client may use (trusted_issuers)",
+                ))
+            }
+            (Some((issuer, _)), []) => Trust::Issuer(issuer),
+            (None, []) => Trust::Any,
+            (None, trusted) => {
+                for issuer in trusted {
+                    checked_url("a trusted issuer", issuer, self.allow_insecure_http)?;
+                }
+                Trust::Listed(trusted.to_vec())
+            }
+        };
+        Ok(Some((raw.to_owned(), uri, trust)))
+    }
+
+    /// Without a server named (`Trust::Any`), the credential must be one the
+    /// server the resource names cannot replay elsewhere.
+    pub(super) fn check_trust(
+        &self,
+        trust: &crate::endpoint::Trust,
+        auth: Option<&ClientAuth>,
+    ) -> Result<(), ConfigError> {
+        if !matches!(trust, crate::endpoint::Trust::Any) {
+            return Ok(());
+        }
+        let has_secret = self.client_secret.is_some() || self.secret_source.is_some();
+        let why = if !matches!(self.grant, crate::endpoint::Grant::ClientCredentials) {
+            "its grant's assertion or subject token could be replayed by that server"
+        } else if self.assertion_audience.is_some() {
+            "assertion_audience fixes the client assertion's `aud`, so that server could \
+             replay it"
+        } else {
+            match auth {
+                Some(ClientAuth::PrivateKeyJwt(_) | ClientAuth::TlsClientAuth) => return Ok(()),
+                None if !has_secret => return Ok(()),
+                Some(ClientAuth::AssertionFile(_)) => {
+                    "the assertion file's `aud` is fixed by the platform, so that server could \
+                     replay it"
+                }
+                _ => "the client secret (or an HMAC of it) would be sent to it",
+            }
+        };
+        Err(ConfigError::new(
+            ConfigErrorKind::Conflicting,
+            format!(
+                "protected_resource without issuer or trusted_issuers takes the authorization \
+                 server the resource names, and {why}; name the servers this client may use \
+                 with trusted_issuers (or issuer), or authenticate with private_key_jwt or \
+                 mutual TLS"
+            ),
+        ))
+    }
+
     /// The issuer, checked: it excludes the URL setters, and is an absolute
     /// URL without a query (RFC 8414 section 2).
     pub(super) fn checked_issuer(&self) -> Result<Option<(String, Uri)>, ConfigError> {

@@ -49,9 +49,10 @@ impl OAuthLayerBuilder {
             return self.build_on_source(source, policy, placement);
         }
         let other_grant = self.checked_grant()?;
-        let target = match self.checked_issuer()? {
-            Some((issuer, parsed)) => Target::Issuer(issuer, parsed),
-            None => Target::Url(self.url()?),
+        let target = match (self.checked_resource()?, self.checked_issuer()?) {
+            (Some((url, parsed, trust)), _) => Target::Resource(url, parsed, trust),
+            (None, Some((issuer, parsed))) => Target::Issuer(issuer, parsed),
+            (None, None) => Target::Url(self.url()?),
         };
         let client_id = match (self.client_id.take(), other_grant) {
             (None, Some(_)) => String::new(),
@@ -59,6 +60,9 @@ impl OAuthLayerBuilder {
         };
         let rotating_key = self.rotating_key()?;
         let auth = self.chosen_auth(other_grant, &target)?;
+        if let Target::Resource(_, _, trust) = &target {
+            self.check_trust(trust, auth.as_ref())?;
+        }
         let client_secret = self.checked_secret(auth.as_ref())?;
         // A key file's PEM is the credential that rotates.
         let (rotating, client_secret) = match (self.secret_source.take(), rotating_key) {
@@ -90,14 +94,25 @@ impl OAuthLayerBuilder {
             transport,
             allow_insecure_http: self.allow_insecure_http,
         };
+        let spec = Arc::new(spec);
+        let resource = match &target {
+            Target::Resource(url, parsed, trust) => Some(crate::endpoint::Resource::new(
+                url,
+                parsed,
+                trust.clone(),
+                Arc::clone(&spec),
+            )),
+            _ => None,
+        };
         let recipe = Recipe {
             target,
             from_auth_url: self.auth_url.is_some(),
-            spec: Arc::new(spec),
+            spec,
             store: self.store.take(),
             identity,
             sealing_key,
             metadata: Default::default(),
+            resource,
             policy,
             placement,
         };
@@ -125,6 +140,7 @@ impl OAuthLayerBuilder {
         if self.auth_url.is_some()
             || self.token_url.is_some()
             || self.issuer.is_some()
+            || self.resource_url.is_some()
             || self.client_id.is_some()
             || self.client_secret.is_some()
             || self.secret_source.is_some()
@@ -243,7 +259,7 @@ impl OAuthLayerBuilder {
         Ok(match (self.client_auth.clone(), target) {
             (Some(chosen), _) => Some(chosen),
             (None, _) if other_grant.is_some() && !has_secret => Some(ClientAuth::None),
-            (None, Target::Issuer(..)) => None,
+            (None, Target::Issuer(..) | Target::Resource(..)) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         })
@@ -310,7 +326,7 @@ impl OAuthLayerBuilder {
     ) -> IdentityBase {
         let token_url = match target {
             Target::Url(url) => url.to_string(),
-            Target::Issuer(..) => String::new(),
+            Target::Issuer(..) | Target::Resource(..) => String::new(),
         };
         let credential = auth.and_then(ClientAuth::identity_credential);
         let grant_identity = self.grant.identity();
@@ -320,6 +336,7 @@ impl OAuthLayerBuilder {
             origin: match target {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
                 Target::Url(_) => Origin::TokenUrl(&token_url),
+                Target::Resource(url, _, _) => Origin::Resource(url),
             },
             client_id,
             client_auth: auth.map(ClientAuth::identity_name),
