@@ -18,6 +18,9 @@ pub mod recipes {}
 #[doc = include_str!("../docs/many_tokens.md")]
 pub mod many_tokens {}
 
+#[doc = include_str!("../docs/resources.md")]
+pub mod resources {}
+
 #[doc = include_str!("../docs/dpop.md")]
 pub mod dpop {}
 

@@ -339,6 +339,8 @@ mod endpoint;
 mod error;
 mod keys;
 mod layer;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod message;
 #[cfg(feature = "reqwest-middleware")]
 mod middleware;

@@ -28,7 +28,8 @@ use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
 use crate::message::{Answer, Outgoing};
-use crate::service::authorize::{authorize, put_proof, Answered, Sent, Step};
+use crate::service::authorize::{Answered, Sent, Step};
+use crate::service::outside::{after_waiting, at_hand, ready_to_send};
 use crate::token::params::TokenParams;
 
 /// Puts the layer's token on every request of a
@@ -317,9 +318,11 @@ async fn send(
     let step = match step {
         Some(step) => step,
         // Out of line (boxed: this future stays small).
-        None => Box::pin(after_waiting(cache, &mut req)).await?,
+        None => Box::pin(after_waiting(cache, &mut req))
+            .await
+            .map_err(failed)?,
     };
-    let sent = ready_to_send(step, &mut req).await?;
+    let sent = ready_to_send(step, &mut req).await.map_err(failed)?;
     let mut response = next.clone().run(req, extensions).await?;
     let answered = sent.answered(&mut response);
     let Some(again) = again.filter(|_| answered.asks_again()) else {
@@ -353,62 +356,6 @@ fn resend<'a>(
     }
     let step = at_hand(cache, &mut req);
     Box::pin(send(cache, req, None, step, extensions, next))
-}
-
-/// Puts the token of `cache` at hand (and its proof) on `req`, if it may be
-/// sent now.
-#[inline]
-fn at_hand<'c>(cache: &'c Arc<TokenCache>, req: &mut Request) -> Option<Step<&'c Arc<TokenCache>>> {
-    let current = cache.current().load();
-    cache
-        .check(current.as_deref(), tokio::time::Instant::now())
-        .map(|token| authorize(req, &cache, token))
-}
-
-/// Puts the token of `cache` on `req` once the cache's single flight has
-/// one.
-async fn after_waiting<'c>(
-    cache: &'c Arc<TokenCache>,
-    req: &mut Request,
-) -> reqwest_middleware::Result<Step<&'c Arc<TokenCache>>> {
-    let token = cache.token().await.map_err(failed)?;
-    Ok(authorize(req, &cache, &token))
-}
-
-/// What `req` was sent with, once `step` is done: at once, or after a slow
-/// signer's proof.
-async fn ready_to_send<'c>(
-    step: Step<&'c Arc<TokenCache>>,
-    req: &mut Request,
-) -> reqwest_middleware::Result<Sent<&'c Arc<TokenCache>>> {
-    match step {
-        Step::Send(sent) => Ok(sent),
-        Step::Sign(proved, proof) => {
-            put_proof(req, proof.await.map_err(failed)?);
-            Ok(Sent::Proved(proved))
-        }
-        Step::Fail(error) => Err(failed(error)),
-    }
-}
-
-impl<L: crate::service::authorize::CacheHandle> Sent<L> {
-    /// What the API's answer said of the credential sent (the Tower
-    /// service's future reads each kind in its own state).
-    #[inline]
-    fn answered(&self, response: &mut impl Answer) -> Answered {
-        match self {
-            Sent::Token(sent) => sent.answered(response),
-            Sent::Proved(proved) => proved.answered(response),
-        }
-    }
-}
-
-impl Answered {
-    /// Whether sending the request once more would carry what the answer
-    /// asked for: a new token, or the nonce.
-    fn asks_again(self) -> bool {
-        matches!(self, Answered::Refused | Answered::UseNonce)
-    }
 }
 
 /// A token error as the middleware chain's error.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// layer and its builder, which know each other.
 const LEVELS: &[(&str, u32)] = &[
     ("middleware", 100),
+    ("mcp", 100),
     ("layer", 90),
     ("builder", 90),
     ("retry", 90),

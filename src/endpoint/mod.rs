@@ -52,8 +52,8 @@ pub(crate) use self::request::TokenRequest;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub(crate) use self::spec::{RequestSpec, RequestTarget};
 #[cfg(feature = "reqwest")]
-pub(crate) use self::transport::settings::TransportSettings;
-#[cfg(feature = "reqwest")]
-pub(crate) use self::transport::ReqwestTransport;
+pub(crate) use self::transport::{
+    reqwest_transport::ReqwestTransport, settings::TransportSettings,
+};
 pub(crate) use self::transport::{TowerTransport, Transport};
 pub(crate) use self::url::checked_url;

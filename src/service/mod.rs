@@ -14,6 +14,7 @@
 
 pub(crate) mod authorize;
 mod future;
+pub(crate) mod outside;
 mod view;
 
 pub use self::future::ResponseFuture;

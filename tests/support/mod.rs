@@ -10,6 +10,8 @@ pub mod fleet;
 pub mod grpc;
 #[cfg(feature = "reqwest")]
 pub mod keys;
+#[cfg(feature = "mcp")]
+pub mod mcp_server;
 #[cfg(feature = "reqwest")]
 pub mod mtls;
 pub mod provider;

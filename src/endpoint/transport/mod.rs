@@ -111,10 +111,7 @@ fn too_large(max: usize) -> TokenError {
 }
 
 #[cfg(feature = "reqwest")]
-pub(crate) use self::reqwest_transport::ReqwestTransport;
-
-#[cfg(feature = "reqwest")]
-mod reqwest_transport {
+pub(crate) mod reqwest_transport {
     use std::time::Duration;
 
     use super::*;

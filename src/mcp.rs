@@ -1,0 +1,295 @@
+//! [`OAuthMcpClient`]: the layer's tokens for MCP clients built on
+//! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK (feature `mcp`):
+//! an rmcp `StreamableHttpClient` around a `reqwest::Client` that puts the
+//! layer's token (and DPoP proof) on every call to the MCP server, and when
+//! the server refuses it, drops it and tries once more with a new one.
+//!
+//! Built for [`protected_resource`](crate::OAuthLayerBuilder::protected_resource):
+//! an MCP server publishes its protected-resource metadata (RFC 9728), so
+//! the layer needs only the server's URL and the client's credential. Each
+//! call goes through the same code as a request through the Tower layer
+//! (`service::authorize`): the token of the layer's cache (its single
+//! flight, renewal ahead, back-off), the header as configured, the answer
+//! read.
+//!
+//! ```no_run
+//! use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+//! use rmcp::transport::StreamableHttpClientTransport;
+//! use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let key = SigningKey::from_pem(std::fs::read("client-key.pem")?, Algorithm::Es256)?;
+//! let server = "https://mcp.example.com/mcp";
+//! let oauth = OAuthLayer::builder()
+//!     .protected_resource(server)
+//!     .client_id("reporting-agent")
+//!     .client_auth(ClientAuth::PrivateKeyJwt(key))
+//!     .build()?;
+//! let transport = StreamableHttpClientTransport::with_client(
+//!     oauth.mcp_client(reqwest::Client::new()),
+//!     StreamableHttpClientTransportConfig::with_uri(server),
+//! );
+//! // rmcp::ServiceExt::serve(client_handler, transport).await?, then call tools.
+//! # let _ = transport;
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_core::stream::BoxStream;
+use http::header::WWW_AUTHENTICATE;
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+
+use crate::error::TokenError;
+use crate::layer::OAuthLayer;
+use crate::service::outside::{after_waiting, at_hand, ready_to_send};
+
+/// An rmcp `StreamableHttpClient` that carries the layer's tokens (feature
+/// `mcp`); see the [module](self).
+///
+/// - Every call (the `POST` of a message, the `GET` of an event stream, the
+///   `DELETE` of a session) carries the layer's token as the layer puts it
+///   on a request: `Authorization: Bearer`, or with
+///   [DPoP](crate::OAuthLayerBuilder::dpop) `Authorization: DPoP` and a
+///   proof for that call's method and URL. The `auth_header` rmcp passes
+///   (its transport's own `auth_header` setting) is not used: the layer's
+///   token replaces it.
+/// - A call the server answers `401` with a challenge (rmcp's
+///   `StreamableHttpError::AuthRequired`) drops the refused token,
+///   rate-limited as the layer's own, and is made once more with a new one;
+///   a second refusal is returned.
+/// - A token that cannot be had fails the call with
+///   `StreamableHttpError::Io`, whose inner error is the
+///   [`TokenError`] (`io::Error::get_ref` and
+///   `downcast_ref`).
+/// - The `*_with_max_sse_event_size` and `*_with_response_limits` methods
+///   go to the `reqwest::Client`'s own, so rmcp's limits hold.
+#[derive(Clone, Debug)]
+pub struct OAuthMcpClient {
+    layer: OAuthLayer,
+    client: reqwest::Client,
+}
+
+impl OAuthMcpClient {
+    /// An MCP client that sends through `client` with the tokens of
+    /// `layer`.
+    pub fn new(layer: OAuthLayer, client: reqwest::Client) -> Self {
+        OAuthMcpClient { layer, client }
+    }
+
+    /// The layer whose tokens it carries.
+    pub fn layer(&self) -> &OAuthLayer {
+        &self.layer
+    }
+
+    /// Makes `call` with the headers to send (the caller's, and the token's
+    /// with its proof), once more with a new token if the server refused
+    /// the first.
+    async fn authorized<T, F, Fut>(
+        &self,
+        method: Method,
+        uri: &str,
+        custom: HashMap<HeaderName, HeaderValue>,
+        call: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let cache = self.layer.default_cache();
+        let uri: http::Uri = uri.parse().map_err(|e| {
+            io_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the MCP server's URL `{}` cannot carry a token: {e}",
+                    crate::error::clip(uri)
+                ),
+            ))
+        })?;
+        let mut first = true;
+        loop {
+            let mut req = http::Request::new(());
+            *req.method_mut() = method.clone();
+            *req.uri_mut() = uri.clone();
+            let step = match at_hand(cache, &mut req) {
+                Some(step) => step,
+                None => Box::pin(after_waiting(cache, &mut req))
+                    .await
+                    .map_err(token_error)?,
+            };
+            let sent = ready_to_send(step, &mut req).await.map_err(token_error)?;
+            let mut headers = custom.clone();
+            for (name, value) in req.headers() {
+                headers.insert(name.clone(), value.clone());
+            }
+            let refused = match call(headers).await {
+                Err(StreamableHttpError::AuthRequired(refused)) => refused,
+                other => return other,
+            };
+            let mut answer = http::Response::new(());
+            *answer.status_mut() = StatusCode::UNAUTHORIZED;
+            if let Ok(challenge) = HeaderValue::from_str(&refused.www_authenticate_header) {
+                answer.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+            }
+            let answered = sent.answered(&mut answer);
+            if !(first && answered.asks_again()) {
+                return Err(StreamableHttpError::AuthRequired(refused));
+            }
+            tracing::debug!(?answered, "calling the MCP server once more");
+            crate::telemetry::unauthorized_retry();
+            first = false;
+        }
+    }
+}
+
+impl OAuthLayer {
+    /// An rmcp `StreamableHttpClient` that sends through `client` with this
+    /// layer's tokens (feature `mcp`); see [`OAuthMcpClient`].
+    pub fn mcp_client(&self, client: reqwest::Client) -> OAuthMcpClient {
+        OAuthMcpClient::new(self.clone(), client)
+    }
+}
+
+/// A token error as rmcp's transport error.
+fn token_error(error: TokenError) -> StreamableHttpError<reqwest::Error> {
+    io_error(std::io::Error::other(error))
+}
+
+fn io_error(error: std::io::Error) -> StreamableHttpError<reqwest::Error> {
+    StreamableHttpError::Io(error)
+}
+
+type Events = BoxStream<'static, Result<Sse, SseError>>;
+type Outcome<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+impl StreamableHttpClient for OAuthMcpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Outcome<StreamableHttpPostResponse> {
+        self.authorized(Method::POST, &uri, custom_headers, |headers| {
+            self.client.post_message(
+                Arc::clone(&uri),
+                message.clone(),
+                session_id.clone(),
+                None,
+                headers,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Outcome<StreamableHttpPostResponse> {
+        self.authorized(Method::POST, &uri, custom_headers, |headers| {
+            self.client.post_message_with_max_sse_event_size(
+                Arc::clone(&uri),
+                message.clone(),
+                session_id.clone(),
+                None,
+                headers,
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Outcome<StreamableHttpPostResponse> {
+        self.authorized(Method::POST, &uri, custom_headers, |headers| {
+            self.client.post_message_with_response_limits(
+                Arc::clone(&uri),
+                message.clone(),
+                session_id.clone(),
+                None,
+                headers,
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Outcome<()> {
+        self.authorized(Method::DELETE, &uri, custom_headers, |headers| {
+            self.client
+                .delete_session(Arc::clone(&uri), Arc::clone(&session_id), None, headers)
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Outcome<Events> {
+        self.authorized(Method::GET, &uri, custom_headers, |headers| {
+            self.client.get_stream(
+                Arc::clone(&uri),
+                session_id.clone(),
+                last_event_id.clone(),
+                None,
+                headers,
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Outcome<Events> {
+        self.authorized(Method::GET, &uri, custom_headers, |headers| {
+            self.client.get_stream_with_max_sse_event_size(
+                Arc::clone(&uri),
+                session_id.clone(),
+                last_event_id.clone(),
+                None,
+                headers,
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
