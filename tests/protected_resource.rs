@@ -463,3 +463,35 @@ mod signed {
         assert!(e.to_string().contains("assertion_audience"), "{e}");
     }
 }
+
+#[tokio::test]
+async fn an_empty_path_and_a_slash_name_the_same_resource_and_server() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    // The resource is the origin; the metadata writes it, and its server,
+    // with a slash, as URL libraries do.
+    let resource = authority.base_url();
+    authority.publish(
+        "/.well-known/oauth-protected-resource",
+        json!({
+            "resource": format!("{resource}/"),
+            "authorization_servers": [format!("{}/", authority.base_url())],
+        })
+        .to_string(),
+    );
+    authority.publish(
+        "/.well-known/oauth-authorization-server",
+        server_metadata(&authority),
+    );
+    authority.expect(Style::Basic, &[("resource", resource.as_str())]);
+    let oauth = builder(&resource)
+        .trusted_issuers([authority.base_url()])
+        .build()
+        .unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(authority.violations(), Vec::<String>::new());
+    assert_eq!(
+        oauth.server_metadata().unwrap().issuer,
+        authority.base_url(),
+        "as the server names itself"
+    );
+}

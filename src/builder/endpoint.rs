@@ -32,7 +32,7 @@ impl OAuthLayerBuilder {
     /// `/.well-known/openid-configuration` (OpenID Connect Discovery) when
     /// the first token is needed, in the same fetch, with the same timeout,
     /// size cap and back-off. The metadata's `issuer` must be identical to
-    /// this value; its `token_endpoint` is used, and its
+    /// this value (an empty path and `/` count as the same); its `token_endpoint` is used, and its
     /// `token_endpoint_auth_methods_supported` chooses the client
     /// authentication (HTTP Basic when it lists it or lists nothing, else a
     /// form body) unless [`client_auth`](Self::client_auth) says otherwise.
@@ -79,7 +79,8 @@ impl OAuthLayerBuilder {
     ///   with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration)
     ///   naming the setting, instead of fetching a token the API would refuse.
     ///
-    /// The metadata's `resource` must be identical to `url`, else nothing in
+    /// The metadata's `resource` must be identical to `url` (an empty path
+    /// and `/` count as the same, as for issuers), else nothing in
     /// it is used and the fetch fails with a message naming both. The
     /// metadata is kept for an hour, and read again sooner after a token
     /// request the server refused; reading it happens in the fetch, so it

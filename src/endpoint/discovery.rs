@@ -173,7 +173,7 @@ impl Discovery {
         let doc = get_json(&*self.spec.transport, url, "discovery").await?;
         let text = |key: &str| doc.get(key).and_then(Value::as_str);
         let issuer = text("issuer").unwrap_or_default();
-        if issuer != self.issuer {
+        if !crate::endpoint::url::same_identifier(issuer, &self.issuer) {
             return Err(invalid(format!(
                 "the metadata names the issuer `{}`, not `{}` as configured; they must be \
                  identical (RFC 8414 section 3.3): configure the issuer exactly as the server \

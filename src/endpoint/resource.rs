@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::discovery::{get_json, texts, Discovery, SharedMetadata};
 use crate::endpoint::spec::RequestSpec;
+use crate::endpoint::url::same_identifier;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
@@ -168,7 +169,7 @@ impl Resource {
         };
         let doc = get_json(&*self.spec.transport, url, what).await?;
         let resource = doc.get("resource").and_then(Value::as_str).unwrap_or("");
-        if resource != self.url {
+        if !same_identifier(resource, &self.url) {
             return Err(invalid(format!(
                 "the metadata names the resource `{}`, not `{}` as configured; they must be \
                  identical (RFC 9728 section 3.3), and nothing else in it is used",
@@ -236,7 +237,9 @@ impl Resource {
             }
         };
         match &self.trust {
-            Trust::Issuer(issuer) if listed.iter().any(|s| s == issuer) => Ok(issuer.clone()),
+            Trust::Issuer(issuer) if listed.iter().any(|s| same_identifier(s, issuer)) => {
+                Ok(issuer.clone())
+            }
             Trust::Issuer(issuer) => Err(refuse(format!(
                 "the resource names the authorization servers ({}), not the issuer `{issuer}` \
                  configured; no token is requested from a server the resource does not name",
@@ -244,7 +247,7 @@ impl Resource {
             ))),
             Trust::Listed(trusted) => listed
                 .iter()
-                .find(|s| trusted.contains(s))
+                .find(|s| trusted.iter().any(|t| same_identifier(s, t)))
                 .cloned()
                 .ok_or_else(|| {
                     refuse(format!(

@@ -1,5 +1,6 @@
 //! The rules for a URL the token request may go to: absolute, with a host,
-//! no user information or fragment, `https` unless the host is loopback.
+//! no user information or fragment, `https` unless the host is loopback;
+//! and when two identifiers (an issuer's, a resource's) are the same.
 
 use std::net::IpAddr;
 
@@ -64,4 +65,61 @@ fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether the identifiers `a` and `b` (an issuer's, a resource's) are the
+/// same: identical (RFC 8414 section 3.3, RFC 9728 section 3.3), or
+/// identical but for the one path the two forms of an empty path (`""`
+/// and `"/"`, equivalent by RFC 3986 section 6.2.3) give: many servers
+/// write `https://as.example.com/` where their users write
+/// `https://as.example.com`. Nothing else is normalized.
+pub(crate) fn same_identifier(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (longer, shorter) = if a.len() > b.len() { (a, b) } else { (b, a) };
+    longer.len() == shorter.len() + 1
+        && longer.ends_with('/')
+        && longer.starts_with(shorter)
+        && has_empty_path(shorter)
+}
+
+/// Whether `url` (`scheme://authority...`) has no path, query or fragment.
+fn has_empty_path(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(_, rest)| !rest.is_empty() && !rest.contains(['/', '?', '#']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_identifier;
+
+    #[test]
+    fn an_empty_path_and_a_slash_are_the_same_identifier_and_nothing_else_is() {
+        assert!(same_identifier(
+            "https://as.example.com",
+            "https://as.example.com"
+        ));
+        assert!(same_identifier(
+            "https://as.example.com",
+            "https://as.example.com/"
+        ));
+        assert!(same_identifier(
+            "https://as.example.com:8443/",
+            "https://as.example.com:8443"
+        ));
+        for (a, b) in [
+            (
+                "https://as.example.com/tenant",
+                "https://as.example.com/tenant/",
+            ),
+            ("https://as.example.com", "https://as.example.com.evil/"),
+            ("https://as.example.com", "https://AS.example.com"),
+            ("https://as.example.com?", "https://as.example.com?/"),
+            ("https://", "https:///"),
+            ("as.example.com", "as.example.com/"),
+        ] {
+            assert!(!same_identifier(a, b), "{a} {b}");
+        }
+    }
 }
