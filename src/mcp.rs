@@ -66,6 +66,11 @@ use crate::service::outside::{after_waiting, at_hand, ready_to_send};
 ///   `StreamableHttpError::AuthRequired`) drops the refused token,
 ///   rate-limited as the layer's own, and is made once more with a new one;
 ///   a second refusal is returned.
+/// - A call the server answers `403 insufficient_scope` (rmcp's
+///   `StreamableHttpError::InsufficientScope`) is made once more with a
+///   token that has the scopes asked for, when the layer may add them
+///   ([`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes)); else
+///   the error is returned.
 /// - A token that cannot be had fails the call with
 ///   `StreamableHttpError::Io`, whose inner error is the
 ///   [`TokenError`] (`io::Error::get_ref` and
@@ -130,18 +135,27 @@ impl OAuthMcpClient {
             for (name, value) in req.headers() {
                 headers.insert(name.clone(), value.clone());
             }
-            let refused = match call(headers).await {
-                Err(StreamableHttpError::AuthRequired(refused)) => refused,
+            let (status, challenge, error) = match call(headers).await {
+                Err(StreamableHttpError::AuthRequired(refused)) => (
+                    StatusCode::UNAUTHORIZED,
+                    refused.www_authenticate_header.clone(),
+                    StreamableHttpError::AuthRequired(refused),
+                ),
+                Err(StreamableHttpError::InsufficientScope(asked)) => (
+                    StatusCode::FORBIDDEN,
+                    asked.www_authenticate_header.clone(),
+                    StreamableHttpError::InsufficientScope(asked),
+                ),
                 other => return other,
             };
             let mut answer = http::Response::new(());
-            *answer.status_mut() = StatusCode::UNAUTHORIZED;
-            if let Ok(challenge) = HeaderValue::from_str(&refused.www_authenticate_header) {
+            *answer.status_mut() = status;
+            if let Ok(challenge) = HeaderValue::from_str(&challenge) {
                 answer.headers_mut().insert(WWW_AUTHENTICATE, challenge);
             }
             let answered = sent.answered(&mut answer);
             if !(first && answered.asks_again()) {
-                return Err(StreamableHttpError::AuthRequired(refused));
+                return Err(error);
             }
             tracing::debug!(?answered, "calling the MCP server once more");
             crate::telemetry::unauthorized_retry();

@@ -6,7 +6,7 @@ use std::future::{ready, Ready};
 use http::{Request, Response};
 use tower::retry::Policy;
 
-use crate::message::{is_unauthorized, NoNewToken};
+use crate::message::{is_unauthorized, NoNewToken, SteppedUp};
 
 /// A [`tower::retry::Policy`] that resends a request after a
 /// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only
@@ -20,6 +20,11 @@ use crate::message::{is_unauthorized, NoNewToken};
 /// if the API refuses the new token too, that 401 is returned; and a 401 for
 /// a token the layer cannot replace yet (its renewal rate-limited) is
 /// returned at once, not resent with the very token refused.
+///
+/// It also resends a `403` whose `insufficient_scope` challenge the layer
+/// answered by asking for a token with more scope
+/// ([`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes)); a `403`
+/// it did not is returned as it is.
 ///
 /// Only requests whose body can be cloned (`B: Clone`, such as
 /// `http_body_util::Full<Bytes>` or `String`) can be resent.
@@ -73,6 +78,13 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
                 self.remaining -= 1;
                 tracing::debug!("the API refused the token; resending the request");
                 crate::telemetry::unauthorized_retry();
+                Some(ready(()))
+            }
+            Ok(response)
+                if self.remaining > 0 && response.extensions().get::<SteppedUp>().is_some() =>
+            {
+                self.remaining -= 1;
+                tracing::debug!("the API asked for more scope; resending the request");
                 Some(ready(()))
             }
             _ => None,

@@ -120,6 +120,47 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// The scopes this layer may add to a token when an API asks for them:
+    /// a `403` with `WWW-Authenticate: Bearer error="insufficient_scope",
+    /// scope="..."` (RFC 6750 section 3.1, and MCP's step-up). The token of
+    /// that request's parameters (the default one, or a slot's) is then
+    /// requested again with the scopes it has and those asked for that are
+    /// listed here, and from then on with them; the `403` is marked so
+    /// that [`RetryUnauthorized`](crate::RetryUnauthorized) sends it again,
+    /// the reqwest middleware and the MCP client send it again themselves.
+    ///
+    /// A scope not listed here is never requested (a warning names it). The
+    /// same scopes asked for again get a new token at most once per
+    /// [`forced_renewal_interval`](Self::forced_renewal_interval); within
+    /// it the `403` is returned as it is. Challenges are read only on a
+    /// `403`, so requests that succeed pay nothing for this.
+    ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .client_id("agent")
+    ///     .client_secret("secret")
+    ///     .scope("files:read")
+    ///     .step_up_scopes(["files:write", "files:share"])
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none (a `403` is returned as it is).
+    pub fn step_up_scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.step_up_scopes = scopes
+            .into_iter()
+            .map(|scope| scope.as_ref().to_owned())
+            .collect();
+        self
+    }
+
     /// How many tokens the layer keeps besides its default one: one slot
     /// per distinct [`TokenParams`], each with its own single flight,
     /// renewal, back-off and 401 handling. Past it the least recently used

@@ -138,6 +138,12 @@ impl Control {
         Ok(())
     }
 
+    /// A token was dropped now, not rate-limited (a step-up): the next
+    /// forced renewal waits the interval from here.
+    pub(crate) fn forced(&mut self, now: Instant) {
+        self.last_forced = Some(now);
+    }
+
     /// A generation for the next token, unique within the cache.
     pub(crate) fn next_generation(&mut self) -> u64 {
         self.generation += 1;

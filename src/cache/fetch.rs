@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 use crate::error::TokenError;
@@ -16,12 +17,18 @@ use crate::token::AccessToken;
 /// What the fetch task needs, and nothing of the cache: so that a fetch
 /// under way never keeps a dropped layer alive.
 pub(crate) struct Fetcher {
-    pub(crate) source: Arc<dyn TokenSource>,
-    /// See [`StoreUse`].
-    pub(crate) store: Option<StoreUse>,
+    /// Where tokens come from; replaced when a step-up widens the scope.
+    pub(crate) way: ArcSwap<Way>,
     pub(crate) policy: Policy,
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
+}
+
+/// A token source, and the store it is shared through.
+pub(crate) struct Way {
+    pub(crate) source: Arc<dyn TokenSource>,
+    /// See [`StoreUse`].
+    pub(crate) store: Option<StoreUse>,
 }
 
 /// A token just fetched, and when it runs out.
@@ -40,16 +47,17 @@ impl Fetcher {
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
+        let way = self.way.load_full();
         let Some(StoreUse {
             store,
             identity,
             sealing_key,
-        }) = &self.store
+        }) = &way.store
         else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
             let token = ask_counted(
-                &*self.source,
+                &*way.source,
                 self.policy.fetch_timeout,
                 &self.fleet.token_requests,
             )
@@ -63,7 +71,7 @@ impl Fetcher {
             }
             let ctx = FetchContext {
                 identity,
-                source: &*self.source,
+                source: &*way.source,
                 policy: &self.policy,
                 fleet: &self.fleet,
                 sealing_key: sealing_key.as_ref(),

@@ -24,13 +24,14 @@ mod control;
 mod fetch;
 mod flight;
 mod placement;
+mod step_up;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -38,8 +39,10 @@ pub(crate) use self::cached::{CachedToken, Link};
 use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
+pub(crate) use self::fetch::Way;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 pub(crate) use self::placement::{shared_bytes, Placement};
+pub(crate) use self::step_up::{StepUp, Widen};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
@@ -83,6 +86,8 @@ pub(crate) struct TokenCache {
     slot: Option<String>,
     epoch: Instant,
     counters: Counters,
+    /// More scope when the API asks for it, within what the layer allows.
+    step_up: Option<StepUp>,
 }
 
 impl fmt::Debug for TokenCache {
@@ -113,7 +118,7 @@ impl TokenCache {
         placement: Placement,
         store: Option<StoreUse>,
     ) -> Arc<Self> {
-        TokenCache::new(source, policy, placement, None, None, store)
+        TokenCache::new(source, policy, placement, None, None, store, None)
     }
 
     /// A cache of `source`'s tokens; `token_url` and `slot` name it in
@@ -125,14 +130,14 @@ impl TokenCache {
         token_url: Option<http::Uri>,
         slot: Option<String>,
         store: Option<StoreUse>,
+        step_up: Option<StepUp>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
             version: AtomicU64::new(0),
             control: Mutex::new(Control::default()),
             fetcher: Arc::new(Fetcher {
-                source,
-                store,
+                way: ArcSwap::from_pointee(Way { source, store }),
                 policy,
                 fleet: Default::default(),
             }),
@@ -141,6 +146,7 @@ impl TokenCache {
             slot,
             epoch: Instant::now(),
             counters: Counters::default(),
+            step_up,
         })
     }
 
@@ -371,6 +377,20 @@ impl TokenCache {
             let _ = self.take_off(&mut ctl, Reason::Refused, refused, now);
         }
         Forced::Dropped
+    }
+
+    /// Drops the current token, whatever its generation, and starts
+    /// fetching one: a step-up, not rate-limited (the scope it adds only
+    /// grows, within what the layer allows), but the next forced renewal
+    /// is.
+    fn drop_for_step_up(self: &Arc<Self>, now: Instant) {
+        let mut ctl = self.control();
+        self.set_current(&mut ctl, None);
+        ctl.forced(now);
+        Counters::bump(&self.counters.forced_renewals);
+        if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
+            let _ = self.take_off(&mut ctl, Reason::Refused, None, now);
+        }
     }
 
     /// Starts a fetch on a task of the current runtime, telling the store

@@ -17,6 +17,7 @@ use crate::endpoint::spec::RequestSpec;
 use crate::endpoint::url::same_identifier;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
+use crate::token::params::is_scope_token;
 use crate::token::AccessToken;
 
 /// How long protected-resource metadata is used before it is read again.
@@ -299,14 +300,6 @@ fn metadata_url(resource: &Uri) -> Uri {
         .expect("built from a valid URL")
 }
 
-/// A scope token: `%x21 / %x23-5B / %x5D-7E`, at least one.
-fn is_scope_token(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope
-            .bytes()
-            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
-}
-
 /// The token source of one of the layer's caches for a protected resource:
 /// the metadata (shared), then the discovery of the server it names, with
 /// the `resource` and the scopes.
@@ -421,14 +414,5 @@ mod tests {
             url("http://127.0.0.1:8080/a/b/"),
             "http://127.0.0.1:8080/.well-known/oauth-protected-resource/a/b"
         );
-    }
-
-    #[test]
-    fn scope_tokens_follow_rfc_6749() {
-        assert!(is_scope_token("mcp:tools"));
-        assert!(is_scope_token("https://graph.example/.default"));
-        for bad in ["", "a b", "a\"b", "a\\b", "é", "a\nb"] {
-            assert!(!is_scope_token(bad), "{bad:?}");
-        }
     }
 }

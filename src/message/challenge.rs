@@ -60,6 +60,17 @@ pub(crate) fn challenges(headers: &HeaderMap) -> Vec<Challenge> {
     out
 }
 
+/// The scopes a `Bearer` or `DPoP` challenge with `error="insufficient_scope"`
+/// asks for (RFC 6750 section 3.1: its `scope`), if any.
+pub(crate) fn insufficient_scope(headers: &HeaderMap) -> Option<String> {
+    challenges(headers)
+        .into_iter()
+        .filter(|c| c.is("Bearer") || c.is("DPoP"))
+        .filter(|c| c.param("error") == Some("insufficient_scope"))
+        .find_map(|c| c.param("scope").map(str::to_owned))
+        .filter(|scope| !scope.trim().is_empty())
+}
+
 /// A reading position in one header value.
 struct Parser<'a> {
     s: &'a [u8],

@@ -33,6 +33,11 @@ pub(crate) trait Answer {
     /// would carry the very token refused (its renewal is rate-limited).
     /// [`RetryUnauthorized`](crate::RetryUnauthorized) reads the mark.
     fn mark_no_new_token(&mut self) {}
+
+    /// Marks a `403 insufficient_scope` after which a token with more scope
+    /// comes: sending again can help.
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) reads the mark.
+    fn mark_stepped_up(&mut self) {}
 }
 
 /// The mark of [`Answer::mark_no_new_token`] on an `http` response.
@@ -75,7 +80,15 @@ impl<B> Answer for Response<B> {
     fn mark_no_new_token(&mut self) {
         self.extensions_mut().insert(NoNewToken);
     }
+
+    fn mark_stepped_up(&mut self) {
+        self.extensions_mut().insert(SteppedUp);
+    }
 }
+
+/// The mark of [`Answer::mark_stepped_up`] on an `http` response.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SteppedUp;
 
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 

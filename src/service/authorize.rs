@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
-use http::HeaderValue;
+use http::{HeaderValue, StatusCode};
 
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
+use crate::message::challenge::insufficient_scope;
 use crate::message::{is_unauthorized, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
@@ -51,6 +52,9 @@ pub(crate) enum Answered {
     /// The API asked for a DPoP nonce, which is kept: a new proof would
     /// carry it.
     UseNonce,
+    /// The API asked for more scope (`403 insufficient_scope`), which the
+    /// layer may add: a token with it comes.
+    SteppedUp,
 }
 
 /// A token sent with a request: if the API refuses it, the cache drops it
@@ -73,7 +77,30 @@ impl<L: CacheHandle> SentToken<L> {
         if is_unauthorized(response) {
             return self.refused(response);
         }
+        if response.status() == StatusCode::FORBIDDEN {
+            return self.forbidden(response);
+        }
         Answered::Accepted
+    }
+
+    /// A `403`: with an `insufficient_scope` challenge, and a layer that
+    /// may add scopes, the token is asked for again with more scope.
+    #[cold]
+    #[inline(never)]
+    fn forbidden(&self, response: &mut impl Answer) -> Answered {
+        let cache = self.link.cache();
+        if !cache.steps_up() {
+            return Answered::Accepted;
+        }
+        let Some(asked) = insufficient_scope(response.headers()) else {
+            return Answered::Accepted;
+        };
+        if !cache.step_up(self.generation, &asked) {
+            response.mark_no_new_token();
+            return Answered::RefusedAgain;
+        }
+        response.mark_stepped_up();
+        Answered::SteppedUp
     }
 
     /// The API refused the token: its cache drops it, unless its renewal is
@@ -118,6 +145,9 @@ impl<L: CacheHandle> ProvedToken<L> {
             return Answered::Accepted;
         };
         match dpop.answered(target, response) {
+            Verdict::Accepted if response.status() == StatusCode::FORBIDDEN => {
+                self.sent.forbidden(response)
+            }
             Verdict::Accepted => Answered::Accepted,
             Verdict::UseNonce => {
                 cache.count_nonce_challenge();

@@ -67,8 +67,11 @@ impl<L: CacheHandle> Sent<L> {
 
 impl Answered {
     /// Whether sending the request once more would carry what the answer
-    /// asked for: a new token, or the nonce.
+    /// asked for: a new token (or one with more scope), or the nonce.
     pub(crate) fn asks_again(self) -> bool {
-        matches!(self, Answered::Refused | Answered::UseNonce)
+        matches!(
+            self,
+            Answered::Refused | Answered::UseNonce | Answered::SteppedUp
+        )
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use http::Uri;
 
-use crate::cache::{Placement, TokenCache};
+use crate::cache::{Placement, StepUp, TokenCache, Way, Widen};
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
     TokenRequest, Trust,
@@ -62,6 +62,8 @@ pub(crate) struct Recipe {
     pub(crate) resource: Option<Arc<Resource>>,
     pub(crate) policy: Policy,
     pub(crate) placement: Placement,
+    /// The scopes a cache may add when the API asks (`step_up_scopes`).
+    pub(crate) step_up_scopes: Vec<String>,
 }
 
 impl Recipe {
@@ -79,15 +81,22 @@ impl Recipe {
 
     /// The cache of the token requested with the layer's parameters
     /// replaced or extended by `extra`.
-    fn make(&self, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
+    fn make(self: &Arc<Self>, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
         let params = merged(&self.spec.params, extra);
-        let store = self.store.as_ref().map(|store| StoreUse {
-            store: Arc::clone(store),
-            identity: self.identity.with_params(&params),
-            sealing_key: self.sealing_key,
-        });
+        let store = self.store_use(&params);
         let slot =
             (!extra.is_empty()).then(|| slot_name(extra, &self.identity.with_params(&params)));
+        let step_up = (!self.step_up_scopes.is_empty()).then(|| {
+            let scope = params
+                .iter()
+                .find(|(n, _)| n == "scope")
+                .map(|(_, v)| v.as_str());
+            let widening = Widening {
+                recipe: Arc::clone(self),
+                params: params.clone(),
+            };
+            StepUp::new(self.step_up_scopes.clone(), scope, Box::new(widening))
+        });
         let (source, endpoint) = self.source(params);
         let cache = TokenCache::new(
             source,
@@ -96,13 +105,26 @@ impl Recipe {
             endpoint.url.clone(),
             slot,
             store,
+            step_up,
         );
         (cache, endpoint)
     }
 
+    /// How the store (if any) keeps the token of `params`.
+    fn store_use(&self, params: &[(String, String)]) -> Option<StoreUse> {
+        self.store.as_ref().map(|store| StoreUse {
+            store: Arc::clone(store),
+            identity: self.identity.with_params(params),
+            sealing_key: self.sealing_key,
+        })
+    }
+
     /// The cache of a token slot for `params`, which are checked as the
     /// builder checks its own.
-    pub(crate) fn slot(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
+    pub(crate) fn slot(
+        self: &Arc<Self>,
+        params: &TokenParams,
+    ) -> Result<Arc<TokenCache>, TokenError> {
         let unencoded = self.spec.auth == Some(ClientAuth::UnencodedBody);
         for (name, value) in params.pairs() {
             crate::endpoint::check_param(name, value, unencoded).map_err(|e| {
@@ -164,6 +186,21 @@ impl Recipe {
                 (Arc::new(source), endpoint)
             }
         }
+    }
+}
+
+/// The way to the tokens of a cache's parameters with a wider scope.
+struct Widening {
+    recipe: Arc<Recipe>,
+    params: Vec<(String, String)>,
+}
+
+impl Widen for Widening {
+    fn widened(&self, scope: &str) -> Way {
+        let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
+        let store = self.recipe.store_use(&params);
+        let (source, _) = self.recipe.source(params);
+        Way { source, store }
     }
 }
 

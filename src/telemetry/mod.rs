@@ -14,6 +14,7 @@
 //! | `oauth.client.token.renewals` | counter | renewals | `reason` (`ahead`: before expiry; `refused`: the API refused the token) |
 //! | `oauth.client.token.waits` | counter | requests | none: requests that waited for a token request |
 //! | `oauth.client.unauthorized.retries` | counter | requests | none: requests `RetryUnauthorized` sent again |
+//! | `oauth.client.token.step_ups` | counter | renewals | none: tokens requested again with more scope, after the API answered `insufficient_scope` (within `step_up_scopes`) |
 //! | `oauth.client.metadata.reads` | counter | reads | `document` (`authorization_server`: RFC 8414 or OpenID Connect discovery; `protected_resource`: RFC 9728), `outcome`: metadata documents read |
 //!
 //! For the load on the identity provider, sum `oauth.client.token.requests`
@@ -31,7 +32,7 @@ use std::time::Duration;
 use crate::error::TokenError;
 
 pub(crate) use self::recorder::{
-    describe, fetch, metadata_read, renewal, token_request, unauthorized_retry, wait,
+    describe, fetch, metadata_read, renewal, step_up, token_request, unauthorized_retry, wait,
 };
 
 /// Which metadata document was read.
@@ -93,6 +94,11 @@ mod recorder {
                 "Requests sent again after the API refused their token"
             );
             describe_counter!(
+                STEP_UPS,
+                Unit::Count,
+                "Tokens requested again with more scope after the API answered insufficient_scope"
+            );
+            describe_counter!(
                 METADATA_READS,
                 Unit::Count,
                 "Metadata documents read: an authorization server's or a protected resource's"
@@ -107,6 +113,7 @@ mod recorder {
     const TOKEN_WAITS: &str = "oauth.client.token.waits";
     const UNAUTHORIZED_RETRIES: &str = "oauth.client.unauthorized.retries";
     const METADATA_READS: &str = "oauth.client.metadata.reads";
+    const STEP_UPS: &str = "oauth.client.token.step_ups";
 
     /// A token request ended, after `took`, with `outcome`.
     pub(crate) fn token_request<T>(outcome: &Result<T, TokenError>, took: Duration) {
@@ -157,6 +164,11 @@ mod recorder {
         metrics::counter!(UNAUTHORIZED_RETRIES).increment(1);
     }
 
+    /// A token is requested again with more scope.
+    pub(crate) fn step_up() {
+        metrics::counter!(STEP_UPS).increment(1);
+    }
+
     /// A metadata document was read, or could not be.
     pub(crate) fn metadata_read(document: Document, ok: bool) {
         let document = match document {
@@ -186,6 +198,8 @@ mod recorder {
     pub(crate) fn wait() {}
     /// `RetryUnauthorized` sends a request again (not recorded).
     pub(crate) fn unauthorized_retry() {}
+    /// A token is requested again with more scope (not recorded).
+    pub(crate) fn step_up() {}
     /// A metadata document was read (not recorded).
     pub(crate) fn metadata_read(_document: Document, _ok: bool) {}
 }

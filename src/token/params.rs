@@ -171,6 +171,15 @@ impl Hasher for CarriedHash {
     }
 }
 
+/// Whether `scope` is one scope token (RFC 6749 section 3.3): `%x21 /
+/// %x23-5B / %x5D-7E`, at least one.
+pub(crate) fn is_scope_token(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope
+            .bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +206,14 @@ mod tests {
             format!("{:?}", a.clone().param("api_key", "hunter2")),
             r#"TokenParams { names: ["resource", "scope", "api_key"], .. }"#
         );
+    }
+
+    #[test]
+    fn scope_tokens_follow_rfc_6749() {
+        assert!(is_scope_token("mcp:tools"));
+        assert!(is_scope_token("https://graph.example/.default"));
+        for bad in ["", "a b", "a\"b", "a\\b", "é", "a\nb"] {
+            assert!(!is_scope_token(bad), "{bad:?}");
+        }
     }
 }

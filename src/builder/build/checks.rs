@@ -253,6 +253,21 @@ impl OAuthLayerBuilder {
         ))
     }
 
+    /// The scopes a step-up may add, each a scope token (RFC 6749 section
+    /// 3.3).
+    pub(super) fn checked_step_up_scopes(&self) -> Result<Vec<String>, ConfigError> {
+        for scope in &self.step_up_scopes {
+            if !crate::token::params::is_scope_token(scope) {
+                return Err(invalid_setting(&format!(
+                    "step_up_scopes lists `{}`, which is not one scope (RFC 6749 section 3.3: \
+                     visible ASCII, no space, `\"` or `\\`)",
+                    crate::error::clip(scope)
+                )));
+            }
+        }
+        Ok(self.step_up_scopes.clone())
+    }
+
     /// The issuer, checked: it excludes the URL setters, and is an absolute
     /// URL without a query (RFC 8414 section 2).
     pub(super) fn checked_issuer(&self) -> Result<Option<(String, Uri)>, ConfigError> {

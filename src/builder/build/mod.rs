@@ -115,6 +115,7 @@ impl OAuthLayerBuilder {
             resource,
             policy,
             placement,
+            step_up_scopes: self.checked_step_up_scopes()?,
         };
         let (cache, slots, endpoint) = Arc::new(recipe).layer(self.params_for.take(), max_slots);
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
@@ -155,6 +156,13 @@ impl OAuthLayerBuilder {
                 "a token source was given together with endpoint settings (URL, client \
                  id or secret, client authentication, parameters or transport); give \
                  one or the other",
+            ));
+        }
+        if !self.step_up_scopes.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "step_up_scopes was given together with a token source, whose requests the \
+                 layer cannot widen",
             ));
         }
         if self.params_for.is_some() {

@@ -1,0 +1,134 @@
+//! Step-up: a cache's token asked for again with more scope when the API
+//! says the one it has is not enough (RFC 6750 section 3.1,
+//! `insufficient_scope`), within the scopes the layer may add
+//! (`step_up_scopes`), never beyond; bounded: the scope only grows, and
+//! the same scopes are asked for again at most once per forced-renewal
+//! interval.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::time::Instant;
+
+use crate::cache::fetch::Way;
+use crate::cache::TokenCache;
+
+/// Makes the way to tokens of a cache's parameters with another scope: the
+/// seam through which the cache asks its maker (the layer's recipe), which
+/// it does not know.
+pub(crate) trait Widen: Send + Sync + 'static {
+    /// The source (and store use) of this cache's tokens with `scope`
+    /// instead of its own.
+    fn widened(&self, scope: &str) -> Way;
+}
+
+/// A cache's step-up: what it may add, how, and the scope it asks with.
+pub(crate) struct StepUp {
+    allowed: Vec<String>,
+    widen: Box<dyn Widen>,
+    /// The scopes of the current requests, in order.
+    scopes: Mutex<Vec<String>>,
+}
+
+impl StepUp {
+    /// May add `allowed` to `scope` (the cache's own, space-separated)
+    /// through `widen`.
+    pub(crate) fn new(allowed: Vec<String>, scope: Option<&str>, widen: Box<dyn Widen>) -> Self {
+        let scopes = scope
+            .map(|s| s.split_ascii_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        StepUp {
+            allowed,
+            widen,
+            scopes: Mutex::new(scopes),
+        }
+    }
+}
+
+impl std::fmt::Debug for StepUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepUp")
+            .field("allowed", &self.allowed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenCache {
+    /// Whether this cache may ask for more scope.
+    #[inline]
+    pub(crate) fn steps_up(&self) -> bool {
+        self.step_up.is_some()
+    }
+
+    /// The API answered the token of `generation` with `insufficient_scope`,
+    /// asking for `asked` (space-separated). With scopes to add among the
+    /// allowed ones: the requests ask with them from now on, and the token
+    /// is dropped for one that has them. With none new: the token is
+    /// renewed as a refused one is (once per forced-renewal interval).
+    /// Whether another token comes, so that sending again can help.
+    pub(crate) fn step_up(self: &Arc<Self>, generation: u64, asked: &str) -> bool {
+        let Some(step_up) = &self.step_up else {
+            return false;
+        };
+        let asked: Vec<&str> = asked.split_ascii_whitespace().collect();
+        let scope = {
+            let mut scopes = step_up
+                .scopes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // The token's own, as granted, count as had.
+            let granted = self.current.load();
+            let granted = granted
+                .as_ref()
+                .and_then(|t| t.token.scope())
+                .unwrap_or_default()
+                .to_owned();
+            let had = |s: &str| {
+                scopes.iter().any(|h| h == s) || granted.split_ascii_whitespace().any(|g| g == s)
+            };
+            let refused: Vec<&str> = asked
+                .iter()
+                .copied()
+                .filter(|s| !had(s) && !step_up.allowed.iter().any(|a| a == s))
+                .collect();
+            if !refused.is_empty() {
+                tracing::warn!(
+                    ?refused,
+                    allowed = ?step_up.allowed,
+                    "the API asked for scopes this layer may not add (step_up_scopes); they \
+                     are not requested"
+                );
+            }
+            let new: Vec<String> = asked
+                .iter()
+                .filter(|s| !had(s) && step_up.allowed.iter().any(|a| a == *s))
+                .map(|s| (*s).to_owned())
+                .collect();
+            if new.is_empty() {
+                drop(scopes);
+                tracing::debug!(
+                    ?asked,
+                    "the API asked for scopes the token was requested with; renewing it as a \
+                     refused one"
+                );
+                return self.refused(generation).is_none();
+            }
+            for s in granted.split_ascii_whitespace() {
+                if !scopes.iter().any(|h| h == s) {
+                    scopes.push(s.to_owned());
+                }
+            }
+            scopes.extend(new);
+            scopes.join(" ")
+        };
+        tracing::info!(
+            scope = %scope,
+            "the API asked for more scope (insufficient_scope); requesting a token with it"
+        );
+        crate::telemetry::step_up();
+        self.fetcher
+            .way
+            .store(Arc::new(step_up.widen.widened(&scope)));
+        self.drop_for_step_up(Instant::now());
+        true
+    }
+}
