@@ -495,3 +495,98 @@ async fn an_empty_path_and_a_slash_name_the_same_resource_and_server() {
         "as the server names itself"
     );
 }
+
+/// A resource server that serves its metadata at the well-known URL (naming
+/// `first`) and at `/moved` (naming `second`), and refuses every token
+/// with a challenge naming the metadata at `hint`.
+async fn challenging_resource(
+    first: &Authority,
+    second: &Authority,
+) -> (String, std::sync::Arc<std::sync::Mutex<String>>) {
+    use std::sync::{Arc, Mutex};
+    use support::serve::{answer, serve_state};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let resource = format!("{base}/api");
+    let hint = Arc::new(Mutex::new(String::new()));
+    let doc = |issuer: String| json!({"resource": resource, "authorization_servers": [issuer]});
+    let docs = Arc::new((
+        doc(first.base_url()),
+        doc(second.base_url()),
+        Arc::clone(&hint),
+    ));
+    serve_state(listener, docs, |docs, req| async move {
+        match req.uri().path() {
+            PRM => answer(200, docs.0.clone()),
+            "/moved" => answer(200, docs.1.clone()),
+            _ => {
+                let mut refusal = answer(401, json!({"error": "invalid_token"}));
+                let challenge = format!(
+                    r#"Bearer error="invalid_token", resource_metadata="{}""#,
+                    docs.2.lock().unwrap()
+                );
+                refusal
+                    .headers_mut()
+                    .insert("www-authenticate", challenge.parse().unwrap());
+                refusal
+            }
+        }
+    });
+    *hint.lock().unwrap() = format!("{base}/moved");
+    (resource, hint)
+}
+
+#[tokio::test]
+async fn a_refusal_naming_the_metadata_has_it_read_there_on_the_resources_origin_only() {
+    let first = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let second = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    for authority in [&first, &second] {
+        authority.publish(
+            "/.well-known/oauth-authorization-server",
+            server_metadata(authority),
+        );
+    }
+    let (resource, hint) = challenging_resource(&first, &second).await;
+    for authority in [&first, &second] {
+        authority.expect(Style::Basic, &[("resource", resource.as_str())]);
+    }
+    let oauth = builder(&resource)
+        .trusted_issuers([first.base_url(), second.base_url()])
+        .build()
+        .unwrap();
+    let response = send(&oauth, &resource).await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(first.token_requests(), 1);
+    // The refusal dropped the token; the next comes from the server the
+    // metadata at the challenge's URL names.
+    oauth.token().await.unwrap();
+    assert_eq!(second.token_requests(), 1);
+    assert_eq!(oauth.resource_metadata().unwrap().issuer, second.base_url());
+    assert!(oauth
+        .resource_metadata()
+        .unwrap()
+        .metadata_url
+        .ends_with("/moved"));
+
+    // A challenge naming metadata on another origin is not followed.
+    let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    hostile.publish(
+        PRM,
+        json!({"resource": resource, "authorization_servers": [hostile.base_url()]}).to_string(),
+    );
+    *hint.lock().unwrap() = format!("{}{PRM}", hostile.base_url());
+    let oauth = builder(&resource)
+        .trusted_issuers([first.base_url(), second.base_url()])
+        .build()
+        .unwrap();
+    let response = send(&oauth, &resource).await.unwrap();
+    assert_eq!(response.status(), 401);
+    oauth.token().await.unwrap();
+    assert_eq!(hostile.metadata_requests(), 0);
+    assert_eq!(hostile.token_requests(), 0);
+    assert_eq!(
+        first.token_requests(),
+        3,
+        "both tokens from the first server"
+    );
+}

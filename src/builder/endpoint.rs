@@ -83,8 +83,11 @@ impl OAuthLayerBuilder {
     /// and `/` count as the same, as for issuers), else nothing in
     /// it is used and the fetch fails with a message naming both. The
     /// metadata is kept for an hour, and read again sooner after a token
-    /// request the server refused; reading it happens in the fetch, so it
-    /// never holds up a request that has a usable token. See
+    /// request the server refused, or when the API refuses a token with a
+    /// challenge naming its metadata (`resource_metadata`, RFC 9728 section
+    /// 5.1): read there if it is on the resource's own origin, at most once
+    /// per 10 seconds. Reading it happens in the fetch, so it never holds
+    /// up a request that has a usable token. See
     /// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata).
     ///
     /// ```

@@ -20,11 +20,11 @@
 
 mod accessors;
 mod cached;
+mod challenged;
 mod control;
 mod fetch;
 mod flight;
 mod placement;
-mod step_up;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,13 +36,13 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(crate) use self::cached::{CachedToken, Link};
+pub(crate) use self::challenged::{Challenges, StepUp, Widen};
 use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
 pub(crate) use self::fetch::Way;
 pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
 pub(crate) use self::placement::{shared_bytes, Placement};
-pub(crate) use self::step_up::{StepUp, Widen};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
@@ -86,8 +86,8 @@ pub(crate) struct TokenCache {
     slot: Option<String>,
     epoch: Instant,
     counters: Counters,
-    /// More scope when the API asks for it, within what the layer allows.
-    step_up: Option<StepUp>,
+    /// What it does when the API challenges its token.
+    challenges: Challenges,
 }
 
 impl fmt::Debug for TokenCache {
@@ -118,7 +118,8 @@ impl TokenCache {
         placement: Placement,
         store: Option<StoreUse>,
     ) -> Arc<Self> {
-        TokenCache::new(source, policy, placement, None, None, store, None)
+        let challenges = Challenges::default();
+        TokenCache::new(source, policy, placement, None, None, store, challenges)
     }
 
     /// A cache of `source`'s tokens; `token_url` and `slot` name it in
@@ -130,7 +131,7 @@ impl TokenCache {
         token_url: Option<http::Uri>,
         slot: Option<String>,
         store: Option<StoreUse>,
-        step_up: Option<StepUp>,
+        challenges: Challenges,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
@@ -146,7 +147,7 @@ impl TokenCache {
             slot,
             epoch: Instant::now(),
             counters: Counters::default(),
-            step_up,
+            challenges,
         })
     }
 

@@ -83,7 +83,7 @@ fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
         None,
         None,
         None,
-        None,
+        Default::default(),
     )
 }
 

@@ -23,6 +23,9 @@ use crate::token::AccessToken;
 /// How long protected-resource metadata is used before it is read again.
 const MAX_AGE: Duration = Duration::from_secs(60 * 60);
 
+/// How soon after a challenge had the metadata read again another may.
+const MIN_REREAD: Duration = Duration::from_secs(10);
+
 /// What the metadata of a [protected
 /// resource](crate::OAuthLayerBuilder::protected_resource) says (RFC 9728
 /// section 2), and the authorization server the layer took from it: from
@@ -74,6 +77,9 @@ pub(crate) struct Resource {
     trust: Trust,
     spec: Arc<RequestSpec>,
     read: Mutex<Option<Read>>,
+    /// Where an API's challenge said the metadata is (`resource_metadata`),
+    /// to be read there next, and when a challenge last said so.
+    hint: Mutex<(Option<Uri>, Option<Instant>)>,
 }
 
 #[derive(Clone)]
@@ -98,6 +104,7 @@ impl Resource {
             trust,
             spec,
             read: Mutex::new(None),
+            hint: Mutex::new((None, None)),
         })
     }
 
@@ -128,6 +135,35 @@ impl Resource {
         if let Some(read) = self.lock().as_mut() {
             read.stale = true;
         }
+    }
+
+    /// An API refused a token with a challenge naming its metadata at
+    /// `url` (RFC 9728 section 5.1): read there at the next fetch, if it is
+    /// on the resource's own origin and no challenge did so within
+    /// `MIN_REREAD` (a challenge cannot make the layer read elsewhere, nor
+    /// often).
+    pub(crate) fn hinted(&self, url: &str) {
+        let Ok(hint) = url.parse::<Uri>() else {
+            return;
+        };
+        if hint.scheme() != self.metadata_url.scheme()
+            || hint.authority() != self.metadata_url.authority()
+        {
+            tracing::debug!(
+                resource = %self.url,
+                hint = %crate::error::clip(url),
+                "a challenge named protected-resource metadata on another origin; not read"
+            );
+            return;
+        }
+        {
+            let mut last = self.hint.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.1.is_some_and(|at| at.elapsed() < MIN_REREAD) {
+                return;
+            }
+            *last = (Some(hint), Some(Instant::now()));
+        }
+        self.mark_stale();
     }
 
     /// The metadata: as read before while it is fresh, else read now; if
@@ -162,7 +198,13 @@ impl Resource {
 
     /// Reads and checks the metadata, and chooses the server.
     async fn read_now(&self, known: Option<&Read>) -> Result<Read, TokenError> {
-        let url = &self.metadata_url;
+        let hint = self
+            .hint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .take();
+        let url = hint.as_ref().unwrap_or(&self.metadata_url);
         let what = "protected-resource metadata";
         let invalid = |m: String| {
             TokenError::new(TokenErrorKind::InvalidResponse)

@@ -11,7 +11,7 @@ use http::{HeaderValue, StatusCode};
 
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
-use crate::message::challenge::insufficient_scope;
+use crate::message::challenge::{challenges, insufficient_scope};
 use crate::message::{is_unauthorized, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
@@ -109,7 +109,11 @@ impl<L: CacheHandle> SentToken<L> {
     #[cold]
     #[inline(never)]
     fn refused(&self, response: &mut impl Answer) -> Answered {
-        let Some(wait) = self.link.cache().refused(self.generation) else {
+        let cache = self.link.cache();
+        if cache.reads_refusals() {
+            cache.refused_with(&challenges(response.headers()));
+        }
+        let Some(wait) = cache.refused(self.generation) else {
             return Answered::Refused;
         };
         tracing::info!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use http::Uri;
 
-use crate::cache::{Placement, StepUp, TokenCache, Way, Widen};
+use crate::cache::{Challenges, Placement, StepUp, TokenCache, Way, Widen};
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
     TokenRequest, Trust,
@@ -105,7 +105,10 @@ impl Recipe {
             endpoint.url.clone(),
             slot,
             store,
-            step_up,
+            Challenges {
+                step_up,
+                resource: self.resource.clone(),
+            },
         );
         (cache, endpoint)
     }

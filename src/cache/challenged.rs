@@ -1,9 +1,10 @@
-//! Step-up: a cache's token asked for again with more scope when the API
-//! says the one it has is not enough (RFC 6750 section 3.1,
-//! `insufficient_scope`), within the scopes the layer may add
-//! (`step_up_scopes`), never beyond; bounded: the scope only grows, and
-//! the same scopes are asked for again at most once per forced-renewal
-//! interval.
+//! What a cache does when an API challenges its token: a step-up, the
+//! token asked for again with more scope when the API says the one it has
+//! is not enough (RFC 6750 section 3.1, `insufficient_scope`), within the
+//! scopes the layer may add (`step_up_scopes`), never beyond, and bounded
+//! (the scope only grows, and the same scopes are asked for again at most
+//! once per forced-renewal interval); and the protected resource's
+//! metadata read again where a `401` says it is (RFC 9728 section 5.1).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -11,6 +12,18 @@ use tokio::time::Instant;
 
 use crate::cache::fetch::Way;
 use crate::cache::TokenCache;
+use crate::endpoint::Resource;
+use crate::message::challenge::Challenge;
+
+/// What a cache may do when an API challenges its token.
+#[derive(Debug, Default)]
+pub(crate) struct Challenges {
+    /// More scope, within what the layer allows.
+    pub(crate) step_up: Option<StepUp>,
+    /// The protected resource the tokens are for, whose metadata a `401`
+    /// may point at.
+    pub(crate) resource: Option<Arc<Resource>>,
+}
 
 /// Makes the way to tokens of a cache's parameters with another scope: the
 /// seam through which the cache asks its maker (the layer's recipe), which
@@ -56,7 +69,26 @@ impl TokenCache {
     /// Whether this cache may ask for more scope.
     #[inline]
     pub(crate) fn steps_up(&self) -> bool {
-        self.step_up.is_some()
+        self.challenges.step_up.is_some()
+    }
+
+    /// The API refused a token with `challenges`: one naming the
+    /// protected resource's metadata has it read there at the next fetch
+    /// (see `Resource::hinted`).
+    pub(crate) fn refused_with(&self, challenges: &[Challenge]) {
+        let Some(resource) = &self.challenges.resource else {
+            return;
+        };
+        if let Some(url) = challenges.iter().find_map(|c| c.param("resource_metadata")) {
+            resource.hinted(url);
+        }
+    }
+
+    /// Whether a refusal's challenges are worth reading: the cache serves a
+    /// protected resource.
+    #[inline]
+    pub(crate) fn reads_refusals(&self) -> bool {
+        self.challenges.resource.is_some()
     }
 
     /// The API answered the token of `generation` with `insufficient_scope`,
@@ -66,7 +98,7 @@ impl TokenCache {
     /// renewed as a refused one is (once per forced-renewal interval).
     /// Whether another token comes, so that sending again can help.
     pub(crate) fn step_up(self: &Arc<Self>, generation: u64, asked: &str) -> bool {
-        let Some(step_up) = &self.step_up else {
+        let Some(step_up) = &self.challenges.step_up else {
             return false;
         };
         let asked: Vec<&str> = asked.split_ascii_whitespace().collect();
