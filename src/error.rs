@@ -254,21 +254,6 @@ impl TokenError {
         })
     }
 
-    /// Sets how long the endpoint (or another replica) asks to wait.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn with_retry_after(self, after: Duration) -> Self {
-        self.map_inner(|i| i.retry_after = Some(after))
-    }
-
-    /// The same error, marked as another replica's failure read back from a
-    /// token store: the layer waits out what is left of the fleet's hold
-    /// ([`retry_after`](Self::retry_after)), and does not count it as a
-    /// failure of its own.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn reported_by_another(self) -> Self {
-        self.map_inner(|i| i.shared = true)
-    }
-
     /// Whether this is another replica's failure read from a token store.
     pub(crate) fn is_reported_by_another(&self) -> bool {
         self.inner.shared
@@ -347,6 +332,23 @@ impl TokenError {
             | TokenErrorKind::InvalidRequest
             | TokenErrorKind::Configuration => false,
         }
+    }
+}
+
+/// What a token store sets on the errors it shares (feature `redis`).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+impl TokenError {
+    /// Sets how long the endpoint (or another replica) asks to wait.
+    pub(crate) fn with_retry_after(self, after: Duration) -> Self {
+        self.map_inner(|i| i.retry_after = Some(after))
+    }
+
+    /// The same error, marked as another replica's failure read back from a
+    /// token store: the layer waits out what is left of the fleet's hold
+    /// ([`retry_after`](Self::retry_after)), and does not count it as a
+    /// failure of its own.
+    pub(crate) fn reported_by_another(self) -> Self {
+        self.map_inner(|i| i.shared = true)
     }
 }
 

@@ -300,7 +300,6 @@ fn usable(token: Arc<CachedToken>) -> UsableToken {
 
 impl OAuthLayer {
     /// The default token's cache, for the layer's other entry points.
-    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
     pub(crate) fn default_cache(&self) -> &Arc<TokenCache> {
         &self.shared.cache
     }
@@ -309,9 +308,26 @@ impl OAuthLayer {
     /// default token's for empty parameters.
     pub(crate) fn cache_for(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         if params.is_empty() {
-            return Ok(Arc::clone(&self.shared.cache));
+            return Ok(Arc::clone(self.default_cache()));
         }
         Ok(Arc::clone(&self.shared.slots.link_for(params)?.cache))
+    }
+
+    /// The cache of the protected resource a request to `place` goes to
+    /// (made if need be; `place` asked for only when the layer has
+    /// protected resources), else `None`: the default token's, or as the
+    /// request's own parameters say (for the layer's entry points without
+    /// an `http` request head).
+    #[cfg_attr(
+        not(any(feature = "reqwest-middleware", feature = "mcp")),
+        allow(dead_code)
+    )]
+    pub(crate) fn cache_at<'p>(
+        &self,
+        place: impl FnOnce() -> Option<crate::slots::routes::Place<'p>>,
+    ) -> Option<Result<Arc<TokenCache>, TokenError>> {
+        let routed = self.shared.slots.routed(place)?;
+        Some(routed.map(|link| Arc::clone(&link.cache)))
     }
 }
 

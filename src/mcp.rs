@@ -51,6 +51,7 @@ use sse_stream::Sse;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
 use crate::service::outside::{after_waiting, at_hand, ready_to_send};
+use crate::slots::routes::place_of;
 
 /// An rmcp `StreamableHttpClient` that carries the layer's tokens (feature
 /// `mcp`); see the [module](self).
@@ -109,7 +110,6 @@ impl OAuthMcpClient {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        let cache = self.layer.default_cache();
         let uri: http::Uri = uri.parse().map_err(|e| {
             io_error(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -119,14 +119,20 @@ impl OAuthMcpClient {
                 ),
             ))
         })?;
+        // The MCP server's own token when it is one of the layer's
+        // protected resources, else the default token.
+        let cache = match self.layer.cache_at(|| place_of(&uri)) {
+            Some(routed) => routed.map_err(token_error)?,
+            None => Arc::clone(self.layer.default_cache()),
+        };
         let mut first = true;
         loop {
             let mut req = http::Request::new(());
             *req.method_mut() = method.clone();
             *req.uri_mut() = uri.clone();
-            let step = match at_hand(cache, &mut req) {
+            let step = match at_hand(&cache, &mut req) {
                 Some(step) => step,
-                None => Box::pin(after_waiting(cache, &mut req))
+                None => Box::pin(after_waiting(&cache, &mut req))
                     .await
                     .map_err(token_error)?,
             };

@@ -184,8 +184,12 @@ impl Middleware for OAuthMiddleware {
         'n: 'a,
         Self: 'a,
     {
-        if let Some(params) = extensions.get::<TokenParams>() {
-            let slot = self.layer.cache_for(params);
+        let chosen = match extensions.get::<TokenParams>() {
+            Some(params) => Some(self.layer.cache_for(params)),
+            // A protected resource's own token (`protected_resources`).
+            None => self.layer.cache_at(|| place(req.url())),
+        };
+        if let Some(slot) = chosen {
             return Box::pin(async move {
                 let slot = slot.map_err(failed)?;
                 if slot.placement().keeps(&req) {
@@ -356,6 +360,16 @@ fn resend<'a>(
     }
     let step = at_hand(cache, &mut req);
     Box::pin(send(cache, req, None, step, extensions, next))
+}
+
+/// Where `url` points, as the layer's protected resources are matched.
+fn place(url: &reqwest::Url) -> Option<crate::slots::routes::Place<'_>> {
+    Some(crate::slots::routes::Place {
+        scheme: url.scheme(),
+        host: url.host_str()?,
+        port: url.port_or_known_default()?,
+        path: url.path(),
+    })
 }
 
 /// A token error as the middleware chain's error.

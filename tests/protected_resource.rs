@@ -590,3 +590,122 @@ async fn a_refusal_naming_the_metadata_has_it_read_there_on_the_resources_origin
         "both tokens from the first server"
     );
 }
+
+/// An authority whose API (`/api`) is a protected resource naming itself.
+async fn resource_with_own_server() -> (Authority, String) {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let resource = api(&authority);
+    authority.publish(
+        PRM,
+        json!({"resource": resource, "authorization_servers": [authority.base_url()]}).to_string(),
+    );
+    authority.publish(
+        "/.well-known/oauth-authorization-server",
+        server_metadata(&authority),
+    );
+    authority.expect(Style::Basic, &[("resource", resource.as_str())]);
+    (authority, resource)
+}
+
+#[tokio::test]
+async fn each_protected_resource_gets_its_own_token_from_its_own_server() {
+    let (a, resource_a) = resource_with_own_server().await;
+    let (b, resource_b) = resource_with_own_server().await;
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .protected_resources([&resource_a, &resource_b])
+            .trusted_issuers([a.base_url(), b.base_url()])
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
+    for _ in 0..2 {
+        let response = send(&oauth, &a.api_url("/orders")).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let response = send(&oauth, &b.api_url("/stock/1")).await.unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!((a.token_requests(), b.token_requests()), (1, 1));
+    assert_eq!(a.violations(), Vec::<String>::new());
+    assert_eq!(b.violations(), Vec::<String>::new());
+    // A request under neither: no token of the layer's own, and not sent.
+    let api_calls = a.api_requests();
+    let e = send(&oauth, &format!("{}/elsewhere", a.base_url()))
+        .await
+        .unwrap_err();
+    let e = e.downcast_ref::<tower_oauth::TokenError>().unwrap();
+    assert_eq!(e.kind(), TokenErrorKind::Configuration, "{e}");
+    assert!(e.to_string().contains(&resource_a), "{e}");
+    assert_eq!(a.api_requests(), api_calls);
+    assert_eq!(a.token_requests(), 1);
+}
+
+#[tokio::test]
+async fn other_requests_get_the_layers_default_token() {
+    let (a, resource_a) = resource_with_own_server().await;
+    let default = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    default.expect(Style::Basic, &[]);
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(default.token_url())
+            .protected_resources([&resource_a])
+            .trusted_issuers([a.base_url()])
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(
+        send(&oauth, &default.api_url("/x")).await.unwrap().status(),
+        200
+    );
+    assert_eq!(send(&oauth, &a.api_url("/y")).await.unwrap().status(), 200);
+    assert_eq!((default.token_requests(), a.token_requests()), (1, 1));
+    assert_eq!(default.violations(), Vec::<String>::new());
+    assert_eq!(a.violations(), Vec::<String>::new());
+    // The resource's token never went to the other API, nor the reverse.
+    assert!(default.presented().iter().all(|t| default.accepts(t)));
+}
+
+#[test]
+fn protected_resources_are_checked() {
+    let base = || {
+        with_transport(OAuthLayer::builder())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+    };
+    let e = base()
+        .protected_resources(["https://a.example/mcp"])
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("client secret"), "{e}");
+    let e = base()
+        .protected_resources(["https://a.example/mcp", "https://a.example/mcp"])
+        .trusted_issuers(["https://login.example"])
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("twice"), "{e}");
+}
+
+/// The reqwest middleware routes by URL too.
+#[cfg(feature = "reqwest-middleware")]
+#[tokio::test]
+async fn the_middleware_gives_each_protected_resource_its_token() {
+    let (a, resource_a) = resource_with_own_server().await;
+    let (b, resource_b) = resource_with_own_server().await;
+    let oauth = OAuthLayer::builder()
+        .protected_resources([&resource_a, &resource_b])
+        .trusted_issuers([a.base_url(), b.base_url()])
+        .client_id(CLIENT_ID)
+        .client_secret(CLIENT_SECRET)
+        .build()
+        .unwrap();
+    let client = reqwest_middleware::ClientBuilder::new(support::reqwest_client())
+        .with(oauth.middleware())
+        .build();
+    for url in [a.api_url("/1"), b.api_url("/2"), a.api_url("/3")] {
+        assert_eq!(client.get(url).send().await.unwrap().status(), 200);
+    }
+    assert_eq!((a.token_requests(), b.token_requests()), (1, 1));
+}

@@ -116,6 +116,48 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// Protected resources that get tokens of their own: a request whose URL
+    /// lies under one of them (the same scheme, host and port, its path or
+    /// below) gets that resource's token, from its own [token
+    /// slot](Self::max_token_slots), with its own metadata, `resource` and
+    /// scopes, and its own authorization server (by the trust rule, see
+    /// [`trusted_issuers`](Self::trusted_issuers)), read as for
+    /// [`protected_resource`](Self::protected_resource). Other requests get
+    /// the layer's default token; with no [`issuer`](Self::issuer),
+    /// [`token_url`](Self::token_url), [`auth_url`](Self::auth_url) or
+    /// `protected_resource`, the layer has none, and such a request fails
+    /// alone with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),
+    /// without being sent. For a gateway or an agent that talks to several
+    /// MCP servers.
+    ///
+    /// ```
+    /// use tower_oauth::OAuthLayer;
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .protected_resources([
+    ///         "https://tickets.example.com/mcp",
+    ///         "https://wiki.example.com/mcp",
+    ///     ])
+    ///     .trusted_issuers(["https://login.example.com"])
+    ///     .client_id("agent-host")
+    ///     .client_secret("secret")
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    ///
+    /// Default: none.
+    pub fn protected_resources<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.resource_urls = urls
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        self
+    }
+
     /// The authorization servers (issuer identifiers, compared exactly) this
     /// client may request tokens from for a [protected
     /// resource](Self::protected_resource): the first server the resource

@@ -55,6 +55,7 @@ pub struct OAuthLayerBuilder {
     token_url: Option<String>,
     issuer: Option<String>,
     resource_url: Option<String>,
+    resource_urls: Vec<String>,
     trusted_issuers: Vec<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
@@ -108,6 +109,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("token_url", &self.token_url)
             .field("issuer", &self.issuer)
             .field("protected_resource", &self.resource_url)
+            .field("protected_resources", &self.resource_urls)
             .field("trusted_issuers", &self.trusted_issuers)
             .field("client_id", &self.client_id)
             .field(

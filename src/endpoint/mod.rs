@@ -56,4 +56,4 @@ pub(crate) use self::transport::{
     reqwest_transport::ReqwestTransport, settings::TransportSettings,
 };
 pub(crate) use self::transport::{TowerTransport, Transport};
-pub(crate) use self::url::checked_url;
+pub(crate) use self::url::{checked_url, same_identifier};

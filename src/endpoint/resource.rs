@@ -73,6 +73,7 @@ pub(crate) enum Trust {
 pub(crate) struct Resource {
     /// As configured: what the metadata's `resource` must be identical to.
     url: String,
+    parsed: Uri,
     metadata_url: Uri,
     trust: Trust,
     spec: Arc<RequestSpec>,
@@ -100,6 +101,7 @@ impl Resource {
     pub(crate) fn new(url: &str, parsed: &Uri, trust: Trust, spec: Arc<RequestSpec>) -> Arc<Self> {
         Arc::new(Resource {
             url: url.to_owned(),
+            parsed: parsed.clone(),
             metadata_url: metadata_url(parsed),
             trust,
             spec,
@@ -115,6 +117,11 @@ impl Resource {
     /// The resource identifier, as configured.
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The resource identifier, parsed.
+    pub(crate) fn parsed(&self) -> &Uri {
+        &self.parsed
     }
 
     /// The issuer configured, which the resource must name.
@@ -440,6 +447,7 @@ impl fmt::Debug for ResourceSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endpoint::url::same_identifier;
 
     #[test]
     fn the_well_known_url_puts_the_path_after_the_well_known_part() {
@@ -456,5 +464,34 @@ mod tests {
             url("http://127.0.0.1:8080/a/b/"),
             "http://127.0.0.1:8080/.well-known/oauth-protected-resource/a/b"
         );
+    }
+
+    #[test]
+    fn an_empty_path_and_a_slash_are_the_same_identifier_and_nothing_else_is() {
+        assert!(same_identifier(
+            "https://as.example.com",
+            "https://as.example.com"
+        ));
+        assert!(same_identifier(
+            "https://as.example.com",
+            "https://as.example.com/"
+        ));
+        assert!(same_identifier(
+            "https://as.example.com:8443/",
+            "https://as.example.com:8443"
+        ));
+        for (a, b) in [
+            (
+                "https://as.example.com/tenant",
+                "https://as.example.com/tenant/",
+            ),
+            ("https://as.example.com", "https://as.example.com.evil/"),
+            ("https://as.example.com", "https://AS.example.com"),
+            ("https://as.example.com?", "https://as.example.com?/"),
+            ("https://", "https:///"),
+            ("as.example.com", "as.example.com/"),
+        ] {
+            assert!(!same_identifier(a, b), "{a} {b}");
+        }
     }
 }

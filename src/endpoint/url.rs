@@ -89,37 +89,3 @@ fn has_empty_path(url: &str) -> bool {
     url.split_once("://")
         .is_some_and(|(_, rest)| !rest.is_empty() && !rest.contains(['/', '?', '#']))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::same_identifier;
-
-    #[test]
-    fn an_empty_path_and_a_slash_are_the_same_identifier_and_nothing_else_is() {
-        assert!(same_identifier(
-            "https://as.example.com",
-            "https://as.example.com"
-        ));
-        assert!(same_identifier(
-            "https://as.example.com",
-            "https://as.example.com/"
-        ));
-        assert!(same_identifier(
-            "https://as.example.com:8443/",
-            "https://as.example.com:8443"
-        ));
-        for (a, b) in [
-            (
-                "https://as.example.com/tenant",
-                "https://as.example.com/tenant/",
-            ),
-            ("https://as.example.com", "https://as.example.com.evil/"),
-            ("https://as.example.com", "https://AS.example.com"),
-            ("https://as.example.com?", "https://as.example.com?/"),
-            ("https://", "https:///"),
-            ("as.example.com", "as.example.com/"),
-        ] {
-            assert!(!same_identifier(a, b), "{a} {b}");
-        }
-    }
-}

@@ -9,6 +9,7 @@
 //! as the default cache serves other requests.
 
 pub(crate) mod recipe;
+pub(crate) mod routes;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use arc_swap::ArcSwap;
 use http::Request;
 
 use self::recipe::Recipe;
+use self::routes::{Place, Routes};
 use crate::cache::Link;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::telemetry::stats::Stats;
@@ -42,6 +44,8 @@ pub(crate) struct Slots {
     /// How to make a slot's cache; none for a layer on a token source.
     recipe: Option<Arc<Recipe>>,
     params_for: Option<ParamsFor>,
+    /// The protected resources whose requests get their own slots.
+    routes: Routes,
     max: usize,
     map: ArcSwap<SlotMap>,
     /// Held while a slot is made, so that each is made once.
@@ -67,7 +71,7 @@ impl Slots {
     /// No slots: a layer of one token (from a token source of the user's
     /// own).
     pub(crate) fn none() -> Self {
-        Slots::new(None, None, 0)
+        Slots::new(None, None, 0, Routes::default())
     }
 
     /// Slots made by `recipe`, chosen by `params_for`, at most `max` kept.
@@ -75,10 +79,12 @@ impl Slots {
         recipe: Option<Arc<Recipe>>,
         params_for: Option<ParamsFor>,
         max: usize,
+        routes: Routes,
     ) -> Self {
         Slots {
             recipe,
             params_for,
+            routes,
             max,
             map: ArcSwap::default(),
             making: Mutex::new(()),
@@ -92,7 +98,9 @@ impl Slots {
     /// chooses from requests): the one check every request pays.
     #[inline]
     pub(crate) fn wanted<B>(&self, req: &Request<B>) -> bool {
-        self.params_for.is_some() || req.extensions().get::<TokenParams>().is_some()
+        self.params_for.is_some()
+            || !self.routes.is_empty()
+            || req.extensions().get::<TokenParams>().is_some()
     }
 
     /// The slot a request with `params` in its extensions selects: `None`
@@ -103,15 +111,32 @@ impl Slots {
         (!params.is_empty()).then(|| self.link_for(params))
     }
 
-    /// The slot `params_for` chooses for a request with head `parts`, as
+    /// The slot of the protected resource a request with head `parts`
+    /// goes to, else the one `params_for` chooses, as
     /// [`carried`](Self::carried) says.
     #[inline]
     pub(crate) fn chosen(
         &self,
         parts: &http::request::Parts,
     ) -> Option<Result<Arc<Link>, TokenError>> {
+        if let Some(routed) = self.routed(|| routes::place_of(&parts.uri)) {
+            return Some(routed);
+        }
         let params = self.params_for.as_ref()?(parts)?;
         self.carried(&params)
+    }
+
+    /// The slot of the protected resource at `place` (asked for only when
+    /// the layer has protected resources), if it lies under one.
+    #[inline]
+    pub(crate) fn routed<'p>(
+        &self,
+        place: impl FnOnce() -> Option<Place<'p>>,
+    ) -> Option<Result<Arc<Link>, TokenError>> {
+        if self.routes.is_empty() {
+            return None;
+        }
+        Some(self.link_for(self.routes.for_place(&place()?)?))
     }
 
     /// The link to `params`' slot, made if need be.

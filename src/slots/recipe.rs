@@ -12,6 +12,7 @@ use crate::endpoint::{
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
+use crate::slots::routes::Routes;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
 use crate::store::{StoreUse, TokenStore};
@@ -27,6 +28,8 @@ pub(crate) enum Target {
     /// The token endpoint of the server this protected resource names (as
     /// configured, parsed), which `Trust` allows.
     Resource(String, Uri, Trust),
+    /// None: only the protected resources' slots have tokens.
+    Nowhere,
 }
 
 /// Where a layer's tokens come from, as the layer reports it.
@@ -64,6 +67,9 @@ pub(crate) struct Recipe {
     pub(crate) placement: Placement,
     /// The scopes a cache may add when the API asks (`step_up_scopes`).
     pub(crate) step_up_scopes: Vec<String>,
+    /// The protected resources whose requests get their own slots
+    /// (`protected_resources`), each with its own metadata.
+    pub(crate) resources: Vec<Arc<Resource>>,
 }
 
 impl Recipe {
@@ -75,7 +81,13 @@ impl Recipe {
         max_slots: usize,
     ) -> (Arc<TokenCache>, Slots, Endpoint) {
         let (cache, endpoint) = self.make(&[]);
-        let slots = Slots::new(Some(Arc::clone(&self)), params_for, max_slots);
+        let routes: Vec<(String, Uri)> = self
+            .resources
+            .iter()
+            .map(|r| (r.url().to_owned(), r.parsed().clone()))
+            .collect();
+        let routes = Routes::new(&routes);
+        let slots = Slots::new(Some(Arc::clone(&self)), params_for, max_slots, routes);
         (cache, slots, endpoint)
     }
 
@@ -140,6 +152,26 @@ impl Recipe {
 
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
         let client_id = self.spec.client_id.clone();
+        // A slot of one of the protected resources: that resource's own
+        // metadata and server.
+        let resource = params
+            .iter()
+            .find(|(name, _)| name == "resource")
+            .and_then(|(_, url)| {
+                self.resources
+                    .iter()
+                    .find(|r| crate::endpoint::same_identifier(r.url(), url))
+            });
+        if let Some(resource) = resource {
+            let source = ResourceSource::new(Arc::clone(resource), params);
+            let endpoint = Endpoint {
+                url: None,
+                client_id,
+                discovery: None,
+                resource: Some((Arc::clone(resource), Arc::clone(&source))),
+            };
+            return (source, endpoint);
+        }
         match &self.target {
             Target::Issuer(raw, parsed) => {
                 let discovery = Discovery::new(
@@ -168,6 +200,16 @@ impl Recipe {
                 };
                 (source, endpoint)
             }
+            Target::Nowhere => {
+                let endpoint = Endpoint {
+                    url: None,
+                    client_id,
+                    discovery: None,
+                    resource: None,
+                };
+                let names: Vec<&str> = self.resources.iter().map(|r| r.url()).collect();
+                (Arc::new(Nowhere(names.join(", "))), endpoint)
+            }
             Target::Url(url) => {
                 let target = RequestTarget {
                     url: url.clone(),
@@ -189,6 +231,26 @@ impl Recipe {
                 (Arc::new(source), endpoint)
             }
         }
+    }
+}
+
+/// The default token of a layer that has only protected resources' tokens:
+/// none, for requests under none of them (the resources named).
+struct Nowhere(String);
+
+impl TokenSource for Nowhere {
+    fn fetch_token(
+        &self,
+    ) -> crate::support::boxed::BoxFuture<'_, Result<crate::token::AccessToken, TokenError>> {
+        let message = format!(
+            "this request lies under none of the protected resources ({}), and the layer has \
+             no token of its own (give it one with issuer, token_url or protected_resource); \
+             nothing was sent",
+            self.0
+        );
+        Box::pin(async move {
+            Err(TokenError::new(TokenErrorKind::Configuration).with_message(message))
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use http::Uri;
 use crate::builder::OAuthLayerBuilder;
 use crate::cache::Placement;
 use crate::endpoint::checked_url;
-use crate::endpoint::{AssertionSettings, ClientAuth};
+use crate::endpoint::{AssertionSettings, ClientAuth, Trust};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::policy::{Policy, MAX_SETTING};
 
@@ -159,16 +159,14 @@ impl OAuthLayerBuilder {
     /// The protected resource, checked (an absolute URL without a query),
     /// with the servers this client may take among those it names; `None`
     /// without one (and then no trusted issuers either).
-    pub(super) fn checked_resource(
-        &self,
-    ) -> Result<Option<(String, Uri, crate::endpoint::Trust)>, ConfigError> {
-        use crate::endpoint::Trust;
+    pub(super) fn checked_resource(&self) -> Result<Option<(String, Uri, Trust)>, ConfigError> {
         let Some(raw) = &self.resource_url else {
-            if !self.trusted_issuers.is_empty() {
+            if !self.trusted_issuers.is_empty() && self.resource_urls.is_empty() {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
-                    "trusted_issuers was given without protected_resource; they choose among \
-                     the authorization servers a protected resource names",
+                    "trusted_issuers was given without protected_resource or \
+                     protected_resources; they choose among the authorization servers a \
+                     protected resource names",
                 ));
             }
             return Ok(None);
@@ -195,24 +193,59 @@ impl OAuthLayerBuilder {
                 format!("protected_resource `{raw}` has a query; give the resource identifier without one"),
             ));
         }
-        let trust = match (self.checked_issuer()?, self.trusted_issuers.as_slice()) {
-            (Some(_), [_, ..]) => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::Conflicting,
-                    "issuer and trusted_issuers were both given; give the one server (issuer) \
-                     or the servers this client may use (trusted_issuers)",
-                ))
-            }
-            (Some((issuer, _)), []) => Trust::Issuer(issuer),
-            (None, []) => Trust::Any,
-            (None, trusted) => {
-                for issuer in trusted {
-                    checked_url("a trusted issuer", issuer, self.allow_insecure_http)?;
-                }
-                Trust::Listed(trusted.to_vec())
-            }
-        };
+        let trust = self.trust()?;
         Ok(Some((raw.to_owned(), uri, trust)))
+    }
+
+    /// Which of the servers a protected resource names this client may
+    /// use: the issuer set, else the trusted ones, else any (for the
+    /// credentials [`check_trust`](Self::check_trust) allows).
+    pub(super) fn trust(&self) -> Result<Trust, ConfigError> {
+        Ok(
+            match (self.checked_issuer()?, self.trusted_issuers.as_slice()) {
+                (Some(_), [_, ..]) => {
+                    return Err(ConfigError::new(
+                        ConfigErrorKind::Conflicting,
+                        "issuer and trusted_issuers were both given; give the one server (issuer) \
+                     or the servers this client may use (trusted_issuers)",
+                    ))
+                }
+                (Some((issuer, _)), []) => Trust::Issuer(issuer),
+                (None, []) => Trust::Any,
+                (None, trusted) => {
+                    for issuer in trusted {
+                        checked_url("a trusted issuer", issuer, self.allow_insecure_http)?;
+                    }
+                    Trust::Listed(trusted.to_vec())
+                }
+            },
+        )
+    }
+
+    /// The protected resources whose requests get their own tokens, each
+    /// checked as `protected_resource` is, none given twice.
+    pub(super) fn checked_resources(&self) -> Result<Vec<(String, Uri)>, ConfigError> {
+        let mut checked: Vec<(String, Uri)> = Vec::new();
+        for raw in &self.resource_urls {
+            let raw = raw.trim();
+            let uri = checked_url("protected_resources", raw, self.allow_insecure_http)?;
+            if uri.query().is_some() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::InvalidUrl,
+                    format!("protected_resources lists `{raw}`, which has a query; give the resource identifier without one"),
+                ));
+            }
+            let same = |other: &str| crate::endpoint::same_identifier(other, raw);
+            if checked.iter().any(|(url, _)| same(url))
+                || self.resource_url.as_deref().is_some_and(same)
+            {
+                return Err(invalid_setting(&format!(
+                    "protected_resources lists `{raw}` twice (or protected_resource names it)"
+                )));
+            }
+            checked.push((raw.to_owned(), uri));
+        }
+        Ok(checked)
     }
 
     /// Without a server named (`Trust::Any`), the credential must be one the

@@ -49,9 +49,13 @@ impl OAuthLayerBuilder {
             return self.build_on_source(source, policy, placement);
         }
         let other_grant = self.checked_grant()?;
+        let resources = self.checked_resources()?;
+        let only_resources =
+            !resources.is_empty() && self.auth_url.is_none() && self.token_url.is_none();
         let target = match (self.checked_resource()?, self.checked_issuer()?) {
             (Some((url, parsed, trust)), _) => Target::Resource(url, parsed, trust),
             (None, Some((issuer, parsed))) => Target::Issuer(issuer, parsed),
+            (None, None) if only_resources => Target::Nowhere,
             (None, None) => Target::Url(self.url()?),
         };
         let client_id = match (self.client_id.take(), other_grant) {
@@ -62,6 +66,10 @@ impl OAuthLayerBuilder {
         let auth = self.chosen_auth(other_grant, &target)?;
         if let Target::Resource(_, _, trust) = &target {
             self.check_trust(trust, auth.as_ref())?;
+        }
+        let trust = self.trust()?;
+        if !resources.is_empty() {
+            self.check_trust(&trust, auth.as_ref())?;
         }
         let client_secret = self.checked_secret(auth.as_ref())?;
         // A key file's PEM is the credential that rotates.
@@ -104,6 +112,12 @@ impl OAuthLayerBuilder {
             )),
             _ => None,
         };
+        let resources = resources
+            .iter()
+            .map(|(url, parsed)| {
+                crate::endpoint::Resource::new(url, parsed, trust.clone(), Arc::clone(&spec))
+            })
+            .collect();
         let recipe = Recipe {
             target,
             from_auth_url: self.auth_url.is_some(),
@@ -116,6 +130,7 @@ impl OAuthLayerBuilder {
             policy,
             placement,
             step_up_scopes: self.checked_step_up_scopes()?,
+            resources,
         };
         let (cache, slots, endpoint) = Arc::new(recipe).layer(self.params_for.take(), max_slots);
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
@@ -142,6 +157,7 @@ impl OAuthLayerBuilder {
             || self.token_url.is_some()
             || self.issuer.is_some()
             || self.resource_url.is_some()
+            || !self.resource_urls.is_empty()
             || self.client_id.is_some()
             || self.client_secret.is_some()
             || self.secret_source.is_some()
@@ -267,7 +283,7 @@ impl OAuthLayerBuilder {
         Ok(match (self.client_auth.clone(), target) {
             (Some(chosen), _) => Some(chosen),
             (None, _) if other_grant.is_some() && !has_secret => Some(ClientAuth::None),
-            (None, Target::Issuer(..) | Target::Resource(..)) => None,
+            (None, Target::Issuer(..) | Target::Resource(..) | Target::Nowhere) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         })
@@ -334,7 +350,7 @@ impl OAuthLayerBuilder {
     ) -> IdentityBase {
         let token_url = match target {
             Target::Url(url) => url.to_string(),
-            Target::Issuer(..) | Target::Resource(..) => String::new(),
+            Target::Issuer(..) | Target::Resource(..) | Target::Nowhere => String::new(),
         };
         let credential = auth.and_then(ClientAuth::identity_credential);
         let grant_identity = self.grant.identity();
@@ -345,6 +361,7 @@ impl OAuthLayerBuilder {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
                 Target::Url(_) => Origin::TokenUrl(&token_url),
                 Target::Resource(url, _, _) => Origin::Resource(url),
+                Target::Nowhere => Origin::Resource(""),
             },
             client_id,
             client_auth: auth.map(ClientAuth::identity_name),
