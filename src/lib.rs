@@ -365,6 +365,7 @@ pub use endpoint::{
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use keys::{Algorithm, JwsSigner, SigningKey};
 pub use layer::OAuthLayer;
+pub use message::challenge::Challenge;
 #[cfg(feature = "reqwest-middleware")]
 pub use middleware::OAuthMiddleware;
 pub use policy::{

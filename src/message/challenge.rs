@@ -16,25 +16,66 @@ const MAX_CHALLENGES: usize = 16;
 /// Parameters kept per challenge; more are ignored.
 const MAX_PARAMS: usize = 32;
 
-/// One challenge: its scheme, and its parameters or `token68`.
+/// One challenge of an API's `WWW-Authenticate` headers: its scheme, and
+/// its parameters or `token68`, as the layer reads them (RFC 9110 section
+/// 11; at most 8 KiB of headers, 16 challenges, 32 parameters each;
+/// malformed syntax ends the reading, keeping what came before it).
+///
+/// The layer reads them itself on a `401` or `403` (a refused token, a DPoP
+/// nonce, `insufficient_scope`, `resource_metadata`); this is the same
+/// reading, for code that handles an API's answer on its own.
+///
+/// ```
+/// use http::HeaderMap;
+/// use tower_oauth::Challenge;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(
+///     "www-authenticate",
+///     r#"Bearer error="insufficient_scope", scope="files:write", resource_metadata="https://api.example.com/.well-known/oauth-protected-resource""#
+///         .parse()
+///         .unwrap(),
+/// );
+/// let challenges = Challenge::parse(&headers);
+/// assert!(challenges[0].is("bearer"));
+/// assert_eq!(challenges[0].param("scope"), Some("files:write"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Challenge {
-    /// The scheme as sent (compare with [`is`](Self::is)).
-    pub(crate) scheme: String,
-    /// The `token68` of a challenge that carries one instead of parameters.
-    pub(crate) token68: Option<String>,
-    /// The parameters, names lowercased, values unescaped, in order.
-    pub(crate) params: Vec<(String, String)>,
+pub struct Challenge {
+    scheme: String,
+    token68: Option<String>,
+    params: Vec<(String, String)>,
 }
 
 impl Challenge {
+    /// Every challenge of the `WWW-Authenticate` headers of `headers`, in
+    /// order, within the caps.
+    pub fn parse(headers: &HeaderMap) -> Vec<Challenge> {
+        challenges(headers)
+    }
+
+    /// The scheme as sent (compare with [`is`](Self::is)).
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The `token68` of a challenge that carries one instead of parameters.
+    pub fn token68(&self) -> Option<&str> {
+        self.token68.as_deref()
+    }
+
+    /// The parameters, names lowercased, values unescaped, in order.
+    pub fn params(&self) -> &[(String, String)] {
+        &self.params
+    }
+
     /// Whether this is a challenge of `scheme` (case-insensitive).
-    pub(crate) fn is(&self, scheme: &str) -> bool {
+    pub fn is(&self, scheme: &str) -> bool {
         self.scheme.eq_ignore_ascii_case(scheme)
     }
 
     /// The value of the first parameter named `name` (case-insensitive).
-    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+    pub fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
