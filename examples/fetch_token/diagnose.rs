@@ -299,10 +299,46 @@ pub async fn demonstration() -> Result<(), BoxError> {
         scope: None,
         chosen: None,
         has_secret: true,
+        resource_url: None,
+        issuer: None,
+        trusted: Vec::new(),
     };
-    if run(settings).await {
+    if !run(settings).await {
+        return Err("the diagnosis did not find the way that works".into());
+    }
+    // An API that names this server in its RFC 9728 metadata.
+    let resource = format!("{}/api", authority.base_url());
+    authority.publish(
+        "/.well-known/oauth-protected-resource/api",
+        format!(
+            r#"{{"resource":"{resource}","authorization_servers":["{issuer}"],"scopes_supported":["read"],"bearer_methods_supported":["header"]}}"#
+        ),
+    );
+    authority.expect(
+        authority::Style::Basic,
+        &[("scope", "read"), ("resource", resource.as_str())],
+    );
+    println!(
+        "
+and an API on it that names its server (--resource-url):
+"
+    );
+    let settings = Settings {
+        builder: OAuthLayer::builder()
+            .protected_resource(&resource)
+            .trusted_issuers([&issuer])
+            .client_id("demo-client")
+            .client_secret("demo-secret"),
+        scope: None,
+        chosen: None,
+        has_secret: true,
+        resource_url: Some(resource),
+        issuer: None,
+        trusted: vec![issuer],
+    };
+    if super::resource::run(settings).await {
         Ok(())
     } else {
-        Err("the diagnosis did not find the way that works".into())
+        Err("the resource diagnosis found no token".into())
     }
 }

@@ -17,6 +17,10 @@
 //! # with a scope, and what to set (no other argument: against an embedded server):
 //! cargo run --example fetch_token -- --diagnose --issuer https://login.example.com \
 //!     --client-id my-client                   # the secret from OAUTH_CLIENT_SECRET
+//! # An API that names its server (RFC 9728, an MCP server): what it names,
+//! # whether the credential would go there and why, then one token:
+//! cargo run --example fetch_token -- --diagnose --resource-url https://mcp.example.com/mcp \
+//!     --client-id my-client --private-key client-key.pem [--trusted-issuer https://login.example.com]
 //! # private_key_jwt (RFC 7523), the key from a PEM file:
 //! cargo run --example fetch_token -- --issuer https://login.example.com \
 //!     --client-id my-client --private-key client-key.pem --key-alg ES256 --key-id key-1
@@ -44,6 +48,7 @@
 #[path = "../../tests/support/authority.rs"]
 mod authority;
 mod diagnose;
+mod resource;
 
 use std::time::{Duration, SystemTime};
 
@@ -53,7 +58,9 @@ use tower_oauth::{
     TokenError, TokenErrorKind,
 };
 
-const FLAGS: [&str; 14] = [
+const FLAGS: [&str; 16] = [
+    "--resource-url",
+    "--trusted-issuer",
     "--private-key",
     "--key-alg",
     "--key-id",
@@ -98,6 +105,12 @@ async fn main() -> Result<(), BoxError> {
             std::process::exit(2);
         }
     };
+    if diagnosing && settings.resource_url.is_some() {
+        if !resource::run(settings).await {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     if diagnosing {
         if !diagnose::run(settings).await {
             std::process::exit(1);
@@ -175,8 +188,21 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let either = |f: &str, v: &str| flag(f).or_else(|| var(v));
     let mut b = OAuthLayer::builder();
-    if let Some(issuer) = either("--issuer", "OAUTH_ISSUER") {
+    let issuer = either("--issuer", "OAUTH_ISSUER");
+    if let Some(issuer) = &issuer {
         b = b.issuer(issuer);
+    }
+    let resource_url = flag("--resource-url");
+    if let Some(url) = &resource_url {
+        b = b.protected_resource(url);
+    }
+    let trusted: Vec<String> = flags
+        .iter()
+        .filter(|(n, _)| *n == "--trusted-issuer")
+        .map(|(_, v)| v.to_string())
+        .collect();
+    if !trusted.is_empty() {
+        b = b.trusted_issuers(&trusted);
     }
     if let Some(url) = either("--token-url", "OAUTH_TOKEN_URL") {
         b = b.token_url(url);
@@ -222,6 +248,9 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
         scope,
         chosen,
         has_secret: has_secret && !has_key,
+        resource_url,
+        issuer,
+        trusted,
     })
 }
 
@@ -235,6 +264,11 @@ pub struct Settings {
     /// Whether the client proves itself with a secret (not a key or a
     /// certificate).
     pub has_secret: bool,
+    /// `--resource-url`: the API to diagnose (RFC 9728).
+    pub resource_url: Option<String>,
+    /// The issuer set, and the `--trusted-issuer`s.
+    pub issuer: Option<String>,
+    pub trusted: Vec<String>,
 }
 
 /// Reads a file a flag names.
