@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use self::authorize::{authorize, put_header, Step};
 use self::view::View;
 use crate::cache::{Acquire, Link, TokenCache};
+use crate::slots::routes::place_of;
 use crate::slots::Slots;
 use crate::support::boxed::BoxError;
 use crate::token::params::TokenParams;
@@ -184,13 +185,17 @@ impl<S> OAuthService<S> {
         let slots = &self.slots;
         let chosen = match req.extensions().get::<TokenParams>() {
             Some(params) => slots.carried(params),
-            None => {
-                // params_for reads the request's head.
-                let (parts, body) = req.into_parts();
-                let chosen = slots.chosen(&parts);
-                req = Request::from_parts(parts, body);
-                chosen
-            }
+            // A protected resource's own token (`protected_resources`),
+            // else what params_for chooses from the request's head.
+            None => match slots.routed(|| place_of(req.uri())) {
+                Some(routed) => Some(routed),
+                None => {
+                    let (parts, body) = req.into_parts();
+                    let chosen = slots.chosen(&parts);
+                    req = Request::from_parts(parts, body);
+                    chosen
+                }
+            },
         };
         let link = match chosen {
             // The default token, through the link's own load: the slot
@@ -230,7 +235,7 @@ impl<S> OAuthService<S> {
 
     /// Sends a request as `step` says: at once, after a custom signer has
     /// made its DPoP proof, or not at all.
-    #[inline]
+    #[inline(always)]
     fn send<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>> + Clone,

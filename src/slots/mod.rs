@@ -111,17 +111,13 @@ impl Slots {
         (!params.is_empty()).then(|| self.link_for(params))
     }
 
-    /// The slot of the protected resource a request with head `parts`
-    /// goes to, else the one `params_for` chooses, as
+    /// The slot `params_for` chooses for a request with head `parts`, as
     /// [`carried`](Self::carried) says.
     #[inline]
     pub(crate) fn chosen(
         &self,
         parts: &http::request::Parts,
     ) -> Option<Result<Arc<Link>, TokenError>> {
-        if let Some(routed) = self.routed(|| routes::place_of(&parts.uri)) {
-            return Some(routed);
-        }
         let params = self.params_for.as_ref()?(parts)?;
         self.carried(&params)
     }
