@@ -1,9 +1,13 @@
 //! The declared `rust-version` is the true minimum of the tree as it
 //! resolves: at least the highest `rust-version` any dependency declares
 //! that the crate's features pull in (normal and build dependencies, every
-//! feature on; dev-dependencies do not reach users). Read from `cargo
-//! metadata` on the lock file (which may download the sources of
-//! dependencies of other platforms, from the registry).
+//! feature on, every target platform; dev-dependencies do not reach users,
+//! nor the features they turn on). The packages a user builds come from
+//! `cargo tree`, which resolves features as a user's build does (`cargo
+//! metadata`'s graph unifies them with the dev-dependencies': rmcp's server
+//! features, which only the tests use, would count); their `rust-version`
+//! from `cargo metadata`, on the lock file (which may download the sources
+//! of dependencies of other platforms, from the registry).
 
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
@@ -53,31 +57,48 @@ fn the_declared_rust_version_is_the_trees_minimum() {
         .iter()
         .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
         .collect();
-    let nodes: HashMap<&str, &Value> = metadata["resolve"]["nodes"]
+    // Everything a user's build of the crate compiles, as `name version`.
+    let tree = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "tree",
+            "-e",
+            "normal,build",
+            "--all-features",
+            "--target",
+            "all",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--locked",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        tree.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
+    let tree = String::from_utf8(tree.stdout).unwrap();
+    let built: HashSet<(&str, &str)> = tree
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?, words.next()?.strip_prefix('v')?))
+        })
+        .collect();
+    let versions: HashMap<&str, &str> = metadata["packages"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| (n["id"].as_str().unwrap(), n))
+        .filter_map(|p| Some((p["id"].as_str()?, p["version"].as_str()?)))
         .collect();
-    // Everything reachable from the crate through normal and build edges
-    // (for every target platform: a user may build on any).
-    let mut seen = HashSet::new();
-    let mut stack = vec![root.as_str()];
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
-        }
-        for dep in nodes[id]["deps"].as_array().unwrap() {
-            let reaches_users = dep["dep_kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|k| k["kind"].is_null() || k["kind"] == "build");
-            if reaches_users {
-                stack.push(dep["pkg"].as_str().unwrap());
-            }
-        }
-    }
+    let mut seen: HashSet<&str> = names
+        .iter()
+        .filter(|(id, name)| built.contains(&(**name, versions[*id])))
+        .map(|(id, _)| *id)
+        .collect();
     seen.remove(root.as_str());
     let highest = seen
         .iter()
