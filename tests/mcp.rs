@@ -19,6 +19,11 @@ use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
 type Client = RunningService<RoleClient, ClientConfig>;
 
 async fn start() -> (McpServers, OAuthLayer, Client) {
+    start_with(&[]).await
+}
+
+/// The servers, a layer that may add `step_up` scopes, and a client.
+async fn start_with(step_up: &[&str]) -> (McpServers, OAuthLayer, Client) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let key = rcgen::KeyPair::generate().unwrap();
     let servers = McpServers::start(&key.public_key_pem()).await;
@@ -28,6 +33,7 @@ async fn start() -> (McpServers, OAuthLayer, Client) {
         .client_auth(ClientAuth::PrivateKeyJwt(
             SigningKey::from_pem(key.serialize_pem(), Algorithm::Es256).unwrap(),
         ))
+        .step_up_scopes(step_up)
         .build()
         .unwrap();
     let mut config = StreamableHttpClientTransportConfig::with_uri(servers.mcp_url());
@@ -91,4 +97,30 @@ async fn a_server_that_refuses_every_token_gets_one_more_try_not_a_loop() {
         "the call and one more"
     );
     assert!(servers.issued() <= 2, "{} token requests", servers.issued());
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_more_scope_gets_it_when_the_layer_may_add_it() {
+    let (servers, _oauth, client) = start_with(&["tools:admin"]).await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.require_scope("tools:admin");
+    assert_eq!(sum(&client, 2, 2).await.unwrap(), "4");
+    let scopes: Vec<String> = servers.forms().iter().map(|f| f["scope"].clone()).collect();
+    assert_eq!(scopes, ["tools:call", "tools:call tools:admin"]);
+    assert_eq!(
+        servers.api_refusals(),
+        1,
+        "the call once, then with the scope"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_scope_the_layer_may_not_add_is_not_asked_for() {
+    let (servers, _oauth, client) = start().await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.require_scope("tools:admin");
+    let e = sum(&client, 2, 2).await.unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("scope"), "{e}");
+    assert_eq!(servers.issued(), 1, "no token asked for with tools:admin");
 }

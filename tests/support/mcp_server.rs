@@ -63,8 +63,8 @@ impl ServerHandler for Adder {
 
 #[derive(Default)]
 struct Issuer {
-    /// Tokens issued, with the resource each is for.
-    tokens: HashMap<String, String>,
+    /// Tokens issued, with the resource and the scope each is for.
+    tokens: HashMap<String, (String, String)>,
     jtis: HashSet<String>,
     /// Every accepted token request's form.
     forms: Vec<HashMap<String, String>>,
@@ -73,6 +73,9 @@ struct Issuer {
     api_calls: usize,
     /// Refuse every token.
     refuse_all: bool,
+    /// A scope every call's token must have besides `SCOPE`, asked for
+    /// with `403 insufficient_scope`.
+    requires: Option<String>,
 }
 
 struct Shared {
@@ -176,6 +179,11 @@ impl McpServers {
         self.shared.state.lock().unwrap().refuse_all = on;
     }
 
+    /// From now on every call's token must also have `scope`.
+    pub fn require_scope(&self, scope: &str) {
+        self.shared.state.lock().unwrap().requires = Some(scope.to_owned());
+    }
+
     /// The MCP server takes none of the tokens issued so far.
     pub fn revoke_all(&self) {
         self.shared.state.lock().unwrap().tokens.clear();
@@ -209,13 +217,16 @@ async fn token(
         Ok(()) => {
             let token = format!("mcp-{}", random_hex());
             let mut state = shared.state.lock().unwrap();
-            state.tokens.insert(token.clone(), form["resource"].clone());
+            let scope = form.get("scope").cloned().unwrap_or_default();
+            state
+                .tokens
+                .insert(token.clone(), (form["resource"].clone(), scope.clone()));
             state.forms.push(form);
             Json(json!({
                 "access_token": token,
                 "token_type": "Bearer",
                 "expires_in": 3600,
-                "scope": SCOPE,
+                "scope": scope,
             }))
             .into_response()
         }
@@ -266,10 +277,30 @@ async fn check_bearer(State(shared): State<Arc<Shared>>, request: Request, next:
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    let taken = token.is_some_and(|token| {
+    let (taken, lacks) = {
         let state = shared.state.lock().unwrap();
-        !state.refuse_all && state.tokens.get(token) == Some(&shared.mcp_url)
-    });
+        match token.and_then(|token| state.tokens.get(token)) {
+            Some((resource, scope)) if !state.refuse_all && *resource == shared.mcp_url => {
+                let lacks = state
+                    .requires
+                    .clone()
+                    .filter(|needed| !scope.split(' ').any(|s| s == needed));
+                (true, lacks)
+            }
+            _ => (false, None),
+        }
+    };
+    if let Some(needed) = lacks {
+        shared.state.lock().unwrap().api_refusals += 1;
+        let challenge = format!(
+            r#"Bearer error="insufficient_scope", scope="{SCOPE} {needed}", error_description="more scope""#
+        );
+        return (
+            StatusCode::FORBIDDEN,
+            [(header::WWW_AUTHENTICATE, challenge)],
+        )
+            .into_response();
+    }
     if !taken {
         shared.state.lock().unwrap().api_refusals += 1;
         let metadata = format!(
