@@ -210,6 +210,15 @@ fn step_up_scopes_are_checked() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("`two words`"), "{e}");
+    // The specification's unencoded body carries one scope, no spaces.
+    let e = with_transport(OAuthLayer::builder())
+        .auth_url("https://auth.example.com")
+        .client_id(CLIENT_ID)
+        .client_secret(SECRET)
+        .step_up_scopes(["files:write"])
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("unencoded body"), "{e}");
 }
 
 /// The reqwest middleware sends the request again itself.

@@ -30,8 +30,10 @@ pub(crate) struct Challenges {
 /// it does not know.
 pub(crate) trait Widen: Send + Sync + 'static {
     /// The source (and store use) of this cache's tokens with `scope`
-    /// instead of its own.
-    fn widened(&self, scope: &str) -> Way;
+    /// instead of its own; `None` when the token request cannot carry it
+    /// (the specification's unencoded body and a scope with a space or a
+    /// `&`), said in the log.
+    fn widened(&self, scope: &str) -> Option<Way>;
 }
 
 /// A cache's step-up: what it may add, how, and the scope it asks with.
@@ -102,25 +104,27 @@ impl TokenCache {
             return false;
         };
         let asked: Vec<&str> = asked.split_ascii_whitespace().collect();
-        let scope = {
+        let (scope, way) = {
             let mut scopes = step_up
                 .scopes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            // The token's own, as granted, count as had.
-            let granted = self.current.load();
-            let granted = granted
+            // The token's own, as granted, count as had (server text: only
+            // what is a scope token).
+            let current = self.current.load();
+            let granted: Vec<&str> = current
                 .as_ref()
                 .and_then(|t| t.token.scope())
                 .unwrap_or_default()
-                .to_owned();
-            let had = |s: &str| {
-                scopes.iter().any(|h| h == s) || granted.split_ascii_whitespace().any(|g| g == s)
-            };
+                .split_ascii_whitespace()
+                .filter(|g| crate::token::params::is_scope_token(g))
+                .collect();
+            let had = |s: &str| scopes.iter().any(|h| h == s) || granted.contains(&s);
+            let allowed = |s: &str| step_up.allowed.iter().any(|a| a == s);
             let refused: Vec<&str> = asked
                 .iter()
                 .copied()
-                .filter(|s| !had(s) && !step_up.allowed.iter().any(|a| a == s))
+                .filter(|s| !had(s) && !allowed(s))
                 .collect();
             if !refused.is_empty() {
                 tracing::warn!(
@@ -130,10 +134,10 @@ impl TokenCache {
                      are not requested"
                 );
             }
-            let new: Vec<String> = asked
+            let new: Vec<&str> = asked
                 .iter()
-                .filter(|s| !had(s) && step_up.allowed.iter().any(|a| a == *s))
-                .map(|s| (*s).to_owned())
+                .copied()
+                .filter(|s| !had(s) && allowed(s))
                 .collect();
             if new.is_empty() {
                 drop(scopes);
@@ -144,22 +148,25 @@ impl TokenCache {
                 );
                 return self.refused(generation).is_none();
             }
-            for s in granted.split_ascii_whitespace() {
-                if !scopes.iter().any(|h| h == s) {
-                    scopes.push(s.to_owned());
+            let mut wider = scopes.clone();
+            for s in granted.iter().chain(&new) {
+                if !wider.iter().any(|h| h == s) {
+                    wider.push((*s).to_owned());
                 }
             }
-            scopes.extend(new);
-            scopes.join(" ")
+            let scope = wider.join(" ");
+            let Some(way) = step_up.widen.widened(&scope) else {
+                return false;
+            };
+            *scopes = wider;
+            (scope, way)
         };
         tracing::info!(
             scope = %scope,
             "the API asked for more scope (insufficient_scope); requesting a token with it"
         );
         crate::telemetry::step_up();
-        self.fetcher
-            .way
-            .store(Arc::new(step_up.widen.widened(&scope)));
+        self.fetcher.way.store(Arc::new(way));
         self.drop_for_step_up(Instant::now());
         true
     }

@@ -12,6 +12,7 @@ use http::Uri;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::endpoint::client_auth::ClientAuth;
 use crate::endpoint::discovery::{get_json, texts, Discovery, SharedMetadata};
 use crate::endpoint::spec::RequestSpec;
 use crate::endpoint::url::same_identifier;
@@ -379,7 +380,16 @@ impl ResourceSource {
             params.push(("resource".to_owned(), self.resource.url.clone()));
         }
         if !has("scope") && !metadata.scopes_supported.is_empty() {
-            params.push(("scope".to_owned(), metadata.scopes_supported.join(" ")));
+            let scope = metadata.scopes_supported.join(" ");
+            let unencoded = self.resource.spec.auth == Some(ClientAuth::UnencodedBody);
+            match crate::endpoint::check_param("scope", &scope, unencoded) {
+                Ok(()) => params.push(("scope".to_owned(), scope)),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "the resource's scopes_supported cannot be carried by this layer's token \
+                     request; asking without them"
+                ),
+            }
         }
         params
     }

@@ -261,11 +261,19 @@ struct Widening {
 }
 
 impl Widen for Widening {
-    fn widened(&self, scope: &str) -> Way {
+    fn widened(&self, scope: &str) -> Option<Way> {
+        let unencoded = self.recipe.spec.auth == Some(ClientAuth::UnencodedBody);
+        if let Err(e) = crate::endpoint::check_param("scope", scope, unencoded) {
+            tracing::warn!(
+                error = %e,
+                "the API asked for more scope, which this layer's token request cannot carry"
+            );
+            return None;
+        }
         let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
         let store = self.recipe.store_use(&params);
         let (source, _) = self.recipe.source(params);
-        Way { source, store }
+        Some(Way { source, store })
     }
 }
 

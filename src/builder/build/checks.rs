@@ -289,6 +289,16 @@ impl OAuthLayerBuilder {
     /// The scopes a step-up may add, each a scope token (RFC 6749 section
     /// 3.3).
     pub(super) fn checked_step_up_scopes(&self) -> Result<Vec<String>, ConfigError> {
+        let unencoded = self.client_auth == Some(ClientAuth::UnencodedBody)
+            || (self.client_auth.is_none() && self.auth_url.is_some());
+        if unencoded && !self.step_up_scopes.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "step_up_scopes was given with the specification's unencoded body, which \
+                 cannot carry more than one scope (no spaces): use ClientAuth::FormBody or \
+                 ClientAuth::Basic",
+            ));
+        }
         for scope in &self.step_up_scopes {
             if !crate::token::params::is_scope_token(scope) {
                 return Err(invalid_setting(&format!(
