@@ -827,3 +827,35 @@ async fn a_tonic_client_with_its_origin_sends_proofs_and_follows_nonces() {
     assert_eq!(calls.len(), 3);
     assert!(calls.iter().all(|s| s.htm == "POST" && s.nonce.is_some()));
 }
+
+/// An API that takes only DPoP-bound tokens says so in its RFC 9728
+/// metadata; a layer with a DPoP key gets such a token from the server it
+/// names, checked by the strict server (proofs verified by jsonwebtoken).
+#[tokio::test]
+async fn a_resource_that_requires_dpop_gets_bound_tokens_from_the_server_it_names() {
+    let server = DpopServer::start(1, Nonces::Off, 3600).await;
+    server.publish_metadata(&["ES256"]);
+    server.publish_resource_metadata();
+    let resource = format!("{}/api", server.issuer());
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(&resource)
+            .trusted_issuers([server.issuer()])
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+            .dpop(DpopKey::generate(Algorithm::Es256).unwrap()),
+    )
+    .build()
+    .unwrap();
+    let response = support::send(&oauth, &server.api_url(0, "/api/orders"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        oauth
+            .resource_metadata()
+            .unwrap()
+            .dpop_bound_access_tokens_required
+    );
+    assert_eq!(server.bindings().len(), 1, "one DPoP-bound token");
+}

@@ -79,6 +79,9 @@ struct State {
     /// Requests resent with a nonce older than the one they were given.
     stale_resends: Mutex<Vec<String>>,
     metadata: Mutex<Option<Value>>,
+    /// The first origin's API's protected-resource metadata (RFC 9728), at
+    /// `/.well-known/oauth-protected-resource/api`.
+    resource_metadata: Mutex<Option<Value>>,
 }
 
 pub struct DpopServer {
@@ -112,6 +115,7 @@ impl DpopServer {
             named: Mutex::new(HashMap::new()),
             stale_resends: Mutex::new(Vec::new()),
             metadata: Mutex::new(None),
+            resource_metadata: Mutex::new(None),
         });
         for (i, listener) in listeners.into_iter().enumerate() {
             let origin = state.origins[i].clone();
@@ -161,6 +165,16 @@ impl DpopServer {
             "token_endpoint": self.token_url(),
             "token_endpoint_auth_methods_supported": ["client_secret_basic"],
             "dpop_signing_alg_values_supported": algorithms,
+        }));
+    }
+
+    /// Publishes the first origin's API (`{origin}/api`) as a protected
+    /// resource that names this server and takes only DPoP-bound tokens.
+    pub fn publish_resource_metadata(&self) {
+        *self.state.resource_metadata.lock().unwrap() = Some(json!({
+            "resource": format!("{}/api", self.issuer()),
+            "authorization_servers": [self.issuer()],
+            "dpop_bound_access_tokens_required": true,
         }));
     }
 
@@ -297,6 +311,12 @@ async fn handle(
         token(state, origin, req)
     } else if has_token_endpoint && req.uri().path() == "/.well-known/oauth-authorization-server" {
         match metadata {
+            Some(doc) => answer(200, doc),
+            None => answer(404, json!({})),
+        }
+    } else if has_token_endpoint && req.uri().path() == "/.well-known/oauth-protected-resource/api"
+    {
+        match state.resource_metadata.lock().unwrap().clone() {
             Some(doc) => answer(200, doc),
             None => answer(404, json!({})),
         }
