@@ -1,6 +1,7 @@
 //! The `metrics` feature: a recorder installed by the program sees every
 //! metric the layer reports, with the right counts, after a cold start, a
-//! renewal ahead, a 401 and a failed fetch. One test in its own binary: the
+//! renewal ahead, a 401 and a failed fetch, and a protected resource's
+//! metadata read. One test in its own binary: the
 //! recorder is process-wide.
 #![cfg(feature = "metrics")]
 
@@ -55,6 +56,37 @@ async fn a_recorder_sees_every_metric() {
     authority.push_faults([fault(503, r#"{"error":"temporarily_unavailable"}"#)]);
     let _ = client.clone().oneshot(get(&url)).await;
 
+    // A protected resource: its metadata, then its server's, both read once
+    // (and one more token request).
+    let other = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(3600)).await;
+    let resource = format!("{}/api", other.base_url());
+    other.publish(
+        "/.well-known/oauth-protected-resource/api",
+        format!(
+            r#"{{"resource":"{resource}","authorization_servers":["{}"]}}"#,
+            other.base_url()
+        ),
+    );
+    other.publish(
+        "/.well-known/oauth-authorization-server",
+        format!(
+            r#"{{"issuer":"{}","token_endpoint":"{}"}}"#,
+            other.base_url(),
+            other.token_url()
+        ),
+    );
+    other.expect(support::authority::Style::Basic, &[("resource", &resource)]);
+    let resource_layer = with_transport(
+        tower_oauth::OAuthLayer::builder()
+            .protected_resource(&resource)
+            .trusted_issuers([other.base_url()])
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET),
+    )
+    .build()
+    .unwrap();
+    resource_layer.token().await.unwrap();
+
     let mut seen = std::collections::HashMap::new();
     for (key, unit, _, value) in snapshotter.snapshot().into_vec() {
         let (name, labels) = key.key().clone().into_parts();
@@ -78,17 +110,17 @@ async fn a_recorder_sees_every_metric() {
     }
     eprintln!("{seen:#?}");
     let get = |k: &str| seen.get(k).copied().unwrap_or(0);
-    assert_eq!(get("oauth.client.token.requests outcome=success"), 2);
+    assert_eq!(get("oauth.client.token.requests outcome=success"), 3);
     assert_eq!(
         get("oauth.client.token.requests error.type=status,outcome=failure"),
         1
     );
     assert_eq!(
         get("oauth.client.token.request.duration outcome=success"),
-        2
+        3
     );
     // Without a store every fetch is a token request.
-    assert_eq!(get("oauth.client.token.fetches outcome=success"), 2);
+    assert_eq!(get("oauth.client.token.fetches outcome=success"), 3);
     assert_eq!(
         get("oauth.client.token.fetches error.type=status,outcome=failure"),
         1
@@ -99,9 +131,18 @@ async fn a_recorder_sees_every_metric() {
     );
     assert_eq!(get("oauth.client.token.renewals reason=ahead"), 1);
     assert_eq!(get("oauth.client.token.renewals reason=refused"), 1);
-    // The five of the cold start, and the resent request.
-    assert_eq!(get("oauth.client.token.waits "), 6);
+    // The five of the cold start, the resent request, and the protected
+    // resource's first token.
+    assert_eq!(get("oauth.client.token.waits "), 7);
     assert_eq!(get("oauth.client.unauthorized.retries "), 1);
+    assert_eq!(
+        get("oauth.client.metadata.reads document=protected_resource,outcome=success"),
+        1
+    );
+    assert_eq!(
+        get("oauth.client.metadata.reads document=authorization_server,outcome=success"),
+        1
+    );
     // Nothing else, and no label but these.
-    assert_eq!(seen.len(), 10, "{seen:#?}");
+    assert_eq!(seen.len(), 12, "{seen:#?}");
 }
