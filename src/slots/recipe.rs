@@ -8,7 +8,7 @@ use http::Uri;
 use crate::cache::{Challenges, Placement, StepUp, TokenCache, Way, Widen};
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
-    TokenRequest, Trust,
+    TokenRequest,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
@@ -26,8 +26,9 @@ pub(crate) enum Target {
     /// This token endpoint.
     Url(Uri),
     /// The token endpoint of the server this protected resource names (as
-    /// configured, parsed), which `Trust` allows.
-    Resource(String, Uri, Trust),
+    /// configured, parsed), which the trust rule allows (the layer's
+    /// `Resource` holds the rule).
+    Resource(String, Uri),
     /// None: only the protected resources' slots have tokens.
     Nowhere,
 }

@@ -159,7 +159,7 @@ impl OAuthLayerBuilder {
     /// The protected resource, checked (an absolute URL without a query),
     /// with the servers this client may take among those it names; `None`
     /// without one (and then no trusted issuers either).
-    pub(super) fn checked_resource(&self) -> Result<Option<(String, Uri, Trust)>, ConfigError> {
+    pub(super) fn checked_resource(&self) -> Result<Option<(String, Uri)>, ConfigError> {
         let Some(raw) = &self.resource_url else {
             if !self.trusted_issuers.is_empty() && self.resource_urls.is_empty() {
                 return Err(ConfigError::new(
@@ -193,8 +193,7 @@ impl OAuthLayerBuilder {
                 format!("protected_resource `{raw}` has a query; give the resource identifier without one"),
             ));
         }
-        let trust = self.trust()?;
-        Ok(Some((raw.to_owned(), uri, trust)))
+        Ok(Some((raw.to_owned(), uri)))
     }
 
     /// Which of the servers a protected resource names this client may

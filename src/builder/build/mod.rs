@@ -53,22 +53,20 @@ impl OAuthLayerBuilder {
         let only_resources =
             !resources.is_empty() && self.auth_url.is_none() && self.token_url.is_none();
         let target = match (self.checked_resource()?, self.checked_issuer()?) {
-            (Some((url, parsed, trust)), _) => Target::Resource(url, parsed, trust),
+            (Some((url, parsed)), _) => Target::Resource(url, parsed),
             (None, Some((issuer, parsed))) => Target::Issuer(issuer, parsed),
             (None, None) if only_resources => Target::Nowhere,
             (None, None) => Target::Url(self.url()?),
         };
+        // Which servers a protected resource may send the credential to.
+        let trust = self.trust()?;
         let client_id = match (self.client_id.take(), other_grant) {
             (None, Some(_)) => String::new(),
             (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
         };
         let rotating_key = self.rotating_key()?;
         let auth = self.chosen_auth(other_grant, &target)?;
-        if let Target::Resource(_, _, trust) = &target {
-            self.check_trust(trust, auth.as_ref())?;
-        }
-        let trust = self.trust()?;
-        if !resources.is_empty() {
+        if matches!(target, Target::Resource(..)) || !resources.is_empty() {
             self.check_trust(&trust, auth.as_ref())?;
         }
         let client_secret = self.checked_secret(auth.as_ref())?;
@@ -104,7 +102,7 @@ impl OAuthLayerBuilder {
         };
         let spec = Arc::new(spec);
         let resource = match &target {
-            Target::Resource(url, parsed, trust) => Some(crate::endpoint::Resource::new(
+            Target::Resource(url, parsed) => Some(crate::endpoint::Resource::new(
                 url,
                 parsed,
                 trust.clone(),
@@ -360,7 +358,7 @@ impl OAuthLayerBuilder {
             origin: match target {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
                 Target::Url(_) => Origin::TokenUrl(&token_url),
-                Target::Resource(url, _, _) => Origin::Resource(url),
+                Target::Resource(url, _) => Origin::Resource(url),
                 Target::Nowhere => Origin::Resource(""),
             },
             client_id,
