@@ -9,7 +9,7 @@
 //! from `cargo metadata`, on the lock file (which may download the sources
 //! of dependencies of other platforms, from the registry).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::process::Command;
 
 use serde_json::Value;
@@ -24,63 +24,60 @@ fn version(text: &str) -> (u64, u64, u64) {
     )
 }
 
-#[test]
-fn the_declared_rust_version_is_the_trees_minimum() {
+/// What `cargo args` prints, run in the crate's folder.
+fn cargo(args: &[&str]) -> Vec<u8> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--all-features",
-            "--locked",
-        ])
+        .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("cargo metadata runs");
+        .expect("cargo runs");
     assert!(
         output.status.success(),
-        "cargo metadata: {}",
+        "cargo {args:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let root = metadata["resolve"]["root"].as_str().unwrap().to_owned();
-    let rust_version: HashMap<&str, &str> = metadata["packages"]
+    output.stdout
+}
+
+#[test]
+fn the_declared_rust_version_is_the_trees_minimum() {
+    let metadata = cargo(&[
+        "metadata",
+        "--format-version",
+        "1",
+        "--all-features",
+        "--locked",
+    ]);
+    let metadata: Value = serde_json::from_slice(&metadata).unwrap();
+    // Every package of the lock file: its name, version and rust-version.
+    let packages: Vec<(&str, &str, Option<&str>)> = metadata["packages"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|p| Some((p["id"].as_str()?, p["rust_version"].as_str()?)))
-        .collect();
-    let names: HashMap<&str, &str> = metadata["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .filter_map(|p| {
+            Some((
+                p["name"].as_str()?,
+                p["version"].as_str()?,
+                p["rust_version"].as_str(),
+            ))
+        })
         .collect();
     // Everything a user's build of the crate compiles, as `name version`.
-    let tree = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "tree",
-            "-e",
-            "normal,build",
-            "--all-features",
-            "--target",
-            "all",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-            "--locked",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        tree.status.success(),
-        "cargo tree: {}",
-        String::from_utf8_lossy(&tree.stderr)
-    );
-    let tree = String::from_utf8(tree.stdout).unwrap();
+    let tree = cargo(&[
+        "tree",
+        "-e",
+        "normal,build",
+        "--all-features",
+        "--target",
+        "all",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+        "--locked",
+    ]);
+    let tree = String::from_utf8(tree).unwrap();
     let built: HashSet<(&str, &str)> = tree
         .lines()
         .filter_map(|line| {
@@ -88,21 +85,15 @@ fn the_declared_rust_version_is_the_trees_minimum() {
             Some((words.next()?, words.next()?.strip_prefix('v')?))
         })
         .collect();
-    let versions: HashMap<&str, &str> = metadata["packages"]
-        .as_array()
-        .unwrap()
+    let dependencies: Vec<&(&str, &str, Option<&str>)> = packages
         .iter()
-        .filter_map(|p| Some((p["id"].as_str()?, p["version"].as_str()?)))
+        .filter(|(name, version, _)| {
+            *name != env!("CARGO_PKG_NAME") && built.contains(&(*name, *version))
+        })
         .collect();
-    let mut seen: HashSet<&str> = names
+    let highest = dependencies
         .iter()
-        .filter(|(id, name)| built.contains(&(**name, versions[*id])))
-        .map(|(id, _)| *id)
-        .collect();
-    seen.remove(root.as_str());
-    let highest = seen
-        .iter()
-        .filter_map(|id| Some((version(rust_version.get(id)?), names[id])))
+        .filter_map(|(name, _, rust_version)| Some((version((*rust_version)?), *name)))
         .max()
         .expect("dependencies declare rust-version");
     let declared = version(env!("CARGO_PKG_RUST_VERSION"));
@@ -116,7 +107,7 @@ fn the_declared_rust_version_is_the_trees_minimum() {
     eprintln!(
         "declared {:?}; highest of {} dependencies: {:?} ({})",
         declared,
-        seen.len(),
+        dependencies.len(),
         highest.0,
         highest.1
     );

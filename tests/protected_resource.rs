@@ -16,14 +16,17 @@ use tower_oauth::{ConfigErrorKind, OAuthLayer, OAuthLayerBuilder, TokenErrorKind
 const HOUR: Duration = Duration::from_secs(3600);
 const PRM: &str = "/.well-known/oauth-protected-resource/api";
 
-/// An authorization server's RFC 8414 metadata, Basic listed.
-fn server_metadata(authority: &Authority) -> String {
-    json!({
-        "issuer": authority.base_url(),
-        "token_endpoint": authority.token_url(),
-        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
-    })
-    .to_string()
+/// Publishes an authorization server's RFC 8414 metadata, Basic listed.
+fn publish_server_metadata(authority: &Authority) {
+    authority.publish(
+        "/.well-known/oauth-authorization-server",
+        json!({
+            "issuer": authority.base_url(),
+            "token_endpoint": authority.token_url(),
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+        })
+        .to_string(),
+    );
 }
 
 /// A builder for the resource `{authority}/api` with the test secret.
@@ -46,10 +49,7 @@ fn api(authority: &Authority) -> String {
 async fn the_resource_names_its_server_resource_and_scopes() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    hostile.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&hostile),
-    );
+    publish_server_metadata(&hostile);
     let resource = api(&authority);
     authority.publish(
         PRM,
@@ -61,10 +61,7 @@ async fn the_resource_names_its_server_resource_and_scopes() {
         })
         .to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     authority.expect(
         Style::Basic,
         &[
@@ -121,10 +118,7 @@ async fn the_layers_own_scope_wins_over_the_resources() {
         })
         .to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     authority.expect(
         Style::Basic,
         &[("scope", "orders:read"), ("resource", resource.as_str())],
@@ -151,10 +145,7 @@ async fn metadata_for_another_resource_is_refused_and_nothing_is_sent() {
         })
         .to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     let oauth = builder(&resource)
         .trusted_issuers([authority.base_url()])
         .build()
@@ -177,10 +168,7 @@ async fn metadata_for_another_resource_is_refused_and_nothing_is_sent() {
 async fn a_server_the_client_does_not_trust_gets_nothing() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    hostile.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&hostile),
-    );
+    publish_server_metadata(&hostile);
     let resource = api(&authority);
     authority.publish(
         PRM,
@@ -274,10 +262,7 @@ fn the_settings_that_cannot_go_together_are_refused() {
 #[tokio::test]
 async fn a_binding_the_layer_cannot_give_is_a_clear_error_before_any_token_request() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     let resource = api(&authority);
     for (flag, setting) in [
         (
@@ -370,10 +355,7 @@ async fn a_refused_token_request_reads_the_metadata_again() {
         PRM,
         json!({"resource": resource, "authorization_servers": [authority.base_url()]}).to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     authority.expect(Style::Basic, &[("resource", resource.as_str())]);
     let oauth = builder(&resource)
         .trusted_issuers([authority.base_url()])
@@ -478,10 +460,7 @@ async fn an_empty_path_and_a_slash_name_the_same_resource_and_server() {
         })
         .to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     authority.expect(Style::Basic, &[("resource", resource.as_str())]);
     let oauth = builder(&resource)
         .trusted_issuers([authority.base_url()])
@@ -541,10 +520,7 @@ async fn a_refusal_naming_the_metadata_has_it_read_there_on_the_resources_origin
     let first = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let second = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     for authority in [&first, &second] {
-        authority.publish(
-            "/.well-known/oauth-authorization-server",
-            server_metadata(authority),
-        );
+        publish_server_metadata(authority);
     }
     let (resource, hint) = challenging_resource(&first, &second).await;
     for authority in [&first, &second] {
@@ -599,10 +575,7 @@ async fn resource_with_own_server() -> (Authority, String) {
         PRM,
         json!({"resource": resource, "authorization_servers": [authority.base_url()]}).to_string(),
     );
-    authority.publish(
-        "/.well-known/oauth-authorization-server",
-        server_metadata(&authority),
-    );
+    publish_server_metadata(&authority);
     authority.expect(Style::Basic, &[("resource", resource.as_str())]);
     (authority, resource)
 }
