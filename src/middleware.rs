@@ -195,7 +195,7 @@ impl Middleware for OAuthMiddleware {
                 if slot.placement().keeps(&req) {
                     return next.run(req, extensions).await;
                 }
-                let again = self.copy(&req);
+                let again = self.copy(&req, &slot);
                 let step = at_hand(&slot, &mut req);
                 send(&slot, req, again, step, extensions, next).await
             });
@@ -218,7 +218,7 @@ impl Middleware for OAuthMiddleware {
             // The answer read, and a copy sent if it asks for it (the copy
             // made in the future, where it stays).
             Some(Step::Send(Sent::Token(sent))) => Box::pin(async move {
-                let again = Again::of(&req);
+                let again = Again::of(&req, cache);
                 let mut response = next.clone().run(req, extensions).await?;
                 let answered = sent.answered(&mut response);
                 let Some(again) = again.filter(|_| answered.asks_again()) else {
@@ -228,7 +228,7 @@ impl Middleware for OAuthMiddleware {
                 resend(cache, answered, again, extensions, next).await
             }),
             step => {
-                let again = self.copy(&req);
+                let again = self.copy(&req, cache);
                 Box::pin(send(cache, req, again, step, extensions, next))
             }
         }
@@ -239,9 +239,9 @@ impl OAuthMiddleware {
     /// A copy of `req` to send once more if the answer asks for it: with
     /// the resend on, and a body that can be cloned.
     #[inline]
-    fn copy(&self, req: &Request) -> Option<Again> {
+    fn copy(&self, req: &Request, cache: &TokenCache) -> Option<Again> {
         if self.resend {
-            Again::of(req)
+            Again::of(req, cache)
         } else {
             None
         }
@@ -272,14 +272,25 @@ impl Again {
     /// by the copy: a third of what it costs (BENCHMARKS.md). A request
     /// without a body is copied by hand instead; `tests/reqwest_middleware.rs`
     /// checks that both copies are sent alike.
-    fn of(req: &Request) -> Option<Again> {
+    ///
+    /// The headers `cache` puts on a request (its token's, a DPoP proof)
+    /// are put on the copy anew when it is sent: a request that has no
+    /// other header is copied with none, which allocates nothing.
+    fn of(req: &Request, cache: &TokenCache) -> Option<Again> {
         if req.body().is_some() {
             return req.try_clone().map(Again::Whole);
         }
+        let name = &cache.placement().header_name;
+        let headers = req.headers();
+        let only_ours = headers.keys().all(|n| n == name || n == crate::dpop::DPOP);
         Some(Again::Bodiless {
             method: req.method().clone(),
             url: req.url().clone(),
-            headers: req.headers().clone(),
+            headers: if only_ours {
+                HeaderMap::new()
+            } else {
+                headers.clone()
+            },
             version: req.version(),
             timeout: req.timeout().copied(),
         })

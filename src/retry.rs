@@ -3,7 +3,7 @@
 
 use std::future::{ready, Ready};
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use tower::retry::Policy;
 
 use crate::message::{is_unauthorized, NoNewToken, SteppedUp};
@@ -66,13 +66,13 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
 
     fn retry(
         &mut self,
-        _req: &mut Request<B>,
+        req: &mut Request<B>,
         result: &mut Result<Response<ResB>, E>,
     ) -> Option<Self::Future> {
         match result {
             Ok(response)
                 if self.remaining > 0
-                    && is_unauthorized(response)
+                    && is_unauthorized(response, req.method() == Method::POST)
                     && response.extensions().get::<NoNewToken>().is_none() =>
             {
                 self.remaining -= 1;

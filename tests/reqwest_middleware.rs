@@ -270,6 +270,39 @@ async fn a_bodiless_request_is_sent_again_as_it_was() {
     assert_eq!(authority.token_requests(), 2);
 }
 
+/// A request whose only header is the token's is copied without it (the
+/// resend puts the new token on): the copy reaches the API with the same
+/// headers as the request, the new token in place of the refused one.
+#[tokio::test]
+async fn a_request_with_only_the_token_is_sent_again_with_the_new_one() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let seen = std::sync::Arc::new(Seen::default());
+    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
+    let response = client(&oauth)
+        .get(format!("{api}/orders"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = seen.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2, "sent once more after the 401");
+    let (first, again) = (&requests[0].2, &requests[1].2);
+    let names = |h: &http::HeaderMap| {
+        let mut names: Vec<String> = h.keys().map(|n| n.to_string()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(again), names(first));
+    assert_eq!(again.get_all("authorization").iter().count(), 1);
+    assert!(again["authorization"]
+        .to_str()
+        .unwrap()
+        .starts_with("Bearer "));
+    assert_ne!(again["authorization"], first["authorization"]);
+    assert_eq!(authority.token_requests(), 2);
+}
+
 /// The copy keeps the request's timeout: the resent request times out as
 /// the first would have.
 #[tokio::test]

@@ -144,7 +144,9 @@ impl Control {
         self.last_forced = Some(now);
     }
 
-    /// A generation for the next token, unique within the cache.
+    /// A generation for the next token, unique within the cache: counted
+    /// from 1, so that its top bit stays free (`SentToken` keeps a mark
+    /// there).
     pub(crate) fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation

@@ -26,6 +26,12 @@ impl Placement {
         self.keep_existing && req.headers().contains_key(&self.header_name)
     }
 
+    /// Whether a request is served as the usual one: the token in
+    /// `Authorization`, replacing a header the request has.
+    pub(crate) fn plain(&self) -> bool {
+        !self.keep_existing && self.header_name == http::header::AUTHORIZATION
+    }
+
     /// Puts `value` on `headers` in the token's header, replacing one of
     /// that name. (`Authorization`, the usual one, as the constant: no
     /// clone of the configured name.)

@@ -322,14 +322,19 @@ impl Dpop {
         }
     }
 
-    /// Reads a response from `origin` (to the request `target`): keeps the
-    /// nonce it sent, and says whether a `401` refused the token or only the
-    /// proof.
-    pub(crate) fn answered(&self, target: &Htu, response: &impl crate::message::Answer) -> Verdict {
+    /// Reads a response from `origin` (to the request `target`, `posted`
+    /// if it was a `POST`): keeps the nonce it sent, and says whether a
+    /// `401` refused the token or only the proof.
+    pub(crate) fn answered(
+        &self,
+        target: &Htu,
+        response: &impl crate::message::Answer,
+        posted: bool,
+    ) -> Verdict {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
-        if !crate::message::is_unauthorized(response) {
+        if !crate::message::is_unauthorized(response, posted) {
             return Verdict::Accepted;
         }
         verdict(response.headers())

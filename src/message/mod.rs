@@ -92,15 +92,16 @@ pub(crate) struct SteppedUp;
 
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
-/// Whether the API refused the credential: HTTP 401, or a gRPC
-/// trailers-only response with `grpc-status: 16` (UNAUTHENTICATED), which
-/// gRPC servers send with HTTP 200.
+/// Whether the API refused the credential: HTTP 401, or, for a request
+/// that was `posted` (every gRPC call is a `POST`), a gRPC trailers-only
+/// response with `grpc-status: 16` (UNAUTHENTICATED), which gRPC servers
+/// send with HTTP 200. Other requests' answers need no header lookup.
 #[inline]
-pub(crate) fn is_unauthorized(response: &impl Answer) -> bool {
+pub(crate) fn is_unauthorized(response: &impl Answer, posted: bool) -> bool {
     match response.status() {
         StatusCode::UNAUTHORIZED => true,
         // A gRPC answer always has headers; an empty map needs no lookup.
-        StatusCode::OK => {
+        StatusCode::OK if posted => {
             let headers = response.headers();
             !headers.is_empty()
                 && headers
@@ -110,6 +111,7 @@ pub(crate) fn is_unauthorized(response: &impl Answer) -> bool {
         _ => false,
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,7 +123,7 @@ mod tests {
             if let Some(g) = grpc {
                 r = r.header("grpc-status", g);
             }
-            is_unauthorized(&r.body(()).unwrap())
+            is_unauthorized(&r.body(()).unwrap(), true)
         };
         assert!(with(401, None));
         assert!(with(200, Some("16")));
@@ -130,5 +132,13 @@ mod tests {
         assert!(!with(200, None));
         assert!(!with(403, None));
         assert!(!with(500, Some("16")));
+        // Only a POST may be a gRPC call: another request's 200 is not read.
+        let get = Response::builder()
+            .header("grpc-status", "16")
+            .body(())
+            .unwrap();
+        assert!(!is_unauthorized(&get, false));
+        let refused = Response::builder().status(401).body(()).unwrap();
+        assert!(is_unauthorized(&refused, false));
     }
 }

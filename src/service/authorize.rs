@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use http::{HeaderValue, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
@@ -59,14 +59,44 @@ pub(crate) enum Answered {
 
 /// A token sent with a request: if the API refuses it, the cache drops it
 /// (if it is still the current one) and fetches another. Two words, so
-/// that the response future of a request that carries one stays small.
+/// that the response future of a request that carries one stays small
+/// (with a third, it grew past what the compiler moves inline).
 #[derive(Debug)]
 pub(crate) struct SentToken<L = Arc<Link>> {
     link: L,
-    generation: u64,
+    /// The token's generation, and in the top bit whether the request was
+    /// a `POST`, as every gRPC call is: only then may a `200` answer be a
+    /// gRPC refusal, which costs a header lookup to see. (A cache numbers
+    /// its tokens from 1, one at a time: the top bit is never a
+    /// generation's.)
+    mark: u64,
 }
 
+/// The bit of [`SentToken::mark`] that says the request was a `POST`.
+const POSTED: u64 = 1 << 63;
+
 impl<L: CacheHandle> SentToken<L> {
+    /// The token of `generation`, sent from `link`'s cache with a request
+    /// of `method`.
+    #[inline]
+    pub(crate) fn new(link: L, generation: u64, method: &Method) -> Self {
+        let posted = if method == Method::POST { POSTED } else { 0 };
+        SentToken {
+            link,
+            mark: generation | posted,
+        }
+    }
+
+    /// The generation of the token sent.
+    fn generation(&self) -> u64 {
+        self.mark & !POSTED
+    }
+
+    /// Whether the request was a `POST` (see [`mark`](Self::mark)).
+    fn posted(&self) -> bool {
+        self.mark & POSTED != 0
+    }
+
     /// Reads the API's answer: a refused token (HTTP 401, gRPC
     /// `UNAUTHENTICATED`) is dropped from the cache, which fetches another.
     ///
@@ -74,7 +104,7 @@ impl<L: CacheHandle> SentToken<L> {
     /// ([`Answer::mark_no_new_token`]).
     #[inline]
     pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
-        if is_unauthorized(response) {
+        if is_unauthorized(response, self.posted()) {
             return self.refused(response);
         }
         if response.status() == StatusCode::FORBIDDEN {
@@ -95,7 +125,7 @@ impl<L: CacheHandle> SentToken<L> {
         let Some(asked) = insufficient_scope(response.headers()) else {
             return Answered::Accepted;
         };
-        if !cache.step_up(self.generation, &asked) {
+        if !cache.step_up(self.generation(), &asked) {
             response.mark_no_new_token();
             return Answered::RefusedAgain;
         }
@@ -113,7 +143,7 @@ impl<L: CacheHandle> SentToken<L> {
         if cache.reads_refusals() {
             cache.refused_with(&challenges(response.headers()));
         }
-        let Some(wait) = cache.refused(self.generation) else {
+        let Some(wait) = cache.refused(self.generation()) else {
             return Answered::Refused;
         };
         tracing::info!(
@@ -148,7 +178,7 @@ impl<L: CacheHandle> ProvedToken<L> {
         let Some(dpop) = &cache.placement().dpop else {
             return Answered::Accepted;
         };
-        match dpop.answered(target, response) {
+        match dpop.answered(target, response, self.sent.posted()) {
             Verdict::Accepted if response.status() == StatusCode::FORBIDDEN => {
                 self.sent.forbidden(response)
             }
@@ -236,10 +266,7 @@ pub(crate) fn put_header<R: Outgoing, L: CacheHandle>(
     generation: u64,
 ) -> SentToken<L> {
     link.cache().placement().put(req.headers_mut(), header);
-    SentToken {
-        link: link.clone(),
-        generation,
-    }
+    SentToken::new(link.clone(), generation, req.method())
 }
 
 /// Puts the DPoP proof a custom signer made for `req` on it ([`Step::Sign`]).

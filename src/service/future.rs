@@ -56,7 +56,7 @@ pin_project! {
         },
         // Any other state, out of line.
         Other {
-            other: Pin<Box<Other<S, B>>>,
+            other: OutOfLine<Other<S, B>>,
         },
     }
 }
@@ -86,6 +86,33 @@ pin_project! {
             error: Option<TokenError>,
         },
     }
+}
+
+/// A state kept out of line, and dropped out of line too, so that the
+/// usual state's drop stays a few instructions where it is dropped.
+struct OutOfLine<T>(Option<Pin<Box<T>>>);
+
+impl<T> OutOfLine<T> {
+    /// The state, pinned in its box.
+    fn get(&mut self) -> Pin<&mut T> {
+        self.0
+            .as_mut()
+            .expect("ResponseFuture polled after completion")
+            .as_mut()
+    }
+}
+
+impl<T> Drop for OutOfLine<T> {
+    fn drop(&mut self) {
+        if let Some(boxed) = self.0.take() {
+            drop_out_of_line(boxed);
+        }
+    }
+}
+
+#[inline(never)]
+fn drop_out_of_line<T>(boxed: Pin<Box<T>>) {
+    drop(boxed);
 }
 
 /// A request waiting for the shared fetch, holding the inner service that
@@ -134,7 +161,7 @@ where
     fn other(other: Other<S, B>) -> Self {
         ResponseFuture {
             state: State::Other {
-                other: Box::pin(other),
+                other: OutOfLine(Some(Box::pin(other))),
             },
         }
     }
@@ -326,7 +353,7 @@ where
         loop {
             let other = match state.as_mut().project() {
                 StateProj::Calling { fut, sent } => return Self::poll_calling(fut, sent, cx),
-                StateProj::Other { other } => other.as_mut().project(),
+                StateProj::Other { other } => other.get().project(),
             };
             let next = match other {
                 OtherProj::Waiting { waiting } => match ready!(waiting.poll_flight(cx)) {
@@ -375,11 +402,11 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Calling { .. } => "calling the inner service",
-            State::Other { other } => match &**other {
-                Other::Waiting { .. } => "waiting for a token",
-                Other::Signing { .. } => "waiting for its DPoP proof",
-                Other::Proving { .. } => "calling the inner service with a DPoP proof",
-                Other::Failed { .. } => "failed",
+            State::Other { other } => match other.0.as_deref() {
+                Some(Other::Waiting { .. }) => "waiting for a token",
+                Some(Other::Signing { .. }) => "waiting for its DPoP proof",
+                Some(Other::Proving { .. }) => "calling the inner service with a DPoP proof",
+                Some(Other::Failed { .. }) | None => "failed",
             },
         };
         f.debug_struct("ResponseFuture")

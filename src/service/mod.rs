@@ -1,16 +1,20 @@
 //! [`OAuthService`]: the middleware itself, and a request's way through it.
 //!
-//! `call` reads top to bottom: a request that brings its own credential goes
-//! on; one that selects a [token slot](crate::slots) takes the slot's link;
-//! then the link's token, checked against the clock ([`TokenCache::check`]),
-//! is placed on the request ([`authorize()`]) and the inner service called.
-//! Before the token's renewal point, the instance's own [`View`] of it
-//! stands for that check: one load tells it the token is still the current
-//! one, one comparison with the clock that it may be sent as it is.
-//! Without a usable token the request waits in its [`ResponseFuture`] for
-//! the shared fetch ([`TokenCache::acquire`]). `future` holds that future,
-//! `authorize` the one place a token (and its DPoP proof) goes on a request,
-//! `view` the instance's view.
+//! `call` reads top to bottom. The usual request first: on a layer that
+//! puts its token in `Authorization`, replaces a request's own and chooses
+//! no token slot, a request without extensions takes the default token as
+//! the instance's own [`View`] of it has it, before the token's renewal
+//! point: one load tells the view its token is still the current one, one
+//! comparison with the clock that it may be sent as it is (the check
+//! [`TokenCache::check`] makes). Any other request takes the long way, out
+//! of line: one that selects a [token slot](crate::slots) takes the slot's
+//! link; one that brings its own credential (`keep_existing_header`) goes
+//! on; else the default token, through the view or the cache, is placed on
+//! the request ([`authorize()`]) and the inner service called. Without a
+//! usable token the request waits in its [`ResponseFuture`] for the shared
+//! fetch ([`TokenCache::acquire`]). `future` holds that future,
+//! `authorize` the one place a token (and its DPoP proof) goes on a
+//! request, and reads the answer, `view` the instance's view.
 
 pub(crate) mod authorize;
 mod future;
@@ -24,6 +28,7 @@ use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::header::AUTHORIZATION;
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -74,7 +79,7 @@ impl<S> OAuthService<S> {
     pub(crate) fn on(inner: S, cache: Arc<TokenCache>, slots: Arc<Slots>) -> Self {
         OAuthService {
             inner,
-            view: View::new(cache.epoch()),
+            view: View::new(cache.epoch(), cache.placement().plain() && !slots.chooses()),
             link: Arc::new(Link::new(cache)),
             slots,
         }
@@ -137,35 +142,43 @@ where
 
     #[inline]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let cache = &self.link.cache;
-        if cache.placement().keeps(&req) {
-            // The caller brought its own credential: no token needed.
-            return ResponseFuture::bearer(self.inner.call(req), None);
-        }
         // The token's expiry is checked against the clock on every use.
         let now = Instant::now();
+        // The usual request: no slot to choose, nothing of its own to
+        // keep, the default token before its renewal point, which the
+        // instance's view stands for (`TokenCache::check`).
+        if req.extensions().get::<TokenParams>().is_none() {
+            if let Some(header) = self.view.plain_bearer(&self.link.cache, now) {
+                req.headers_mut().insert(AUTHORIZATION, header.clone());
+                let sent = self.view.sent(&self.link, req.method());
+                return ResponseFuture::bearer(self.inner.call(req), Some(sent));
+            }
+        }
         if self.slots.wanted(&req) {
             return self.call_in_slot(req, now);
         }
-        // Before the renewal point, the instance's view stands for
-        // `TokenCache::check`.
-        if let Some(header) = self.view.bearer(cache, now) {
-            let sent = put_header(&mut req, &self.link, header.clone(), self.view.generation());
-            return ResponseFuture::bearer(self.inner.call(req), Some(sent));
-        }
-        self.call_on_cache(req, now)
+        self.call_other(req, now)
     }
 }
 
 impl<S> OAuthService<S> {
-    /// A request the view cannot serve: a token past its renewal point, a
-    /// DPoP-bound one, or none.
+    /// Any other request: one that brought its own credential, may select
+    /// a token slot, or takes a token the view cannot serve.
     #[inline(never)]
-    fn call_on_cache<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
+    fn call_other<B, ResB>(&mut self, mut req: Request<B>, now: Instant) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
+        if self.link.cache.placement().keeps(&req) {
+            // The caller brought its own credential: no token needed.
+            return ResponseFuture::bearer(self.inner.call(req), None);
+        }
+        if let Some(header) = self.view.bearer(&self.link.cache, now) {
+            let sent = put_header(&mut req, &self.link, header.clone(), self.view.generation());
+            return ResponseFuture::bearer(self.inner.call(req), Some(sent));
+        }
+        // A token past its renewal point, a DPoP-bound one, or none.
         if let Some(token) = self.link.cache.check(self.view.token(), now) {
             let step = authorize(&mut req, &self.link, token);
             return self.send(step, req);
@@ -182,6 +195,9 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
+        if self.link.cache.placement().keeps(&req) {
+            return ResponseFuture::bearer(self.inner.call(req), None);
+        }
         let slots = &self.slots;
         let chosen = match req.extensions().get::<TokenParams>() {
             Some(params) => slots.carried(params),

@@ -19,29 +19,38 @@
 
 use std::sync::Arc;
 
-use http::HeaderValue;
+use http::{HeaderValue, Method};
 use tokio::time::Instant;
 
-use crate::cache::{CachedToken, TokenCache};
+use super::authorize::SentToken;
+use crate::cache::{CachedToken, Link, TokenCache};
 
-/// The request, counted from the first that finds a new token, that makes
-/// the view's own copy of its header value (those before it use the
-/// cache's).
-const COPY_AT: u8 = 2;
+/// The version of a view that follows no token yet, or whose own copy of
+/// the header value is due: a version no cache reaches, so that the next
+/// request renews the view.
+const DUE: u64 = u64::MAX;
 
 /// One service instance's view of its cache's current token.
 pub(super) struct View {
-    /// The cache's version this view was made at; `u64::MAX` for none yet.
+    /// The cache's version this view was made at; [`DUE`] for none yet, or
+    /// while the view's own copy of the header value is due.
     version: u64,
-    /// Before this instant the token is sent as it is, with `header`: its
-    /// renewal point; for no token, or a DPoP-bound one, the past.
+    /// Before this instant a plain request (see [`View::new`]) is sent
+    /// with `header` as it is: the token's renewal point, or the past for
+    /// a layer whose requests are never plain.
+    plain_until: Instant,
+    /// Before this instant any request that takes the layer's default
+    /// token is sent with `header` as it is: the token's renewal point; for
+    /// no token, or a DPoP-bound one, the past.
     fast_until: Instant,
     /// The token's header value: shared with the cache at first, then this
     /// instance's own copy.
     header: HeaderValue,
-    /// Requests until the one that makes the copy; 0 once it is made, or
-    /// when there is none to make.
-    copy_in: u8,
+    /// Whether the next renewal of the same token makes the view's own
+    /// copy of its header value.
+    copy_due: bool,
+    /// Whether the layer's requests may be plain.
+    plain: bool,
     /// The generation of the token (0 for none).
     generation: u64,
     /// The token, for what the hot path leaves to the cache: its renewal,
@@ -51,32 +60,54 @@ pub(super) struct View {
 
 impl View {
     /// A view that follows no token yet: the first request makes one.
-    pub(super) fn new(epoch: Instant) -> Self {
+    /// `plain`: the layer puts its token in `Authorization`, replaces a
+    /// request's own, and has no token slot a request could select but by
+    /// its extensions, so that a request without extensions takes the
+    /// default token as it is ([`plain_bearer`](Self::plain_bearer)).
+    pub(super) fn new(epoch: Instant, plain: bool) -> Self {
         View {
-            version: u64::MAX,
+            version: DUE,
+            plain_until: epoch,
             fast_until: epoch,
             header: HeaderValue::from_static(""),
-            copy_in: 0,
+            copy_due: false,
+            plain,
             generation: 0,
             token: None,
         }
     }
 
-    /// The header to send now, if the view says its token may be sent as
-    /// it is at `now`; else `None`: take the cache's way with
-    /// [`token`](Self::token).
+    /// The header to send now with a plain request, if the view says its
+    /// token may be sent as it is at `now`; else `None`: the request takes
+    /// the service's other ways.
+    #[inline]
+    pub(super) fn plain_bearer(
+        &mut self,
+        cache: &TokenCache,
+        now: Instant,
+    ) -> Option<&HeaderValue> {
+        if cache.version() != self.version {
+            self.renew(cache, now);
+        }
+        (now < self.plain_until).then_some(&self.header)
+    }
+
+    /// The header to send now with a request that takes the default token,
+    /// if the view says its token may be sent as it is at `now`; else
+    /// `None`: take the cache's way with [`token`](Self::token).
     #[inline]
     pub(super) fn bearer(&mut self, cache: &TokenCache, now: Instant) -> Option<&HeaderValue> {
         if cache.version() != self.version {
             self.renew(cache, now);
         }
-        if now >= self.fast_until {
-            return None;
-        }
-        if self.copy_in != 0 {
-            self.count_to_copy();
-        }
-        Some(&self.header)
+        (now < self.fast_until).then_some(&self.header)
+    }
+
+    /// What a request of `method` sent with the view's header carries to
+    /// its answer.
+    #[inline]
+    pub(super) fn sent(&self, link: &Arc<Link>, method: &Method) -> SentToken {
+        SentToken::new(Arc::clone(link), self.generation, method)
     }
 
     /// The token of the view (after [`bearer`](Self::bearer) made it current).
@@ -92,41 +123,43 @@ impl View {
         self.generation
     }
 
-    /// A new view of the cache's current token, at `now`.
+    /// A new view of the cache's current token, at `now`; for the token
+    /// the view has, its own copy of the header value, when due.
     #[cold]
     #[inline(never)]
     fn renew(&mut self, cache: &TokenCache, now: Instant) {
         // The version first: the token loaded after it is at least as new.
         let version = cache.version();
         let token = cache.current().load_full();
+        let same = match (&token, &self.token) {
+            (Some(new), Some(old)) => Arc::ptr_eq(new, old),
+            _ => false,
+        };
+        if same && self.copy_due {
+            // The second request that finds this token: the copy.
+            self.header = own_copy(&self.header);
+            self.copy_due = false;
+            self.version = version;
+            return;
+        }
         match &token {
             Some(token) if !token.needs_proof() => {
                 self.header = token.header.clone();
-                self.copy_in = COPY_AT;
+                self.copy_due = true;
                 self.fast_until = token.timings.refresh_at;
             }
             _ => {
                 self.header = HeaderValue::from_static("");
-                self.copy_in = 0;
+                self.copy_due = false;
                 // Now, past for every later request: each takes the
                 // cache's way.
                 self.fast_until = now;
             }
         }
+        self.plain_until = if self.plain { self.fast_until } else { now };
         self.generation = token.as_ref().map_or(0, |t| t.generation);
         self.token = token;
-        self.version = version;
-    }
-
-    /// One request closer to the view's own copy of the header value;
-    /// the request that makes it sends it.
-    #[cold]
-    #[inline(never)]
-    fn count_to_copy(&mut self) {
-        self.copy_in -= 1;
-        if self.copy_in == 0 {
-            self.header = own_copy(&self.header);
-        }
+        self.version = if self.copy_due { DUE } else { version };
     }
 }
 

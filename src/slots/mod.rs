@@ -94,13 +94,17 @@ impl Slots {
         }
     }
 
+    /// Whether the layer chooses a slot from a request's head or URL
+    /// (`params_for`, `protected_resources`): then every request is asked.
+    pub(crate) fn chooses(&self) -> bool {
+        self.params_for.is_some() || !self.routes.is_empty()
+    }
+
     /// Whether `req` may select parameters (it carries some, or the layer
     /// chooses from requests): the one check every request pays.
     #[inline]
     pub(crate) fn wanted<B>(&self, req: &Request<B>) -> bool {
-        self.params_for.is_some()
-            || !self.routes.is_empty()
-            || req.extensions().get::<TokenParams>().is_some()
+        self.chooses() || req.extensions().get::<TokenParams>().is_some()
     }
 
     /// The slot a request with `params` in its extensions selects: `None`

@@ -21,10 +21,14 @@ impl Service<Request<()>> for Noop {
     type Error = Infallible;
     type Future = Ready<Result<Response<()>, Infallible>>;
 
+    #[inline]
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
+    // Inlined wherever the compiler can: a contender's cost should not
+    // depend on whether the stand-in happened to be inlined beside it.
+    #[inline]
     fn call(&mut self, req: Request<()>) -> Self::Future {
         drop(req);
         ready(Ok(Response::new(())))
