@@ -2,55 +2,60 @@
 //! that adds a fixed `Authorization` header (the floor), each in front of a
 //! last middleware that answers at once (no network: what is measured is
 //! the middleware), with the resend after a refusal on (the default) and
-//! off. Printed at the end as the ratios of the medians of this run.
+//! off, timed in turns (`support/turns.rs`): the medians and fastest
+//! tenths of this run, with their ratios to the floor.
 //!
-//! `cargo bench --bench middleware --features reqwest-middleware`
+//! `cargo bench --bench middleware --features reqwest-middleware`;
+//! `-- <rounds> <burst>` to change the defaults (401 rounds of 500
+//! requests).
 
-#[path = "support/ratios.rs"]
-mod ratios;
 #[path = "../tests/support/reqwest_client.rs"]
 mod reqwest_client;
 #[path = "../tests/support/services.rs"]
 mod services;
+#[path = "support/turns.rs"]
+mod turns;
 
 #[path = "support/middlewares.rs"]
 mod middlewares;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use std::time::Instant;
+
 use middlewares::{client, FixedHeader};
 
-fn warm_path(c: &mut Criterion) {
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let rounds = args.first().copied().unwrap_or(401) as usize;
+    let burst = args.get(1).copied().unwrap_or(500);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let oauth = services::warm_layer(&rt);
-    let fixed = client(FixedHeader(services::fixed_header()));
-    let with_oauth = client(oauth.middleware());
-    let without_resend = client(oauth.middleware().resend(false));
+    let contenders = [
+        (
+            "fixed_header",
+            client(FixedHeader(services::fixed_header())),
+        ),
+        ("oauth", client(oauth.middleware())),
+        (
+            "oauth_without_resend",
+            client(oauth.middleware().resend(false)),
+        ),
+    ];
     let url = "http://api.example/products/42";
-
-    let mut group = c.benchmark_group("reqwest_middleware");
-    group.bench_function("fixed_header", |b| {
-        b.iter(|| rt.block_on(fixed.get(url).send()).unwrap())
+    let times = turns::take_turns(contenders.len(), rounds, |i| {
+        let client = &contenders[i].1;
+        let start = Instant::now();
+        for _ in 0..burst {
+            rt.block_on(client.get(url).send()).unwrap();
+        }
+        start.elapsed().as_secs_f64() * 1e9 / burst as f64
     });
-    group.bench_function("oauth", |b| {
-        b.iter(|| rt.block_on(with_oauth.get(url).send()).unwrap())
-    });
-    group.bench_function("oauth_without_resend", |b| {
-        b.iter(|| rt.block_on(without_resend.get(url).send()).unwrap())
-    });
-    group.finish();
+    let names: Vec<&str> = contenders.iter().map(|c| c.0).collect();
+    let title = format!("reqwest_middleware, {rounds} rounds of {burst} requests");
+    turns::report(&title, &names, &times, 1);
 }
-
-fn report(_: &mut Criterion) {
-    println!("\n| group | bench | median | baseline | ratio |\n|---|---|---|---|---|");
-    ratios::print(
-        "reqwest_middleware",
-        "fixed_header",
-        &["oauth", "oauth_without_resend"],
-    );
-}
-
-criterion_group!(benches, warm_path, report);
-criterion_main!(benches);

@@ -1,13 +1,12 @@
-//! The warm path's contenders timed in turns: each round runs a short burst
-//! of requests through every contender, in a new order each round, and the
-//! report gives each contender's median over the rounds, per request, and
-//! its ratio to the fixed header's. Taking turns keeps a machine whose speed
-//! drifts (a shared virtual machine) from favouring whichever contender ran
-//! in its fast minutes, which criterion's one-after-another groups cannot.
+//! The warm path's contenders timed in turns (`support/turns.rs`): each
+//! round runs a short burst of requests through every contender, and the
+//! report gives each contender's median over the rounds and its fastest
+//! tenth, per request, with its ratios to the fixed header, the exact-check
+//! floor and `middle`.
 //!
 //! `cargo bench --bench side_by_side` (one thread, then two threads each
 //! with its own clone of one service); `-- <rounds> <burst>` to change the
-//! defaults (301 rounds of 20,000 requests).
+//! defaults (1,001 rounds of 2,000 requests).
 
 #[path = "support/peers.rs"]
 mod peers;
@@ -19,6 +18,8 @@ mod serve;
 mod services;
 #[path = "support/threads.rs"]
 mod threads;
+#[path = "support/turns.rs"]
+mod turns;
 
 use std::sync::Arc;
 use std::task::{Context, Waker};
@@ -83,8 +84,8 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let rounds = args.first().copied().unwrap_or(301) as usize;
-    let burst = args.get(1).copied().unwrap_or(20_000);
+    let rounds = args.first().copied().unwrap_or(1001) as usize;
+    let burst = args.get(1).copied().unwrap_or(2_000);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let oauth = warm_layer(&rt);
     let (_provider, authorizer) = peers::middle_authorizer(&rt);
@@ -96,39 +97,12 @@ fn main() {
         contender("middle", peers::middle(Noop, &authorizer)),
         contender("oauth", oauth.layer(Noop)),
     ];
+    let names: Vec<&str> = contenders.iter().map(|c| c.0).collect();
     for threads in [1, 2] {
-        let mut times = vec![Vec::with_capacity(rounds); contenders.len()];
-        let mut order: Vec<usize> = (0..contenders.len()).collect();
-        for round in 0..rounds {
-            order.rotate_left(1);
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for &i in &order {
-                times[i].push(time(&contenders[i], threads, burst));
-            }
-        }
-        for t in &mut times {
-            t.sort_by(f64::total_cmp);
-        }
-        // The median, and the fastest tenth's edge: a shared machine only
-        // ever adds time, so the latter moves less from run to run.
-        for (label, at) in [("medians", 2), ("fastest tenth", 10)] {
-            let ns: Vec<f64> = times.iter().map(|t| t[t.len() / at]).collect();
-            println!("\n{threads} thread(s), {rounds} rounds of {burst} requests, {label}:");
-            println!(
-                "| contender | ns/request | × set_request_header | × exact_clock | × middle |"
-            );
-            println!("|---|---|---|---|---|");
-            for (c, m) in contenders.iter().zip(&ns) {
-                println!(
-                    "| {} | {m:.1} | {:.3} | {:.3} | {:.3} |",
-                    c.0,
-                    m / ns[0],
-                    m / ns[1],
-                    m / ns[2]
-                );
-            }
-        }
+        let times = turns::take_turns(contenders.len(), rounds, |i| {
+            time(&contenders[i], threads, burst)
+        });
+        let title = format!("{threads} thread(s), {rounds} rounds of {burst} requests");
+        turns::report(&title, &names, &times, 3);
     }
 }

@@ -248,16 +248,18 @@ impl OAuthMiddleware {
     }
 }
 
-/// A request kept to be sent once more, if its answer asks for it.
+/// A request kept to be sent once more, if its answer asks for it. Kept
+/// small (what is large or rare behind a box): it waits in the request's
+/// future, which is moved as a whole.
 enum Again {
     /// One with a body: reqwest's own copy (`Request::try_clone`).
-    Whole(Request),
+    Whole(Box<Request>),
     /// One without (a `GET`, say): all that reqwest sends of it, made into
-    /// a request only if it is sent.
+    /// a request only if it is sent; its headers, if it has any of its own.
     Bodiless {
         method: Method,
         url: reqwest::Url,
-        headers: HeaderMap,
+        headers: Option<Box<HeaderMap>>,
         version: Version,
         timeout: Option<Duration>,
     },
@@ -278,7 +280,7 @@ impl Again {
     /// other header is copied with none, which allocates nothing.
     fn of(req: &Request, cache: &TokenCache) -> Option<Again> {
         if req.body().is_some() {
-            return req.try_clone().map(Again::Whole);
+            return req.try_clone().map(|req| Again::Whole(Box::new(req)));
         }
         let name = &cache.placement().header_name;
         let headers = req.headers();
@@ -286,11 +288,7 @@ impl Again {
         Some(Again::Bodiless {
             method: req.method().clone(),
             url: req.url().clone(),
-            headers: if only_ours {
-                HeaderMap::new()
-            } else {
-                headers.clone()
-            },
+            headers: (!only_ours).then(|| Box::new(headers.clone())),
             version: req.version(),
             timeout: req.timeout().copied(),
         })
@@ -299,7 +297,7 @@ impl Again {
     /// The request to send.
     fn into_request(self) -> Request {
         match self {
-            Again::Whole(req) => req,
+            Again::Whole(req) => *req,
             Again::Bodiless {
                 method,
                 url,
@@ -308,7 +306,9 @@ impl Again {
                 timeout,
             } => {
                 let mut req = Request::new(method, url);
-                *req.headers_mut() = headers;
+                if let Some(headers) = headers {
+                    *req.headers_mut() = *headers;
+                }
                 *req.version_mut() = version;
                 if timeout.is_some() {
                     *req.timeout_mut() = timeout;
