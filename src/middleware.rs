@@ -88,10 +88,14 @@ impl OAuthMiddleware {
     /// DPoP nonce) is sent once more, with a new token (or the nonce).
     /// Default: on.
     ///
-    /// The resend needs a copy of every request, made before it is sent
-    /// (`Request::try_clone`: its URL, headers and body, when the body can
-    /// be cloned), whether or not the answer asks for it; this copy is most
-    /// of what the middleware adds to a request (see BENCHMARKS.md). Off,
+    /// The resend needs a copy of every request, made before it is sent,
+    /// whether or not the answer asks for it: its method, URL, version and
+    /// timeout, its own headers (not the token's, put on anew), and its
+    /// body when it can be cloned (`Request::try_clone`). This copy is most
+    /// of what the middleware adds to a request: about 550 instructions and
+    /// one allocation (the URL) for a request with neither body nor headers
+    /// of its own, some 5 % of a request through a reqwest-middleware chain
+    /// that never reaches the network (see BENCHMARKS.md). Off,
     /// no copy is made: a refusal is returned to the caller as it is, the
     /// refused token is dropped all the same, and the next request carries
     /// a new one.
