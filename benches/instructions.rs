@@ -16,7 +16,9 @@
 //! proof's size, the floor) measure DPoP the same way.
 //!
 //! Modes `exact_clock` (the fixed header behind a read of the clock) and
-//! `middle` (the closest peer) are the contenders of `benches/hot_path.rs`.
+//! `middle` (the closest peer) are the contenders of `benches/hot_path.rs`;
+//! `exact_clock_reading` is `exact_clock` reading each answer, as a layer
+//! that drops a refused token must (`benches/side_by_side.rs`).
 //!
 //! Mode `slots8`: requests choose among 8 warm token slots in turn, through
 //! `params_for`.
@@ -72,6 +74,7 @@ fn main() {
             n,
         ),
         "exact_clock" => run(peers::exact_clock(Noop), n),
+        "exact_clock_reading" => run(peers::exact_clock_reading(Noop), n),
         "middle" => {
             let (_provider, authorizer) = peers::middle_authorizer(&rt);
             run(peers::middle(Noop, &authorizer), n)

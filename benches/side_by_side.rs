@@ -2,7 +2,8 @@
 //! round runs a short burst of requests through every contender, and the
 //! report gives each contender's median over the rounds and its fastest
 //! tenth, per request, with its ratios to the fixed header, the exact-check
-//! floor and `middle`.
+//! floor, `middle`, and the exact-check floor that also reads each answer
+//! (`exact_clock_reading`, `support/peers.rs`).
 //!
 //! `cargo bench --bench side_by_side` (one thread, then two threads each
 //! with its own clone of one service); `-- <rounds> <burst>` to change the
@@ -95,6 +96,7 @@ fn main() {
         contender("set_request_header", fixed),
         contender("exact_clock", peers::exact_clock(Noop)),
         contender("middle", peers::middle(Noop, &authorizer)),
+        contender("exact_clock_reading", peers::exact_clock_reading(Noop)),
         contender("oauth", oauth.layer(Noop)),
     ];
     let names: Vec<&str> = contenders.iter().map(|c| c.0).collect();
@@ -103,6 +105,6 @@ fn main() {
             time(&contenders[i], threads, burst)
         });
         let title = format!("{threads} thread(s), {rounds} rounds of {burst} requests");
-        turns::report(&title, &names, &times, 3);
+        turns::report(&title, &names, &times, 4);
     }
 }

@@ -6,13 +6,15 @@
 //! in a small `map_request` layer.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::AUTHORIZATION;
-use http::Request;
+use http::{Request, Response, StatusCode};
 use middle::Authorizer;
 use serde_json::json;
-use tower::util::MapRequest;
+use tower::util::{MapRequest, MapResponse};
 
 use super::provider::Provider;
 use super::services::fixed_header;
@@ -31,6 +33,29 @@ where
             req.headers_mut().insert(AUTHORIZATION, header.clone());
         }
         req
+    })
+}
+
+/// [`exact_clock`] that also reads each answer, as a layer that drops a
+/// refused token must: a handle per request (tower's `MapResponse` clones
+/// its closure, and with it an `Arc`, into each response future), a
+/// wrapper future, and the status read. The floor of a layer that reads
+/// answers; `middle` reads none.
+pub fn exact_clock_reading<S>(
+    inner: S,
+) -> MapResponse<
+    MapRequest<S, impl FnMut(Request<()>) -> Request<()> + Clone>,
+    impl FnOnce(Response<()>) -> Response<()> + Clone,
+>
+where
+    S: tower::Service<Request<()>, Response = Response<()>>,
+{
+    let refused = Arc::new(AtomicBool::new(false));
+    MapResponse::new(exact_clock(inner), move |response: Response<()>| {
+        if response.status() == StatusCode::UNAUTHORIZED {
+            refused.store(true, Ordering::Relaxed);
+        }
+        response
     })
 }
 
