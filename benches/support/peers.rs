@@ -41,6 +41,7 @@ where
 /// its closure, and with it an `Arc`, into each response future), a
 /// wrapper future, and the status read. The floor of a layer that reads
 /// answers; `middle` reads none.
+#[allow(clippy::type_complexity)]
 pub fn exact_clock_reading<S>(
     inner: S,
 ) -> MapResponse<
