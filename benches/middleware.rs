@@ -24,12 +24,7 @@ use std::time::Instant;
 use middlewares::{client, FixedHeader};
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let rounds = args.first().copied().unwrap_or(401) as usize;
-    let burst = args.get(1).copied().unwrap_or(500);
+    let (rounds, burst) = turns::rounds_and_burst(401, 500);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

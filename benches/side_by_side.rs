@@ -81,12 +81,7 @@ fn time(c: &Contender, threads: usize, burst: u64) -> f64 {
 }
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let rounds = args.first().copied().unwrap_or(1001) as usize;
-    let burst = args.get(1).copied().unwrap_or(2_000);
+    let (rounds, burst) = turns::rounds_and_burst(1001, 2_000);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let oauth = warm_layer(&rt);
     let (_provider, authorizer) = peers::middle_authorizer(&rt);

@@ -231,29 +231,43 @@ async fn refusing_once(seen: std::sync::Arc<Seen>) -> String {
     base
 }
 
+/// What an API that refuses the first request it gets saw of each request
+/// `build` makes (given a client through a fresh layer's middleware and the
+/// API's base URL), sent once and, after the refusal, once more: the answer
+/// must be the second's `200`. The authority, to count token requests.
+async fn sent_again(
+    build: impl FnOnce(&ClientWithMiddleware, &str) -> reqwest_middleware::RequestBuilder,
+) -> (
+    Authority,
+    Vec<(http::Method, http::Uri, http::HeaderMap, http::Version)>,
+) {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let oauth = builder(&authority).build().unwrap();
+    let seen = std::sync::Arc::new(Seen::default());
+    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
+    let response = build(&client(&oauth), &api).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = seen.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "sent once more after the 401");
+    (authority, requests)
+}
+
 /// A request without a body is copied by hand for the resend (not with
 /// `Request::try_clone`): the copy must reach the API as the request did,
 /// method, URI, headers and version, with a new token.
 #[tokio::test]
 async fn a_bodiless_request_is_sent_again_as_it_was() {
-    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let oauth = builder(&authority).build().unwrap();
-    let seen = std::sync::Arc::new(Seen::default());
-    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
-    let response = client(&oauth)
-        .request(
-            http::Method::DELETE,
-            format!("{api}/orders/7?reason=dup&x=%20"),
-        )
-        .header("x-trace", "abc")
-        .header("accept", "application/json")
-        .version(http::Version::HTTP_11)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let requests = seen.requests.lock().unwrap();
-    assert_eq!(requests.len(), 2, "sent once more after the 401");
+    let (authority, requests) = sent_again(|client, api| {
+        client
+            .request(
+                http::Method::DELETE,
+                format!("{api}/orders/7?reason=dup&x=%20"),
+            )
+            .header("x-trace", "abc")
+            .header("accept", "application/json")
+            .version(http::Version::HTTP_11)
+    })
+    .await;
     let (first, again) = (&requests[0], &requests[1]);
     assert_eq!(again.0, http::Method::DELETE);
     assert_eq!(again.0, first.0);
@@ -275,18 +289,7 @@ async fn a_bodiless_request_is_sent_again_as_it_was() {
 /// headers as the request, the new token in place of the refused one.
 #[tokio::test]
 async fn a_request_with_only_the_token_is_sent_again_with_the_new_one() {
-    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let oauth = builder(&authority).build().unwrap();
-    let seen = std::sync::Arc::new(Seen::default());
-    let api = refusing_once(std::sync::Arc::clone(&seen)).await;
-    let response = client(&oauth)
-        .get(format!("{api}/orders"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let requests = seen.requests.lock().unwrap();
-    assert_eq!(requests.len(), 2, "sent once more after the 401");
+    let (authority, requests) = sent_again(|client, api| client.get(format!("{api}/orders"))).await;
     let (first, again) = (&requests[0].2, &requests[1].2);
     let names = |h: &http::HeaderMap| {
         let mut names: Vec<String> = h.keys().map(|n| n.to_string()).collect();

@@ -8,6 +8,19 @@
 //! tenth moves less from run to run than the median.
 #![allow(dead_code)]
 
+/// The rounds and the burst of a run: the command line's first two numbers
+/// (`cargo bench --bench <name> -- <rounds> <burst>`), else the defaults.
+pub fn rounds_and_burst(rounds: usize, burst: u64) -> (usize, u64) {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    (
+        args.first().map_or(rounds, |&r| r as usize),
+        args.get(1).copied().unwrap_or(burst),
+    )
+}
+
 /// `rounds` rounds of `time(i)` for each of `count` contenders, in turns;
 /// each contender's times, sorted.
 pub fn take_turns(
