@@ -3,10 +3,10 @@
 
 use std::future::{ready, Ready};
 
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use tower::retry::Policy;
 
-use crate::message::{is_unauthorized, NoNewToken, SteppedUp};
+use crate::message::{is_unauthorized, may_be_grpc, NoNewToken, SteppedUp};
 
 /// A [`tower::retry::Policy`] that resends a request after a
 /// `401 Unauthorized` (or a gRPC `UNAUTHENTICATED` status in a trailers-only
@@ -72,7 +72,7 @@ impl<B: Clone, ResB, E> Policy<Request<B>, Response<ResB>, E> for RetryUnauthori
         match result {
             Ok(response)
                 if self.remaining > 0
-                    && is_unauthorized(response, req.method() == Method::POST)
+                    && is_unauthorized(response, may_be_grpc(req.method()))
                     && response.extensions().get::<NoNewToken>().is_none() =>
             {
                 self.remaining -= 1;

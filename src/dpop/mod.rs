@@ -322,19 +322,20 @@ impl Dpop {
         }
     }
 
-    /// Reads a response from `origin` (to the request `target`, `posted`
-    /// if it was a `POST`): keeps the nonce it sent, and says whether a
-    /// `401` refused the token or only the proof.
+    /// Reads a response from `origin` (to the request `target`; `grpc` if
+    /// it [may be a gRPC call](crate::message::may_be_grpc)): keeps the
+    /// nonce it sent, and says whether a `401` refused the token or only
+    /// the proof.
     pub(crate) fn answered(
         &self,
         target: &Htu,
         response: &impl crate::message::Answer,
-        posted: bool,
+        grpc: bool,
     ) -> Verdict {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
-        if !crate::message::is_unauthorized(response, posted) {
+        if !crate::message::is_unauthorized(response, grpc) {
             return Verdict::Accepted;
         }
         verdict(response.headers())

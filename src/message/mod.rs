@@ -92,16 +92,23 @@ pub(crate) struct SteppedUp;
 
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
-/// Whether the API refused the credential: HTTP 401, or, for a request
-/// that was `posted` (every gRPC call is a `POST`), a gRPC trailers-only
-/// response with `grpc-status: 16` (UNAUTHENTICATED), which gRPC servers
-/// send with HTTP 200. Other requests' answers need no header lookup.
+/// Whether a request of `method` may be a gRPC call: every gRPC call is a
+/// `POST`. Only such a request's answer is read for a gRPC refusal.
 #[inline]
-pub(crate) fn is_unauthorized(response: &impl Answer, posted: bool) -> bool {
+pub(crate) fn may_be_grpc(method: &Method) -> bool {
+    method == Method::POST
+}
+
+/// Whether the API refused the credential: HTTP 401, or, for a request
+/// that [may be a gRPC call](may_be_grpc), a gRPC trailers-only response
+/// with `grpc-status: 16` (UNAUTHENTICATED), which gRPC servers send with
+/// HTTP 200. Other requests' answers need no header lookup.
+#[inline]
+pub(crate) fn is_unauthorized(response: &impl Answer, grpc: bool) -> bool {
     match response.status() {
         StatusCode::UNAUTHORIZED => true,
         // A gRPC answer always has headers; an empty map needs no lookup.
-        StatusCode::OK if posted => {
+        StatusCode::OK if grpc => {
             let headers = response.headers();
             !headers.is_empty()
                 && headers
@@ -133,6 +140,7 @@ mod tests {
         assert!(!with(403, None));
         assert!(!with(500, Some("16")));
         // Only a POST may be a gRPC call: another request's 200 is not read.
+        assert!(may_be_grpc(&Method::POST) && !may_be_grpc(&Method::GET));
         let get = Response::builder()
             .header("grpc-status", "16")
             .body(())

@@ -12,7 +12,7 @@ use http::{HeaderValue, Method, StatusCode};
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
 use crate::message::challenge::{challenges, insufficient_scope};
-use crate::message::{is_unauthorized, Answer, Outgoing};
+use crate::message::{is_unauthorized, may_be_grpc, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
 /// How a sent token reaches its cache: a service instance's own [`Link`]
@@ -64,37 +64,37 @@ pub(crate) enum Answered {
 #[derive(Debug)]
 pub(crate) struct SentToken<L = Arc<Link>> {
     link: L,
-    /// The token's generation, and in the top bit whether the request was
-    /// a `POST`, as every gRPC call is: only then may a `200` answer be a
-    /// gRPC refusal, which costs a header lookup to see. (A cache numbers
-    /// its tokens from 1, one at a time: the top bit is never a
-    /// generation's.)
+    /// The token's generation, and in the top bit whether the request
+    /// [may be a gRPC call](crate::message::may_be_grpc): only then may a
+    /// `200` answer be a gRPC refusal, which costs a header lookup to see.
+    /// (A cache numbers its tokens from 1, one at a time: the top bit is
+    /// never a generation's.)
     mark: u64,
 }
 
-/// The bit of [`SentToken::mark`] that says the request was a `POST`.
-const POSTED: u64 = 1 << 63;
+/// The bit of [`SentToken::mark`] that says the request may be a gRPC call.
+const GRPC: u64 = 1 << 63;
 
 impl<L: CacheHandle> SentToken<L> {
     /// The token of `generation`, sent from `link`'s cache with a request
     /// of `method`.
     #[inline]
     pub(crate) fn new(link: L, generation: u64, method: &Method) -> Self {
-        let posted = if method == Method::POST { POSTED } else { 0 };
+        let grpc = if may_be_grpc(method) { GRPC } else { 0 };
         SentToken {
             link,
-            mark: generation | posted,
+            mark: generation | grpc,
         }
     }
 
     /// The generation of the token sent.
     fn generation(&self) -> u64 {
-        self.mark & !POSTED
+        self.mark & !GRPC
     }
 
-    /// Whether the request was a `POST` (see [`mark`](Self::mark)).
-    fn posted(&self) -> bool {
-        self.mark & POSTED != 0
+    /// Whether the request may be a gRPC call (see [`mark`](Self::mark)).
+    fn grpc(&self) -> bool {
+        self.mark & GRPC != 0
     }
 
     /// Reads the API's answer: a refused token (HTTP 401, gRPC
@@ -104,7 +104,7 @@ impl<L: CacheHandle> SentToken<L> {
     /// ([`Answer::mark_no_new_token`]).
     #[inline]
     pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
-        if is_unauthorized(response, self.posted()) {
+        if is_unauthorized(response, self.grpc()) {
             return self.refused(response);
         }
         if response.status() == StatusCode::FORBIDDEN {
@@ -178,7 +178,7 @@ impl<L: CacheHandle> ProvedToken<L> {
         let Some(dpop) = &cache.placement().dpop else {
             return Answered::Accepted;
         };
-        match dpop.answered(target, response, self.sent.posted()) {
+        match dpop.answered(target, response, self.sent.grpc()) {
             Verdict::Accepted if response.status() == StatusCode::FORBIDDEN => {
                 self.sent.forbidden(response)
             }

@@ -86,9 +86,7 @@ impl View {
         cache: &TokenCache,
         now: Instant,
     ) -> Option<&HeaderValue> {
-        if cache.version() != self.version {
-            self.renew(cache, now);
-        }
+        self.follow(cache, now);
         (now < self.plain_until).then_some(&self.header)
     }
 
@@ -97,10 +95,17 @@ impl View {
     /// `None`: take the cache's way with [`token`](Self::token).
     #[inline]
     pub(super) fn bearer(&mut self, cache: &TokenCache, now: Instant) -> Option<&HeaderValue> {
+        self.follow(cache, now);
+        (now < self.fast_until).then_some(&self.header)
+    }
+
+    /// The view made current: renewed if the cache's version moved (or
+    /// the view's own copy is due).
+    #[inline(always)]
+    fn follow(&mut self, cache: &TokenCache, now: Instant) {
         if cache.version() != self.version {
             self.renew(cache, now);
         }
-        (now < self.fast_until).then_some(&self.header)
     }
 
     /// What a request of `method` sent with the view's header carries to
