@@ -71,6 +71,15 @@ pub enum TokenErrorKind {
     /// setting is missing. Retrying does not help until the settings (or the
     /// resource's metadata) change.
     Configuration,
+    /// The login behind the layer's [refresh token](crate::RefreshToken)
+    /// has ended: the token endpoint refused the refresh token (expired,
+    /// revoked, or used before), and no newer one is at hand, in memory or
+    /// in the token store. The message says what the server said. A new
+    /// login is needed: give its refresh token to
+    /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
+    /// The refused refresh token is never sent again, so retrying does not
+    /// help until then.
+    LoginRequired,
 }
 
 impl TokenErrorKind {
@@ -90,6 +99,7 @@ impl TokenErrorKind {
             TokenErrorKind::NotReady => "not_ready",
             TokenErrorKind::Credential => "credential",
             TokenErrorKind::Configuration => "configuration",
+            TokenErrorKind::LoginRequired => "login_required",
         }
     }
 
@@ -108,6 +118,7 @@ impl TokenErrorKind {
             TokenErrorKind::NotReady,
             TokenErrorKind::Credential,
             TokenErrorKind::Configuration,
+            TokenErrorKind::LoginRequired,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -126,6 +137,7 @@ impl TokenErrorKind {
             TokenErrorKind::NotReady => "no token is usable yet",
             TokenErrorKind::Credential => "client credential could not be read",
             TokenErrorKind::Configuration => "layer settings do not fit the protected resource",
+            TokenErrorKind::LoginRequired => "a new login is needed",
         }
     }
 }
@@ -330,7 +342,8 @@ impl TokenError {
             | TokenErrorKind::Runtime
             | TokenErrorKind::Panic
             | TokenErrorKind::InvalidRequest
-            | TokenErrorKind::Configuration => false,
+            | TokenErrorKind::Configuration
+            | TokenErrorKind::LoginRequired => false,
         }
     }
 }

@@ -287,6 +287,55 @@ impl OAuthLayer {
     pub fn force_renewal(&self) -> bool {
         self.shared.cache.force_renewal(None)
     }
+
+    /// Starts a new chain with the refresh token of a new login, without
+    /// rebuilding the layer: after
+    /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired), or to switch
+    /// accounts. The layer's tokens (the default one and every token
+    /// slot's) are dropped and its back-off forgotten, so the next request
+    /// refreshes with `token` at once. Through a token store, the new chain
+    /// replaces the stored one at the next refresh, and the other
+    /// processes or replicas follow it from there; a token the store shares
+    /// from before is not taken.
+    ///
+    /// ```
+    /// # async fn example(oauth: tower_oauth::OAuthLayer, new_login: String) -> Result<(), Box<dyn std::error::Error>> {
+    /// use tower_oauth::TokenErrorKind;
+    ///
+    /// if let Err(e) = oauth.token().await {
+    ///     if e.kind() == TokenErrorKind::LoginRequired {
+    ///         // ... log in again, then:
+    ///         oauth.replace_refresh_token(new_login)?;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidSetting`](crate::ConfigErrorKind::InvalidSetting) when the
+    /// layer was not built with
+    /// [`refresh_token`](OAuthLayerBuilder::refresh_token), or `token` is
+    /// empty, longer than 8 KiB, or holds a character outside RFC 6749's
+    /// `VSCHAR`.
+    pub fn replace_refresh_token(&self, token: impl Into<String>) -> Result<(), ConfigError> {
+        let Some(chain) = self.shared.slots.chain() else {
+            return Err(ConfigError::new(
+                crate::error::ConfigErrorKind::InvalidSetting,
+                "replace_refresh_token: this layer was not built with a refresh token",
+            ));
+        };
+        let token = token.into();
+        crate::endpoint::check_refresh_token(&token)?;
+        chain.replace(&token);
+        self.shared.cache.restart();
+        for cache in self.shared.slots.caches() {
+            cache.restart();
+        }
+        tracing::info!("a new login's refresh token replaces the chain");
+        Ok(())
+    }
 }
 
 /// What a cached token hands out through the accessors that never wait.

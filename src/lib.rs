@@ -358,7 +358,8 @@ pub use builder::OAuthLayerBuilder;
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 pub use endpoint::{ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE};
 pub use endpoint::{
-    ClientAuth, JwtBearer, ResourceMetadata, ServerMetadata, SubjectToken, TokenExchange,
+    ClientAuth, JwtBearer, RefreshToken, ResourceMetadata, ServerMetadata, SubjectToken,
+    TokenExchange,
     ACCESS_TOKEN_TYPE, JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE,
     KUBERNETES_TOKEN_FILE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
@@ -380,7 +381,7 @@ pub use service::ResponseFuture;
 pub use source::TokenSource;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
-pub use store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+pub use store::{FetchContext, FileStore, SharedToken, StoreEvent, TokenStore};
 pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;

@@ -3,6 +3,7 @@
 use crate::endpoint::ClientAuth;
 use crate::endpoint::Grant;
 use crate::endpoint::JwtBearer;
+use crate::endpoint::RefreshToken;
 use crate::endpoint::SecretSource;
 use crate::endpoint::TokenExchange;
 use crate::support::boxed::BoxError;
@@ -240,6 +241,43 @@ impl OAuthLayerBuilder {
     /// Default: client credentials.
     pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
         self.grant = Grant::TokenExchange(Arc::new(exchange));
+        self
+    }
+
+    /// Token requests use the refresh token grant (RFC 6749 section 6):
+    /// each sends `grant_type=refresh_token` and the chain's current
+    /// refresh token, with the layer's client authentication (a public
+    /// client: [`client_id`](Self::client_id) and no secret, which makes
+    /// it [`ClientAuth::None`]), `scope` (a narrower one than the login's),
+    /// `resource`, `audience` and parameters. A new refresh token in an
+    /// answer replaces the current one everywhere the chain is kept: the
+    /// layer, its token slots (which refresh one at a time), and the
+    /// [token store](Self::token_store) ([`FileStore`](crate::FileStore)
+    /// for the processes of one machine, `RedisStore` for a fleet). A
+    /// refused refresh token ends the chain:
+    /// [`TokenErrorKind::LoginRequired`](crate::TokenErrorKind::LoginRequired)
+    /// until [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
+    /// See the [refresh tokens guide](crate::docs::refresh_tokens). Not
+    /// with [`auth_url`](Self::auth_url).
+    ///
+    /// Default: client credentials.
+    ///
+    /// ```
+    /// use tower_oauth::{FileStore, OAuthLayer, RefreshToken};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("doc-refresh-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com")
+    ///     .client_id("my-cli")
+    ///     .refresh_token(RefreshToken::new("refresh-token-from-the-login"))
+    ///     .scope("read")
+    ///     .token_store(FileStore::new(dir.join("tokens"))?)
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    pub fn refresh_token(mut self, token: RefreshToken) -> Self {
+        self.grant = Grant::Refresh(token.chain);
         self
     }
 }

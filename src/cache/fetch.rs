@@ -8,10 +8,11 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use crate::error::TokenError;
+use crate::endpoint::Chain;
+use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
 use crate::source::{ask_counted, caught, TokenSource};
-use crate::store::{FetchContext, ServingUntil, StoreUse};
+use crate::store::{refresh, FetchContext, ServingUntil, StoreUse};
 use crate::token::AccessToken;
 
 /// What the fetch task needs, and nothing of the cache: so that a fetch
@@ -29,6 +30,8 @@ pub(crate) struct Way {
     pub(crate) source: Arc<dyn TokenSource>,
     /// See [`StoreUse`].
     pub(crate) store: Option<StoreUse>,
+    /// The chain of refresh tokens, when the source refreshes one.
+    pub(crate) chain: Option<Arc<Chain>>,
 }
 
 /// A token just fetched, and when it runs out.
@@ -39,29 +42,73 @@ pub(crate) struct Fetched {
 }
 
 impl Fetcher {
+    /// [`fetch`](Self::fetch), on a task of its own when the layer
+    /// refreshes a chain of refresh tokens: a refresh the server answered is
+    /// stored to the end even if the layer is dropped meanwhile (a rotated
+    /// refresh token is never lost to a cancellation). That task ends
+    /// within the fetch timeout and the store's bounds.
+    pub(crate) async fn fetch_to_end(
+        self: &Arc<Self>,
+        refused: Option<AccessToken>,
+        serving_until: impl Fn() -> Option<Instant> + Send + Sync + 'static,
+    ) -> Result<Fetched, TokenError> {
+        if self.way.load().chain.is_none() {
+            return self.fetch(refused, &serving_until).await;
+        }
+        let fetcher = Arc::clone(self);
+        let task = tokio::spawn(async move { fetcher.fetch(refused, &serving_until).await });
+        task.await.unwrap_or_else(|e| {
+            Err(TokenError::new(TokenErrorKind::Panic)
+                .with_message(format!("the refresh task ended without an answer: {e}")))
+        })
+    }
+
     /// A new token: from the store when there is one (telling it first that
     /// `refused` was refused, and letting it ask until when the token in
-    /// hand serves), else from the source.
+    /// hand serves), else from the source. A chain of refresh tokens takes
+    /// its turn first (the layer's caches refresh one at a time), and hears
+    /// of a new refresh token once it is stored.
     pub(crate) async fn fetch(
         &self,
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
         let way = self.way.load_full();
+        let Some(chain) = &way.chain else {
+            return self.fetch_by(&way, refused, serving_until).await;
+        };
+        let _turn = chain.turn().await;
+        let fetched = self.fetch_by(&way, refused, serving_until).await;
+        chain.announce();
+        fetched
+    }
+
+    async fn fetch_by(
+        &self,
+        way: &Way,
+        refused: Option<AccessToken>,
+        serving_until: &ServingUntil<'_>,
+    ) -> Result<Fetched, TokenError> {
         let Some(StoreUse {
             store,
             identity,
             sealing_key,
+            chain_identity,
         }) = &way.store
         else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
-            let token = ask_counted(
-                &*way.source,
-                self.policy.fetch_timeout,
-                &self.fleet.token_requests,
-            )
-            .await?;
+            let ask = || {
+                ask_counted(
+                    &*way.source,
+                    self.policy.fetch_timeout,
+                    &self.fleet.token_requests,
+                )
+            };
+            let token = match &way.chain {
+                Some(chain) => refresh(chain, None, ask).await?,
+                None => ask().await?,
+            };
             let expires_at = sent_at + token.lifetime();
             return Ok(Fetched { token, expires_at });
         };
@@ -76,6 +123,8 @@ impl Fetcher {
                 fleet: &self.fleet,
                 sealing_key: sealing_key.as_ref(),
                 serving_until,
+                chain: way.chain.as_deref(),
+                chain_identity: chain_identity.as_ref(),
             };
             let shared = store.get_or_fetch(&ctx).await?;
             let lifetime = shared.token.lifetime();

@@ -119,18 +119,22 @@ impl TokenCache {
         store: Option<StoreUse>,
     ) -> Arc<Self> {
         let challenges = Challenges::default();
-        TokenCache::new(source, policy, placement, None, None, store, challenges)
+        let way = Way {
+            source,
+            store,
+            chain: None,
+        };
+        TokenCache::new(way, policy, placement, None, None, challenges)
     }
 
-    /// A cache of `source`'s tokens; `token_url` and `slot` name it in
-    /// messages and logs.
+    /// A cache of the tokens `way` leads to; `token_url` and `slot` name
+    /// it in messages and logs.
     pub(crate) fn new(
-        source: Arc<dyn TokenSource>,
+        way: Way,
         policy: Policy,
         placement: Placement,
         token_url: Option<http::Uri>,
         slot: Option<String>,
-        store: Option<StoreUse>,
         challenges: Challenges,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
@@ -138,7 +142,7 @@ impl TokenCache {
             version: AtomicU64::new(0),
             control: Mutex::new(Control::default()),
             fetcher: Arc::new(Fetcher {
-                way: ArcSwap::from_pointee(Way { source, store }),
+                way: ArcSwap::from_pointee(way),
                 policy,
                 fleet: Default::default(),
             }),
@@ -380,6 +384,14 @@ impl TokenCache {
         Forced::Dropped
     }
 
+    /// Drops the current token and forgets the back-off, whatever caused
+    /// it: a new login began, so the next request fetches at once.
+    pub(crate) fn restart(&self) {
+        let mut ctl = self.control();
+        self.set_current(&mut ctl, None);
+        ctl.record_success();
+    }
+
     /// Drops the current token, whatever its generation, and starts
     /// fetching one: a step-up, not rate-limited (the scope it adds only
     /// grows, within what the layer allows), but the next forced renewal
@@ -574,7 +586,7 @@ impl FetchTask {
             let token = cache.upgrade()?.serving(Instant::now())?;
             Some(token.timings.usable_until)
         };
-        let outcome = fetcher.fetch(refused, &serving_until).await;
+        let outcome = fetcher.fetch_to_end(refused, serving_until).await;
         if let Some(cache) = self.cache.upgrade() {
             cache.land(&self.flight, outcome, self.reason, sent_at);
         }

@@ -76,15 +76,12 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
-    TokenCache::new(
-        Arc::new(source),
-        Policy::default(),
-        placement(),
-        None,
-        None,
-        None,
-        Default::default(),
-    )
+    let way = super::Way {
+        source: Arc::new(source),
+        store: None,
+        chain: None,
+    };
+    TokenCache::new(way, Policy::default(), placement(), None, None, Default::default())
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

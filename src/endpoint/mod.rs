@@ -10,7 +10,7 @@
 //! - `client_auth/`: how the client proves itself ([`ClientAuth`]), client
 //!   assertions, and secrets that change;
 //! - `grant/`: which grant a request asks with (client credentials,
-//!   JWT-bearer, token exchange);
+//!   JWT-bearer, token exchange, refresh token and its chain);
 //! - `discovery`: the endpoint and client authentication from an issuer's
 //!   metadata (RFC 8414); `resource`: the server, `resource` and scopes
 //!   from a protected resource's metadata (RFC 9728);
@@ -36,6 +36,7 @@ pub use self::client_auth::{
 };
 pub use self::discovery::ServerMetadata;
 pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
+pub use self::grant::refresh::RefreshToken;
 pub use self::grant::token_exchange::{
     SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
@@ -47,6 +48,9 @@ pub(crate) use self::client_auth::{
     check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
 };
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
+pub(crate) use self::grant::refresh::{
+    check_given as check_refresh_token, login_required, Chain, ChainRecord,
+};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::request::TokenRequest;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};

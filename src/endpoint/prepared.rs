@@ -241,6 +241,11 @@ impl Prepared {
         self.grant.refusal_hint(carried, params)
     }
 
+    /// The chain of refresh tokens, for the refresh grant.
+    pub(crate) fn chain(&self) -> Option<&crate::endpoint::grant::refresh::Chain> {
+        self.grant.chain()
+    }
+
     /// Whether the grant is a token exchange.
     pub(crate) fn exchanges(&self) -> bool {
         matches!(self.grant, GrantProof::Subject(_))

@@ -57,14 +57,27 @@ impl Redactor {
     }
 
     /// These forms, and those of each of `credentials` (the tokens and
-    /// assertions a request carried in its body): raw, form-encoded, and as
-    /// JSON writes them. A credential under 8 characters is not looked for
-    /// (it would scrub ordinary words).
+    /// assertions a request carried in its body, a refresh token): raw,
+    /// form-encoded and percent-encoded (with upper- and lowercase hex), as
+    /// base64 (standard and URL-safe), and as JSON writes them. A credential
+    /// under 8 characters is not looked for (it would scrub ordinary words).
     pub(crate) fn and(&self, credentials: &[String]) -> Redactor {
+        use base64::Engine;
         let sent = credentials
             .iter()
             .filter(|c| c.len() >= 8)
-            .flat_map(|c| [c.clone(), form_urlencode(c)])
+            .flat_map(|c| {
+                let (form, percent) = (form_urlencode(c), percent_encode(c));
+                [
+                    c.clone(),
+                    lower_hex(&form),
+                    lower_hex(&percent),
+                    form,
+                    percent,
+                    base64(c.as_bytes()),
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(c),
+                ]
+            })
             .collect();
         self.with(sent)
     }

@@ -217,6 +217,20 @@ impl Slots {
             .collect()
     }
 
+    /// The chain of refresh tokens the layer's caches refresh, if any.
+    pub(crate) fn chain(&self) -> Option<&Arc<crate::endpoint::Chain>> {
+        self.recipe.as_ref()?.spec.grant.chain()
+    }
+
+    /// Every live slot's cache.
+    pub(crate) fn caches(&self) -> Vec<Arc<crate::cache::TokenCache>> {
+        self.map
+            .load()
+            .values()
+            .map(|slot| Arc::clone(&slot.link.cache))
+            .collect()
+    }
+
     /// The counters of every slot, live or evicted, summed.
     pub(crate) fn totals(&self) -> Stats {
         let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);

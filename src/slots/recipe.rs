@@ -111,13 +111,17 @@ impl Recipe {
             StepUp::new(self.step_up_scopes.clone(), scope, Box::new(widening))
         });
         let (source, endpoint) = self.source(params);
-        let cache = TokenCache::new(
+        let way = Way {
             source,
+            store,
+            chain: self.spec.grant.chain().cloned(),
+        };
+        let cache = TokenCache::new(
+            way,
             self.policy.clone(),
             self.placement.clone(),
             endpoint.url.clone(),
             slot,
-            store,
             Challenges {
                 step_up,
                 resource: self.resource.clone(),
@@ -132,6 +136,7 @@ impl Recipe {
             store: Arc::clone(store),
             identity: self.identity.with_params(params),
             sealing_key: self.sealing_key,
+            chain_identity: self.spec.grant.chain().map(|_| self.identity.chain()),
         })
     }
 
@@ -274,7 +279,12 @@ impl Widen for Widening {
         let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
         let store = self.recipe.store_use(&params);
         let (source, _) = self.recipe.source(params);
-        Some(Way { source, store })
+        let chain = self.recipe.spec.grant.chain().cloned();
+        Some(Way {
+            source,
+            store,
+            chain,
+        })
     }
 }
 

@@ -1,5 +1,7 @@
-//! Where tokens live beyond one process: the [`TokenStore`] seam, and with
-//! feature `redis`, [`RedisStore`].
+//! Where tokens live beyond one process: the [`TokenStore`] seam,
+//! [`FileStore`] for the processes of one machine, and with feature
+//! `redis`, [`RedisStore`]; what they keep sealed (`seal`), as text
+//! (`codec`), and a refresh-token chain kept through a store (`chain`).
 //!
 //! Without a store (the default) each layer keeps its token in memory and
 //! fetches its own. With one, every fetch of the layer (first token, renewal
@@ -11,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::endpoint::Chain;
 use crate::error::TokenError;
 use crate::policy::Policy;
 use crate::source::TokenSource;
@@ -42,10 +45,13 @@ pub struct FetchContext<'a> {
     pub(crate) policy: &'a Policy,
     /// Where this layer counts what the store did.
     pub(crate) fleet: &'a FleetCounters,
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) sealing_key: Option<&'a [u8; 32]>,
     /// Until when the layer's token in hand serves, asked anew each time.
     pub(crate) serving_until: &'a ServingUntil<'a>,
+    /// The chain of refresh tokens, when the layer refreshes, and what it
+    /// is kept under in a store.
+    pub(crate) chain: Option<&'a Chain>,
+    pub(crate) chain_identity: Option<&'a TokenIdentity>,
 }
 
 impl<'a> FetchContext<'a> {
@@ -62,10 +68,24 @@ impl<'a> FetchContext<'a> {
     /// fetch timeout; a panic of the token source is an error). Returns the
     /// token and how long it may be presented from now.
     ///
+    /// With a [refresh token](crate::RefreshToken), the chain is kept in
+    /// the layer's memory only: a store of your own shared by processes
+    /// must make sure that one of them refreshes at a time (the layers of
+    /// one process already do), and they may still send a refresh token
+    /// another one rotated. [`FileStore`] and `RedisStore` keep the chain
+    /// themselves.
+    ///
     /// # Errors
     ///
-    /// The token request's [`TokenError`].
+    /// The token request's [`TokenError`];
+    /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired) when the
+    /// refresh token was refused.
     pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
+        self.fetch_kept(None).await
+    }
+
+    /// One token request, without the chain's bookkeeping.
+    pub(crate) async fn fetch_once(&self) -> Result<SharedToken, TokenError> {
         let started = tokio::time::Instant::now();
         let token = crate::source::ask_counted(
             self.source,
@@ -86,9 +106,13 @@ impl<'a> FetchContext<'a> {
     /// Whether the layer would take `shared` rather than renew it: it stays
     /// usable for longer than the layer's refresh margin with its largest
     /// jitter (less the skew), so no replica is past its renewal point yet.
+    /// A token shared before a new login was handed to this layer
+    /// ([`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token))
+    /// is not fresh: it may be another user's.
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
         self.policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
+            && !self.chain.is_some_and(Chain::replaced_here)
     }
 
     /// A key for sealing what the store keeps (feature `redis`): derived
@@ -280,13 +304,22 @@ pub(crate) struct StoreUse {
     pub(crate) store: Arc<dyn TokenStore>,
     pub(crate) identity: TokenIdentity,
     pub(crate) sealing_key: Option<[u8; 32]>,
+    /// With a refresh token: what its chain is kept under, the same for
+    /// every token slot of the layer.
+    pub(crate) chain_identity: Option<TokenIdentity>,
 }
 
+pub(crate) use self::chain::refresh;
+pub use self::file::FileStore;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
 
+mod chain;
+mod codec;
+mod file;
 #[cfg(feature = "redis")]
 mod redis;
+mod seal;
 
 /// The key a layer derives from `credential` (a client secret, or the
 /// private key's bytes): the same on every replica holding it, and useless

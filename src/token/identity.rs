@@ -114,6 +114,16 @@ impl IdentityBase {
     }
 }
 
+impl IdentityBase {
+    /// What a layer's chain of refresh tokens is kept under in a store: the
+    /// same for all its token slots, whatever their parameters.
+    pub(crate) fn chain(&self) -> TokenIdentity {
+        let mut encoded = self.encoded.clone();
+        field(&mut encoded, b'r', "refresh token chain");
+        TokenIdentity::from_encoded(encoded)
+    }
+}
+
 /// Appends one part.
 fn field(out: &mut Vec<u8>, tag: u8, value: &str) {
     out.push(tag);

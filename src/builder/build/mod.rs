@@ -84,6 +84,18 @@ impl OAuthLayerBuilder {
             Some(_) => None,
             None => self.sealing_key(&client_secret, auth.as_ref()),
         };
+        // A refresh token's chain is sealed under the refresh token the
+        // layer was configured with too: every process configured alike
+        // has it, a public client has nothing else, and a store alone
+        // opens nothing.
+        let sealing_key = match self.grant.chain() {
+            Some(chain) => {
+                let mut material = sealing_key.map(|k| k.to_vec()).unwrap_or_default();
+                material.extend_from_slice(chain.initial().as_bytes());
+                Some(crate::store::derive_sealing_key(&material))
+            }
+            None => sealing_key,
+        };
         let secret = match rotating {
             Some(source) => ClientSecret::Rotating(RotatingSecret::new(source, client_secret)),
             None => ClientSecret::Fixed(client_secret),
@@ -220,6 +232,7 @@ impl OAuthLayerBuilder {
             })
             .with_params(&[]),
             sealing_key: None,
+            chain_identity: None,
         });
         let cache = TokenCache::of_source(source, policy, placement, store);
         Ok(OAuthLayer::new(cache, Slots::none(), None))
@@ -242,6 +255,10 @@ impl OAuthLayerBuilder {
             Grant::ClientCredentials => None,
             Grant::JwtBearer(_) => Some("jwt_bearer"),
             Grant::TokenExchange(_) => Some("token_exchange"),
+            Grant::Refresh(chain) => {
+                chain.check()?;
+                Some("refresh_token")
+            }
         };
         if let Some(name) = other_grant {
             if self.auth_url.is_some() {

@@ -345,8 +345,9 @@ pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
 }
 
 /// The parameters the layer sets itself, which no user parameter may name.
-pub(crate) const RESERVED_PARAMS: [&str; 11] = [
+pub(crate) const RESERVED_PARAMS: [&str; 12] = [
     "grant_type",
+    "refresh_token",
     "client_id",
     "client_secret",
     "client_assertion",

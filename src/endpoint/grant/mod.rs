@@ -1,12 +1,14 @@
 //! [`Grant`]: which authorization grant a token request asks with, its
 //! `grant_type`, and what it adds to each request's body (the JWT-bearer
-//! grant's fresh `assertion`).
+//! grant's fresh `assertion`, the current refresh token).
 
 pub(crate) mod jwt_bearer;
+pub(crate) mod refresh;
 pub(crate) mod token_exchange;
 
 use std::sync::Arc;
 
+use self::refresh::{Chain, REFRESH_GRANT_TYPE};
 use self::token_exchange::{TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::AssertionSettings;
@@ -24,6 +26,8 @@ pub(crate) enum Grant {
     JwtBearer(Arc<JwtBearer>),
     /// RFC 8693.
     TokenExchange(Arc<TokenExchange>),
+    /// RFC 6749 section 6, with the chain of refresh tokens.
+    Refresh(Arc<Chain>),
 }
 
 impl Grant {
@@ -33,6 +37,7 @@ impl Grant {
             Grant::ClientCredentials => "client_credentials",
             Grant::JwtBearer(_) => JWT_BEARER_GRANT_TYPE,
             Grant::TokenExchange(_) => TOKEN_EXCHANGE_GRANT_TYPE,
+            Grant::Refresh(_) => REFRESH_GRANT_TYPE,
         }
     }
 
@@ -43,6 +48,15 @@ impl Grant {
             Grant::ClientCredentials => None,
             Grant::JwtBearer(grant) => Some(grant.identity()),
             Grant::TokenExchange(grant) => Some(grant.identity()),
+            Grant::Refresh(chain) => Some(chain.identity()),
+        }
+    }
+
+    /// The chain of refresh tokens, for the refresh grant.
+    pub(crate) fn chain(&self) -> Option<&Arc<Chain>> {
+        match self {
+            Grant::Refresh(chain) => Some(chain),
+            _ => None,
         }
     }
 
@@ -92,6 +106,7 @@ impl Grant {
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
             },
             Grant::TokenExchange(grant) => GrantProof::Subject(Arc::clone(grant)),
+            Grant::Refresh(chain) => GrantProof::Refresh(Arc::clone(chain)),
         }
     }
 }
@@ -105,6 +120,8 @@ pub(crate) enum GrantProof {
     File(AssertionFile),
     /// A token exchange's subject token, asked for each request.
     Subject(Arc<TokenExchange>),
+    /// The chain's current refresh token.
+    Refresh(Arc<Chain>),
 }
 
 impl GrantProof {
@@ -134,6 +151,11 @@ impl GrantProof {
         };
         match self {
             GrantProof::Nothing => None,
+            GrantProof::Refresh(_) => Some(
+                "the token endpoint refused the refresh token (expired, revoked, or used \
+                 before)"
+                    .to_owned(),
+            ),
             GrantProof::Signed(_) | GrantProof::File(_) => {
                 let jwt = carried?;
                 let claims = crate::support::encoding::jwt_claims(jwt).ok()?;
@@ -197,6 +219,12 @@ impl GrantProof {
             }
             GrantProof::File(file) => file.read().await?,
             GrantProof::Subject(exchange) => return append_subject(exchange, body).await.map(Some),
+            GrantProof::Refresh(chain) => {
+                let token = chain.to_send()?;
+                body.extend_from_slice(b"&refresh_token=");
+                body.extend(form_urlencode(&token).bytes());
+                return Ok(Some(token));
+            }
         };
         body.extend_from_slice(b"&assertion=");
         body.extend(form_urlencode(&assertion).bytes());
@@ -242,6 +270,14 @@ async fn append_subject(
 }
 
 impl GrantProof {
+    /// The chain, for the refresh grant.
+    pub(crate) fn chain(&self) -> Option<&Chain> {
+        match self {
+            GrantProof::Refresh(chain) => Some(chain),
+            _ => None,
+        }
+    }
+
     /// The signed assertions, when the grant signs its own.
     pub(crate) fn assertions(
         &self,

@@ -3,11 +3,9 @@
 //! store, wake) in `protocol`, its Lua scripts in `scripts`, the connection
 //! to one server, a cluster or Sentinel's master in `connection`.
 
-mod codec;
 mod connection;
 mod protocol;
 mod scripts;
-mod seal;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -114,6 +112,16 @@ pub struct RedisStore {
 enum Problem {
     Redis(String),
     Token(TokenError),
+}
+
+impl Problem {
+    /// What went wrong, as text.
+    fn text(self) -> String {
+        match self {
+            Problem::Redis(why) => why,
+            Problem::Token(e) => e.to_string(),
+        }
+    }
 }
 
 impl From<RedisError> for Problem {

@@ -10,11 +10,13 @@ use std::time::Duration;
 use redis::RedisError;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::codec::{decode_failure, encode_failure, time_left, token_json};
+use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use super::connection::Connection;
-use super::seal::Sealer;
+use crate::store::seal::Sealer;
 use super::{Problem, RedisStore};
+use crate::endpoint::ChainRecord;
 use crate::error::TokenError;
+use crate::store::chain::ChainKeeper;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
@@ -143,7 +145,13 @@ impl RedisStore {
         give_up: Instant,
     ) -> Result<SharedToken, Problem> {
         let key = self.key(ctx.identity());
-        let lock = format!("{key}:lock");
+        // A refresh-token chain is refreshed by one replica at a time for
+        // all the layer's token slots: its lock and news are the chain's.
+        let base = match ctx.chain_identity {
+            Some(chain) => self.key(chain.key()),
+            None => key.clone(),
+        };
+        let lock = format!("{base}:lock");
         let lock_ttl = lock_ttl(ctx);
         let nonce = random_hex();
         let mut waited = false;
@@ -174,7 +182,7 @@ impl RedisStore {
                 .await?;
             if acquired.is_some() {
                 return self
-                    .fetch_under_lock(ctx, sealer, &key, &lock, &nonce)
+                    .fetch_under_lock(ctx, sealer, (&key, &base), &lock, &nonce)
                     .await;
             }
             // Another replica is fetching: wait for its token (or failure)
@@ -195,7 +203,7 @@ impl RedisStore {
                     // Subscribed first, then read again at once: news
                     // published before the subscription is not missed.
                     if self.notifications {
-                        wake = self.subscribe(&landed_channel(&key)).await;
+                        wake = self.subscribe(&landed_channel(&base)).await;
                     }
                     if wake.is_none() {
                         sleep(POLL).await;
@@ -212,11 +220,14 @@ impl RedisStore {
         Some(Wake { pubsub })
     }
 
+    /// Under the lock: a token another replica stored meanwhile, else one
+    /// fetched (with the chain kept beside it) and stored; `base` is where
+    /// the lock and its news live (the chain's, with a refresh token).
     async fn fetch_under_lock(
         &self,
         ctx: &FetchContext<'_>,
         sealer: &Sealer<'_>,
-        key: &str,
+        (key, base): (&str, &str),
         lock: &str,
         nonce: &str,
     ) -> Result<SharedToken, Problem> {
@@ -237,7 +248,7 @@ impl RedisStore {
             }) => Err(failure),
             _ => {
                 ctx.record(StoreEvent::FetchedForFleet);
-                ctx.fetch().await
+                self.fetch_chained(ctx, sealer, base).await
             }
         };
         let mut con = self.connection().await?;
@@ -256,7 +267,7 @@ impl RedisStore {
                         .key(failure_key(key))
                         .arg(sealed)
                         .arg(millis(shared.usable_for).max(1))
-                        .arg(landed_channel(key))
+                        .arg(landed_channel(base))
                         .arg("token")
                         .invoke_async::<()>(&mut con),
                 )
@@ -276,7 +287,7 @@ impl RedisStore {
                         .key(failure_key)
                         .arg(sealed)
                         .arg(millis(hold).max(1))
-                        .arg(landed_channel(key))
+                        .arg(landed_channel(base))
                         .arg("failure")
                         .invoke_async::<()>(&mut con),
                 )
@@ -299,6 +310,25 @@ impl RedisStore {
         outcome.map_err(Problem::Token)
     }
 
+    /// The fetch under the lock, the chain (with a refresh token) read
+    /// from and written to `{base}:chain`.
+    async fn fetch_chained(
+        &self,
+        ctx: &FetchContext<'_>,
+        sealer: &Sealer<'_>,
+        base: &str,
+    ) -> Result<SharedToken, TokenError> {
+        let Some(chain_identity) = ctx.chain_identity else {
+            return ctx.fetch().await;
+        };
+        let keeper = RedisChain {
+            store: self,
+            key: format!("{base}:chain"),
+            sealer: Sealer::new(sealer.key(), chain_identity.encoded()),
+        };
+        ctx.fetch_kept(Some(&keeper)).await
+    }
+
     fn redis_failed(&self, why: &str) {
         if self.deployment.forget() {
             // Through Sentinel: the next operation asks which server is
@@ -317,6 +347,48 @@ impl RedisStore {
         if self.degraded.swap(false, Ordering::Relaxed) {
             tracing::info!("Redis token store answers again; sharing tokens through it");
         }
+    }
+}
+
+/// A refresh-token chain kept in Redis, under the chain's lock.
+struct RedisChain<'a> {
+    store: &'a RedisStore,
+    key: String,
+    sealer: Sealer<'a>,
+}
+
+impl ChainKeeper for RedisChain<'_> {
+    fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
+        Box::pin(async move {
+            let mut con = self.store.connection().await.map_err(Problem::text)?;
+            let value: Option<String> = self
+                .store
+                .bounded(redis::cmd("GET").arg(&self.key).query_async(&mut con))
+                .await
+                .map_err(Problem::text)?;
+            Ok(value
+                .and_then(|v| self.store.open(&self.sealer, &self.key, &v))
+                .map(ChainRecord::from_bytes))
+        })
+    }
+
+    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let sealed = self
+                .sealer
+                .seal(&self.key, record.as_bytes())
+                .ok_or("the system's random source failed")?;
+            let mut con = self.store.connection().await.map_err(Problem::text)?;
+            self.store
+                .bounded(
+                    redis::cmd("SET")
+                        .arg(&self.key)
+                        .arg(sealed)
+                        .query_async::<()>(&mut con),
+                )
+                .await
+                .map_err(Problem::text)
+        })
     }
 }
 
@@ -423,6 +495,16 @@ impl TokenStore for RedisStore {
                 Err(Problem::Token(e)) => {
                     self.redis_answered();
                     Err(e)
+                }
+                // A refresh token is sent only under the fleet's lock:
+                // another replica may have rotated it.
+                Err(Problem::Redis(why)) if ctx.chain_identity.is_some() => {
+                    Err(TokenError::new(crate::error::TokenErrorKind::Transport).with_message(
+                        format!(
+                            "the Redis token store did not answer ({why}); a refresh token is \
+                             sent only under its lock, since another replica may be rotating it"
+                        ),
+                    ))
                 }
                 Err(Problem::Redis(_)) => {
                     ctx.record(StoreEvent::FellBackToLocal);

@@ -18,6 +18,8 @@ const AAD_VERSION: &[u8] = b"tower-oauth/sealed/2";
 /// Seals and opens the values of one token identity under one key.
 pub(crate) struct Sealer<'a> {
     key: LessSafeKey,
+    /// The key's bytes, for sealing a chain beside the token.
+    raw: [u8; 32],
     /// The token identity's encoding.
     identity: &'a [u8],
 }
@@ -26,8 +28,15 @@ impl<'a> Sealer<'a> {
     pub(crate) fn new(key: &[u8; 32], identity: &'a [u8]) -> Self {
         Sealer {
             key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")),
+            raw: *key,
             identity,
         }
+    }
+
+    /// The key it seals with.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn key(&self) -> &[u8; 32] {
+        &self.raw
     }
 
     /// The associated data of a value at `store_key`: the version, the

@@ -1,0 +1,527 @@
+//! [`RefreshToken`]: the refresh token grant (RFC 6749 section 6), and the
+//! chain of refresh tokens a login hands out as the server rotates them.
+//!
+//! A chain starts with the refresh token a login made elsewhere gave
+//! (`RefreshToken::new`). Each answer that carries a new refresh token
+//! replaces the current one, which is never sent again. A chain the server
+//! refused (`invalid_grant`) is dead: nothing is sent until a new login
+//! ([`replace`](RefreshToken::replace)) or a store that holds a newer chain.
+//! What a store keeps of a chain is a [`ChainRecord`] (sealed by the store).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+
+/// The `grant_type` of a refresh (RFC 6749 section 6).
+pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
+
+/// The longest refresh token taken from a server or a user: far above any
+/// provider's (Entra ID's run to about 2 KB), far below what would flood a
+/// store.
+pub(crate) const MAX_REFRESH_TOKEN_LEN: usize = 8 * 1024;
+
+/// What is called with each new refresh token once it is stored.
+type OnRotation = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The refresh token grant (RFC 6749 section 6): each token request sends
+/// `grant_type=refresh_token` with the current refresh token of a login
+/// made elsewhere (a CLI's authorization-code login, a device-flow login, a
+/// stored credential of an integration). Give it with
+/// [`OAuthLayerBuilder::refresh_token`](crate::OAuthLayerBuilder::refresh_token).
+///
+/// When the server rotates refresh tokens (it answers a refresh with a new
+/// one), the new one replaces the current one, and the old one is never
+/// sent again: not by this layer, its token slots, or, through a
+/// [`TokenStore`](crate::TokenStore) such as
+/// [`FileStore`](crate::FileStore) or `RedisStore`, another process or
+/// replica. A new refresh token is stored before the access token that came
+/// with it is handed out.
+///
+/// A chain is told apart by the layer's token endpoint, client and
+/// parameters, and by the refresh token given here: processes configured
+/// with the same one share one chain through a store, and a process that
+/// starts again with it (rotated long ago) goes on from the stored one. A
+/// different refresh token (a new login) starts a new chain.
+///
+/// The refresh token is a secret: it never appears in `Debug`, logs,
+/// metrics or errors, and stores keep it sealed.
+///
+/// ```
+/// use tower_oauth::{OAuthLayer, RefreshToken};
+///
+/// // The refresh token a CLI's login stored.
+/// let refresh_token = "8xLOxBtZp8".to_owned();
+/// let oauth = OAuthLayer::builder()
+///     .token_url("https://login.example.com/oauth2/token")
+///     .client_id("my-cli")
+///     .refresh_token(RefreshToken::new(refresh_token).on_rotation(|new| {
+///         // Keep the new one in the keychain as well.
+///         # let _ = new;
+///     }))
+///     .build()?;
+/// # Ok::<_, tower_oauth::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct RefreshToken {
+    pub(crate) chain: Arc<Chain>,
+}
+
+impl RefreshToken {
+    /// The refresh token of a login made elsewhere: the start of the chain.
+    /// [`build`](crate::OAuthLayerBuilder::build) fails when it is empty,
+    /// longer than 8 KiB, or holds a character outside RFC 6749's `VSCHAR`
+    /// (visible ASCII and space).
+    pub fn new(initial: impl Into<String>) -> Self {
+        let initial = initial.into();
+        RefreshToken {
+            chain: Arc::new(Chain {
+                configured: digest_hex(initial.as_bytes()),
+                initial: initial.clone(),
+                state: Mutex::new(State::begin(&initial, 0)),
+                turn: tokio::sync::Mutex::new(()),
+                on_rotation: None,
+            }),
+        }
+    }
+
+    /// Calls `f` with each new refresh token once it is stored (in memory,
+    /// or in the layer's token store), for users who keep it elsewhere as
+    /// well: a keychain, a database. Called on the fetch's task: keep it
+    /// short, and keep what it gets secret.
+    ///
+    /// Default: nothing is called.
+    pub fn on_rotation(self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let chain = Arc::try_unwrap(self.chain).unwrap_or_else(|shared| shared.copy());
+        RefreshToken {
+            chain: Arc::new(Chain {
+                on_rotation: Some(Arc::new(f)),
+                ..chain
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for RefreshToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.chain.state();
+        f.debug_struct("RefreshToken")
+            .field("refresh_token", &"[redacted]")
+            .field("rotations", &state.seq)
+            .field("dead", &state.dead.is_some())
+            .finish()
+    }
+}
+
+/// One chain of refresh tokens, shared by a layer's caches.
+pub(crate) struct Chain {
+    /// SHA-256 (hex) of the refresh token given to `RefreshToken::new`:
+    /// what sets this chain's tokens apart.
+    configured: String,
+    /// That refresh token: what the key sealing the chain in a store is
+    /// derived from.
+    initial: String,
+    state: Mutex<State>,
+    /// Held for a whole refresh: the caches of one layer refresh one at a
+    /// time.
+    turn: tokio::sync::Mutex<()>,
+    on_rotation: Option<OnRotation>,
+}
+
+impl fmt::Debug for Chain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chain")
+            .field("refresh_token", &"[redacted]")
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the chain stands.
+#[derive(Clone, Debug, PartialEq)]
+struct State {
+    current: String,
+    /// SHA-256 (hex) of the refresh token the chain began with.
+    login: String,
+    /// When that login was handed over, in ms since the Unix epoch (0: the
+    /// one configured): the later one wins.
+    login_at: u64,
+    /// Rotations since the login.
+    seq: u64,
+    /// What the server said when it refused the current refresh token.
+    dead: Option<String>,
+    /// Changed since a store last had it.
+    unsaved: bool,
+    /// The login and rotation last announced to `on_rotation`.
+    announced: (String, u64),
+}
+
+impl State {
+    fn begin(token: &str, login_at: u64) -> Self {
+        let login = digest_hex(token.as_bytes());
+        State {
+            current: token.to_owned(),
+            announced: (login.clone(), 0),
+            login,
+            login_at,
+            seq: 0,
+            dead: None,
+            unsaved: login_at > 0,
+        }
+    }
+}
+
+/// A chain as a store keeps it (sealed): the current refresh token, its
+/// login and rotation, and whether it is dead.
+pub(crate) struct ChainRecord(Vec<u8>);
+
+impl ChainRecord {
+    /// A record read back from a store, already opened.
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
+        ChainRecord(bytes)
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Chain {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A copy with the same configuration and state, for a builder step on
+    /// a chain already shared.
+    fn copy(&self) -> Chain {
+        Chain {
+            configured: self.configured.clone(),
+            initial: self.initial.clone(),
+            state: Mutex::new(self.state().clone()),
+            turn: tokio::sync::Mutex::new(()),
+            on_rotation: self.on_rotation.clone(),
+        }
+    }
+
+    /// What sets the chain's tokens apart in a token identity.
+    pub(crate) fn identity(&self) -> String {
+        format!("refresh_token {}", self.configured)
+    }
+
+    /// The refresh token the chain was configured with.
+    pub(crate) fn initial(&self) -> &str {
+        &self.initial
+    }
+
+    /// Checks the configured refresh token.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        check_value(&self.initial).map_err(|why| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
+                format!("the refresh token given to RefreshToken::new {why}"),
+            )
+        })
+    }
+
+    /// Waits for the chain's turn: one refresh at a time.
+    pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.lock().await
+    }
+
+    /// The refresh token to send now, or the error of a dead chain.
+    pub(crate) fn to_send(&self) -> Result<String, TokenError> {
+        let state = self.state();
+        match &state.dead {
+            Some(why) => Err(login_required(why)),
+            None => Ok(state.current.clone()),
+        }
+    }
+
+    /// The current refresh token, dead or not.
+    pub(crate) fn current(&self) -> String {
+        self.state().current.clone()
+    }
+
+    /// The server answered the refresh that sent `sent` with `new`: it
+    /// replaces the current one (if that is still `sent`).
+    pub(crate) fn rotated(&self, sent: &str, new: String) {
+        let mut state = self.state();
+        if state.current == sent && new != sent {
+            state.current = new;
+            state.seq += 1;
+            state.unsaved = true;
+        }
+    }
+
+    /// The server refused `sent` (`why`, what it said): the chain is dead
+    /// unless it moved on meanwhile.
+    pub(crate) fn refused(&self, sent: &str, why: &str) {
+        let mut state = self.state();
+        if state.current == sent && state.dead.is_none() {
+            state.dead = Some(crate::error::clip(why));
+            state.unsaved = true;
+        }
+    }
+
+    /// A new login's refresh token: a new chain, which wins over any a
+    /// store holds from before.
+    pub(crate) fn replace(&self, token: &str) {
+        let at = now_ms();
+        let mut state = self.state();
+        // Later than any login this chain knows, even with a clock that
+        // stepped back.
+        let at = at.max(state.login_at + 1);
+        let announced = state.announced.clone();
+        *state = State {
+            announced,
+            ..State::begin(token, at)
+        };
+    }
+
+    /// Whether the chain has changed since a store last had it: a token a
+    /// store shares is not taken meanwhile when a new login began here.
+    pub(crate) fn replaced_here(&self) -> bool {
+        let state = self.state();
+        state.unsaved && state.seq == 0 && state.login_at > 0
+    }
+
+    /// Whether the chain changed since a store last had it.
+    pub(crate) fn unsaved(&self) -> bool {
+        self.state().unsaved
+    }
+
+    /// The chain as a store keeps it.
+    pub(crate) fn record(&self) -> ChainRecord {
+        let state = self.state();
+        let mut map = Map::new();
+        map.insert("refresh_token".into(), state.current.clone().into());
+        map.insert("login".into(), state.login.clone().into());
+        map.insert("login_at".into(), state.login_at.into());
+        map.insert("seq".into(), state.seq.into());
+        if let Some(why) = &state.dead {
+            map.insert("dead".into(), why.clone().into());
+        }
+        ChainRecord(Value::Object(map).to_string().into_bytes())
+    }
+
+    /// `record` (its state when it was read) was stored.
+    pub(crate) fn saved(&self, record: &ChainRecord) {
+        let mut state = self.state();
+        if Self::read(record).is_some_and(|stored| stored.current == state.current
+            && stored.seq == state.seq
+            && stored.dead == state.dead)
+        {
+            state.unsaved = false;
+        }
+    }
+
+    /// Takes what a store holds, when it is newer than what this chain
+    /// knows: a later rotation of the same login, or a later login. A
+    /// record that does not read is ignored (the store's next write
+    /// replaces it).
+    pub(crate) fn adopt(&self, record: &ChainRecord) {
+        let Some(stored) = Self::read(record) else {
+            tracing::warn!("the token store holds a refresh-token chain that does not read; ignored");
+            return;
+        };
+        let mut state = self.state();
+        let newer = if stored.login == state.login {
+            stored.seq > state.seq || stored.seq == state.seq && stored.dead.is_some()
+        } else {
+            stored.login_at > state.login_at
+        };
+        if newer {
+            let announced = state.announced.clone();
+            *state = State {
+                announced,
+                unsaved: false,
+                ..stored
+            };
+        } else if *state != stored && !state.unsaved {
+            // This process knows more (a new login here): the store gets it.
+            state.unsaved = stored.login != state.login || stored.seq < state.seq;
+        }
+    }
+
+    /// A stored record, checked as an answer is: anything else counts as
+    /// no record.
+    fn read(record: &ChainRecord) -> Option<State> {
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&record.0) else {
+            return None;
+        };
+        let current = map.get("refresh_token")?.as_str()?.to_owned();
+        check_value(&current).ok()?;
+        let login = map.get("login")?.as_str()?.to_owned();
+        Some(State {
+            current,
+            announced: (String::new(), 0),
+            login,
+            login_at: map.get("login_at")?.as_u64()?,
+            seq: map.get("seq")?.as_u64()?,
+            dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
+            unsaved: false,
+        })
+    }
+
+    /// Calls `on_rotation` with the current refresh token if it is new
+    /// since the last call (and stored, as the caller makes sure).
+    pub(crate) fn announce(&self) {
+        let (token, f) = {
+            let mut state = self.state();
+            let now = (state.login.clone(), state.seq);
+            if state.announced == now || state.dead.is_some() || state.seq == 0 && state.login_at == 0 {
+                return;
+            }
+            state.announced = now;
+            let Some(f) = &self.on_rotation else {
+                return;
+            };
+            (state.current.clone(), Arc::clone(f))
+        };
+        let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&token)));
+        if called.is_err() {
+            tracing::error!("RefreshToken::on_rotation panicked; the new refresh token is kept all the same");
+        }
+    }
+}
+
+/// The error of a chain that is dead: `why` is what the server said.
+pub(crate) fn login_required(why: &str) -> TokenError {
+    TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
+        "the refresh token was refused ({why}): a new login is needed; give its refresh token to \
+         OAuthLayer::replace_refresh_token (the refused one is never sent again)"
+    ))
+}
+
+/// Reads the `refresh_token` of a successful token response: `Ok(None)`
+/// when there is none (the current one stays), an error when it is not a
+/// usable refresh token (its value is never part of the error).
+pub(crate) fn answered_refresh_token(body: &[u8]) -> Result<Option<String>, TokenError> {
+    let invalid = |why: String| {
+        TokenError::new(TokenErrorKind::InvalidResponse).with_message(format!(
+            "the token response's `refresh_token` {why}; the current refresh token stays, and \
+             the new one is neither kept nor sent"
+        ))
+    };
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else {
+        return Ok(None);
+    };
+    match map.get("refresh_token") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(token)) => check_value(token)
+            .map(|()| Some(token.clone()))
+            .map_err(|why| invalid(why.to_owned())),
+        Some(_) => Err(invalid("is not a string".to_owned())),
+    }
+}
+
+/// Whether `value` may be a refresh token (RFC 6749 appendix A.17: one or
+/// more `VSCHAR`), within [`MAX_REFRESH_TOKEN_LEN`]; else why not.
+fn check_value(value: &str) -> Result<(), &'static str> {
+    if value.is_empty() {
+        return Err("is empty");
+    }
+    if value.len() > MAX_REFRESH_TOKEN_LEN {
+        return Err("is longer than 8 KiB");
+    }
+    if !value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err("holds a character outside RFC 6749's VSCHAR (visible ASCII and space)");
+    }
+    Ok(())
+}
+
+/// Checks a refresh token given by the user (a new login's).
+pub(crate) fn check_given(token: &str) -> Result<(), ConfigError> {
+    check_value(token).map_err(|why| {
+        ConfigError::new(
+            ConfigErrorKind::InvalidSetting,
+            format!("the refresh token given {why}"),
+        )
+    })
+}
+
+fn now_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+fn digest_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rotation_replaces_the_token_and_a_newer_record_wins() {
+        let a = RefreshToken::new("first-token").chain;
+        a.rotated("first-token", "second-token".into());
+        assert_eq!(a.current(), "second-token");
+        assert!(a.unsaved());
+        let record = a.record();
+        a.saved(&record);
+        assert!(!a.unsaved());
+        // Another process, configured with the first token, goes on from
+        // the stored one.
+        let b = RefreshToken::new("first-token").chain;
+        b.adopt(&record);
+        assert_eq!(b.to_send().unwrap(), "second-token");
+        // An older record does not take it back.
+        let old = RefreshToken::new("first-token").chain.record();
+        b.adopt(&old);
+        assert_eq!(b.current(), "second-token");
+        // A dead record of the same rotation kills it.
+        a.refused("second-token", "invalid_grant");
+        b.adopt(&a.record());
+        assert_eq!(
+            b.to_send().unwrap_err().kind(),
+            TokenErrorKind::LoginRequired
+        );
+        // A new login wins over the dead chain, and a record of it over
+        // the old login.
+        a.replace("new-login-token");
+        assert!(a.replaced_here());
+        b.adopt(&a.record());
+        assert_eq!(b.to_send().unwrap(), "new-login-token");
+    }
+
+    #[test]
+    fn hostile_refresh_tokens_are_refused_without_their_value() {
+        let long = "a".repeat(100 * 1024);
+        for body in [
+            r#"{"refresh_token":42}"#.to_owned(),
+            r#"{"refresh_token":""}"#.to_owned(),
+            format!(r#"{{"refresh_token":"{long}"}}"#),
+            r#"{"refresh_token":"abc\u0000def-secret"}"#.to_owned(),
+            r#"{"refresh_token":"abcé-secret"}"#.to_owned(),
+        ] {
+            let e = answered_refresh_token(body.as_bytes()).unwrap_err();
+            assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+            assert!(!e.to_string().contains("secret") && !e.to_string().contains("aaaa"));
+        }
+        assert_eq!(
+            answered_refresh_token(br#"{"access_token":"x"}"#).unwrap(),
+            None
+        );
+        assert_eq!(
+            answered_refresh_token(br#"{"refresh_token":"a b~"}"#).unwrap(),
+            Some("a b~".into())
+        );
+    }
+
+    #[test]
+    fn debug_shows_no_token() {
+        let t = RefreshToken::new("very-secret-refresh-token");
+        assert!(!format!("{t:?}").contains("very-secret"));
+    }
+}

@@ -1,0 +1,163 @@
+//! One refresh through a store that keeps the chain of refresh tokens: the
+//! stored chain read first, a refused refresh token checked against the
+//! store once more, a rotated one written back (tried again when the
+//! write fails) before the access token is handed out.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::endpoint::{login_required, Chain, ChainRecord};
+use crate::error::{TokenError, TokenErrorKind};
+use crate::store::{FetchContext, SharedToken};
+use crate::support::boxed::BoxFuture;
+
+/// How often a failed write of a rotated refresh token is tried again, and
+/// the pauses before each try.
+const SAVE_RETRIES: [Duration; 3] = [
+    Duration::from_millis(50),
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+];
+
+/// Where a store keeps a chain: read and written under the store's lock
+/// for the chain, already opened and sealed by the store.
+pub(crate) trait ChainKeeper: Send + Sync {
+    /// The stored record, `None` when there is none (or it does not open).
+    fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>>;
+    /// Stores `record` in place of the one there.
+    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>>;
+}
+
+impl FetchContext<'_> {
+    /// A token fetched from the endpoint, with the chain of refresh tokens
+    /// (if the layer refreshes) read from and written to `keeper` (`None`:
+    /// kept in memory only). Call it under the store's lock for the chain.
+    pub(crate) async fn fetch_kept(
+        &self,
+        keeper: Option<&dyn ChainKeeper>,
+    ) -> Result<SharedToken, TokenError> {
+        match self.chain {
+            Some(chain) => refresh(chain, keeper, || self.fetch_once()).await,
+            None => self.fetch_once().await,
+        }
+    }
+}
+
+/// One refresh of `chain` with `fetch`: the chain read from `keeper` first
+/// (`None`: kept in memory only); when the server refuses the refresh
+/// token, the store read once more (another process or replica may have
+/// rotated it meanwhile) before the chain is dead; the chain written back
+/// if it changed.
+pub(crate) async fn refresh<T, F>(
+    chain: &Chain,
+    keeper: Option<&dyn ChainKeeper>,
+    fetch: impl Fn() -> F,
+) -> Result<T, TokenError>
+where
+    F: Future<Output = Result<T, TokenError>>,
+{
+    if let Some(keeper) = keeper {
+        let stored = keeper.load().await.map_err(unreadable)?;
+        if let Some(record) = &stored {
+            chain.adopt(record);
+        }
+    }
+    let outcome = refresh_once(chain, keeper, fetch).await;
+    if let Some(keeper) = keeper {
+        save(chain, keeper).await;
+    }
+    outcome
+}
+
+async fn refresh_once<T, F>(
+    chain: &Chain,
+    keeper: Option<&dyn ChainKeeper>,
+    fetch: impl Fn() -> F,
+) -> Result<T, TokenError>
+where
+    F: Future<Output = Result<T, TokenError>>,
+{
+    let mut looked_again = false;
+    loop {
+        let sent = chain.to_send()?;
+        let error = match fetch().await {
+            Ok(token) => return Ok(token),
+            Err(e) if e.error_code() == Some("invalid_grant") => e,
+            Err(e) => return Err(e),
+        };
+        if let (Some(keeper), false) = (keeper, looked_again) {
+            looked_again = true;
+            if let Ok(Some(record)) = keeper.load().await {
+                chain.adopt(&record);
+                if chain.current() != sent {
+                    tracing::info!(
+                        "the refresh token was refused, and the token store holds a newer \
+                         one; refreshing with it"
+                    );
+                    continue;
+                }
+            }
+        }
+        let why = match (error.error_code(), error.error_description()) {
+            (Some(code), Some(text)) => format!("{code}: {text}"),
+            (Some(code), None) => code.to_owned(),
+            _ => error.to_string(),
+        };
+        chain.refused(&sent, &why);
+        tracing::error!(
+            error = %error,
+            "the token endpoint refused the refresh token: the login has ended, and a new \
+             one is needed (OAuthLayer::replace_refresh_token)"
+        );
+        let mut required = login_required(&why);
+        if let Some(status) = error.status() {
+            required = required.with_status(
+                status,
+                error.error_code().map(str::to_owned),
+                error.error_description().map(str::to_owned),
+                None,
+            );
+        }
+        return Err(required);
+    }
+}
+
+/// Writes the chain to `keeper` if it changed, trying again a few times: a
+/// rotated refresh token that is not stored may be lost.
+async fn save(chain: &Chain, keeper: &dyn ChainKeeper) {
+    let mut pauses = SAVE_RETRIES.iter();
+    while chain.unsaved() {
+        let record = chain.record();
+        match keeper.save(&record).await {
+            Ok(()) => {
+                chain.saved(&record);
+                return;
+            }
+            Err(why) => match pauses.next() {
+                Some(pause) => {
+                    tracing::warn!(error = %why, "storing the refresh token failed; trying again");
+                    tokio::time::sleep(*pause).await;
+                }
+                None => {
+                    tracing::error!(
+                        error = %why,
+                        "the rotated refresh token could not be stored: it is kept in this \
+                         process only, so another process or replica (or this one after a \
+                         restart) would send the old one, which the server may take for a \
+                         replay and end the login"
+                    );
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// The error when a store's chain cannot be read: a refresh token is not
+/// sent without it.
+fn unreadable(why: String) -> TokenError {
+    TokenError::new(TokenErrorKind::Transport).with_message(format!(
+        "the token store's refresh-token chain could not be read ({why}); no refresh token is \
+         sent without it, since another process or replica may have rotated it"
+    ))
+}

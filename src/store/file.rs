@@ -1,0 +1,470 @@
+//! [`FileStore`]: tokens, and refresh-token chains, shared by the
+//! processes of one machine through one file: an advisory lock across
+//! processes, atomic replacement, owner-only permissions, sealed values.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::endpoint::ChainRecord;
+use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+use crate::store::chain::ChainKeeper;
+use crate::store::codec::{time_left, token_json};
+use crate::store::seal::Sealer;
+use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::support::boxed::BoxFuture;
+use crate::token::AccessToken;
+
+/// The first member of the file: its format and version.
+const FORMAT: &str = "tower-oauth/file-store/1";
+
+/// How often a process waiting for the lock tries it again.
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// The largest file read: far above what a few hundred tokens take.
+const MAX_FILE: u64 = 16 * 1024 * 1024;
+
+/// Shares tokens, token requests and refresh-token chains among the
+/// processes of one machine through one file: CLIs, desktop agents,
+/// developer tools, cron jobs that run at once or one after another.
+///
+/// A process that needs a token reads the file first. Only when it holds
+/// no fresh token does it take the file's lock (an advisory lock on a file
+/// beside it, `<path>.lock`, which the system releases when a process
+/// dies), read again, fetch, and write the token before it lets go: the
+/// processes make one token request between them. With a
+/// [refresh token](crate::RefreshToken), the chain's current refresh token
+/// is kept in the file too, read under the lock before each refresh and
+/// written back before the new access token is handed out, so a rotated
+/// refresh token is never sent again by any of them.
+///
+/// The file is replaced whole on every write (written to a temporary file
+/// beside it, synced, renamed over it), so a reader never sees half of it.
+/// On Unix it is made readable and writable by its owner only (`0600`).
+/// Each value is sealed with AES-256-GCM, as `RedisStore` seals its own,
+/// under a key derived from the client's credential and, with a refresh
+/// token, from the refresh token the layer was configured with (see
+/// `SECURITY.md`): the file alone gives away no token.
+///
+/// A process that waits for the lock longer than two fetch timeouts and a
+/// second fetches on its own, except for a refresh, which fails instead (a
+/// refresh token is never sent outside the lock).
+///
+/// ```no_run
+/// use tower_oauth::{FileStore, OAuthLayer, RefreshToken};
+///
+/// # fn main() -> Result<(), tower_oauth::ConfigError> {
+/// let oauth = OAuthLayer::builder()
+///     .token_url("https://login.example.com/oauth2/token")
+///     .client_id("my-cli")
+///     .refresh_token(RefreshToken::new("refresh-token-from-the-login"))
+///     .token_store(FileStore::new("/home/me/.config/my-cli/tokens")?)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct FileStore {
+    inner: Arc<Files>,
+    /// Warned that nothing could be sealed.
+    warned_unsealed: AtomicBool,
+    /// Per key, the sealed value this process last took or stored there:
+    /// a refused token is deleted only if the file still holds it.
+    handed_out: Mutex<HashMap<String, String>>,
+}
+
+/// The store's file and its lock file.
+struct Files {
+    path: PathBuf,
+    lock_path: PathBuf,
+    /// Warned that the file did not read.
+    warned_unreadable: AtomicBool,
+}
+
+impl FileStore {
+    /// A store in the file at `path`, made if missing (its folder must
+    /// exist), beside its lock file `<path>.lock`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] of kind
+    /// [`InvalidSetting`](ConfigErrorKind::InvalidSetting) when the file or
+    /// its lock file cannot be made or opened, or the lock cannot be
+    /// taken on this file system.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref().to_path_buf();
+        let mut lock_path = path.clone().into_os_string();
+        lock_path.push(".lock");
+        let files = Files {
+            path,
+            lock_path: PathBuf::from(lock_path),
+            warned_unreadable: AtomicBool::new(false),
+        };
+        let fail = |what: &str, e: std::io::Error| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
+                format!("FileStore: {what}: {e}"),
+            )
+        };
+        let lock = owner_only(&files.lock_path)
+            .map_err(|e| fail(&format!("`{}` cannot be opened", files.lock_path.display()), e))?;
+        match lock.try_lock() {
+            Ok(()) => {
+                let _ = lock.unlock();
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(fail(
+                    &format!("`{}` cannot be locked", files.lock_path.display()),
+                    e,
+                ))
+            }
+        }
+        if !files.path.exists() {
+            files
+                .write(&Map::new())
+                .map_err(|e| fail(&format!("`{}` cannot be made", files.path.display()), e))?;
+        }
+        Ok(FileStore {
+            inner: Arc::new(files),
+            warned_unsealed: AtomicBool::new(false),
+            handed_out: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The file's values.
+    async fn entries(&self) -> Result<Map<String, Value>, String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || Ok(files.read())).await
+    }
+
+    /// Sets (or with `None` removes) the value at `key`, under the lock.
+    async fn put(&self, key: String, value: Option<(String, Option<u64>)>) -> Result<(), String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut entries = files.read();
+            match value {
+                Some((sealed, expires_ms)) => {
+                    let mut entry = Map::new();
+                    entry.insert("value".into(), sealed.into());
+                    if let Some(at) = expires_ms {
+                        entry.insert("expires_ms".into(), at.into());
+                    }
+                    entries.insert(key, Value::Object(entry));
+                }
+                None => {
+                    entries.remove(&key);
+                }
+            }
+            files.write(&entries).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// The file's lock, taken before `deadline`.
+    async fn lock(&self, deadline: Instant) -> Result<File, String> {
+        let path = self.inner.lock_path.clone();
+        let file = blocking(move || owner_only(&path).map_err(|e| e.to_string())).await?;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    tokio::time::sleep(LOCK_POLL).await;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err("another process held the lock too long".into())
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// The fresh token at `key`, if the file holds one for `ctx`.
+    fn fresh(
+        &self,
+        entries: &Map<String, Value>,
+        key: &str,
+        sealer: &Sealer<'_>,
+        ctx: &FetchContext<'_>,
+    ) -> Option<SharedToken> {
+        let (json, sealed) = open_entry(entries, key, sealer)?;
+        let usable_for = time_left(&json, Duration::MAX)?;
+        let token = AccessToken::from_json(&json).ok()?;
+        let shared = SharedToken { token, usable_for };
+        if !ctx.is_fresh(&shared) {
+            return None;
+        }
+        self.handed_out(key, sealed);
+        Some(shared)
+    }
+
+    fn handed_out(&self, key: &str, sealed: String) {
+        let mut handed_out = self
+            .handed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        handed_out.insert(key.to_owned(), sealed);
+    }
+
+    /// Under the lock: a token another process stored meanwhile, else one
+    /// fetched (with the chain kept in the file) and stored.
+    async fn fetch_locked(
+        &self,
+        ctx: &FetchContext<'_>,
+        key: &str,
+        sealer: &Sealer<'_>,
+        sealing_key: &[u8; 32],
+    ) -> Result<SharedToken, TokenError> {
+        if let Ok(entries) = self.entries().await {
+            if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
+                ctx.record(StoreEvent::TookShared);
+                return Ok(shared);
+            }
+        }
+        ctx.record(StoreEvent::FetchedForFleet);
+        let outcome = match ctx.chain_identity {
+            Some(chain_identity) => {
+                let keeper = FileChain {
+                    store: self,
+                    key: chain_identity.key(),
+                    sealer: Sealer::new(sealing_key, chain_identity.encoded()),
+                };
+                ctx.fetch_kept(Some(&keeper)).await
+            }
+            None => ctx.fetch().await,
+        };
+        if let Ok(shared) = &outcome {
+            let json = token_json(&shared.token, shared.usable_for);
+            if let Some(sealed) = sealer.seal(key, json.as_bytes()) {
+                self.handed_out(key, sealed.clone());
+                let expires = now_ms().saturating_add(millis(shared.usable_for));
+                if let Err(e) = self.put(key.to_owned(), Some((sealed, Some(expires)))).await {
+                    tracing::warn!(error = %e, "the token could not be written to the token file");
+                }
+            }
+        }
+        outcome
+    }
+}
+
+/// A chain kept in the file, under its lock.
+struct FileChain<'a> {
+    store: &'a FileStore,
+    key: &'a str,
+    sealer: Sealer<'a>,
+}
+
+impl ChainKeeper for FileChain<'_> {
+    fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
+        Box::pin(async move {
+            let entries = self.store.entries().await?;
+            Ok(open_entry(&entries, self.key, &self.sealer)
+                .map(|(json, _)| ChainRecord::from_bytes(json)))
+        })
+    }
+
+    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let sealed = self
+                .sealer
+                .seal(self.key, record.as_bytes())
+                .ok_or("the system's random source failed")?;
+            self.store.put(self.key.to_owned(), Some((sealed, None))).await
+        })
+    }
+}
+
+impl TokenStore for FileStore {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+        Box::pin(async move {
+            let Some(sealing_key) = ctx.sealing_key else {
+                if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the token file has no key to seal tokens with (the client has no \
+                         credential of its own): tokens are not shared through it"
+                    );
+                }
+                ctx.record(StoreEvent::FellBackToLocal);
+                return ctx.fetch().await;
+            };
+            let key = ctx.identity();
+            let sealer = Sealer::new(sealing_key, ctx.identity.encoded());
+            if let Ok(entries) = self.entries().await {
+                if let Some(shared) = self.fresh(&entries, key, &sealer, ctx) {
+                    ctx.record(StoreEvent::TookShared);
+                    return Ok(shared);
+                }
+            }
+            let deadline = Instant::now() + 2 * ctx.fetch_timeout() + Duration::from_secs(1);
+            match self.lock(deadline).await {
+                Ok(lock) => {
+                    let outcome = self.fetch_locked(ctx, key, &sealer, sealing_key).await;
+                    drop(lock);
+                    outcome
+                }
+                Err(why) if ctx.chain.is_some() => Err(TokenError::new(TokenErrorKind::Transport)
+                    .with_message(format!(
+                        "the token file's lock could not be taken ({why}); a refresh token is \
+                         sent only under it, since another process may be rotating it"
+                    ))),
+                Err(why) => {
+                    tracing::warn!(error = %why, "the token file's lock could not be taken; fetching alone");
+                    ctx.record(StoreEvent::FellBackToLocal);
+                    ctx.fetch().await
+                }
+            }
+        })
+    }
+
+    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
+        let _ = token;
+        Box::pin(async move {
+            let handed_out = self
+                .handed_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(identity)
+                .cloned();
+            let Some(sealed) = handed_out else {
+                return;
+            };
+            let Ok(lock) = self.lock(Instant::now() + Duration::from_secs(1)).await else {
+                return;
+            };
+            if let Ok(entries) = self.entries().await {
+                let held = entries
+                    .get(identity)
+                    .and_then(|e| e.get("value"))
+                    .and_then(Value::as_str);
+                if held == Some(sealed.as_str()) {
+                    let _ = self.put(identity.to_owned(), None).await;
+                }
+            }
+            drop(lock);
+        })
+    }
+}
+
+impl fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileStore")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Files {
+    /// The values in the file; none when it is missing, too large, or does
+    /// not read (said once: the next write replaces it).
+    fn read(&self) -> Map<String, Value> {
+        let text = match std::fs::metadata(&self.path) {
+            Ok(meta) if meta.len() > MAX_FILE => None,
+            Ok(_) => std::fs::read(&self.path).ok(),
+            Err(_) => return Map::new(),
+        };
+        let entries = text
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .filter(|v| v.get("format").and_then(Value::as_str) == Some(FORMAT))
+            .and_then(|mut v| match v.get_mut("entries").map(Value::take) {
+                Some(Value::Object(entries)) => Some(entries),
+                _ => None,
+            });
+        match entries {
+            Some(entries) => entries,
+            None => {
+                if !self.warned_unreadable.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        file = %self.path.display(),
+                        "the token file does not read; it counts as empty, and the next write \
+                         replaces it (reported once)"
+                    );
+                }
+                Map::new()
+            }
+        }
+    }
+
+    /// Replaces the file with `entries` (less those that ran out): written
+    /// beside it, synced, renamed over it.
+    fn write(&self, entries: &Map<String, Value>) -> std::io::Result<()> {
+        let now = now_ms();
+        let kept: Map<String, Value> = entries
+            .iter()
+            .filter(|(_, e)| {
+                e.get("expires_ms")
+                    .and_then(Value::as_u64)
+                    .is_none_or(|at| at > now)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut whole = Map::new();
+        whole.insert("format".into(), FORMAT.into());
+        whole.insert("entries".into(), Value::Object(kept));
+        let mut temp = self.path.clone().into_os_string();
+        temp.push(format!(
+            ".{}.{:016x}.tmp",
+            std::process::id(),
+            crate::support::random::random_u64()
+        ));
+        let temp = PathBuf::from(temp);
+        let written = (|| {
+            let mut file = owner_only(&temp)?;
+            file.write_all(Value::Object(whole).to_string().as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
+    }
+}
+
+/// The opened value at `key`, and its sealed form.
+fn open_entry(
+    entries: &Map<String, Value>,
+    key: &str,
+    sealer: &Sealer<'_>,
+) -> Option<(Vec<u8>, String)> {
+    let sealed = entries.get(key)?.get("value")?.as_str()?;
+    Some((sealer.open(key, sealed)?, sealed.to_owned()))
+}
+
+/// Opens `path` for writing, made if missing, readable and writable by its
+/// owner only where the system says so.
+fn owner_only(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// Runs `f` off the runtime's workers (file I/O and its syncs).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(format!("the file task failed: {e}")))
+}
+
+fn now_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
