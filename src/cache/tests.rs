@@ -81,7 +81,14 @@ fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
         store: None,
         chain: None,
     };
-    TokenCache::new(way, Policy::default(), placement(), None, None, Default::default())
+    TokenCache::new(
+        way,
+        Policy::default(),
+        placement(),
+        None,
+        None,
+        Default::default(),
+    )
 }
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -112,8 +112,12 @@ impl FileStore {
                 format!("FileStore: {what}: {e}"),
             )
         };
-        let lock = owner_only(&files.lock_path)
-            .map_err(|e| fail(&format!("`{}` cannot be opened", files.lock_path.display()), e))?;
+        let lock = owner_only(&files.lock_path).map_err(|e| {
+            fail(
+                &format!("`{}` cannot be opened", files.lock_path.display()),
+                e,
+            )
+        })?;
         match lock.try_lock() {
             Ok(()) => {
                 let _ = lock.unlock();
@@ -244,7 +248,10 @@ impl FileStore {
             if let Some(sealed) = sealer.seal(key, json.as_bytes()) {
                 self.handed_out(key, sealed.clone());
                 let expires = now_ms().saturating_add(millis(shared.usable_for));
-                if let Err(e) = self.put(key.to_owned(), Some((sealed, Some(expires)))).await {
+                if let Err(e) = self
+                    .put(key.to_owned(), Some((sealed, Some(expires))))
+                    .await
+                {
                     tracing::warn!(error = %e, "the token could not be written to the token file");
                 }
             }
@@ -275,7 +282,9 @@ impl ChainKeeper for FileChain<'_> {
                 .sealer
                 .seal(self.key, record.as_bytes())
                 .ok_or("the system's random source failed")?;
-            self.store.put(self.key.to_owned(), Some((sealed, None))).await
+            self.store
+                .put(self.key.to_owned(), Some((sealed, None)))
+                .await
         })
     }
 }

@@ -112,7 +112,13 @@ impl<'a> FetchContext<'a> {
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
         self.policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
-            && !self.chain.is_some_and(Chain::replaced_here)
+            && !self.begins_login()
+    }
+
+    /// Whether a new login was handed to this layer and not yet stored:
+    /// neither a token nor a failure shared from before applies to it.
+    pub(crate) fn begins_login(&self) -> bool {
+        self.chain.is_some_and(Chain::replaced_here)
     }
 
     /// A key for sealing what the store keeps (feature `redis`): derived

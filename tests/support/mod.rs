@@ -21,6 +21,7 @@ pub mod redis_cluster;
 pub mod redis_sentinel;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+pub mod refresh_server;
 #[cfg(feature = "reqwest")]
 mod reqwest_client;
 pub mod resource_server;

@@ -309,10 +309,9 @@ impl Chain {
     /// `record` (its state when it was read) was stored.
     pub(crate) fn saved(&self, record: &ChainRecord) {
         let mut state = self.state();
-        if Self::read(record).is_some_and(|stored| stored.current == state.current
-            && stored.seq == state.seq
-            && stored.dead == state.dead)
-        {
+        if Self::read(record).is_some_and(|stored| {
+            stored.current == state.current && stored.seq == state.seq && stored.dead == state.dead
+        }) {
             state.unsaved = false;
         }
     }
@@ -323,7 +322,9 @@ impl Chain {
     /// replaces it).
     pub(crate) fn adopt(&self, record: &ChainRecord) {
         let Some(stored) = Self::read(record) else {
-            tracing::warn!("the token store holds a refresh-token chain that does not read; ignored");
+            tracing::warn!(
+                "the token store holds a refresh-token chain that does not read; ignored"
+            );
             return;
         };
         let mut state = self.state();
@@ -371,7 +372,10 @@ impl Chain {
         let (token, f) = {
             let mut state = self.state();
             let now = (state.login.clone(), state.seq);
-            if state.announced == now || state.dead.is_some() || state.seq == 0 && state.login_at == 0 {
+            if state.announced == now
+                || state.dead.is_some()
+                || state.seq == 0 && state.login_at == 0
+            {
                 return;
             }
             state.announced = now;
@@ -382,7 +386,9 @@ impl Chain {
         };
         let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&token)));
         if called.is_err() {
-            tracing::error!("RefreshToken::on_rotation panicked; the new refresh token is kept all the same");
+            tracing::error!(
+                "RefreshToken::on_rotation panicked; the new refresh token is kept all the same"
+            );
         }
     }
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 use redis::RedisError;
 use tokio::time::{sleep, timeout, Instant};
 
-use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use super::connection::Connection;
-use crate::store::seal::Sealer;
 use super::{Problem, RedisStore};
 use crate::endpoint::ChainRecord;
 use crate::error::TokenError;
 use crate::store::chain::ChainKeeper;
+use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
+use crate::store::seal::Sealer;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
@@ -163,7 +163,7 @@ impl RedisStore {
                 self.handed_out(&key, &token, sealed);
                 return Ok(shared);
             }
-            if let Some(failure) = now.failure {
+            if let Some(failure) = now.failure.filter(|_| !ctx.begins_login()) {
                 // Another replica just failed: do not ask the endpoint again
                 // before its back-off is over.
                 return Err(Problem::Token(failure));
@@ -245,7 +245,7 @@ impl RedisStore {
             Ok(Shared {
                 failure: Some(failure),
                 ..
-            }) => Err(failure),
+            }) if !ctx.begins_login() => Err(failure),
             _ => {
                 ctx.record(StoreEvent::FetchedForFleet);
                 self.fetch_chained(ctx, sealer, base).await
@@ -498,14 +498,13 @@ impl TokenStore for RedisStore {
                 }
                 // A refresh token is sent only under the fleet's lock:
                 // another replica may have rotated it.
-                Err(Problem::Redis(why)) if ctx.chain_identity.is_some() => {
-                    Err(TokenError::new(crate::error::TokenErrorKind::Transport).with_message(
-                        format!(
-                            "the Redis token store did not answer ({why}); a refresh token is \
+                Err(Problem::Redis(why)) if ctx.chain_identity.is_some() => Err(TokenError::new(
+                    crate::error::TokenErrorKind::Transport,
+                )
+                .with_message(format!(
+                    "the Redis token store did not answer ({why}); a refresh token is \
                              sent only under its lock, since another replica may be rotating it"
-                        ),
-                    ))
-                }
+                ))),
                 Err(Problem::Redis(_)) => {
                     ctx.record(StoreEvent::FellBackToLocal);
                     ctx.fetch().await
