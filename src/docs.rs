@@ -29,3 +29,6 @@ pub mod replicas {}
 
 #[doc = include_str!("../docs/failures.md")]
 pub mod failures {}
+
+#[doc = include_str!("../docs/refresh_tokens.md")]
+pub mod refresh_tokens {}

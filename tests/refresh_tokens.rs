@@ -520,7 +520,7 @@ mod redis_fleet {
         let replicas: Vec<OAuthLayer> = (0..3)
             .map(|_| {
                 builder(&server, RefreshToken::new(initial.clone()))
-                    .token_store(RedisStore::new(&redis.url()).unwrap())
+                    .token_store(RedisStore::new(redis.url()).unwrap())
                     .build()
                     .unwrap()
             })
@@ -552,7 +552,7 @@ mod redis_fleet {
         }
         // A replica that starts now with the login's token goes on.
         let late = builder(&server, RefreshToken::new(initial.clone()))
-            .token_store(RedisStore::new(&redis.url()).unwrap())
+            .token_store(RedisStore::new(redis.url()).unwrap())
             .build()
             .unwrap();
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -571,7 +571,7 @@ mod redis_fleet {
         let replicas: Vec<OAuthLayer> = (0..3)
             .map(|_| {
                 builder(&server, RefreshToken::new(initial.clone()))
-                    .token_store(RedisStore::new(&redis.url()).unwrap())
+                    .token_store(RedisStore::new(redis.url()).unwrap())
                     .min_backoff(Duration::from_millis(50))
                     .max_backoff(Duration::from_millis(300))
                     .build()
@@ -610,5 +610,170 @@ mod redis_fleet {
             replica.token().await.unwrap();
         }
         assert_eq!(server.reuses(), 0);
+    }
+}
+
+/// Third-party authorization servers: @node-oauth/oauth2-server (rotation
+/// on, the old refresh token revoked through its model, reuse detection
+/// added there) and Authlib's `RefreshTokenGrant` (a new refresh token per
+/// use), run from `tests/servers/` as `.ci/run` installs them.
+mod third_party {
+    use super::*;
+    use std::io::BufRead;
+    use std::process::{Child, Command, Stdio};
+
+    /// Set (as `.ci/run` does) to make missing third-party servers fail
+    /// these tests instead of skipping them.
+    const REQUIRE: &str = "TOWER_OAUTH_REQUIRE_THIRD_PARTY";
+
+    struct External {
+        child: Child,
+        base: String,
+    }
+
+    impl Drop for External {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The server `script` under `interpreter`, if its packages are
+    /// installed (`needs`, under the crate's folder).
+    fn start(
+        interpreter: &str,
+        script: &str,
+        needs: &str,
+        env: &[(&str, &str)],
+    ) -> Option<External> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        if !root.join(needs).exists() {
+            assert!(
+                std::env::var_os(REQUIRE).is_none(),
+                "{needs} is missing and {REQUIRE} is set (see .ci/run for the install)"
+            );
+            eprintln!("note: skipped, {needs} is not installed (see .ci/run)");
+            return None;
+        }
+        let mut command = Command::new(interpreter);
+        command
+            .arg(root.join("tests/servers").join(script))
+            .env("ACCESS_SECONDS", "2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (name, value) in env {
+            command.env(name, root.join(value));
+        }
+        let mut child = command.spawn().expect("the interpreter runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = serde_json::from_str::<serde_json::Value>(&line).unwrap()["port"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Some(External {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    async fn admin(server: &External, path: &str) -> serde_json::Value {
+        let resp = support::hyper_client()
+            .request(support::get(&format!("{}{path}", server.base)))
+            .await
+            .unwrap();
+        let (_, body) = support::read(resp).await;
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Three processes' layers (each its own `FileStore` on one file) for
+    /// 5 s against `server`, 2-second tokens: every request accepted, no
+    /// refresh token sent twice, the login alive.
+    async fn survives_rotation(server: &External, name: &str) {
+        let login = admin(server, "/admin/login").await;
+        let initial = login["refresh_token"].as_str().unwrap().to_owned();
+        let file = support::scratch(name).join("tokens");
+        let layers: Vec<OAuthLayer> = (0..3)
+            .map(|_| {
+                support::with_transport(
+                    OAuthLayer::builder()
+                        .token_url(format!("{}/token", server.base))
+                        .client_id(CLIENT)
+                        .refresh_token(RefreshToken::new(initial.clone()))
+                        .token_store(FileStore::new(&file).unwrap()),
+                )
+                .build()
+                .unwrap()
+            })
+            .collect();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        let api = format!("{}/api", server.base);
+        let (ok, failed) = support::Senders::start(&layers, &api, until).finish().await;
+        let stats = admin(server, "/admin/stats").await;
+        assert_eq!(failed, 0, "{stats}");
+        assert!(ok > 200, "{ok}");
+        assert_eq!(stats["reuses"], 0, "{stats}");
+        let refreshes = stats["refreshes"].as_u64().unwrap();
+        assert!((3..=9).contains(&refreshes), "{stats}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn node_oauth2_server() {
+        let Some(server) = start(
+            "node",
+            "node_refresh_server.js",
+            "tests/servers/node_modules/@node-oauth/oauth2-server",
+            &[],
+        ) else {
+            return;
+        };
+        survives_rotation(&server, "node-oauth2-server").await;
+        // A login revoked at the server: LoginRequired within a few
+        // seconds, after one refused refresh, and none after it.
+        let login = admin(&server, "/admin/login").await;
+        let oauth = support::with_transport(
+            OAuthLayer::builder()
+                .token_url(format!("{}/token", server.base))
+                .client_id(CLIENT)
+                .refresh_token(RefreshToken::new(login["refresh_token"].as_str().unwrap()))
+                .min_backoff(Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+        oauth.token().await.unwrap();
+        admin(
+            &server,
+            &format!("/admin/revoke?family={}", login["family"].as_str().unwrap()),
+        )
+        .await;
+        let before = admin(&server, "/admin/stats").await["refreshes"]
+            .as_u64()
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let started = Instant::now();
+        for _ in 0..5 {
+            let e = oauth.token().await.unwrap_err();
+            assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let after = admin(&server, "/admin/stats").await["refreshes"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(after - before, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn authlib_refresh_token_grant() {
+        let Some(server) = start(
+            "python3",
+            "authlib_refresh_server.py",
+            "target/py-servers/authlib",
+            &[("PYTHONPATH", "target/py-servers")],
+        ) else {
+            return;
+        };
+        survives_rotation(&server, "authlib").await;
     }
 }

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::endpoint::ChainRecord;
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::store::chain::ChainKeeper;
-use crate::store::codec::{time_left, token_json};
+use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
 use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
@@ -160,6 +160,8 @@ impl FileStore {
                     if let Some(at) = expires_ms {
                         entry.insert("expires_ms".into(), at.into());
                     }
+                    // A token stored ends the failure recorded for it.
+                    entries.remove(&failure_key(&key));
                     entries.insert(key, Value::Object(entry));
                 }
                 None => {
@@ -223,12 +225,14 @@ impl FileStore {
         ctx: &FetchContext<'_>,
         key: &str,
         sealer: &Sealer<'_>,
-        sealing_key: &[u8; 32],
     ) -> Result<SharedToken, TokenError> {
         if let Ok(entries) = self.entries().await {
             if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
                 ctx.record(StoreEvent::TookShared);
                 return Ok(shared);
+            }
+            if let Some(failure) = failure(&entries, key, sealer, ctx) {
+                return Err(failure);
             }
         }
         ctx.record(StoreEvent::FetchedForFleet);
@@ -237,23 +241,33 @@ impl FileStore {
                 let keeper = FileChain {
                     store: self,
                     key: chain_identity.key(),
-                    sealer: Sealer::new(sealing_key, chain_identity.encoded()),
+                    sealer: Sealer::new(sealer.key(), chain_identity.encoded()),
                 };
                 ctx.fetch_kept(Some(&keeper)).await
             }
             None => ctx.fetch().await,
         };
-        if let Ok(shared) = &outcome {
-            let json = token_json(&shared.token, shared.usable_for);
-            if let Some(sealed) = sealer.seal(key, json.as_bytes()) {
+        // The token for the others, or the failure they hold back for (as
+        // long as this process will).
+        let (at, json, lasts) = match &outcome {
+            Ok(shared) => (
+                key.to_owned(),
+                token_json(&shared.token, shared.usable_for),
+                shared.usable_for,
+            ),
+            Err(e) => {
+                let hold = ctx.hold_after(e);
+                (failure_key(key), encode_failure(e, hold), hold)
+            }
+        };
+        if let Some(sealed) = sealer.seal(&at, json.as_bytes()) {
+            if outcome.is_ok() {
                 self.handed_out(key, sealed.clone());
-                let expires = now_ms().saturating_add(millis(shared.usable_for));
-                if let Err(e) = self
-                    .put(key.to_owned(), Some((sealed, Some(expires))))
-                    .await
-                {
-                    tracing::warn!(error = %e, "the token could not be written to the token file");
-                }
+            }
+            let expires = now_ms().saturating_add(millis(lasts));
+            let written = self.put(at, Some((sealed, Some(expires)))).await;
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "the token file could not be written");
             }
         }
         outcome
@@ -312,11 +326,14 @@ impl TokenStore for FileStore {
                     ctx.record(StoreEvent::TookShared);
                     return Ok(shared);
                 }
+                if let Some(failure) = failure(&entries, key, &sealer, ctx) {
+                    return Err(failure);
+                }
             }
             let deadline = Instant::now() + 2 * ctx.fetch_timeout() + Duration::from_secs(1);
             match self.lock(deadline).await {
                 Ok(lock) => {
-                    let outcome = self.fetch_locked(ctx, key, &sealer, sealing_key).await;
+                    let outcome = self.fetch_locked(ctx, key, &sealer).await;
                     drop(lock);
                     outcome
                 }
@@ -436,6 +453,28 @@ impl Files {
         }
         written
     }
+}
+
+/// Where the failure of the token at `key` is kept.
+fn failure_key(key: &str) -> String {
+    format!("{key}:failure")
+}
+
+/// The failure another process reported for the token at `key`, while
+/// the processes hold back for it (not for a new login handed over here).
+fn failure(
+    entries: &Map<String, Value>,
+    key: &str,
+    sealer: &Sealer<'_>,
+    ctx: &FetchContext<'_>,
+) -> Option<TokenError> {
+    if ctx.begins_login() {
+        return None;
+    }
+    let key = failure_key(key);
+    let (json, _) = open_entry(entries, &key, sealer)?;
+    let left = time_left(&json, Duration::MAX)?;
+    decode_failure(&String::from_utf8_lossy(&json), left)
 }
 
 /// The opened value at `key`, and its sealed form.

@@ -121,13 +121,13 @@ impl<'a> FetchContext<'a> {
         self.chain.is_some_and(Chain::replaced_here)
     }
 
-    /// A key for sealing what the store keeps (feature `redis`): derived
-    /// (HKDF-SHA256) from the client's credential (its secret, its private
-    /// key, or its TLS client key), so the same on every replica holding
-    /// that credential; `None` when the layer has no credential of its own
-    /// (a key in a KMS, a token source). Never derived from anything in the
+    /// A key for sealing what the store keeps: derived (HKDF-SHA256) from
+    /// the client's credential (its secret, its private key, or its TLS
+    /// client key) and, with a [refresh token](crate::RefreshToken), from
+    /// the refresh token the layer was configured with, so the same on
+    /// every replica configured alike; `None` when the layer has neither (a
+    /// key in a KMS, a token source). Never derived from anything in the
     /// store.
-    #[cfg(feature = "redis")]
     pub fn sealing_key(&self) -> Option<&[u8; 32]> {
         self.sealing_key
     }

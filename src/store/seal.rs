@@ -34,7 +34,6 @@ impl<'a> Sealer<'a> {
     }
 
     /// The key it seals with.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn key(&self) -> &[u8; 32] {
         &self.raw
     }

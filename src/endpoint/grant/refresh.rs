@@ -5,7 +5,7 @@
 //! (`RefreshToken::new`). Each answer that carries a new refresh token
 //! replaces the current one, which is never sent again. A chain the server
 //! refused (`invalid_grant`) is dead: nothing is sent until a new login
-//! ([`replace`](RefreshToken::replace)) or a store that holds a newer chain.
+//! ([`Chain::replace`]) or a store that holds a newer chain.
 //! What a store keeps of a chain is a [`ChainRecord`] (sealed by the store).
 
 use std::fmt;
