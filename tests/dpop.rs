@@ -859,3 +859,40 @@ async fn a_resource_that_requires_dpop_gets_bound_tokens_from_the_server_it_name
     );
     assert_eq!(server.bindings().len(), 1, "one DPoP-bound token");
 }
+
+/// A DPoP-bound refresh token is refreshed with the same key: every
+/// refresh carries a proof of it (checked by the strict server with
+/// jsonwebtoken), and each access token is bound to it.
+#[tokio::test]
+async fn refreshes_prove_the_same_key_for_every_token() {
+    let server = DpopServer::start(1, Nonces::Strict, 2).await;
+    let key = DpopKey::generate(Algorithm::Es256).unwrap();
+    let thumbprint = key.thumbprint().to_owned();
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(server.token_url())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+            .refresh_token(tower_oauth::RefreshToken::new("dpop-bound-refresh-token"))
+            .dpop(key),
+    )
+    .build()
+    .unwrap();
+    let client = client(&oauth);
+    let url = server.api_url(0, "/refreshed");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(4500);
+    while tokio::time::Instant::now() < deadline {
+        let status = client
+            .clone()
+            .oneshot(request(Method::GET, &url, "-"))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::OK, "{:?}", server.refusals());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bindings = server.bindings();
+    assert!(bindings.len() >= 3, "{} tokens", bindings.len());
+    assert!(bindings.iter().all(|jkt| *jkt == thumbprint));
+    assert_eq!(server.refusals(), Vec::<String>::new());
+}

@@ -375,3 +375,46 @@ async fn a_renewal_rides_out_a_failover_on_the_token_in_hand() {
     assert_eq!(stats.iter().map(|s| s.renewals_ahead).sum::<u64>(), 8);
     drop(cluster);
 }
+
+/// Replicas refreshing one rotating refresh token through a cluster: the
+/// chain sealed beside the token, under the chain's lock; no retired
+/// refresh token sent, every request accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_refresh_token_chain_through_a_cluster() {
+    let Some(cluster) = cluster(3, 0).await else {
+        return;
+    };
+    let server = support::refresh_server::RefreshServer::start(Duration::from_secs(2)).await;
+    let initial = server.login();
+    let replicas: Vec<OAuthLayer> = (0..3)
+        .map(|_| {
+            with_transport(
+                OAuthLayer::builder()
+                    .token_url(server.token_url())
+                    .client_id("cli-app")
+                    .refresh_token(tower_oauth::RefreshToken::new(initial.clone()))
+                    .token_store(RedisStore::cluster(cluster.urls()).unwrap().prefix("rt:")),
+            )
+            .build()
+            .unwrap()
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(5);
+    let (ok, failed) = Senders::start(&replicas, &server.api_url(), until)
+        .finish()
+        .await;
+    assert_eq!(failed, 0);
+    assert!(ok > 200, "{ok}");
+    assert_eq!(server.reuses(), 0);
+    assert!(!server.is_revoked(&initial));
+    let refreshes = server.refreshes();
+    assert!((3..=9).contains(&refreshes), "{refreshes} refreshes");
+    let values = cluster.values("rt:");
+    assert!(
+        values.iter().any(|(key, _)| key.ends_with(":chain")),
+        "{values:?}"
+    );
+    for (key, value) in values {
+        assert!(!value.contains("rt-login"), "{key}: {value}");
+    }
+}

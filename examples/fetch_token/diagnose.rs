@@ -107,7 +107,11 @@ pub async fn run(settings: Settings) -> bool {
             trials.push(trial);
         }
     }
-    verdict(&trials)
+    let works = verdict(&trials);
+    // The trials share one chain: a rotated refresh token went from each
+    // to the next, never sent twice.
+    super::rotation_note(&settings.rotated, settings.store_file.as_deref());
+    works
 }
 
 fn print_metadata(found: &ServerMetadata) {
@@ -302,6 +306,8 @@ pub async fn demonstration() -> Result<(), BoxError> {
         resource_url: None,
         issuer: None,
         trusted: Vec::new(),
+        rotated: Default::default(),
+        store_file: None,
     };
     if !run(settings).await {
         return Err("the diagnosis did not find the way that works".into());
@@ -335,6 +341,8 @@ and an API on it that names its server (--resource-url):
         resource_url: Some(resource),
         issuer: None,
         trusted: vec![issuer],
+        rotated: Default::default(),
+        store_file: None,
     };
     if super::resource::run(settings).await {
         Ok(())

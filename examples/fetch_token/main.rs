@@ -24,6 +24,10 @@
 //! # private_key_jwt (RFC 7523), the key from a PEM file:
 //! cargo run --example fetch_token -- --issuer https://login.example.com \
 //!     --client-id my-client --private-key client-key.pem --key-alg ES256 --key-id key-1
+//! # A refresh token (RFC 6749 section 6) of a login made elsewhere, the chain
+//! # kept in a file between runs (a rotating server retires the one given):
+//! OAUTH_REFRESH_TOKEN=... cargo run --example fetch_token -- --issuer https://login.example.com \
+//!     --client-id my-cli --store-file ~/.config/my-cli/tokens
 //! # Mutual TLS (RFC 8705, tls_client_auth):
 //! cargo run --example fetch_token -- --token-url https://mtls.example.com/token \
 //!     --client-id my-client --client-auth tls_client_auth \
@@ -40,6 +44,10 @@
 //! with `--key-alg`, default ES256, and `--key-id`) chooses
 //! `private_key_jwt`; `--client-cert` and `--client-key`
 //! (PEM files; `--ca-cert` for a private CA) present a client certificate.
+//! `--refresh-token` (or `OAUTH_REFRESH_TOKEN`, better: command lines are
+//! visible) refreshes with a login's refresh token; `--store-file` keeps the
+//! tokens and the refresh token's chain in a `FileStore`, so that the next
+//! run goes on from a refresh token the server rotated.
 //!
 //! Without configuration it runs against an embedded token endpoint on
 //! 127.0.0.1: one success, then each failure kind with its explanation, then
@@ -58,7 +66,9 @@ use tower_oauth::{
     TokenError, TokenErrorKind,
 };
 
-const FLAGS: [&str; 16] = [
+const FLAGS: [&str; 18] = [
+    "--refresh-token",
+    "--store-file",
     "--resource-url",
     "--trusted-issuer",
     "--private-key",
@@ -130,10 +140,29 @@ async fn main() -> Result<(), BoxError> {
             std::process::exit(2);
         }
     };
-    if !check(&oauth).await {
+    let worked = check(&oauth).await;
+    rotation_note(&settings.rotated, settings.store_file.as_deref());
+    if !worked {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// What became of a refresh token the server rotated (never the token).
+pub fn rotation_note(rotated: &std::sync::atomic::AtomicBool, store_file: Option<&str>) {
+    if !rotated.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    match store_file {
+        Some(path) => println!(
+            "  refresh token:    rotated by the server; the new one is kept (sealed) in {path}: \
+             run again with the same refresh token and --store-file to go on from it"
+        ),
+        None => println!(
+            "  refresh token:    rotated by the server: the one given is retired now, and the new \
+             one was not kept (give --store-file to keep the chain between runs)"
+        ),
+    }
 }
 
 /// What to do about a configuration problem.
@@ -216,6 +245,20 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
     if let Some(secret) = either("--client-secret", "OAUTH_CLIENT_SECRET") {
         b = b.client_secret(secret);
     }
+    let rotated = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refresh = either("--refresh-token", "OAUTH_REFRESH_TOKEN").map(|token| {
+        let seen = std::sync::Arc::clone(&rotated);
+        tower_oauth::RefreshToken::new(token)
+            .on_rotation(move |_| seen.store(true, std::sync::atomic::Ordering::SeqCst))
+    });
+    if let Some(refresh) = refresh {
+        b = b.refresh_token(refresh);
+    }
+    let store_file = flag("--store-file");
+    if let Some(path) = &store_file {
+        let store = tower_oauth::FileStore::new(path).map_err(|e| e.message().to_owned())?;
+        b = b.token_store(store);
+    }
     let mut chosen = None;
     if let Some(auth) = either("--client-auth", "OAUTH_CLIENT_AUTH") {
         let auth: ClientAuth = auth
@@ -251,6 +294,8 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
         resource_url,
         issuer,
         trusted,
+        rotated,
+        store_file,
     })
 }
 
@@ -269,6 +314,10 @@ pub struct Settings {
     /// The issuer set, and the `--trusted-issuer`s.
     pub issuer: Option<String>,
     pub trusted: Vec<String>,
+    /// Set when the server rotated the refresh token given.
+    pub rotated: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// `--store-file`: where the chain is kept between runs.
+    pub store_file: Option<String>,
 }
 
 /// Reads a file a flag names.
@@ -408,6 +457,10 @@ fn explain(e: &TokenError) {
             "endpoint unreachable: check the URL's host and port, DNS, proxies and firewalls"
         }
         (TokenErrorKind::Timeout, _) => "no complete answer in time: the endpoint or the network is slow",
+        (TokenErrorKind::LoginRequired, _) => {
+            "the refresh token was refused (expired, revoked, or used before): log in again and \
+             give the new refresh token"
+        }
         (TokenErrorKind::InvalidResponse, _) => {
             "the answer is not a token response (not JSON, or a proxy's page): check that the URL \
              is the token endpoint itself"

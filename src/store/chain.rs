@@ -109,15 +109,16 @@ where
             "the token endpoint refused the refresh token: the login has ended, and a new \
              one is needed (OAuthLayer::replace_refresh_token)"
         );
-        let mut required = login_required(&why);
-        if let Some(status) = error.status() {
-            required = required.with_status(
+        // The server's words once: in the status part when it answered.
+        let required = match error.status() {
+            Some(status) => login_required(None).with_status(
                 status,
                 error.error_code().map(str::to_owned),
                 error.error_description().map(str::to_owned),
                 None,
-            );
-        }
+            ),
+            None => login_required(Some(&why)),
+        };
         return Err(required);
     }
 }
@@ -160,4 +161,133 @@ fn unreadable(why: String) -> TokenError {
         "the token store's refresh-token chain could not be read ({why}); no refresh token is \
          sent without it, since another process or replica may have rotated it"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use http::StatusCode;
+
+    use super::*;
+    use crate::endpoint::RefreshToken;
+
+    /// A store's chain in memory, whose writes fail `failing` times first.
+    #[derive(Default)]
+    struct Kept {
+        record: Mutex<Option<Vec<u8>>>,
+        failing: AtomicUsize,
+        saves: AtomicUsize,
+    }
+
+    impl ChainKeeper for Kept {
+        fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
+            let record = self.record.lock().unwrap().clone();
+            Box::pin(async move { Ok(record.map(ChainRecord::from_bytes)) })
+        }
+
+        fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
+            self.saves.fetch_add(1, Ordering::SeqCst);
+            let failed = self
+                .failing
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if !failed {
+                *self.record.lock().unwrap() = Some(record.as_bytes().to_vec());
+            }
+            Box::pin(async move {
+                if failed {
+                    Err("the disk is full".to_owned())
+                } else {
+                    Ok(())
+                }
+            })
+        }
+    }
+
+    fn refused() -> TokenError {
+        TokenError::new(TokenErrorKind::Status).with_status(
+            StatusCode::BAD_REQUEST,
+            Some("invalid_grant".into()),
+            Some("refresh token reused".into()),
+            None,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_tried_again_and_then_named_as_a_risk() {
+        let chain = RefreshToken::new("first-refresh").chain;
+        let kept = Kept::default();
+        kept.failing.store(2, Ordering::SeqCst);
+        let fetch = || async {
+            chain.rotated("first-refresh", "second-refresh".into());
+            Ok::<_, TokenError>(())
+        };
+        refresh(&chain, Some(&kept), fetch).await.unwrap();
+        assert_eq!(kept.saves.load(Ordering::SeqCst), 3);
+        assert!(!chain.unsaved());
+        let other = RefreshToken::new("first-refresh").chain;
+        other.adopt(&kept.load().await.unwrap().unwrap());
+        assert_eq!(other.current(), "second-refresh");
+        // Four failures: given up, the new token kept in memory.
+        let kept = Kept::default();
+        kept.failing.store(10, Ordering::SeqCst);
+        let chain = RefreshToken::new("first-refresh").chain;
+        let fetch = || async {
+            chain.rotated("first-refresh", "second-refresh".into());
+            Ok::<_, TokenError>(())
+        };
+        refresh(&chain, Some(&kept), fetch).await.unwrap();
+        assert_eq!(kept.saves.load(Ordering::SeqCst), 4);
+        assert!(chain.unsaved());
+        assert_eq!(chain.to_send().unwrap(), "second-refresh");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_reads_the_store_again_then_ends_the_chain() {
+        // Another process rotated the token meanwhile: the store's is used.
+        let chain = RefreshToken::new("first-refresh").chain;
+        let elsewhere = RefreshToken::new("first-refresh").chain;
+        elsewhere.rotated("first-refresh", "rotated-elsewhere".into());
+        let kept = Kept::default();
+        let sent = Mutex::new(Vec::new());
+        let fetch = || async {
+            let token = chain.to_send()?;
+            sent.lock().unwrap().push(token.clone());
+            if token == "first-refresh" {
+                // The other process's write lands while this one refreshes.
+                *kept.record.lock().unwrap() = Some(elsewhere.record().as_bytes().to_vec());
+                return Err(refused());
+            }
+            Ok(())
+        };
+        refresh(&chain, Some(&kept), fetch).await.unwrap();
+        assert_eq!(
+            *sent.lock().unwrap(),
+            ["first-refresh", "rotated-elsewhere"]
+        );
+        // Nothing newer: the chain is dead, stored so, and sends nothing.
+        let calls = AtomicUsize::new(0);
+        let fetch = || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            chain.to_send()?;
+            Err::<(), _>(refused())
+        };
+        let e = refresh(&chain, Some(&kept), fetch).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+        assert_eq!(e.error_code(), Some("invalid_grant"));
+        assert!(e.to_string().contains("refresh token reused"), "{e}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let e = refresh(&chain, Some(&kept), fetch).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "a dead chain sends nothing"
+        );
+        let replica = RefreshToken::new("first-refresh").chain;
+        replica.adopt(&kept.load().await.unwrap().unwrap());
+        assert!(replica.to_send().is_err(), "the store says it is dead");
+    }
 }

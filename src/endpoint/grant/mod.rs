@@ -152,8 +152,10 @@ impl GrantProof {
         match self {
             GrantProof::Nothing => None,
             GrantProof::Refresh(_) => Some(
-                "the token endpoint refused the refresh token (expired, revoked, or used \
-                 before)"
+                "the token endpoint refused the refresh: `invalid_grant` means the refresh \
+                 token expired, was revoked or was used before (a new login is needed); \
+                 `invalid_client` that the client must authenticate (give its secret) or is not \
+                 the one the login was made for"
                     .to_owned(),
             ),
             GrantProof::Signed(_) | GrantProof::File(_) => {

@@ -234,7 +234,7 @@ impl Chain {
     pub(crate) fn to_send(&self) -> Result<String, TokenError> {
         let state = self.state();
         match &state.dead {
-            Some(why) => Err(login_required(why)),
+            Some(why) => Err(login_required(Some(why))),
             None => Ok(state.current.clone()),
         }
     }
@@ -393,11 +393,13 @@ impl Chain {
     }
 }
 
-/// The error of a chain that is dead: `why` is what the server said.
-pub(crate) fn login_required(why: &str) -> TokenError {
+/// The error of a chain that is dead: `why` is what the server said, when
+/// the error does not carry it already.
+pub(crate) fn login_required(why: Option<&str>) -> TokenError {
+    let why = why.map(|why| format!(" ({why})")).unwrap_or_default();
     TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
-        "the refresh token was refused ({why}): a new login is needed; give its refresh token to \
-         OAuthLayer::replace_refresh_token (the refused one is never sent again)"
+        "the refresh token was refused{why}: log in again and give the new login's refresh \
+         token to OAuthLayer::replace_refresh_token (the refused one is never sent again)"
     ))
 }
 
