@@ -509,6 +509,24 @@ mod redis_fleet {
     use support::redis_server::{missing, RedisServer};
     use tower_oauth::RedisStore;
 
+    /// Three replicas refreshing `initial` through `redis`, each set up by
+    /// `tweak` too.
+    fn replicas(
+        server: &RefreshServer,
+        redis: &RedisServer,
+        initial: &str,
+        tweak: impl Fn(OAuthLayerBuilder) -> OAuthLayerBuilder,
+    ) -> Vec<OAuthLayer> {
+        (0..3)
+            .map(|_| {
+                tweak(builder(server, RefreshToken::new(initial)))
+                    .token_store(RedisStore::new(redis.url()).unwrap())
+                    .build()
+                    .unwrap()
+            })
+            .collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicas_share_one_chain_and_keep_it_sealed() {
         if missing() {
@@ -517,14 +535,7 @@ mod redis_fleet {
         let redis = RedisServer::start();
         let server = RefreshServer::start(Duration::from_secs(2)).await;
         let initial = server.login();
-        let replicas: Vec<OAuthLayer> = (0..3)
-            .map(|_| {
-                builder(&server, RefreshToken::new(initial.clone()))
-                    .token_store(RedisStore::new(redis.url()).unwrap())
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let replicas = replicas(&server, &redis, &initial, |b| b);
         let until = std::time::Instant::now() + Duration::from_secs(6);
         let (ok, failed) = support::Senders::start(&replicas, &server.api_url(), until)
             .finish()
@@ -568,16 +579,10 @@ mod redis_fleet {
         let redis = RedisServer::start();
         let server = RefreshServer::start(Duration::from_millis(800)).await;
         let initial = server.login();
-        let replicas: Vec<OAuthLayer> = (0..3)
-            .map(|_| {
-                builder(&server, RefreshToken::new(initial.clone()))
-                    .token_store(RedisStore::new(redis.url()).unwrap())
-                    .min_backoff(Duration::from_millis(50))
-                    .max_backoff(Duration::from_millis(300))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let replicas = replicas(&server, &redis, &initial, |b| {
+            b.min_backoff(Duration::from_millis(50))
+                .max_backoff(Duration::from_millis(300))
+        });
         for replica in &replicas {
             replica.token().await.unwrap();
         }

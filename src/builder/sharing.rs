@@ -9,8 +9,11 @@ use super::OAuthLayerBuilder;
 /// Sharing: a token store shared by replicas, or tokens from a source of
 /// your own.
 impl OAuthLayerBuilder {
-    /// Shares tokens, and token requests, with other replicas through
-    /// `store`, such as [`RedisStore`](crate::RedisStore) (feature `redis`).
+    /// Shares tokens, and token requests, with other processes or replicas
+    /// through `store`: [`FileStore`](crate::FileStore) for the processes
+    /// of one machine, [`RedisStore`](crate::RedisStore) (feature `redis`)
+    /// for a fleet. Both also keep a [refresh token](Self::refresh_token)'s
+    /// chain, so that none of them sends a refresh token another rotated.
     /// Layers with the same token URL (or issuer), client id, client
     /// authentication (and its signing key), client certificate, DPoP key
     /// and parameters share one token; layers built on a

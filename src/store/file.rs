@@ -2,13 +2,12 @@
 //! processes of one machine through one file: an advisory lock across
 //! processes, atomic replacement, owner-only permissions, sealed values.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -19,7 +18,7 @@ use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::store::chain::ChainKeeper;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
-use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::store::{FetchContext, HandedOut, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
@@ -74,9 +73,8 @@ pub struct FileStore {
     inner: Arc<Files>,
     /// Warned that nothing could be sealed.
     warned_unsealed: AtomicBool,
-    /// Per key, the sealed value this process last took or stored there:
-    /// a refused token is deleted only if the file still holds it.
-    handed_out: Mutex<HashMap<String, String>>,
+    /// What this process took or stored, for deleting a refused token.
+    handed_out: HandedOut,
 }
 
 /// The store's file and its lock file.
@@ -138,7 +136,7 @@ impl FileStore {
         Ok(FileStore {
             inner: Arc::new(files),
             warned_unsealed: AtomicBool::new(false),
-            handed_out: Mutex::new(HashMap::new()),
+            handed_out: HandedOut::default(),
         })
     }
 
@@ -206,16 +204,9 @@ impl FileStore {
         if !ctx.is_fresh(&shared) {
             return None;
         }
-        self.handed_out(key, sealed);
+        self.handed_out
+            .put(key, shared.token.expose_token(), sealed);
         Some(shared)
-    }
-
-    fn handed_out(&self, key: &str, sealed: String) {
-        let mut handed_out = self
-            .handed_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        handed_out.insert(key.to_owned(), sealed);
     }
 
     /// Under the lock: a token another process stored meanwhile, else one
@@ -261,8 +252,9 @@ impl FileStore {
             }
         };
         if let Some(sealed) = sealer.seal(&at, json.as_bytes()) {
-            if outcome.is_ok() {
-                self.handed_out(key, sealed.clone());
+            if let Ok(shared) = &outcome {
+                self.handed_out
+                    .put(key, shared.token.expose_token(), sealed.clone());
             }
             let expires = now_ms().saturating_add(millis(lasts));
             let written = self.put(at, Some((sealed, Some(expires)))).await;
@@ -352,15 +344,9 @@ impl TokenStore for FileStore {
     }
 
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
-        let _ = token;
         Box::pin(async move {
-            let handed_out = self
-                .handed_out
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(identity)
-                .cloned();
-            let Some(sealed) = handed_out else {
+            // Not a token this process had from the file: nothing to delete.
+            let Some(sealed) = self.handed_out.sealed(identity, token) else {
                 return;
             };
             let Ok(lock) = self.lock(Instant::now() + Duration::from_secs(1)).await else {

@@ -303,6 +303,44 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
     }
 }
 
+/// How many keys' handed-out tokens a store remembers (see [`HandedOut`]).
+const MAX_HANDED_OUT: usize = 4096;
+
+/// Per store key, the token a store last took or stored there and its
+/// sealed value: a refused token is deleted only if the store still holds
+/// exactly that value. Bounded: past [`MAX_HANDED_OUT`] keys (token slots
+/// churned through the store) it starts afresh, and a token refused
+/// meanwhile is left in the store until it expires (its refusals stay
+/// rate-limited).
+#[derive(Default)]
+pub(crate) struct HandedOut(std::sync::Mutex<std::collections::HashMap<String, (String, String)>>);
+
+impl HandedOut {
+    /// `token`, sealed as `sealed`, was handed out from `key`.
+    pub(crate) fn put(&self, key: &str, token: &str, sealed: String) {
+        let mut handed_out = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.len() >= MAX_HANDED_OUT && !handed_out.contains_key(key) {
+            handed_out.clear();
+        }
+        handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
+    }
+
+    /// The sealed value handed out from `key`, if it was `token`.
+    pub(crate) fn sealed(&self, key: &str, token: &AccessToken) -> Option<String> {
+        let handed_out = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match handed_out.get(key) {
+            Some((t, sealed)) if t == token.expose_token() => Some(sealed.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// A store shared with other replicas, as a layer (or token slot) uses it:
 /// the store, the identity of the token in it, and the key derived from the
 /// client's credential for sealing what it keeps.

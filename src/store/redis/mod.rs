@@ -7,7 +7,6 @@ mod connection;
 mod protocol;
 mod scripts;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -105,7 +104,7 @@ pub struct RedisStore {
     /// Per Redis key, the token this replica last took or stored there and
     /// its sealed value: a refused token is deleted only if Redis still
     /// holds exactly that value.
-    handed_out: Mutex<HashMap<String, (String, String)>>,
+    handed_out: crate::store::HandedOut,
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
@@ -267,7 +266,7 @@ impl RedisStore {
             notifications: true,
             warned_unopened: AtomicBool::new(false),
             warned_unsealed: AtomicBool::new(false),
-            handed_out: Mutex::new(HashMap::new()),
+            handed_out: Default::default(),
         }
     }
 

@@ -21,10 +21,6 @@ use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
-/// How many keys' handed-out tokens a store remembers (see
-/// `RedisStore::handed_out`).
-const MAX_HANDED_OUT: usize = 4096;
-
 /// How often a replica waiting for another one's token looks again when it
 /// could not subscribe to the news of it.
 const POLL: Duration = Duration::from_millis(25);
@@ -121,21 +117,6 @@ impl RedisStore {
         opened
     }
 
-    /// Remembers that `token`, sealed as `sealed`, was handed out from `key`.
-    /// Bounded: past [`MAX_HANDED_OUT`] keys (token slots churned through
-    /// the store) it starts afresh, and a token refused meanwhile is left in
-    /// Redis until it expires (its refusals stay rate-limited).
-    fn handed_out(&self, key: &str, token: &str, sealed: String) {
-        let mut handed_out = self
-            .handed_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if handed_out.len() >= MAX_HANDED_OUT && !handed_out.contains_key(key) {
-            handed_out.clear();
-        }
-        handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
-    }
-
     /// The token from Redis, or fetched for the fleet under the lock;
     /// waiting for another replica's no later than `give_up`.
     async fn shared(
@@ -160,7 +141,7 @@ impl RedisStore {
             let now = self.read(&key, sealer).await?;
             if let Some((shared, (token, sealed))) = now.token.filter(|(t, _)| ctx.is_fresh(t)) {
                 ctx.record(StoreEvent::TookShared);
-                self.handed_out(&key, &token, sealed);
+                self.handed_out.put(&key, &token, sealed);
                 return Ok(shared);
             }
             if let Some(failure) = now.failure.filter(|_| !ctx.begins_login()) {
@@ -239,7 +220,7 @@ impl RedisStore {
                 ..
             }) if ctx.is_fresh(&shared) => {
                 ctx.record(StoreEvent::TookShared);
-                self.handed_out(key, &token, sealed);
+                self.handed_out.put(key, &token, sealed);
                 Ok(shared)
             }
             Ok(Shared {
@@ -259,7 +240,8 @@ impl RedisStore {
                 else {
                     return outcome.map_err(Problem::Token);
                 };
-                self.handed_out(key, shared.token.expose_token(), sealed.clone());
+                self.handed_out
+                    .put(key, shared.token.expose_token(), sealed.clone());
                 self.bounded(
                     self.scripts
                         .store
@@ -516,16 +498,9 @@ impl TokenStore for RedisStore {
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = self.key(identity);
-            let sealed = {
-                let handed_out = self
-                    .handed_out
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                match handed_out.get(&key) {
-                    Some((t, sealed)) if t == token.expose_token() => sealed.clone(),
-                    // Not a token this replica had from Redis.
-                    _ => return,
-                }
+            // Not a token this replica had from Redis: nothing to delete.
+            let Some(sealed) = self.handed_out.sealed(&key, token) else {
+                return;
             };
             let Ok(mut con) = self.connection().await else {
                 return;
