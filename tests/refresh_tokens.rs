@@ -291,6 +291,27 @@ async fn a_confidential_client_refreshes_with_its_own_authentication() {
     assert!(plain.replace_refresh_token("abc").is_err());
 }
 
+#[tokio::test]
+async fn a_public_client_refreshes_at_the_endpoint_its_issuer_names() {
+    let server = RefreshServer::start(Duration::from_secs(60)).await;
+    let initial = server.login();
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(server.issuer())
+            .client_id(CLIENT)
+            .refresh_token(RefreshToken::new(initial.clone())),
+    )
+    .build()
+    .unwrap();
+    let token = oauth.token().await.unwrap();
+    assert!(token.expose_token().starts_with("at-"));
+    assert_eq!(server.sent(), vec![initial]);
+    let found = oauth.server_metadata().unwrap();
+    assert_eq!(found.token_endpoint, server.token_url());
+    let params = server.state.params.lock().unwrap().clone();
+    assert_eq!(params, vec![(Some(CLIENT.to_owned()), None)]);
+}
+
 /// Several processes of a machine (or tasks standing for them) on one
 /// file: the chain written under the file's lock.
 mod file_store {

@@ -88,6 +88,10 @@ impl RefreshServer {
         format!("{}/token", self.state.url.lock().unwrap())
     }
 
+    pub fn issuer(&self) -> String {
+        self.state.url.lock().unwrap().clone()
+    }
+
     pub fn api_url(&self) -> String {
         format!("{}/api", self.state.url.lock().unwrap())
     }
@@ -149,6 +153,18 @@ impl State {
             }
             self.api_refused.fetch_add(1, Ordering::SeqCst);
             return answer(401, json!({"error": "invalid_token"}));
+        }
+        if req.uri().path() == "/.well-known/oauth-authorization-server" {
+            let issuer = self.url.lock().unwrap().clone();
+            return answer(
+                200,
+                json!({
+                    "issuer": issuer,
+                    "token_endpoint": format!("{issuer}/token"),
+                    "grant_types_supported": ["refresh_token", "authorization_code"],
+                    "token_endpoint_auth_methods_supported": ["none", "client_secret_post"],
+                }),
+            );
         }
         let body = req.into_body().collect().await.unwrap().to_bytes();
         let form: HashMap<String, String> = form_urlencoded::parse(&body).into_owned().collect();
