@@ -368,6 +368,41 @@ mod file_store {
         assert_eq!(server.sent().last(), Some(&other));
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_layer_dropped_mid_refresh_still_stores_the_rotated_token() {
+        let dir = support::scratch("refresh-dropped");
+        let file = dir.join("tokens");
+        let server = RefreshServer::start(Duration::from_secs(60)).await;
+        let initial = server.login();
+        server.state.delay_ms.store(500, Ordering::SeqCst);
+        let oauth = builder(&server, RefreshToken::new(initial.clone()))
+            .token_store(FileStore::new(&file).unwrap())
+            .build()
+            .unwrap();
+        let waiting = tokio::spawn({
+            let oauth = oauth.clone();
+            async move { oauth.token().await }
+        });
+        while server.refreshes() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The server rotated the refresh token; its answer is on the way.
+        // The request and the layer go away.
+        waiting.abort();
+        drop(oauth);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        server.state.delay_ms.store(0, Ordering::SeqCst);
+        // The refresh ran to its end: the file holds the rotated token, and
+        // the next layer (or process) goes on from it.
+        let next = builder(&server, RefreshToken::new(initial.clone()))
+            .token_store(FileStore::new(&file).unwrap())
+            .build()
+            .unwrap();
+        next.token().await.unwrap();
+        assert_eq!(server.reuses(), 0);
+        assert!(!server.is_revoked(&initial));
+    }
+
     #[test]
     fn a_path_that_cannot_be_made_is_an_error_at_once() {
         let e = FileStore::new("/nonexistent-folder/for/tokens").unwrap_err();
