@@ -32,6 +32,8 @@ struct State {
     /// The scopes a token needs.
     needs: Mutex<Vec<String>>,
     api_calls: AtomicUsize,
+    /// The status of the challenge: 403, or 401 as some APIs send it.
+    status: Mutex<Option<u16>>,
 }
 
 struct Server {
@@ -117,7 +119,8 @@ async fn handle(state: &State, req: http::Request<hyper::body::Incoming>) -> Res
         r#"Bearer error="insufficient_scope", scope="{}", error_description="more scope""#,
         state.asks.lock().unwrap()
     );
-    let mut response = answer(403, json!({"error": "insufficient_scope"}));
+    let status = state.status.lock().unwrap().unwrap_or(403);
+    let mut response = answer(status, json!({"error": "insufficient_scope"}));
     response
         .headers_mut()
         .insert("www-authenticate", challenge.parse().unwrap());
@@ -161,12 +164,67 @@ async fn a_scope_not_allowed_is_never_requested() {
         .step_up_scopes(["files:write"])
         .build()
         .unwrap();
-    // The allowed part is asked for; the admin scope never is.
+    // A token without the admin scope cannot satisfy the API: no token
+    // request at all, not even for the allowed part, and the 403 as it is.
     assert_eq!(post(&oauth, &server.api_url()).await, 403);
-    for scope in server.requested() {
-        assert!(!scope.contains("files:admin"), "{scope}");
+    assert_eq!(post(&oauth, &server.api_url()).await, 403);
+    assert_eq!(server.requested(), ["files:read"]);
+    assert_eq!(
+        server.state.api_calls.load(Ordering::SeqCst),
+        2,
+        "no resend"
+    );
+    // Nor when it asks for that scope alone (once a renewal with the
+    // same scopes).
+    *server.state.asks.lock().unwrap() = "files:admin".into();
+    assert_eq!(post(&oauth, &server.api_url()).await, 403);
+    assert_eq!(server.requested(), ["files:read"]);
+}
+
+#[tokio::test]
+async fn a_scope_split_otherwise_than_by_spaces_is_unusable() {
+    // "files:write<TAB>files:admin" is no list of scope tokens (RFC 6749
+    // section 3.3): not `files:write` and `files:admin`, nothing.
+    // A tab; a quote and a backslash (escaped in the quoted string), which
+    // are outside NQCHAR.
+    for asks in [
+        "files:write\tfiles:admin",
+        r#"files:wr\"ite"#,
+        r"files:wr\\ite",
+    ] {
+        let server = Server::start(&["files:read", "files:write"], asks).await;
+        let oauth = server
+            .builder()
+            .step_up_scopes(["files:write", "files:admin"])
+            .build()
+            .unwrap();
+        let status = post(&oauth, &server.api_url()).await;
+        assert!(status == 403 || status == 200, "{status}");
+        assert_eq!(server.requested(), ["files:read"], "{asks:?}");
     }
+}
+
+#[tokio::test]
+async fn insufficient_scope_on_a_401_steps_up_as_on_a_403() {
+    let server = Server::start(&["files:read", "files:write"], "files:read files:write").await;
+    *server.state.status.lock().unwrap() = Some(401);
+    let oauth = server
+        .builder()
+        .step_up_scopes(["files:write"])
+        .build()
+        .unwrap();
+    assert_eq!(post(&oauth, &server.api_url()).await, 200);
     assert_eq!(server.requested(), ["files:read", "files:read files:write"]);
+    // Without step_up_scopes: no renewal (one with the same scope cannot
+    // help), the 401 as it is, not sent again.
+    let server = Server::start(&["files:write"], "files:write").await;
+    *server.state.status.lock().unwrap() = Some(401);
+    let oauth = server.builder().build().unwrap();
+    assert_eq!(post(&oauth, &server.api_url()).await, 401);
+    assert_eq!(post(&oauth, &server.api_url()).await, 401);
+    assert_eq!(server.requested(), ["files:read"]);
+    assert_eq!(server.state.api_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(oauth.stats().forced_renewals, 0);
 }
 
 #[tokio::test]

@@ -94,16 +94,31 @@ impl TokenCache {
     }
 
     /// The API answered the token of `generation` with `insufficient_scope`,
-    /// asking for `asked` (space-separated). With scopes to add among the
-    /// allowed ones: the requests ask with them from now on, and the token
-    /// is dropped for one that has them. With none new: the token is
-    /// renewed as a refused one is (once per forced-renewal interval).
-    /// Whether another token comes, so that sending again can help.
+    /// asking for `asked` (scope tokens separated by spaces). With scopes
+    /// to add among the allowed ones: the requests ask with them from now
+    /// on, and the token is dropped for one that has them. With one the
+    /// layer may not add, or a scope that is no list of scope tokens: no
+    /// token request. With none new: the token is renewed as a refused one
+    /// is (once per forced-renewal interval). Whether another token comes,
+    /// so that sending again can help.
     pub(crate) fn step_up(self: &Arc<Self>, generation: u64, asked: &str) -> bool {
         let Some(step_up) = &self.challenges.step_up else {
             return false;
         };
-        let asked: Vec<&str> = asked.split_ascii_whitespace().collect();
+        // Scope tokens are separated by spaces alone (RFC 6749 section
+        // 3.3): a tab, a control character or any byte outside NQCHAR makes
+        // the whole scope unusable, rather than a part of it asked for.
+        let asked: Vec<&str> = asked.split(' ').filter(|s| !s.is_empty()).collect();
+        if !asked
+            .iter()
+            .all(|s| crate::token::params::is_scope_token(s))
+        {
+            tracing::warn!(
+                "the API's insufficient_scope challenge names a scope that is not a list of \
+                 scope tokens (RFC 6749 section 3.3); no token is requested for it"
+            );
+            return false;
+        }
         let (scope, way) = {
             let mut scopes = step_up
                 .scopes
@@ -127,12 +142,15 @@ impl TokenCache {
                 .filter(|s| !had(s) && !allowed(s))
                 .collect();
             if !refused.is_empty() {
+                // A token without them cannot satisfy the API: no token
+                // request is made, and the answer goes back as it is.
                 tracing::warn!(
                     ?refused,
                     allowed = ?step_up.allowed,
-                    "the API asked for scopes this layer may not add (step_up_scopes); they \
-                     are not requested"
+                    "the API asked for scopes this layer may not add (step_up_scopes); no \
+                     token is requested for them"
                 );
+                return false;
             }
             let new: Vec<&str> = asked
                 .iter()

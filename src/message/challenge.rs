@@ -104,12 +104,26 @@ pub(crate) fn challenges(headers: &HeaderMap) -> Vec<Challenge> {
 /// The scopes a `Bearer` or `DPoP` challenge with `error="insufficient_scope"`
 /// asks for (RFC 6750 section 3.1: its `scope`), if any.
 pub(crate) fn insufficient_scope(headers: &HeaderMap) -> Option<String> {
-    challenges(headers)
+    insufficient(headers).flatten()
+}
+
+/// Whether a `Bearer` or `DPoP` challenge says `error="insufficient_scope"`,
+/// and the scopes it asks for, if any.
+pub(crate) fn insufficient(headers: &HeaderMap) -> Option<Option<String>> {
+    let found: Vec<Challenge> = challenges(headers)
         .into_iter()
         .filter(|c| c.is("Bearer") || c.is("DPoP"))
         .filter(|c| c.param("error") == Some("insufficient_scope"))
-        .find_map(|c| c.param("scope").map(str::to_owned))
-        .filter(|scope| !scope.trim().is_empty())
+        .collect();
+    if found.is_empty() {
+        return None;
+    }
+    Some(
+        found
+            .iter()
+            .find_map(|c| c.param("scope").map(str::to_owned))
+            .filter(|scope| !scope.trim().is_empty()),
+    )
 }
 
 /// A reading position in one header value.

@@ -11,7 +11,7 @@ use http::{HeaderValue, Method, StatusCode};
 
 use crate::cache::{CachedToken, Link, TokenCache};
 use crate::error::TokenError;
-use crate::message::challenge::{challenges, insufficient_scope};
+use crate::message::challenge::{challenges, insufficient, insufficient_scope};
 use crate::message::{is_unauthorized, may_be_grpc, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
@@ -125,7 +125,17 @@ impl<L: CacheHandle> SentToken<L> {
         let Some(asked) = insufficient_scope(response.headers()) else {
             return Answered::Accepted;
         };
-        if !cache.step_up(self.generation(), &asked) {
+        self.insufficient(response, Some(&asked))
+    }
+
+    /// The API said the token has too little scope (`insufficient_scope`,
+    /// on a `403` or a `401`), asking for `asked`: a token with more scope
+    /// comes if the layer may add it; else no token request is made (one
+    /// with the same scope could not help), and the answer goes back marked
+    /// as one that sending again cannot help.
+    fn insufficient(&self, response: &mut impl Answer, asked: Option<&str>) -> Answered {
+        let cache = self.link.cache();
+        if !asked.is_some_and(|asked| cache.step_up(self.generation(), asked)) {
             response.mark_no_new_token();
             return Answered::RefusedAgain;
         }
@@ -139,6 +149,11 @@ impl<L: CacheHandle> SentToken<L> {
     #[cold]
     #[inline(never)]
     fn refused(&self, response: &mut impl Answer) -> Answered {
+        // Not a token the API does not take: one with too little scope,
+        // handled as on a `403`.
+        if let Some(asked) = insufficient(response.headers()) {
+            return self.insufficient(response, asked.as_deref());
+        }
         let cache = self.link.cache();
         if cache.reads_refusals() {
             cache.refused_with(&challenges(response.headers()));
