@@ -418,3 +418,104 @@ async fn a_refused_grant_names_its_issuer_subject_audience_and_key_id() {
         );
     }
 }
+
+/// The grant's assertion from another layer's current token (an ID token
+/// or ID-JAG another server issues, say) and from a function: sent as it
+/// is, renewed with its source, named (never shown) when refused.
+#[tokio::test]
+async fn an_assertion_from_another_layer_or_a_function() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+    serve_state(listener, Arc::clone(&seen), |seen, req| async move {
+        if req.uri().path() == "/idp" {
+            let n = seen.lock().unwrap().len();
+            return answer(
+                200,
+                json!({"access_token": format!("eyJ.upstream-assertion-{n}"), "expires_in": 600}),
+            );
+        }
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+        seen.lock().unwrap().push((None, form.clone()));
+        let assertion = form
+            .iter()
+            .find(|(n, _)| n == "assertion")
+            .map(|(_, v)| v.clone());
+        if assertion.as_deref() == Some("refused-assertion-value") {
+            return answer(
+                400,
+                json!({"error": "invalid_grant", "error_description": "bad refused-assertion-value"}),
+            );
+        }
+        answer(
+            200,
+            json!({"access_token": "granted", "token_type": "Bearer", "expires_in": 600}),
+        )
+    });
+    let upstream = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{base}/idp"))
+            .client_id("agent")
+            .client_secret("agent-secret"),
+    )
+    .build()
+    .unwrap();
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{base}/token"))
+            .jwt_bearer(JwtBearer::assertion_from(tower_oauth::SubjectToken::from(
+                &upstream,
+            ))),
+    )
+    .build()
+    .unwrap();
+    assert_eq!(oauth.token().await.unwrap().expose_token(), "granted");
+    let (_, form) = seen.lock().unwrap()[0].clone();
+    let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("grant_type").as_deref(),
+        Some(tower_oauth::JWT_BEARER_GRANT_TYPE)
+    );
+    assert_eq!(
+        get("assertion").as_deref(),
+        Some("eyJ.upstream-assertion-0")
+    );
+    assert_eq!(
+        get("client_id"),
+        None,
+        "no client authentication of its own"
+    );
+    // From a function; a refusal names the source, never the assertion.
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{base}/token"))
+            .jwt_bearer(JwtBearer::assertion_from(
+                tower_oauth::SubjectToken::from_fn("workload-idp", || {
+                    Box::pin(async { Ok("refused-assertion-value".to_owned()) })
+                }),
+            )),
+    )
+    .build()
+    .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::Status);
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("fn:workload-idp"), "{text}");
+    assert!(!text.contains("refused-assertion-value"), "{text}");
+    // An empty answer is a credential error naming the function.
+    let empty = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{base}/token"))
+            .jwt_bearer(JwtBearer::assertion_from(
+                tower_oauth::SubjectToken::from_fn("blank", || {
+                    Box::pin(async { Ok("  ".to_owned()) })
+                }),
+            )),
+    )
+    .build()
+    .unwrap();
+    let e = empty.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::Credential);
+    assert!(e.to_string().contains("assertion `blank` is empty"), "{e}");
+}

@@ -62,6 +62,8 @@ pub(crate) enum Source {
     Signed(Signed),
     /// Written by a platform.
     File(PathBuf),
+    /// Asked of a subject token source (a function, another layer).
+    Subject(crate::endpoint::grant::token_exchange::SubjectToken),
 }
 
 /// The settings of an assertion the layer signs.
@@ -136,6 +138,33 @@ impl JwtBearer {
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
         JwtBearer {
             source: Source::File(path.into()),
+            scope_in_assertion: false,
+            token_uri: None,
+        }
+    }
+
+    /// An assertion asked of `source` at each token request: a file, a
+    /// function, or another layer's current token (fresh, as
+    /// `SubjectToken::from(&layer)` makes it), the same sources a token
+    /// exchange's subject comes from. Errors name the source, never the
+    /// assertion.
+    ///
+    /// ```
+    /// use tower_oauth::{JwtBearer, OAuthLayer, SubjectToken};
+    ///
+    /// // A CI platform's OIDC token, handed over by code of yours.
+    /// let grant = JwtBearer::assertion_from(SubjectToken::from_fn("ci-oidc", || {
+    ///     Box::pin(async { Ok(std::env::var("CI_JOB_JWT")?) })
+    /// }));
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.example.com/oauth2/token")
+    ///     .jwt_bearer(grant)
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    pub fn assertion_from(source: crate::endpoint::grant::token_exchange::SubjectToken) -> Self {
+        JwtBearer {
+            source: Source::Subject(source),
             scope_in_assertion: false,
             token_uri: None,
         }
@@ -237,6 +266,11 @@ impl JwtBearer {
                 path.display(),
                 self.scope_in_assertion
             ),
+            Source::Subject(source) => format!(
+                "jwt_bearer;source={};scope_claim={}",
+                source.source(),
+                self.scope_in_assertion
+            ),
         }
     }
 }
@@ -250,6 +284,9 @@ impl fmt::Debug for JwtBearer {
             }
             Source::File(path) => {
                 d.field("file", path);
+            }
+            Source::Subject(source) => {
+                d.field("source", source);
             }
         }
         d.field("scope_in_assertion", &self.scope_in_assertion)

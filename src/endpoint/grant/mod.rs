@@ -104,6 +104,7 @@ impl Grant {
                     )))
                 }
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
+                Source::Subject(source) => GrantProof::Asked(source.clone()),
             },
             Grant::TokenExchange(grant) => GrantProof::Subject(Arc::clone(grant)),
             Grant::Refresh(chain) => GrantProof::Refresh(Arc::clone(chain)),
@@ -118,6 +119,8 @@ pub(crate) enum GrantProof {
     Signed(Box<crate::endpoint::client_auth::assertion::Assertions>),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
+    /// A JWT-bearer assertion asked of a subject token source.
+    Asked(token_exchange::SubjectToken),
     /// A token exchange's subject token, asked for each request.
     Subject(Arc<TokenExchange>),
     /// The chain's current refresh token.
@@ -158,13 +161,20 @@ impl GrantProof {
                  the one the login was made for"
                     .to_owned(),
             ),
-            GrantProof::Signed(_) | GrantProof::File(_) => {
+            GrantProof::Signed(_) | GrantProof::File(_) | GrantProof::Asked(_) => {
                 let jwt = carried?;
-                let claims = crate::support::encoding::jwt_claims(jwt).ok()?;
-                let header = crate::support::encoding::jwt_header(jwt).ok()?;
                 let from = match self {
                     GrantProof::File(file) => format!(" read from `{}`", file.path().display()),
+                    GrantProof::Asked(source) => format!(" from `{}`", source.source()),
                     _ => String::new(),
+                };
+                let read = crate::support::encoding::jwt_claims(jwt)
+                    .and_then(|c| Ok((c, crate::support::encoding::jwt_header(jwt)?)));
+                let Ok((claims, header)) = read else {
+                    return Some(format!(
+                        "the token endpoint refused the JWT-bearer grant's assertion{from}, \
+                         which is not a JWT whose claims read: check what the source hands out"
+                    ));
                 };
                 Some(format!(
                     "the token endpoint refused the JWT-bearer grant's assertion{from} (iss {}, \
@@ -220,6 +230,7 @@ impl GrantProof {
                 assertions.sign(chosen).await?
             }
             GrantProof::File(file) => file.read().await?,
+            GrantProof::Asked(source) => read_subject(source, "assertion").await?,
             GrantProof::Subject(exchange) => return append_subject(exchange, body).await.map(Some),
             GrantProof::Refresh(chain) => {
                 let token = chain.to_send()?;
@@ -240,35 +251,43 @@ async fn append_subject(
     exchange: &TokenExchange,
     body: &mut Vec<u8>,
 ) -> Result<String, TokenError> {
-    let subject = match &exchange.subject.0 {
-        token_exchange::SubjectFrom::File(path) => {
-            AssertionFile::subject_token(path).read().await?
-        }
-        token_exchange::SubjectFrom::Fn { name, ask } => {
-            let token = ask().await.map_err(|e| {
-                TokenError::new(TokenErrorKind::Credential)
-                    .with_message(format!("the subject token `{name}` could not be had: {e}"))
-            })?;
-            if token.trim().is_empty() {
-                return Err(TokenError::new(TokenErrorKind::Credential)
-                    .with_message(format!("the subject token `{name}` is empty")));
-            }
-            token
-        }
-    };
+    let subject = read_subject(&exchange.subject, "subject token").await?;
     let mut pair = |name: &str, value: &str| {
         body.push(b'&');
         body.extend_from_slice(name.as_bytes());
         body.push(b'=');
         body.extend(form_urlencode(value).bytes());
     };
-    let subject = subject.trim().to_owned();
     pair("subject_token", &subject);
     pair("subject_token_type", &exchange.subject_token_type);
     if let Some(requested) = &exchange.requested_token_type {
         pair("requested_token_type", requested);
     }
     Ok(subject)
+}
+
+/// The token `source` holds now (`what` it is for, in errors), trimmed.
+async fn read_subject(
+    source: &token_exchange::SubjectToken,
+    what: &str,
+) -> Result<String, TokenError> {
+    let token = match &source.0 {
+        token_exchange::SubjectFrom::File(path) => {
+            AssertionFile::subject_token(path).read().await?
+        }
+        token_exchange::SubjectFrom::Fn { name, ask } => {
+            let token = ask().await.map_err(|e| {
+                TokenError::new(TokenErrorKind::Credential)
+                    .with_message(format!("the {what} `{name}` could not be had: {e}"))
+            })?;
+            if token.trim().is_empty() {
+                return Err(TokenError::new(TokenErrorKind::Credential)
+                    .with_message(format!("the {what} `{name}` is empty")));
+            }
+            token
+        }
+    };
+    Ok(token.trim().to_owned())
 }
 
 impl GrantProof {
