@@ -519,3 +519,322 @@ async fn an_assertion_from_another_layer_or_a_function() {
     assert_eq!(e.kind(), TokenErrorKind::Credential);
     assert!(e.to_string().contains("assertion `blank` is empty"), "{e}");
 }
+
+/// Enterprise-managed authorization (ID-JAG, MCP's SEP-990) against three
+/// loopback servers: the company's identity provider (a token exchange of
+/// the employee's ID token for an ID-JAG it signs), the MCP server's
+/// authorization server (the JWT-bearer grant, the ID-JAG verified with
+/// jsonwebtoken, the client's Basic authentication) and the MCP server
+/// (its RFC 9728 metadata naming that server).
+mod id_jag {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tower_oauth::{IdentityAssertion, OAuthLayerBuilder, SubjectToken};
+
+    const ID_TOKEN: &str = "eyJ.employee-id-token.sig";
+    const IDP_KEY: &[u8] = b"the identity provider's signing key, shared with the server";
+
+    #[derive(Default)]
+    struct Enterprise {
+        idp: Mutex<String>,
+        auth: Mutex<String>,
+        resource: Mutex<String>,
+        /// The token exchanges the IdP answered, with their parameters.
+        exchanges: Mutex<Vec<Vec<(String, String)>>>,
+        /// The ID-JAGs the authorization server took (their `jti`).
+        grants: Mutex<Vec<String>>,
+        idp_refuses: AtomicBool,
+        auth_refuses: AtomicBool,
+        /// How many ID-JAGs the authorization server still calls expired.
+        expired: AtomicUsize,
+    }
+
+    impl Enterprise {
+        async fn start() -> Arc<Enterprise> {
+            let state = Arc::new(Enterprise::default());
+            for role in ["idp", "auth", "resource"] {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("http://{}", listener.local_addr().unwrap());
+                match role {
+                    "idp" => *state.idp.lock().unwrap() = url,
+                    "auth" => *state.auth.lock().unwrap() = url,
+                    _ => *state.resource.lock().unwrap() = format!("{url}/mcp"),
+                }
+                serve_state(listener, Arc::clone(&state), move |state, req| async move {
+                    state.handle(role, req).await
+                });
+            }
+            state
+        }
+
+        fn idp(&self) -> String {
+            self.idp.lock().unwrap().clone()
+        }
+
+        fn auth(&self) -> String {
+            self.auth.lock().unwrap().clone()
+        }
+
+        fn resource(&self) -> String {
+            self.resource.lock().unwrap().clone()
+        }
+
+        async fn handle(&self, role: &str, req: http::Request<hyper::body::Incoming>) -> Response {
+            let path = req.uri().path().to_owned();
+            let basic = req
+                .headers()
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+            let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            match (role, path.as_str()) {
+                ("resource", "/.well-known/oauth-protected-resource/mcp") => answer(
+                    200,
+                    json!({"resource": self.resource(), "authorization_servers": [self.auth()]}),
+                ),
+                ("auth", "/.well-known/oauth-authorization-server") => answer(
+                    200,
+                    json!({
+                        "issuer": self.auth(),
+                        "token_endpoint": format!("{}/token", self.auth()),
+                        "grant_types_supported": [tower_oauth::JWT_BEARER_GRANT_TYPE],
+                        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                    }),
+                ),
+                ("idp", "/token") => {
+                    self.exchanges.lock().unwrap().push(form.clone());
+                    let expected = [
+                        (
+                            "grant_type",
+                            tower_oauth::TOKEN_EXCHANGE_GRANT_TYPE.to_owned(),
+                        ),
+                        ("subject_token", ID_TOKEN.to_owned()),
+                        ("subject_token_type", tower_oauth::ID_TOKEN_TYPE.to_owned()),
+                        (
+                            "requested_token_type",
+                            tower_oauth::ID_JAG_TOKEN_TYPE.to_owned(),
+                        ),
+                        ("audience", self.auth()),
+                        ("resource", self.resource()),
+                        ("client_id", "agent-at-idp".to_owned()),
+                    ];
+                    for (name, value) in expected {
+                        if get(name).as_deref() != Some(value.as_str()) {
+                            return answer(
+                                400,
+                                json!({"error": "invalid_request", "error_description": format!("{name}")}),
+                            );
+                        }
+                    }
+                    if self.idp_refuses.load(Ordering::SeqCst) {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_grant", "error_description": "the ID token expired"}),
+                        );
+                    }
+                    let now = jsonwebtoken::get_current_timestamp();
+                    let jti = format!("jag-{}", self.exchanges.lock().unwrap().len());
+                    let claims = json!({
+                        "iss": self.idp(), "sub": "employee@acme.example", "aud": self.auth(),
+                        "resource": self.resource(), "client_id": "agent", "scope": get("scope"),
+                        "iat": now, "exp": now + 300, "jti": jti,
+                    });
+                    let mut header = jsonwebtoken::Header::new(Algorithm::HS256);
+                    header.typ = Some("oauth-id-jag+jwt".into());
+                    let jag = jsonwebtoken::encode(
+                        &header,
+                        &claims,
+                        &jsonwebtoken::EncodingKey::from_secret(IDP_KEY),
+                    )
+                    .unwrap();
+                    answer(
+                        200,
+                        json!({"access_token": jag, "issued_token_type": tower_oauth::ID_JAG_TOKEN_TYPE, "token_type": "N_A"}),
+                    )
+                }
+                ("auth", "/token") => {
+                    use base64::Engine;
+                    let expected = format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode("agent:agent-secret")
+                    );
+                    if basic.as_deref() != Some(expected.as_str()) {
+                        return answer(401, json!({"error": "invalid_client"}));
+                    }
+                    if get("grant_type").as_deref() != Some(tower_oauth::JWT_BEARER_GRANT_TYPE) {
+                        return answer(400, json!({"error": "unsupported_grant_type"}));
+                    }
+                    let mut validation = Validation::new(Algorithm::HS256);
+                    validation.set_issuer(&[self.idp()]);
+                    validation.set_audience(&[self.auth()]);
+                    let Ok(jag) = jsonwebtoken::decode::<Value>(
+                        &get("assertion").unwrap_or_default(),
+                        &DecodingKey::from_secret(IDP_KEY),
+                        &validation,
+                    ) else {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_grant", "error_description": "not an ID-JAG"}),
+                        );
+                    };
+                    if jag.claims["resource"] != json!(self.resource()) {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_grant", "error_description": "resource"}),
+                        );
+                    }
+                    if self.auth_refuses.load(Ordering::SeqCst) {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_grant", "error_description": "this client may not act for that user"}),
+                        );
+                    }
+                    let expired = self
+                        .expired
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if expired {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_grant", "error_description": "the ID-JAG expired"}),
+                        );
+                    }
+                    let jti = jag.claims["jti"].as_str().unwrap().to_owned();
+                    self.grants.lock().unwrap().push(jti.clone());
+                    answer(
+                        200,
+                        json!({"access_token": format!("mcp-token-{jti}"), "token_type": "Bearer", "expires_in": 3600}),
+                    )
+                }
+                _ => answer(404, json!({})),
+            }
+        }
+    }
+
+    fn layer(enterprise: &Enterprise, id_token: SubjectToken) -> OAuthLayerBuilder {
+        support::with_transport(
+            OAuthLayer::builder()
+                .protected_resource(enterprise.resource())
+                .trusted_issuers([enterprise.auth()])
+                .client_id("agent")
+                .client_secret("agent-secret")
+                .identity_assertion(
+                    IdentityAssertion::token_url(format!("{}/token", enterprise.idp()), id_token)
+                        .client_id("agent-at-idp"),
+                )
+                .scope("tools:call"),
+        )
+    }
+
+    fn id_token() -> SubjectToken {
+        SubjectToken::from_fn("employee-id-token", || {
+            Box::pin(async { Ok(ID_TOKEN.to_owned()) })
+        })
+    }
+
+    #[tokio::test]
+    async fn an_id_token_becomes_an_id_jag_then_a_token_and_renewals_reuse_the_id_jag() {
+        let enterprise = Enterprise::start().await;
+        let oauth = layer(&enterprise, id_token()).build().unwrap();
+        let token = oauth.token().await.unwrap();
+        assert_eq!(token.expose_token(), "mcp-token-jag-1");
+        let exchange = enterprise.exchanges.lock().unwrap()[0].clone();
+        assert!(
+            exchange.contains(&("scope".into(), "tools:call".into())),
+            "{exchange:?}"
+        );
+        // A renewal presents the ID-JAG again while it lasts.
+        assert!(oauth.force_renewal());
+        let token = oauth.token().await.unwrap();
+        assert_eq!(token.expose_token(), "mcp-token-jag-1");
+        assert_eq!(enterprise.exchanges.lock().unwrap().len(), 1);
+        assert_eq!(enterprise.grants.lock().unwrap().len(), 2);
+        // An ID-JAG the server calls expired is dropped, and the request
+        // made once more with a new one.
+        enterprise.expired.store(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let fresh = support::with_transport(
+            layer(&enterprise, id_token()).forced_renewal_interval(Duration::from_millis(1)),
+        )
+        .build()
+        .unwrap();
+        assert_eq!(
+            fresh.token().await.unwrap().expose_token(),
+            "mcp-token-jag-3"
+        );
+        assert_eq!(enterprise.exchanges.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_its_step_its_server_and_what_was_asked_never_a_token() {
+        let enterprise = Enterprise::start().await;
+        enterprise.idp_refuses.store(true, Ordering::SeqCst);
+        let oauth = layer(&enterprise, id_token()).build().unwrap();
+        let e = oauth.token().await.unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(text.contains("step 1 of 2"), "{text}");
+        assert!(text.contains(&enterprise.idp()), "{text}");
+        assert!(
+            text.contains(&format!("audience `{}`", enterprise.auth())),
+            "{text}"
+        );
+        assert!(text.contains("the ID token expired"), "{text}");
+        assert!(!text.contains("employee-id-token.sig"), "{text}");
+        // The authorization server's refusal: the second step.
+        enterprise.idp_refuses.store(false, Ordering::SeqCst);
+        enterprise.auth_refuses.store(true, Ordering::SeqCst);
+        let oauth = layer(&enterprise, id_token()).build().unwrap();
+        let e = oauth.token().await.unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(text.contains("id-jag:"), "{text}");
+        assert!(text.contains("may not act for that user"), "{text}");
+        assert!(!text.contains("eyJ"), "{text}");
+        // The ID token's source failing: a credential error naming it.
+        let failing = SubjectToken::from_fn("employee-id-token", || {
+            Box::pin(async { Err("the desktop session is locked".into()) })
+        });
+        let e = layer(&enterprise, failing)
+            .build()
+            .unwrap()
+            .token()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::Credential, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("step 1 of 2") && text.contains("employee-id-token"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn it_needs_the_servers_issuer_and_no_other_grant() {
+        let id = || IdentityAssertion::token_url("https://idp.example.com/token", id_token());
+        let e = OAuthLayer::builder()
+            .token_url("https://auth.example.com/token")
+            .client_id("agent")
+            .client_secret("s")
+            .identity_assertion(id())
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("protected_resource"), "{e}");
+        let e = OAuthLayer::builder()
+            .protected_resource("https://mcp.example.com/mcp")
+            .client_id("agent")
+            .client_secret("s")
+            .identity_assertion(id())
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("trusted_issuers"), "{e}");
+        let e = OAuthLayer::builder()
+            .issuer("https://auth.example.com")
+            .identity_assertion(id())
+            .jwt_bearer(JwtBearer::from_file("/tmp/x"))
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("another grant"), "{e}");
+        assert!(!format!("{:?}", id().client_secret("idp-secret")).contains("idp-secret"));
+    }
+}

@@ -2,6 +2,7 @@
 
 use crate::endpoint::ClientAuth;
 use crate::endpoint::Grant;
+use crate::endpoint::IdentityAssertion;
 use crate::endpoint::JwtBearer;
 use crate::endpoint::RefreshToken;
 use crate::endpoint::SecretSource;
@@ -241,6 +242,23 @@ impl OAuthLayerBuilder {
     /// Default: client credentials.
     pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
         self.grant = Grant::TokenExchange(Arc::new(exchange));
+        self
+    }
+
+    /// Enterprise-managed authorization (MCP's SEP-990, ID-JAG): each token
+    /// request exchanges an ID token at the identity provider for an
+    /// ID-JAG made for the authorization server the
+    /// [protected resource](Self::protected_resource) names, then presents
+    /// it with the JWT-bearer grant and this layer's client authentication.
+    /// See [`IdentityAssertion`]. Needs
+    /// [`protected_resource`](Self::protected_resource),
+    /// [`protected_resources`](Self::protected_resources) or
+    /// [`issuer`](Self::issuer) (the ID-JAG's audience is the server's
+    /// issuer); not with another grant.
+    ///
+    /// Default: none (client credentials).
+    pub fn identity_assertion(mut self, settings: IdentityAssertion) -> Self {
+        self.id_jag = Some(settings);
         self
     }
 

@@ -65,6 +65,8 @@ pub struct OAuthLayerBuilder {
     key_file: Option<(crate::keys::Algorithm, Option<String>)>,
     client_auth: Option<ClientAuth>,
     grant: crate::endpoint::Grant,
+    /// Enterprise-managed authorization, assembled into `grant` at build.
+    id_jag: Option<crate::endpoint::IdentityAssertion>,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,

@@ -35,10 +35,12 @@ pub use self::client_auth::{
     ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, JWT_BEARER_ASSERTION_TYPE,
 };
 pub use self::discovery::ServerMetadata;
+pub use self::grant::id_jag::IdentityAssertion;
 pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
 pub use self::grant::refresh::RefreshToken;
 pub use self::grant::token_exchange::{
-    SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
+    SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
+    JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
 pub use self::resource::ResourceMetadata;
 
@@ -48,9 +50,11 @@ pub(crate) use self::client_auth::{
     check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
 };
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
+pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
     check_given as check_refresh_token, login_required, Chain, ChainRecord,
 };
+pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::request::TokenRequest;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};

@@ -148,9 +148,12 @@ impl Prepared {
             redactor: Redactor::new(client_id, secret),
             body: Bytes::from(body),
             proof,
-            grant: spec
-                .grant
-                .proof(&url, target.issuer.as_deref(), scope, &spec.assertion),
+            grant: spec.grant.proof(
+                &url,
+                target.issuer.as_deref(),
+                (scope, &target.params),
+                &spec.assertion,
+            ),
             basic,
         }
     }
@@ -246,9 +249,23 @@ impl Prepared {
         self.grant.chain()
     }
 
+    /// After `error` refused the grant's assertion made for this request
+    /// (an ID-JAG): whether its source dropped it, so that the next one is
+    /// new.
+    pub(crate) fn renews_refused_assertion(&self, error: &TokenError) -> bool {
+        use crate::endpoint::grant::token_exchange::SubjectFrom;
+        let GrantProof::Asked(source, asking) = &self.grant else {
+            return false;
+        };
+        let SubjectFrom::ForRequest { source, .. } = &source.0 else {
+            return false;
+        };
+        error.error_code() == Some("invalid_grant") && (source.refused)(asking.clone())
+    }
+
     /// Whether the grant is a token exchange.
     pub(crate) fn exchanges(&self) -> bool {
-        matches!(self.grant, GrantProof::Subject(_))
+        matches!(self.grant, GrantProof::Subject(..))
     }
 
     /// The assertion file, when the client sends one.

@@ -38,6 +38,7 @@ struct Retried {
     grant_audience: bool,
     secret: bool,
     file: bool,
+    assertion: bool,
 }
 
 /// The hint for a URL given with `token_url` that is not a token endpoint.
@@ -226,6 +227,16 @@ impl TokenRequest {
                     && Self::tries_other_grant_audience(&prepared, &sent, &error)
                 {
                     retried.grant_audience = true;
+                    continue;
+                }
+                // An assertion made for this request (an ID-JAG) that the
+                // server refused, dropped at its source: once with a new one.
+                if !retried.assertion && prepared.renews_refused_assertion(&error) {
+                    tracing::info!(
+                        "the token endpoint refused the grant's assertion; asking again with a \
+                         new one"
+                    );
+                    retried.assertion = true;
                     continue;
                 }
                 if let Some(hint) = self.grant_refused(&prepared, &sent, &error) {

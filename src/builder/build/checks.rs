@@ -258,7 +258,10 @@ impl OAuthLayerBuilder {
             return Ok(());
         }
         let has_secret = self.client_secret.is_some() || self.secret_source.is_some();
-        let why = if !matches!(self.grant, crate::endpoint::Grant::ClientCredentials) {
+        let why = if self.id_jag.is_some() {
+            "an ID-JAG for any server it names would be asked of the identity provider in the \
+             employee's name"
+        } else if !matches!(self.grant, crate::endpoint::Grant::ClientCredentials) {
             "its grant's assertion or subject token could be replayed by that server"
         } else if self.assertion_audience.is_some() {
             "assertion_audience fixes the client assertion's `aud`, so that server could \

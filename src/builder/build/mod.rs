@@ -23,6 +23,7 @@ use crate::token::identity::{IdentityBase, Origin, Parts};
 use super::OAuthLayerBuilder;
 
 mod checks;
+mod id_jag;
 #[cfg(test)]
 mod tests;
 
@@ -78,6 +79,17 @@ impl OAuthLayerBuilder {
         self.check_values(&client_id, &client_secret, auth.as_ref())?;
         let assertion = self.assertion_settings()?;
         let transport = self.chosen_transport(policy.fetch_timeout)?;
+        if let Some(settings) = self.id_jag.take() {
+            if matches!(target, Target::Url(_)) && resources.is_empty() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "identity_assertion needs the authorization server's issuer, the ID-JAG's \
+                     audience: give protected_resource (the MCP server's URL) or issuer, not a \
+                     token URL",
+                ));
+            }
+            self.grant = self.id_jag_grant(&settings, &transport, policy.fetch_timeout)?;
+        }
         let identity = self.identity(&target, &client_id, auth.as_ref());
         // A credential that changes cannot be the replicas' common sealing key.
         let sealing_key = match rotating {
@@ -251,7 +263,15 @@ impl OAuthLayerBuilder {
                  tokens in a token store",
             ));
         }
+        if self.id_jag.is_some() && !matches!(self.grant, Grant::ClientCredentials) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "identity_assertion was given together with another grant (jwt_bearer, \
+                 token_exchange, refresh_token); it is a JWT-bearer grant of its own",
+            ));
+        }
         let other_grant = match &self.grant {
+            Grant::ClientCredentials if self.id_jag.is_some() => Some("identity_assertion"),
             Grant::ClientCredentials => None,
             Grant::JwtBearer(_) => Some("jwt_bearer"),
             Grant::TokenExchange(_) => Some("token_exchange"),

@@ -2,6 +2,7 @@
 //! `grant_type`, and what it adds to each request's body (the JWT-bearer
 //! grant's fresh `assertion`, the current refresh token).
 
+pub(crate) mod id_jag;
 pub(crate) mod jwt_bearer;
 pub(crate) mod refresh;
 pub(crate) mod token_exchange;
@@ -9,7 +10,7 @@ pub(crate) mod token_exchange;
 use std::sync::Arc;
 
 use self::refresh::{Chain, REFRESH_GRANT_TYPE};
-use self::token_exchange::{TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
+use self::token_exchange::{Asking, TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::AssertionSettings;
 use crate::endpoint::grant::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
@@ -75,7 +76,7 @@ impl Grant {
         &self,
         url: &str,
         issuer: Option<&str>,
-        scope: Option<&str>,
+        (scope, params): (Option<&str>, &[(String, String)]),
         settings: &AssertionSettings,
     ) -> GrantProof {
         match self {
@@ -104,9 +105,13 @@ impl Grant {
                     )))
                 }
                 Source::File(path) => GrantProof::File(AssertionFile::new(path)),
-                Source::Subject(source) => GrantProof::Asked(source.clone()),
+                Source::Subject(source) => {
+                    GrantProof::Asked(source.clone(), Asking::of(issuer, params))
+                }
             },
-            Grant::TokenExchange(grant) => GrantProof::Subject(Arc::clone(grant)),
+            Grant::TokenExchange(grant) => {
+                GrantProof::Subject(Arc::clone(grant), Asking::of(issuer, params))
+            }
             Grant::Refresh(chain) => GrantProof::Refresh(Arc::clone(chain)),
         }
     }
@@ -119,10 +124,11 @@ pub(crate) enum GrantProof {
     Signed(Box<crate::endpoint::client_auth::assertion::Assertions>),
     /// A JWT-bearer assertion read from a file.
     File(AssertionFile),
-    /// A JWT-bearer assertion asked of a subject token source.
-    Asked(token_exchange::SubjectToken),
+    /// A JWT-bearer assertion asked of a subject token source, with what
+    /// the request asks for.
+    Asked(token_exchange::SubjectToken, Asking),
     /// A token exchange's subject token, asked for each request.
-    Subject(Arc<TokenExchange>),
+    Subject(Arc<TokenExchange>, Asking),
     /// The chain's current refresh token.
     Refresh(Arc<Chain>),
 }
@@ -161,11 +167,11 @@ impl GrantProof {
                  the one the login was made for"
                     .to_owned(),
             ),
-            GrantProof::Signed(_) | GrantProof::File(_) | GrantProof::Asked(_) => {
+            GrantProof::Signed(_) | GrantProof::File(_) | GrantProof::Asked(..) => {
                 let jwt = carried?;
                 let from = match self {
                     GrantProof::File(file) => format!(" read from `{}`", file.path().display()),
-                    GrantProof::Asked(source) => format!(" from `{}`", source.source()),
+                    GrantProof::Asked(source, _) => format!(" from `{}`", source.source()),
                     _ => String::new(),
                 };
                 let read = crate::support::encoding::jwt_claims(jwt)
@@ -189,7 +195,7 @@ impl GrantProof {
                     claim(header.get("kid")),
                 ))
             }
-            GrantProof::Subject(exchange) => {
+            GrantProof::Subject(exchange, _) => {
                 let asked: Vec<String> = params
                     .iter()
                     .filter(|(name, _)| name == "audience" || name == "resource")
@@ -230,8 +236,10 @@ impl GrantProof {
                 assertions.sign(chosen).await?
             }
             GrantProof::File(file) => file.read().await?,
-            GrantProof::Asked(source) => read_subject(source, "assertion").await?,
-            GrantProof::Subject(exchange) => return append_subject(exchange, body).await.map(Some),
+            GrantProof::Asked(source, asking) => read_subject(source, "assertion", asking).await?,
+            GrantProof::Subject(exchange, asking) => {
+                return append_subject(exchange, asking, body).await.map(Some)
+            }
             GrantProof::Refresh(chain) => {
                 let token = chain.to_send()?;
                 body.extend_from_slice(b"&refresh_token=");
@@ -249,9 +257,10 @@ impl GrantProof {
 /// (RFC 8693 section 2.1); the subject token.
 async fn append_subject(
     exchange: &TokenExchange,
+    asking: &Asking,
     body: &mut Vec<u8>,
 ) -> Result<String, TokenError> {
-    let subject = read_subject(&exchange.subject, "subject token").await?;
+    let subject = read_subject(&exchange.subject, "subject token", asking).await?;
     let mut pair = |name: &str, value: &str| {
         body.push(b'&');
         body.extend_from_slice(name.as_bytes());
@@ -266,12 +275,17 @@ async fn append_subject(
     Ok(subject)
 }
 
-/// The token `source` holds now (`what` it is for, in errors), trimmed.
+/// The token `source` holds now for a request `asking` (`what` it is for,
+/// in errors), trimmed.
 async fn read_subject(
     source: &token_exchange::SubjectToken,
     what: &str,
+    asking: &Asking,
 ) -> Result<String, TokenError> {
     let token = match &source.0 {
+        token_exchange::SubjectFrom::ForRequest { source, .. } => {
+            (source.ask)(asking.clone()).await?
+        }
         token_exchange::SubjectFrom::File(path) => {
             AssertionFile::subject_token(path).read().await?
         }

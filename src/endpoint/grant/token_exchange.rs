@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::error::TokenError;
 use crate::support::boxed::{BoxError, BoxFuture};
 
 /// The `grant_type` of token exchange (RFC 8693 section 2.1).
@@ -17,8 +18,53 @@ pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_tok
 /// The token type URI of a JWT (RFC 8693 section 3).
 pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 
+/// The token type URI of an OpenID Connect ID token (RFC 8693 section 3).
+pub const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+
+/// The token type URI of an Identity Assertion JWT Authorization Grant
+/// (ID-JAG: the IETF draft "Identity Assertion JWT Authorization Grant",
+/// MCP's enterprise-managed authorization).
+pub const ID_JAG_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+
 /// The function a subject token is asked from.
 type SubjectFn = Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
+
+/// What a token request asks a source that depends on it for: the
+/// authorization server it goes to (its issuer), the `resource` and the
+/// `scope` it carries.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Asking {
+    pub(crate) audience: Option<String>,
+    pub(crate) resource: Option<String>,
+    pub(crate) scope: Option<String>,
+}
+
+impl Asking {
+    /// What a request to the server of `issuer` with `params` asks for.
+    pub(crate) fn of(issuer: Option<&str>, params: &[(String, String)]) -> Self {
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        Asking {
+            audience: issuer.map(str::to_owned),
+            resource: param("resource"),
+            scope: param("scope"),
+        }
+    }
+}
+
+/// A source asked with the request's [`Asking`]: a token made for it (an
+/// ID-JAG), and what to do when the server refused the one it gave (drop
+/// it, so that the next is new; whether one comes).
+#[derive(Clone)]
+pub(crate) struct ForRequest {
+    pub(crate) ask:
+        Arc<dyn Fn(Asking) -> BoxFuture<'static, Result<String, TokenError>> + Send + Sync>,
+    pub(crate) refused: Arc<dyn Fn(Asking) -> bool + Send + Sync>,
+}
 
 /// The token exchange grant (RFC 8693): each token request trades a subject
 /// token (a workload's platform token, another service's access token) for
@@ -58,7 +104,7 @@ impl TokenExchange {
     pub fn new(subject: SubjectToken) -> Self {
         let subject_token_type = match &subject.0 {
             SubjectFrom::File(_) => JWT_TOKEN_TYPE,
-            SubjectFrom::Fn { .. } => ACCESS_TOKEN_TYPE,
+            SubjectFrom::Fn { .. } | SubjectFrom::ForRequest { .. } => ACCESS_TOKEN_TYPE,
         };
         TokenExchange {
             subject,
@@ -107,6 +153,9 @@ pub(crate) enum SubjectFrom {
     File(PathBuf),
     /// A function's answer, known in identities by its name.
     Fn { name: String, ask: SubjectFn },
+    /// Made for each request's server, resource and scope, known in
+    /// identities by its name.
+    ForRequest { name: String, source: ForRequest },
 }
 
 impl SubjectToken {
@@ -140,6 +189,13 @@ impl SubjectToken {
         })
     }
 
+    /// A token made for each request's server, resource and scope by `ask`
+    /// (an ID-JAG), known as `name`; `refused` drops the one a server
+    /// refused and says whether a new one comes.
+    pub(crate) fn for_request(name: String, source: ForRequest) -> Self {
+        SubjectToken(SubjectFrom::ForRequest { name, source })
+    }
+
     /// Where the subject comes from, for messages: `file:<path>` or
     /// `fn:<name>`.
     pub(crate) fn source(&self) -> String {
@@ -151,6 +207,7 @@ impl SubjectToken {
         match &self.0 {
             SubjectFrom::File(path) => format!("file:{}", path.display()),
             SubjectFrom::Fn { name, .. } => format!("fn:{name}"),
+            SubjectFrom::ForRequest { name, .. } => name.clone(),
         }
     }
 }
@@ -160,6 +217,10 @@ impl fmt::Debug for SubjectToken {
         match &self.0 {
             SubjectFrom::File(path) => f.debug_tuple("SubjectToken::File").field(path).finish(),
             SubjectFrom::Fn { name, .. } => f.debug_tuple("SubjectToken::Fn").field(name).finish(),
+            SubjectFrom::ForRequest { name, .. } => f
+                .debug_tuple("SubjectToken::ForRequest")
+                .field(name)
+                .finish(),
         }
     }
 }
