@@ -85,7 +85,6 @@ pub enum TokenErrorKind {
 impl TokenErrorKind {
     /// The kind as a short, stable code (`transport`, `invalid_response`,
     /// ...): what a store records and a metric's label says.
-    #[cfg_attr(not(any(feature = "redis", feature = "metrics")), allow(dead_code))]
     pub(crate) fn code(self) -> &'static str {
         match self {
             TokenErrorKind::Transport => "transport",
@@ -104,7 +103,6 @@ impl TokenErrorKind {
     }
 
     /// The kind whose [`code`](Self::code) is `code`.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn from_code(code: &str) -> Option<Self> {
         [
             TokenErrorKind::Transport,
@@ -348,8 +346,7 @@ impl TokenError {
     }
 }
 
-/// What a token store sets on the errors it shares (feature `redis`).
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+/// What a token store sets on the errors it shares.
 impl TokenError {
     /// Sets how long the endpoint (or another replica) asks to wait.
     pub(crate) fn with_retry_after(self, after: Duration) -> Self {

@@ -150,7 +150,6 @@ impl TokenIdentity {
 
     /// The stable encoding of every part: what a store binds a sealed
     /// value to.
-    #[cfg_attr(not(any(test, feature = "redis")), allow(dead_code))]
     pub(crate) fn encoded(&self) -> &[u8] {
         &self.0.encoded
     }
