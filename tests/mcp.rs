@@ -124,3 +124,158 @@ async fn a_scope_the_layer_may_not_add_is_not_asked_for() {
     assert!(e.to_string().to_lowercase().contains("scope"), "{e}");
     assert_eq!(servers.issued(), 1, "no token asked for with tools:admin");
 }
+
+/// The MCP project's conformance suite (`@modelcontextprotocol/conformance`,
+/// installed by `.ci/run` under `tests/servers`) against a client built on
+/// `mcp_client`: the three client-credentials scenarios of its auth family
+/// (`client_secret_basic`, `private_key_jwt`, and the enterprise-managed
+/// flow: an ID token exchanged at the IdP for an ID-JAG, then the
+/// JWT-bearer grant) and `tools_call`. The suite starts its own servers on
+/// localhost and runs the client (this test binary, re-entered at
+/// `conformance_client`) with the server's URL and a context of
+/// credentials.
+mod conformance {
+    use super::*;
+    use std::process::Command;
+
+    const SCENARIOS: [&str; 4] = [
+        "auth/client-credentials-basic",
+        "auth/client-credentials-jwt",
+        "auth/cross-app-access-complete-flow",
+        "tools_call",
+    ];
+
+    #[test]
+    fn the_suite_passes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let runner = root.join("tests/servers/conformance.mjs");
+        if !root
+            .join("tests/servers/node_modules/@modelcontextprotocol/conformance")
+            .exists()
+        {
+            assert!(
+                std::env::var_os("TOWER_OAUTH_REQUIRE_THIRD_PARTY").is_none(),
+                "the MCP conformance suite is not installed (npm ci --prefix tests/servers)"
+            );
+            eprintln!("note: skipped, the MCP conformance suite is not installed (see .ci/run)");
+            return;
+        }
+        let client = format!(
+            "{} --exact conformance::conformance_client --nocapture --test-threads=1",
+            std::env::current_exe().unwrap().display()
+        );
+        let results = std::env::temp_dir().join(format!("mcp-conformance-{}", std::process::id()));
+        for scenario in SCENARIOS {
+            let output = Command::new("node")
+                .arg(&runner)
+                .args(["client", "--command", &client, "--scenario", scenario])
+                .arg("--output-dir")
+                .arg(&results)
+                .output()
+                .expect("node runs");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(output.status.success(), "{scenario}:\n{text}");
+            assert!(!text.contains("FAILURE"), "{scenario}:\n{text}");
+            assert!(text.contains("OVERALL: PASSED"), "{scenario}:\n{text}");
+        }
+    }
+
+    /// The client the suite runs: its scenario and context from the
+    /// environment, the server's URL last on the command line.
+    #[test]
+    fn conformance_client() {
+        let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") else {
+            return;
+        };
+        let server = std::env::args().last().unwrap();
+        let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+            .ok()
+            .map(|c| serde_json::from_str(&c).unwrap())
+            .unwrap_or_default();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = match scenario.as_str() {
+                "tools_call" => {
+                    let transport = StreamableHttpClientTransport::from_uri(server.as_str());
+                    ClientConfig::default().serve(transport).await.unwrap()
+                }
+                _ => {
+                    let oauth = layer(&scenario, &server, &context).await;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        oauth.mcp_client(reqwest::Client::new()),
+                        StreamableHttpClientTransportConfig::with_uri(server.as_str()),
+                    );
+                    ClientConfig::default().serve(transport).await.unwrap()
+                }
+            };
+            let tools = client.list_tools(None).await.unwrap();
+            if tools.tools.iter().any(|t| t.name == "add_numbers") {
+                let arguments = serde_json::json!({"a": 2, "b": 40});
+                let params = CallToolRequestParams::new("add_numbers")
+                    .with_arguments(arguments.as_object().cloned().unwrap());
+                let result = client.call_tool(params).await.unwrap();
+                println!("{}", result.content[0].as_text().unwrap().text);
+            }
+            client.cancel().await.unwrap();
+        });
+    }
+
+    /// The layer for an auth scenario, from its context. The suite's
+    /// servers are made for this run on localhost: the client trusts the
+    /// authorization server the MCP server names (a real client names its
+    /// servers itself).
+    async fn layer(scenario: &str, server: &str, context: &serde_json::Value) -> OAuthLayer {
+        let s = |k: &str| context[k].as_str().unwrap_or_default().to_owned();
+        let builder = OAuthLayer::builder()
+            .protected_resource(server)
+            .client_id(s("client_id"));
+        let builder = match scenario {
+            "auth/client-credentials-jwt" => builder.client_auth(ClientAuth::PrivateKeyJwt(
+                SigningKey::from_pem(s("private_key_pem"), Algorithm::Es256).unwrap(),
+            )),
+            "auth/cross-app-access-complete-flow" => {
+                let id_token = s("idp_id_token");
+                let id_token =
+                    tower_oauth::SubjectToken::from_fn("conformance-id-token", move || {
+                        let id_token = id_token.clone();
+                        Box::pin(async move { Ok(id_token) })
+                    });
+                builder
+                    .trusted_issuers([named_server(server).await])
+                    .client_secret(s("client_secret"))
+                    .client_auth(ClientAuth::Basic)
+                    .identity_assertion(
+                        tower_oauth::IdentityAssertion::token_url(
+                            s("idp_token_endpoint"),
+                            id_token,
+                        )
+                        .client_id(s("idp_client_id")),
+                    )
+            }
+            _ => builder
+                .trusted_issuers([named_server(server).await])
+                .client_secret(s("client_secret"))
+                .client_auth(ClientAuth::Basic),
+        };
+        builder.build().unwrap()
+    }
+
+    /// The first authorization server `server`'s RFC 9728 metadata names.
+    async fn named_server(server: &str) -> String {
+        let url = url::Url::parse(server).unwrap();
+        let metadata = format!(
+            "{}://{}/.well-known/oauth-protected-resource{}",
+            url.scheme(),
+            url.host_str().unwrap().to_owned()
+                + &url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+            url.path()
+        );
+        let doc: serde_json::Value = reqwest::get(metadata).await.unwrap().json().await.unwrap();
+        doc["authorization_servers"][0].as_str().unwrap().to_owned()
+    }
+}

@@ -1,0 +1,26 @@
+// Runs the MCP conformance suite (@modelcontextprotocol/conformance) with the
+// arguments given. Its CLI imports `globSync` from node's `fs`, which node 22
+// has and node 20 does not: on node 20 it runs a copy whose import takes
+// `globSync` from the `glob` package instead (nothing else changes).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import * as fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const entry = join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
+let target = entry;
+if (typeof fs.globSync !== 'function') {
+  target = join(dirname(entry), 'index.node20.js');
+  if (!existsSync(target)) {
+    const source = readFileSync(entry, 'utf8');
+    const from = 'import{existsSync as a,globSync as o,mkdtempSync as s,promises as c,readFileSync as l}from"fs";';
+    if (!source.includes(from)) {
+      throw new Error('the conformance suite\'s fs import is not the one this runner knows');
+    }
+    const to = 'import{existsSync as a,mkdtempSync as s,promises as c,readFileSync as l}from"fs";import{globSync as o}from"glob";';
+    writeFileSync(target, source.replace(from, to));
+  }
+}
+await import(pathToFileURL(target).href);
