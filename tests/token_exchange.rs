@@ -359,3 +359,258 @@ async fn exchanged_tokens_start_with_a_fresh_subject() {
     assert!(granted.iter().all(|&secs| secs >= 2), "{granted:?}");
     assert!(gateway.stats().renewals_ahead >= 2);
 }
+
+/// Identity from the platform: doubles of GitHub Actions' OIDC endpoint,
+/// GCP's metadata server and Azure's managed identity endpoints (App
+/// Service's `IDENTITY_ENDPOINT`, and IMDS), each as its documentation
+/// says (headers, query, answer shape, errors), and a token endpoint that
+/// records what each platform token was used as: a token exchange's
+/// subject, a JWT-bearer assertion, a client assertion. The variables the
+/// platforms set are set here, in one test, one platform after the other.
+mod platforms {
+    use super::*;
+    use std::collections::HashMap;
+    use tower_oauth::{ClientAuth, JwtBearer, JWT_TOKEN_TYPE};
+
+    #[derive(Default)]
+    struct Platforms {
+        /// Requests per platform.
+        asked: Mutex<HashMap<&'static str, usize>>,
+        /// What the token endpoint received: the parameters of each request.
+        received: Mutex<Vec<HashMap<String, String>>>,
+    }
+
+    /// A JWT that runs out in `seconds`.
+    fn jwt(subject: &str, seconds: u64) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = json!({"sub": subject, "iat": now, "exp": now + seconds});
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::default(),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(b"platform key"),
+        )
+        .unwrap()
+    }
+
+    impl Platforms {
+        async fn handle(&self, req: http::Request<hyper::body::Incoming>) -> Response {
+            let path = req.uri().path().to_owned();
+            let query: HashMap<String, String> =
+                form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+                    .into_owned()
+                    .collect();
+            let header = |name: &str| {
+                req.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let count = |platform: &'static str| {
+                *self.asked.lock().unwrap().entry(platform).or_default() += 1;
+            };
+            match path.as_str() {
+                "/_apis/oidc/token" => {
+                    count("github");
+                    if header("authorization") != "Bearer gh-request-token"
+                        || query.get("api-version").map(String::as_str) != Some("2.0")
+                    {
+                        return answer(
+                            401,
+                            json!({"message": format!("bad credentials: {}", header("authorization"))}),
+                        );
+                    }
+                    let audience = query.get("audience").cloned().unwrap_or_default();
+                    answer(
+                        200,
+                        json!({"count": 1, "value": jwt(&format!("repo:acme/app@{audience}"), 600)}),
+                    )
+                }
+                "/computeMetadata/v1/instance/service-accounts/default/identity" => {
+                    count("gcp");
+                    if header("metadata-flavor") != "Google"
+                        || query.get("format").map(String::as_str) != Some("full")
+                    {
+                        return answer(403, json!({"error": "missing Metadata-Flavor"}));
+                    }
+                    let mut response = http::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from(jwt(&format!("gce@{}", query["audience"]), 3600)),
+                    ));
+                    response
+                        .headers_mut()
+                        .insert("metadata-flavor", "Google".parse().unwrap());
+                    response
+                }
+                "/msi/token" | "/metadata/identity/oauth2/token" => {
+                    let (platform, ok, version) = if path == "/msi/token" {
+                        (
+                            "azure-app-service",
+                            header("x-identity-header") == "app-service-secret",
+                            "2019-08-01",
+                        )
+                    } else {
+                        ("azure-imds", header("metadata") == "true", "2018-02-01")
+                    };
+                    count(platform);
+                    if !ok || query.get("api-version").map(String::as_str) != Some(version) {
+                        return answer(
+                            400,
+                            json!({"error": "invalid_request", "error_description": "no identity header"}),
+                        );
+                    }
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_secs();
+                    answer(
+                        200,
+                        json!({
+                            "access_token": jwt(&format!("{platform}@{}", query["resource"]), 3600),
+                            "expires_on": (now + 3600).to_string(),
+                            "resource": query["resource"],
+                            "token_type": "Bearer",
+                        }),
+                    )
+                }
+                "/token" => {
+                    let body = req.into_body().collect().await.unwrap().to_bytes();
+                    let form = form_urlencoded::parse(&body).into_owned().collect();
+                    self.received.lock().unwrap().push(form);
+                    answer(
+                        200,
+                        json!({"access_token": "issued", "token_type": "Bearer", "expires_in": 3600}),
+                    )
+                }
+                _ => answer(404, json!({})),
+            }
+        }
+
+        fn asked(&self, platform: &str) -> usize {
+            self.asked
+                .lock()
+                .unwrap()
+                .get(platform)
+                .copied()
+                .unwrap_or(0)
+        }
+
+        fn last(&self, name: &str) -> String {
+            self.received.lock().unwrap().last().unwrap()[name].clone()
+        }
+    }
+
+    fn claims(jwt: &str) -> serde_json::Value {
+        let mut validation = jsonwebtoken::Validation::default();
+        validation.validate_aud = false;
+        jsonwebtoken::decode::<serde_json::Value>(
+            jwt,
+            &jsonwebtoken::DecodingKey::from_secret(b"platform key"),
+            &validation,
+        )
+        .unwrap()
+        .claims
+    }
+
+    #[tokio::test]
+    async fn each_platform_s_token_as_a_subject_an_assertion_and_a_client_assertion() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let base = format!("http://{addr}");
+        let platforms = Arc::new(Platforms::default());
+        serve_state(listener, Arc::clone(&platforms), |p, req| async move {
+            p.handle(req).await
+        });
+        let token_url = format!("{base}/token");
+        let layer = |b: tower_oauth::OAuthLayerBuilder| {
+            support::with_transport(b.token_url(&token_url))
+                .build()
+                .unwrap()
+        };
+
+        // GitHub Actions: the token exchange's subject, a JWT.
+        std::env::remove_var("ACTIONS_ID_TOKEN_REQUEST_URL");
+        let exchange = layer(OAuthLayer::builder().token_exchange(TokenExchange::new(
+            SubjectToken::github_actions("sts.example.com"),
+        )));
+        let e = exchange.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::Credential);
+        assert!(e.to_string().contains("id-token: write"), "{e}");
+        std::env::set_var(
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            format!("{base}/_apis/oidc/token?api-version=2.0"),
+        );
+        std::env::set_var("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "wrong-request-token");
+        let exchange = layer(OAuthLayer::builder().token_exchange(TokenExchange::new(
+            SubjectToken::github_actions("sts.example.com"),
+        )));
+        let e = exchange.token().await.unwrap_err();
+        assert!(e.to_string().contains("401"), "{e}");
+        assert!(!e.to_string().contains("wrong-request-token"), "{e}");
+        std::env::set_var("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "gh-request-token");
+        let exchange = layer(OAuthLayer::builder().token_exchange(TokenExchange::new(
+            SubjectToken::github_actions("sts.example.com"),
+        )));
+        exchange.token().await.unwrap();
+        assert_eq!(
+            claims(&platforms.last("subject_token"))["sub"],
+            "repo:acme/app@sts.example.com"
+        );
+        assert_eq!(platforms.last("subject_token_type"), JWT_TOKEN_TYPE);
+        // Kept until shortly before its `exp`: a renewal asks GitHub no more.
+        let asked = platforms.asked("github");
+        assert!(exchange.force_renewal());
+        exchange.token().await.unwrap();
+        assert_eq!(platforms.asked("github"), asked);
+
+        // GCP's metadata server: a JWT-bearer assertion.
+        std::env::set_var("GCE_METADATA_HOST", addr.to_string());
+        let bearer = layer(OAuthLayer::builder().jwt_bearer(JwtBearer::assertion_from(
+            SubjectToken::gcp_metadata("https://login.example.com"),
+        )));
+        bearer.token().await.unwrap();
+        assert_eq!(
+            claims(&platforms.last("assertion"))["sub"],
+            "gce@https://login.example.com"
+        );
+        assert_eq!(platforms.asked("gcp"), 1);
+
+        // Azure's managed identity: a client assertion (a federated
+        // credential), from App Service's endpoint, then from IMDS.
+        std::env::set_var("IDENTITY_ENDPOINT", format!("{base}/msi/token"));
+        std::env::set_var("IDENTITY_HEADER", "app-service-secret");
+        let federated = |b: tower_oauth::OAuthLayerBuilder| {
+            layer(b.client_id("orders").client_auth(ClientAuth::Assertion(
+                SubjectToken::azure_managed_identity("api://AzureADTokenExchange", None),
+            )))
+        };
+        federated(OAuthLayer::builder()).token().await.unwrap();
+        assert_eq!(
+            claims(&platforms.last("client_assertion"))["sub"],
+            "azure-app-service@api://AzureADTokenExchange"
+        );
+        assert_eq!(
+            platforms.last("client_assertion_type"),
+            tower_oauth::JWT_BEARER_ASSERTION_TYPE
+        );
+        std::env::remove_var("IDENTITY_ENDPOINT");
+        std::env::remove_var("IDENTITY_HEADER");
+        std::env::set_var("AZURE_POD_IDENTITY_AUTHORITY_HOST", &base);
+        federated(OAuthLayer::builder()).token().await.unwrap();
+        assert_eq!(
+            claims(&platforms.last("client_assertion"))["sub"],
+            "azure-imds@api://AzureADTokenExchange"
+        );
+        assert_eq!(platforms.asked("azure-imds"), 1);
+        for name in [
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            "GCE_METADATA_HOST",
+            "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+        ] {
+            std::env::remove_var(name);
+        }
+    }
+}

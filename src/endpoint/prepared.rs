@@ -22,6 +22,8 @@ enum ClientProof {
     Assertion(Box<crate::endpoint::client_auth::assertion::Assertions>),
     /// The assertion the platform wrote to a file, read now.
     File(AssertionFile),
+    /// An assertion asked of its source now.
+    Asked(crate::endpoint::grant::token_exchange::SubjectToken),
 }
 
 /// The parts of a token request made from the client's credential.
@@ -135,6 +137,7 @@ impl Prepared {
                 ),
             ),
             ClientAuth::AssertionFile(path) => ClientProof::File(AssertionFile::new(path)),
+            ClientAuth::Assertion(source) => ClientProof::Asked(source.clone()),
             _ => ClientProof::Fixed,
         };
         // A key file's PEM is no secret sent anywhere: nothing to scrub.
@@ -166,6 +169,7 @@ impl Prepared {
         &self,
         other_audience: bool,
         other_grant_audience: bool,
+        transport: &dyn crate::endpoint::transport::Transport,
     ) -> Result<(Bytes, Carried), TokenError> {
         let mut sent = Carried::default();
         let mut body = match &self.proof {
@@ -185,12 +189,30 @@ impl Prepared {
                 sent.from_file = Some(jwt);
                 body
             }
+            ClientProof::Asked(source) => {
+                let asking = Default::default();
+                let jwt = crate::endpoint::grant::read_subject(
+                    source,
+                    "client assertion",
+                    &asking,
+                    transport,
+                )
+                .await?;
+                let body = self.with_assertion(&jwt);
+                sent.carried.push(jwt);
+                body
+            }
         };
         if !matches!(self.grant, GrantProof::Nothing) {
             let mut extended = body.to_vec();
             let appended = self
                 .grant
-                .append(&mut extended, other_grant_audience, &mut sent.grant_pick)
+                .append(
+                    &mut extended,
+                    other_grant_audience,
+                    &mut sent.grant_pick,
+                    transport,
+                )
                 .await?;
             if let Some(carried) = appended {
                 sent.grant_carried = Some(sent.carried.len());

@@ -140,7 +140,9 @@ impl TokenRequest {
         other_audience: bool,
         other_grant_audience: bool,
     ) -> Result<(http::Request<Bytes>, Carried), TokenError> {
-        let (body, sent) = prepared.body(other_audience, other_grant_audience).await?;
+        let (body, sent) = prepared
+            .body(other_audience, other_grant_audience, &*self.spec.transport)
+            .await?;
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.target.url.clone();

@@ -270,7 +270,7 @@ impl OAuthLayerBuilder {
             match auth {
                 Some(ClientAuth::PrivateKeyJwt(_) | ClientAuth::TlsClientAuth) => return Ok(()),
                 None if !has_secret => return Ok(()),
-                Some(ClientAuth::AssertionFile(_)) => {
+                Some(ClientAuth::AssertionFile(_) | ClientAuth::Assertion(_)) => {
                     "the assertion file's `aud` is fixed by the platform, so that server could \
                      replay it"
                 }

@@ -138,6 +138,27 @@ pub enum ClientAuth {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     AssertionFile(std::path::PathBuf),
+    /// `private_key_jwt` with a client assertion from any
+    /// [`SubjectToken`](crate::SubjectToken) source, asked at each token
+    /// request: a platform's identity token (GitHub Actions', GCP's, Azure
+    /// managed identity's), a function, another layer. The same as
+    /// [`AssertionFile`](Self::AssertionFile) otherwise.
+    ///
+    /// ```
+    /// use tower_oauth::{ClientAuth, OAuthLayer, SubjectToken};
+    ///
+    /// // A GitHub Actions job to an Entra ID app with a federated credential.
+    /// let oauth = OAuthLayer::builder()
+    ///     .token_url("https://login.microsoftonline.com/my-tenant/oauth2/v2.0/token")
+    ///     .client_id("00000000-0000-0000-0000-000000000000")
+    ///     .client_auth(ClientAuth::Assertion(SubjectToken::github_actions(
+    ///         "api://AzureADTokenExchange",
+    ///     )))
+    ///     .scope("api://orders/.default")
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    Assertion(crate::endpoint::grant::token_exchange::SubjectToken),
     /// No client authentication (`none`, RFC 7591 section 2): the request
     /// carries `client_id` when one is given, and no credential. For a
     /// grant that proves the client itself
@@ -196,6 +217,7 @@ impl ClientAuth {
             self,
             ClientAuth::TlsClientAuth
                 | ClientAuth::AssertionFile(_)
+                | ClientAuth::Assertion(_)
                 | ClientAuth::None
                 | ClientAuth::PrivateKeyJwt(_)
         )
@@ -214,6 +236,7 @@ impl ClientAuth {
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "client_assertion_file",
+            ClientAuth::Assertion(_) => "client_assertion_source",
             ClientAuth::None => "none",
         }
     }
@@ -226,6 +249,7 @@ impl ClientAuth {
     pub(crate) fn identity_credential(&self) -> Option<String> {
         match self {
             ClientAuth::PrivateKeyJwt(key) => Some(key.identity()),
+            ClientAuth::Assertion(source) => Some(source.identity()),
             _ => None,
         }
     }
@@ -241,6 +265,7 @@ impl ClientAuth {
             ClientAuth::ClientSecretJwt => "client_secret_jwt",
             ClientAuth::TlsClientAuth => "tls_client_auth",
             ClientAuth::AssertionFile(_) => "private_key_jwt (a client assertion file)",
+            ClientAuth::Assertion(_) => "private_key_jwt (a client assertion from its source)",
             ClientAuth::None => "none",
         }
     }

@@ -4,6 +4,7 @@
 
 pub(crate) mod id_jag;
 pub(crate) mod jwt_bearer;
+pub(crate) mod platform;
 pub(crate) mod refresh;
 pub(crate) mod token_exchange;
 
@@ -14,6 +15,7 @@ use self::token_exchange::{Asking, TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::AssertionSettings;
 use crate::endpoint::grant::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
+use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::support::encoding::form_urlencode;
 
@@ -227,6 +229,7 @@ impl GrantProof {
         body: &mut Vec<u8>,
         other_audience: bool,
         pick: &mut Option<crate::endpoint::client_auth::assertion::Pick>,
+        transport: &dyn Transport,
     ) -> Result<Option<String>, TokenError> {
         let assertion = match self {
             GrantProof::Nothing => return Ok(None),
@@ -236,9 +239,13 @@ impl GrantProof {
                 assertions.sign(chosen).await?
             }
             GrantProof::File(file) => file.read().await?,
-            GrantProof::Asked(source, asking) => read_subject(source, "assertion", asking).await?,
+            GrantProof::Asked(source, asking) => {
+                read_subject(source, "assertion", asking, transport).await?
+            }
             GrantProof::Subject(exchange, asking) => {
-                return append_subject(exchange, asking, body).await.map(Some)
+                return append_subject(exchange, asking, body, transport)
+                    .await
+                    .map(Some)
             }
             GrantProof::Refresh(chain) => {
                 let token = chain.to_send()?;
@@ -259,8 +266,9 @@ async fn append_subject(
     exchange: &TokenExchange,
     asking: &Asking,
     body: &mut Vec<u8>,
+    transport: &dyn Transport,
 ) -> Result<String, TokenError> {
-    let subject = read_subject(&exchange.subject, "subject token", asking).await?;
+    let subject = read_subject(&exchange.subject, "subject token", asking, transport).await?;
     let mut pair = |name: &str, value: &str| {
         body.push(b'&');
         body.extend_from_slice(name.as_bytes());
@@ -277,12 +285,14 @@ async fn append_subject(
 
 /// The token `source` holds now for a request `asking` (`what` it is for,
 /// in errors), trimmed.
-async fn read_subject(
+pub(crate) async fn read_subject(
     source: &token_exchange::SubjectToken,
     what: &str,
     asking: &Asking,
+    transport: &dyn Transport,
 ) -> Result<String, TokenError> {
     let token = match &source.0 {
+        token_exchange::SubjectFrom::Platform(platform) => platform.get(transport).await?,
         token_exchange::SubjectFrom::ForRequest { source, .. } => {
             (source.ask)(asking.clone()).await?
         }

@@ -105,6 +105,10 @@ impl TokenExchange {
         let subject_token_type = match &subject.0 {
             SubjectFrom::File(_) => JWT_TOKEN_TYPE,
             SubjectFrom::Fn { .. } | SubjectFrom::ForRequest { .. } => ACCESS_TOKEN_TYPE,
+            SubjectFrom::Platform(platform) => match platform.platform {
+                crate::endpoint::grant::platform::Platform::Azure { .. } => ACCESS_TOKEN_TYPE,
+                _ => JWT_TOKEN_TYPE,
+            },
         };
         TokenExchange {
             subject,
@@ -156,6 +160,8 @@ pub(crate) enum SubjectFrom {
     /// Made for each request's server, resource and scope, known in
     /// identities by its name.
     ForRequest { name: String, source: ForRequest },
+    /// Asked of the platform the workload runs on.
+    Platform(Arc<crate::endpoint::grant::platform::PlatformToken>),
 }
 
 impl SubjectToken {
@@ -189,6 +195,48 @@ impl SubjectToken {
         })
     }
 
+    /// GitHub Actions' OIDC token for `audience`, asked at
+    /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`
+    /// (a job with `permissions: id-token: write`); kept until a minute
+    /// before its `exp`. A JWT: for a token exchange, a JWT-bearer grant,
+    /// or a client assertion ([`ClientAuth::Assertion`](crate::ClientAuth::Assertion),
+    /// Entra ID's federated credentials, say).
+    pub fn github_actions(audience: impl Into<String>) -> Self {
+        Self::platform(crate::endpoint::grant::platform::Platform::GithubActions {
+            audience: audience.into(),
+        })
+    }
+
+    /// GCP's identity token for `audience`, from the metadata server
+    /// (`Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when set); kept
+    /// until a minute before its `exp`.
+    pub fn gcp_metadata(audience: impl Into<String>) -> Self {
+        Self::platform(crate::endpoint::grant::platform::Platform::Gcp {
+            audience: audience.into(),
+        })
+    }
+
+    /// Azure's managed identity token for `resource` (such as
+    /// `api://AzureADTokenExchange` for a federated credential), of the
+    /// user-assigned identity `client_id` if given: from
+    /// `IDENTITY_ENDPOINT` with `IDENTITY_HEADER` where the platform sets
+    /// them (App Service, Functions, Container Apps), else from the
+    /// instance metadata service (IMDS; `AZURE_POD_IDENTITY_AUTHORITY_HOST`
+    /// names another, as Azure's SDKs honour it); kept until a minute
+    /// before it runs out.
+    pub fn azure_managed_identity(resource: impl Into<String>, client_id: Option<&str>) -> Self {
+        Self::platform(crate::endpoint::grant::platform::Platform::Azure {
+            resource: resource.into(),
+            client_id: client_id.map(str::to_owned),
+        })
+    }
+
+    fn platform(platform: crate::endpoint::grant::platform::Platform) -> Self {
+        SubjectToken(SubjectFrom::Platform(Arc::new(
+            crate::endpoint::grant::platform::PlatformToken::new(platform),
+        )))
+    }
+
     /// A token made for each request's server, resource and scope by `ask`
     /// (an ID-JAG), known as `name`; `refused` drops the one a server
     /// refused and says whether a new one comes.
@@ -203,14 +251,25 @@ impl SubjectToken {
     }
 
     /// How the subject is known in a token identity.
-    fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         match &self.0 {
             SubjectFrom::File(path) => format!("file:{}", path.display()),
             SubjectFrom::Fn { name, .. } => format!("fn:{name}"),
             SubjectFrom::ForRequest { name, .. } => name.clone(),
+            SubjectFrom::Platform(platform) => platform.name(),
         }
     }
 }
+
+/// Two sources are the same when they are known by the same name (a
+/// file's path, a function's name, a platform and what it is asked for).
+impl PartialEq for SubjectToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for SubjectToken {}
 
 impl fmt::Debug for SubjectToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -220,6 +279,10 @@ impl fmt::Debug for SubjectToken {
             SubjectFrom::ForRequest { name, .. } => f
                 .debug_tuple("SubjectToken::ForRequest")
                 .field(name)
+                .finish(),
+            SubjectFrom::Platform(platform) => f
+                .debug_tuple("SubjectToken::Platform")
+                .field(&platform.platform)
                 .finish(),
         }
     }
