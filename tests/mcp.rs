@@ -191,7 +191,7 @@ mod conformance {
         let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") else {
             return;
         };
-        let server = std::env::args().last().unwrap();
+        let server = std::env::args().next_back().unwrap();
         let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
             .ok()
             .map(|c| serde_json::from_str(&c).unwrap())
