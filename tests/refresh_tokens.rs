@@ -282,12 +282,14 @@ async fn a_confidential_client_refreshes_with_its_own_authentication() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("auth_url"), "{e}");
-    let plain = OAuthLayer::builder()
-        .token_url("http://127.0.0.1:1/token")
-        .client_id("id")
-        .client_secret("s")
-        .build()
-        .unwrap();
+    let plain = support::with_transport(
+        OAuthLayer::builder()
+            .token_url("http://127.0.0.1:1/token")
+            .client_id("id")
+            .client_secret("s"),
+    )
+    .build()
+    .unwrap();
     assert!(plain.replace_refresh_token("abc").is_err());
 }
 
