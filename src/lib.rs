@@ -309,15 +309,19 @@
 //!
 //! # Cargo features
 //!
+//! Client authentication with keys (`private_key_jwt`, `client_secret_jwt`),
+//! DPoP, mutual TLS, refresh tokens and [`FileStore`] are always built. The
+//! table is `Cargo.toml`'s features, each with its `##` comment's meaning (a
+//! test keeps the two alike).
+//!
 //! | feature | default | what it does |
 //! |---|---|---|
-//! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
+//! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots), and mutual TLS for it (`client_identity`). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
 //! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`]) |
 //! | `redis-cluster` | no | `RedisStore::cluster`: the same through a Redis Cluster; implies `redis` |
 //! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
-//! | `jwt` | no | client authentication with keys: `ClientAuth::PrivateKeyJwt(SigningKey)` and `ClientAuth::ClientSecretJwt` (RFC 7523), signed with `ring` |
-//! | `mtls` | no | `OAuthLayerBuilder::client_identity`: mutual TLS (RFC 8705) for the built-in reqwest transport; implies `reqwest` |
 //! | `reqwest-middleware` | no | [`OAuthMiddleware`]: the layer's tokens for reqwest through reqwest-middleware 0.5; implies `reqwest` |
+//! | `mcp` | no | `tower_oauth::mcp::OAuthMcpClient`: the layer's tokens for MCP clients on rmcp's Streamable HTTP transport; implies `reqwest` |
 //! | `metrics` | no | metrics through the [`metrics`](https://docs.rs/metrics) facade, to whichever recorder the program installs: `oauth.client.token.requests` (counter; `outcome`, and `error.type` on failure), `oauth.client.token.request.duration` (histogram, seconds; `outcome`), `oauth.client.token.renewals` (counter; `reason`: `ahead` or `refused`), `oauth.client.token.waits` and `oauth.client.unauthorized.retries` (counters). Labels take a few fixed values, never a token, secret or request value. |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

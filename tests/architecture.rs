@@ -274,3 +274,114 @@ fn one_name_for_one_crate_visible_type() {
         }
     }
 }
+
+/// `Cargo.toml`'s features, less `default`.
+fn features() -> BTreeSet<String> {
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let section = manifest
+        .split("\n[features]\n")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap();
+    section
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_owned()))
+        .filter(|name| !name.is_empty() && name != "default")
+        .collect()
+}
+
+/// The first column of the features table that follows `heading` in
+/// `text` (rows `| \`name\` | ...`).
+fn table_after(text: &str, heading: &str) -> BTreeSet<String> {
+    text.split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {heading:?}"))
+        .lines()
+        .map(|l| l.trim_start_matches("//!").trim())
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_features_tables_are_the_manifests_and_no_doc_names_another() {
+    let features = features();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    assert_eq!(
+        table_after(&lib, "# Cargo features"),
+        features,
+        "src/lib.rs"
+    );
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    assert_eq!(
+        table_after(&readme, "## Cargo features"),
+        features,
+        "README.md"
+    );
+    // Every "feature `x`" a doc comment, guide or the README names exists.
+    let mut texts = vec![(root.join("README.md"), readme)];
+    for entry in fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        texts.push((path.clone(), fs::read_to_string(&path).unwrap()));
+    }
+    let mut sources = Vec::new();
+    files(&src(), &mut sources);
+    for path in sources {
+        let text = fs::read_to_string(&path).unwrap();
+        let docs: String = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//"))
+            .map(|l| l.trim_start_matches(['/', '!']).trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        texts.push((path, docs));
+    }
+    for (path, text) in &texts {
+        let flat = text.replace('\n', " ");
+        for (at, _) in flat.to_lowercase().match_indices("feature `") {
+            let name: String = flat[at + 9..].chars().take_while(|c| *c != '`').collect();
+            assert!(
+                features.contains(&name),
+                "{} names feature `{name}`, which Cargo.toml does not have",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_path_architecture_md_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    for (i, piece) in text.split('`').enumerate() {
+        let path = piece.trim_end_matches('/');
+        let named = i % 2 == 1
+            && (piece.contains('/') || piece.ends_with(".rs"))
+            && !piece.contains(' ')
+            && !piece.contains('{');
+        if !named || path.is_empty() {
+            continue;
+        }
+        let found = [
+            root.join(path),
+            src().join(path),
+            src().join(format!("{path}.rs")),
+        ]
+        .iter()
+        .any(|p| p.exists());
+        if !found {
+            missing.push(piece.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names {missing:?}, which do not exist"
+    );
+}

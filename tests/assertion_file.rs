@@ -1,9 +1,8 @@
 //! A client assertion a platform writes to a file and renews (Kubernetes,
 //! Azure workload identity), read at each token request, against a loopback
 //! token endpoint of the federated kind that verifies it with jsonwebtoken.
-//! The platform's tokens are signed with jsonwebtoken too (feature `jwt`
-//! only for the test's keys: the layer needs none). Every failure's text, as
-//! a user sees it.
+//! The platform's tokens are signed with jsonwebtoken too (the test's keys
+//! only: the layer needs none). Every failure's text, as a user sees it.
 #![cfg(feature = "reqwest")]
 
 mod support;

@@ -122,7 +122,6 @@ impl OAuthLayerBuilder {
     /// refusal, without a restart. A file that then no longer holds a usable
     /// key keeps the key in use, and a warning names the file. In place of
     /// [`client_auth`](Self::client_auth)`(ClientAuth::PrivateKeyJwt(..))`.
-    /// Feature `jwt`.
     ///
     /// Default: none.
     ///

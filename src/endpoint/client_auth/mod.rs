@@ -77,7 +77,7 @@ pub enum ClientAuth {
     /// endpoint's URL if the server refuses that), else the token endpoint's
     /// URL, unless
     /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
-    /// says otherwise. Feature `jwt`.
+    /// says otherwise.
     ///
     /// ```
     /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
@@ -96,7 +96,7 @@ pub enum ClientAuth {
     /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
     /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
     /// assertion signed with HMAC SHA-256 (`HS256`) under the client
-    /// secret, which itself is never sent. Feature `jwt`.
+    /// secret, which itself is never sent.
     ClientSecretJwt,
     /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
     /// `self_signed_tls_client_auth`): the client proves itself with the
