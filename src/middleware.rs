@@ -276,7 +276,7 @@ impl Again {
     /// reqwest keeps to itself and of which it reads only the timeout; it
     /// sets the timeout first, which allocates a map, then replaces the map
     /// by the copy: a third of what it costs (BENCHMARKS.md). A request
-    /// without a body is copied by hand instead; `tests/reqwest_middleware.rs`
+    /// without a body is copied by hand instead; `tests/clients/reqwest_middleware.rs`
     /// checks that both copies are sent alike.
     ///
     /// The headers `cache` puts on a request (its token's, a DPoP proof)

@@ -1,0 +1,281 @@
+//! The `mcp` adapter with rmcp's own client and server (Streamable HTTP, in
+//! axum) on 127.0.0.1: configured with the MCP server's URL, a client id and
+//! a private key; the token asked for the server (`resource`), checked by
+//! the authorization server with jsonwebtoken; a refused token dropped and
+//! the call made once more; a server that refuses every token answered
+//! with its refusal, not a loop.
+#![cfg(feature = "mcp")]
+
+use crate::support;
+
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use support::mcp_server::{McpServers, CLIENT_ID, SCOPE};
+use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+async fn start() -> (McpServers, OAuthLayer, Client) {
+    start_with(&[]).await
+}
+
+/// The servers, a layer that may add `step_up` scopes, and a client.
+async fn start_with(step_up: &[&str]) -> (McpServers, OAuthLayer, Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let servers = McpServers::start(&key.public_key_pem()).await;
+    let oauth = OAuthLayer::builder()
+        .protected_resource(servers.mcp_url())
+        .client_id(CLIENT_ID)
+        .client_auth(ClientAuth::PrivateKeyJwt(
+            SigningKey::from_pem(key.serialize_pem(), Algorithm::Es256).unwrap(),
+        ))
+        .step_up_scopes(step_up)
+        .build()
+        .unwrap();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(servers.mcp_url());
+    // rmcp's own bearer setting is replaced by the layer's token.
+    config.auth_header = Some("not-a-token".into());
+    let transport = StreamableHttpClientTransport::with_client(
+        oauth.mcp_client(reqwest::Client::new()),
+        config,
+    );
+    let client = ClientConfig::default().serve(transport).await.unwrap();
+    (servers, oauth, client)
+}
+
+async fn sum(client: &Client, a: i64, b: i64) -> Result<String, rmcp::ServiceError> {
+    let arguments = serde_json::json!({"a": a, "b": b});
+    let params =
+        CallToolRequestParams::new("sum").with_arguments(arguments.as_object().cloned().unwrap());
+    let result = client.call_tool(params).await?;
+    Ok(result.content[0].as_text().unwrap().text.clone())
+}
+
+#[tokio::test]
+async fn a_tool_is_called_with_a_token_for_the_server_from_its_url_alone() {
+    let (servers, oauth, client) = start().await;
+    assert_eq!(sum(&client, 2, 3).await.unwrap(), "5");
+    assert_eq!(sum(&client, 4, 5).await.unwrap(), "9");
+    assert_eq!(servers.refusals(), Vec::<String>::new());
+    assert_eq!(servers.issued(), 1, "one token for every call");
+    assert_eq!(servers.api_refusals(), 0);
+    let form = &servers.forms()[0];
+    assert_eq!(form["resource"], servers.mcp_url());
+    assert_eq!(form["scope"], SCOPE);
+    let metadata = oauth.resource_metadata().unwrap();
+    assert_eq!(metadata.resource, servers.mcp_url());
+    assert_eq!(metadata.issuer, servers.issuer());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_token_is_dropped_and_the_call_made_once_more() {
+    let (servers, _oauth, client) = start().await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.revoke_all();
+    assert_eq!(sum(&client, 20, 22).await.unwrap(), "42");
+    assert_eq!(servers.issued(), 2);
+    assert_eq!(servers.api_refusals(), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_every_token_gets_one_more_try_not_a_loop() {
+    let (servers, _oauth, client) = start().await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.refuse_all(true);
+    let refusals = servers.api_refusals();
+    let e = sum(&client, 1, 2).await.unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("auth"), "{e}");
+    assert_eq!(
+        servers.api_refusals() - refusals,
+        2,
+        "the call and one more"
+    );
+    assert!(servers.issued() <= 2, "{} token requests", servers.issued());
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_more_scope_gets_it_when_the_layer_may_add_it() {
+    let (servers, _oauth, client) = start_with(&["tools:admin"]).await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.require_scope("tools:admin");
+    assert_eq!(sum(&client, 2, 2).await.unwrap(), "4");
+    let scopes: Vec<String> = servers.forms().iter().map(|f| f["scope"].clone()).collect();
+    assert_eq!(scopes, ["tools:call", "tools:call tools:admin"]);
+    assert_eq!(
+        servers.api_refusals(),
+        1,
+        "the call once, then with the scope"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_scope_the_layer_may_not_add_is_not_asked_for() {
+    let (servers, _oauth, client) = start().await;
+    assert_eq!(sum(&client, 1, 1).await.unwrap(), "2");
+    servers.require_scope("tools:admin");
+    let e = sum(&client, 2, 2).await.unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("scope"), "{e}");
+    assert_eq!(servers.issued(), 1, "no token asked for with tools:admin");
+}
+
+/// The MCP project's conformance suite (`@modelcontextprotocol/conformance`,
+/// installed by `.ci/run` under `tests/servers`) against a client built on
+/// `mcp_client`: the three client-credentials scenarios of its auth family
+/// (`client_secret_basic`, `private_key_jwt`, and the enterprise-managed
+/// flow: an ID token exchanged at the IdP for an ID-JAG, then the
+/// JWT-bearer grant) and `tools_call`. The suite starts its own servers on
+/// localhost and runs the client (this test binary, re-entered at
+/// `conformance_client`) with the server's URL and a context of
+/// credentials.
+mod conformance {
+    use super::*;
+    use std::process::Command;
+
+    const SCENARIOS: [&str; 4] = [
+        "auth/client-credentials-basic",
+        "auth/client-credentials-jwt",
+        "auth/cross-app-access-complete-flow",
+        "tools_call",
+    ];
+
+    #[test]
+    fn the_suite_passes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let runner = root.join("tests/servers/conformance.mjs");
+        if !root
+            .join("tests/servers/node_modules/@modelcontextprotocol/conformance")
+            .exists()
+        {
+            assert!(
+                std::env::var_os("TOWER_OAUTH_REQUIRE_THIRD_PARTY").is_none(),
+                "the MCP conformance suite is not installed (npm ci --prefix tests/servers)"
+            );
+            eprintln!("note: skipped, the MCP conformance suite is not installed (see .ci/run)");
+            return;
+        }
+        let client = format!(
+            "{} --exact mcp::conformance::conformance_client --nocapture --test-threads=1",
+            std::env::current_exe().unwrap().display()
+        );
+        let results = std::env::temp_dir().join(format!("mcp-conformance-{}", std::process::id()));
+        for scenario in SCENARIOS {
+            let output = Command::new("node")
+                .arg(&runner)
+                .args(["client", "--command", &client, "--scenario", scenario])
+                .arg("--output-dir")
+                .arg(&results)
+                .output()
+                .expect("node runs");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(output.status.success(), "{scenario}:\n{text}");
+            assert!(!text.contains("FAILURE"), "{scenario}:\n{text}");
+            assert!(text.contains("OVERALL: PASSED"), "{scenario}:\n{text}");
+        }
+    }
+
+    /// The client the suite runs: its scenario and context from the
+    /// environment, the server's URL last on the command line.
+    #[test]
+    fn conformance_client() {
+        let Ok(scenario) = std::env::var("MCP_CONFORMANCE_SCENARIO") else {
+            return;
+        };
+        let server = std::env::args().next_back().unwrap();
+        let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+            .ok()
+            .map(|c| serde_json::from_str(&c).unwrap())
+            .unwrap_or_default();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = match scenario.as_str() {
+                "tools_call" => {
+                    let transport = StreamableHttpClientTransport::from_uri(server.as_str());
+                    ClientConfig::default().serve(transport).await.unwrap()
+                }
+                _ => {
+                    let oauth = layer(&scenario, &server, &context).await;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        oauth.mcp_client(reqwest::Client::new()),
+                        StreamableHttpClientTransportConfig::with_uri(server.as_str()),
+                    );
+                    ClientConfig::default().serve(transport).await.unwrap()
+                }
+            };
+            let tools = client.list_tools(None).await.unwrap();
+            if tools.tools.iter().any(|t| t.name == "add_numbers") {
+                let arguments = serde_json::json!({"a": 2, "b": 40});
+                let params = CallToolRequestParams::new("add_numbers")
+                    .with_arguments(arguments.as_object().cloned().unwrap());
+                let result = client.call_tool(params).await.unwrap();
+                println!("{}", result.content[0].as_text().unwrap().text);
+            }
+            client.cancel().await.unwrap();
+        });
+    }
+
+    /// The layer for an auth scenario, from its context. The suite's
+    /// servers are made for this run on localhost: the client trusts the
+    /// authorization server the MCP server names (a real client names its
+    /// servers itself).
+    async fn layer(scenario: &str, server: &str, context: &serde_json::Value) -> OAuthLayer {
+        let s = |k: &str| context[k].as_str().unwrap_or_default().to_owned();
+        let builder = OAuthLayer::builder()
+            .protected_resource(server)
+            .client_id(s("client_id"));
+        let builder = match scenario {
+            "auth/client-credentials-jwt" => builder.client_auth(ClientAuth::PrivateKeyJwt(
+                SigningKey::from_pem(s("private_key_pem"), Algorithm::Es256).unwrap(),
+            )),
+            "auth/cross-app-access-complete-flow" => {
+                let id_token = s("idp_id_token");
+                let id_token =
+                    tower_oauth::SubjectToken::from_fn("conformance-id-token", move || {
+                        let id_token = id_token.clone();
+                        Box::pin(async move { Ok(id_token) })
+                    });
+                builder
+                    .trusted_issuers([named_server(server).await])
+                    .client_secret(s("client_secret"))
+                    .client_auth(ClientAuth::Basic)
+                    .identity_assertion(
+                        tower_oauth::IdentityAssertion::token_url(
+                            s("idp_token_endpoint"),
+                            id_token,
+                        )
+                        .client_id(s("idp_client_id")),
+                    )
+            }
+            _ => builder
+                .trusted_issuers([named_server(server).await])
+                .client_secret(s("client_secret"))
+                .client_auth(ClientAuth::Basic),
+        };
+        builder.build().unwrap()
+    }
+
+    /// The first authorization server `server`'s RFC 9728 metadata names.
+    async fn named_server(server: &str) -> String {
+        let url = url::Url::parse(server).unwrap();
+        let metadata = format!(
+            "{}://{}/.well-known/oauth-protected-resource{}",
+            url.scheme(),
+            url.host_str().unwrap().to_owned()
+                + &url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+            url.path()
+        );
+        let doc: serde_json::Value = reqwest::get(metadata).await.unwrap().json().await.unwrap();
+        doc["authorization_servers"][0].as_str().unwrap().to_owned()
+    }
+}

@@ -1,0 +1,11 @@
+//! The grants beyond client credentials, and DPoP: the JWT-bearer grant and
+//! ID-JAG, token exchange and platform identity, refresh tokens, DPoP-bound
+//! tokens.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod dpop;
+mod jwt_bearer;
+mod refresh_tokens;
+mod token_exchange;

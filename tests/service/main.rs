@@ -1,0 +1,18 @@
+//! The Tower service and its cache: the layer, the Tower contract, concurrency
+//! and the promises, allocations, gRPC, token slots, seams, faults, step-up, a
+//! soak.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod allocations;
+mod concurrency;
+mod faults;
+mod grpc;
+mod layer;
+mod promises;
+mod seams;
+mod soak;
+mod step_up;
+mod token_params;
+mod tower_contract;
