@@ -385,3 +385,43 @@ fn every_path_architecture_md_names_exists() {
         "ARCHITECTURE.md names {missing:?}, which do not exist"
     );
 }
+
+#[test]
+fn every_file_the_source_tree_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let tree = text
+        .split("## The source tree")
+        .nth(1)
+        .expect("ARCHITECTURE.md has its source tree")
+        .split("```text\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let mut parents: Vec<String> = Vec::new();
+    let mut named = 0;
+    for line in tree.lines().skip(1) {
+        let Some(at) = line.find("── ") else {
+            continue;
+        };
+        // Each level of the tree is four columns (`│   ` or `    `).
+        let depth = line[..at].chars().count() / 4;
+        let name = line[at + "── ".len()..].split_whitespace().next().unwrap();
+        parents.truncate(depth);
+        let path = src()
+            .join(parents.join("/"))
+            .join(name.trim_end_matches('/'));
+        assert!(
+            path.exists(),
+            "ARCHITECTURE.md's tree names {}, which does not exist",
+            path.display()
+        );
+        if name.ends_with('/') {
+            parents.push(name.trim_end_matches('/').to_owned());
+        }
+        named += 1;
+    }
+    assert!(named > 50, "the tree names {named} files and folders");
+}
