@@ -62,65 +62,59 @@ where
             chain.adopt(record);
         }
     }
-    let outcome = refresh_once(chain, keeper, fetch).await;
+    // Another process's rotation is read again once, before the chain is
+    // declared dead.
+    let outcome = async {
+        let mut looked_again = false;
+        loop {
+            let sent = chain.to_send()?;
+            let error = match fetch().await {
+                Ok(token) => return Ok(token),
+                Err(e) if e.error_code() == Some("invalid_grant") => e,
+                Err(e) => return Err(e),
+            };
+            if let (Some(keeper), false) = (keeper, looked_again) {
+                looked_again = true;
+                if let Ok(Some(record)) = keeper.load().await {
+                    chain.adopt(&record);
+                    if chain.current() != sent {
+                        tracing::info!(
+                            "the refresh token was refused, and the token store holds a newer \
+                             one; refreshing with it"
+                        );
+                        continue;
+                    }
+                }
+            }
+            let why = match (error.error_code(), error.error_description()) {
+                (Some(code), Some(text)) => format!("{code}: {text}"),
+                (Some(code), None) => code.to_owned(),
+                _ => error.to_string(),
+            };
+            chain.refused(&sent, &why);
+            tracing::error!(
+                error = %error,
+                "the token endpoint refused the refresh token: the login has ended, and a new \
+                 one is needed (OAuthLayer::replace_refresh_token)"
+            );
+            // The server's words once: in the status part when it answered.
+            let required = match error.status() {
+                Some(status) => login_required(None).with_status(
+                    status,
+                    error.error_code().map(str::to_owned),
+                    error.error_description().map(str::to_owned),
+                    None,
+                ),
+                None => login_required(Some(&why)),
+            };
+            return Err(required);
+        }
+    }
+    .await;
     if let Some(keeper) = keeper {
         save(chain, keeper).await;
     }
     outcome
-}
-
-async fn refresh_once<T, F>(
-    chain: &Chain,
-    keeper: Option<&dyn ChainKeeper>,
-    fetch: impl Fn() -> F,
-) -> Result<T, TokenError>
-where
-    F: Future<Output = Result<T, TokenError>>,
-{
-    let mut looked_again = false;
-    loop {
-        let sent = chain.to_send()?;
-        let error = match fetch().await {
-            Ok(token) => return Ok(token),
-            Err(e) if e.error_code() == Some("invalid_grant") => e,
-            Err(e) => return Err(e),
-        };
-        if let (Some(keeper), false) = (keeper, looked_again) {
-            looked_again = true;
-            if let Ok(Some(record)) = keeper.load().await {
-                chain.adopt(&record);
-                if chain.current() != sent {
-                    tracing::info!(
-                        "the refresh token was refused, and the token store holds a newer \
-                         one; refreshing with it"
-                    );
-                    continue;
-                }
-            }
-        }
-        let why = match (error.error_code(), error.error_description()) {
-            (Some(code), Some(text)) => format!("{code}: {text}"),
-            (Some(code), None) => code.to_owned(),
-            _ => error.to_string(),
-        };
-        chain.refused(&sent, &why);
-        tracing::error!(
-            error = %error,
-            "the token endpoint refused the refresh token: the login has ended, and a new \
-             one is needed (OAuthLayer::replace_refresh_token)"
-        );
-        // The server's words once: in the status part when it answered.
-        let required = match error.status() {
-            Some(status) => login_required(None).with_status(
-                status,
-                error.error_code().map(str::to_owned),
-                error.error_description().map(str::to_owned),
-                None,
-            ),
-            None => login_required(Some(&why)),
-        };
-        return Err(required);
-    }
 }
 
 /// Writes the chain to `keeper` if it changed, trying again a few times: a
