@@ -187,23 +187,23 @@ impl TokenRequest {
                     extended = prepared.redactor.and(&sent.carried);
                     &extended
                 };
+                if let (Some(chain), true) = (prepared.chain(), status.is_success()) {
+                    // A new refresh token replaces the one sent before anything
+                    // else is read: the server retired the old one, even if the
+                    // access token beside it turns out unusable.
+                    let new =
+                        crate::endpoint::grant::refresh::answered_refresh_token(response.body())?;
+                    let sent_token = sent.grant_carried.map(|i| sent.carried[i].as_str());
+                    if let (Some(new), Some(sent_token)) = (new, sent_token) {
+                        chain.rotated(sent_token, new);
+                    }
+                }
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
                         if let Some(dpop) = &self.spec.dpop {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
-                        if let Some(chain) = prepared.chain() {
-                            // A new refresh token replaces the one sent,
-                            // before the access token goes anywhere.
-                            let new = crate::endpoint::grant::refresh::answered_refresh_token(
-                                response.body(),
-                            )?;
-                            let sent_token = sent.grant_carried.map(|i| sent.carried[i].as_str());
-                            if let (Some(new), Some(sent_token)) = (new, sent_token) {
-                                chain.rotated(sent_token, new);
-                            }
-                        }
                         for (assertions, pick) in [
                             (prepared.assertions(), sent.pick),
                             (prepared.grant_assertions(), sent.grant_pick),

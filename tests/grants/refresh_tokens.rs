@@ -207,6 +207,27 @@ async fn hostile_refresh_tokens_are_refused_never_sent_and_leave_the_chain() {
 }
 
 #[tokio::test]
+async fn a_new_refresh_token_beside_an_unusable_access_token_is_kept() {
+    let server = RefreshServer::start(Duration::from_secs(60)).await;
+    let initial = server.login();
+    *server.state.answer.lock().unwrap() = Answer::UnusableAccessToken;
+    let oauth = builder(&server, RefreshToken::new(initial.clone()))
+        .min_backoff(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
+    // The server retired the login's token when it answered: the next
+    // refresh sends the new one it gave, not the retired one.
+    *server.state.answer.lock().unwrap() = Answer::Rotate;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    oauth.token().await.unwrap();
+    let (sent, issued) = (server.sent(), server.issued());
+    assert_eq!(sent, vec![initial, issued[1].clone()]);
+    assert_eq!(server.reuses(), 0);
+}
+
+#[tokio::test]
 async fn a_refused_refresh_token_ends_the_login_and_is_never_sent_again() {
     let server = RefreshServer::start(Duration::from_millis(400)).await;
     let initial = server.login();

@@ -29,6 +29,8 @@ pub enum Answer {
     /// A new access token, and this as `refresh_token` (the old one
     /// retired all the same).
     Hostile(Value),
+    /// A new refresh token, beside an access token no header can carry.
+    UnusableAccessToken,
 }
 
 #[derive(Default)]
@@ -228,7 +230,7 @@ impl State {
             "expires_in": lifetime.as_secs_f64(),
         });
         match self.answer.lock().unwrap().clone() {
-            Answer::Rotate => {
+            Answer::Rotate | Answer::UnusableAccessToken => {
                 let new = format!("rt-login{family}-{serial}-{}", random());
                 self.tokens
                     .lock()
@@ -239,6 +241,9 @@ impl State {
             }
             Answer::Keep => {}
             Answer::Hostile(value) => body["refresh_token"] = value,
+        }
+        if matches!(*self.answer.lock().unwrap(), Answer::UnusableAccessToken) {
+            body["access_token"] = "has a space".into();
         }
         // Rotated already: a client that is gone before the answer comes
         // has lost the new refresh token.
