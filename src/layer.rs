@@ -327,7 +327,7 @@ impl OAuthLayer {
             ));
         };
         let token = token.into();
-        crate::endpoint::check_refresh_token(&token)?;
+        crate::endpoint::check_refresh_token(&token, "given to replace_refresh_token")?;
         chain.replace(&token);
         self.shared.cache.restart();
         for cache in self.shared.slots.caches() {

@@ -14,7 +14,7 @@ use crate::token::AccessToken;
 const UNTIL: &str = "until_ms";
 
 /// Milliseconds since the Unix epoch, `after` from now.
-fn until_ms(after: Duration) -> u64 {
+pub(crate) fn until_ms(after: Duration) -> u64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::endpoint::ChainRecord;
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::store::chain::ChainKeeper;
-use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
+use crate::store::codec::{decode_failure, encode_failure, time_left, token_json, until_ms};
 use crate::store::seal::Sealer;
 use crate::store::{FetchContext, HandedOut, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
@@ -209,6 +209,22 @@ impl FileStore {
         Some(shared)
     }
 
+    /// What the file settles for `ctx` now, without a token request: a fresh
+    /// token (counted as taken), or the failure the processes hold back for.
+    async fn settled(
+        &self,
+        key: &str,
+        sealer: &Sealer<'_>,
+        ctx: &FetchContext<'_>,
+    ) -> Option<Result<SharedToken, TokenError>> {
+        let entries = self.entries().await.ok()?;
+        if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
+            ctx.record(StoreEvent::TookShared);
+            return Some(Ok(shared));
+        }
+        failure(&entries, key, sealer, ctx).map(Err)
+    }
+
     /// Under the lock: a token another process stored meanwhile, else one
     /// fetched (with the chain kept in the file) and stored.
     async fn fetch_locked(
@@ -217,14 +233,8 @@ impl FileStore {
         key: &str,
         sealer: &Sealer<'_>,
     ) -> Result<SharedToken, TokenError> {
-        if let Ok(entries) = self.entries().await {
-            if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
-                ctx.record(StoreEvent::TookShared);
-                return Ok(shared);
-            }
-            if let Some(failure) = failure(&entries, key, sealer, ctx) {
-                return Err(failure);
-            }
+        if let Some(settled) = self.settled(key, sealer, ctx).await {
+            return settled;
         }
         ctx.record(StoreEvent::FetchedForFleet);
         let outcome = match ctx.chain_identity {
@@ -256,7 +266,7 @@ impl FileStore {
                 self.handed_out
                     .put(key, shared.token.expose_token(), sealed.clone());
             }
-            let expires = now_ms().saturating_add(millis(lasts));
+            let expires = until_ms(lasts);
             let written = self.put(at, Some((sealed, Some(expires)))).await;
             if let Err(e) = written {
                 tracing::warn!(error = %e, "the token file could not be written");
@@ -313,14 +323,8 @@ impl TokenStore for FileStore {
             };
             let key = ctx.identity();
             let sealer = Sealer::new(sealing_key, ctx.identity.encoded());
-            if let Ok(entries) = self.entries().await {
-                if let Some(shared) = self.fresh(&entries, key, &sealer, ctx) {
-                    ctx.record(StoreEvent::TookShared);
-                    return Ok(shared);
-                }
-                if let Some(failure) = failure(&entries, key, &sealer, ctx) {
-                    return Err(failure);
-                }
+            if let Some(settled) = self.settled(key, &sealer, ctx).await {
+                return settled;
             }
             let deadline = Instant::now() + 2 * ctx.fetch_timeout() + Duration::from_secs(1);
             match self.lock(deadline).await {
@@ -408,7 +412,7 @@ impl Files {
     /// Replaces the file with `entries` (less those that ran out): written
     /// beside it, synced, renamed over it.
     fn write(&self, entries: &Map<String, Value>) -> std::io::Result<()> {
-        let now = now_ms();
+        let now = until_ms(Duration::ZERO);
         let kept: Map<String, Value> = entries
             .iter()
             .filter(|(_, e)| {
@@ -490,15 +494,4 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(format!("the file task failed: {e}")))
-}
-
-fn now_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

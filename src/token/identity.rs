@@ -169,7 +169,7 @@ impl fmt::Debug for TokenIdentity {
 }
 
 /// SHA-256 of `bytes`, lowercase hex.
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     digest

@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+use crate::token::identity::sha256_hex;
 
 /// The `grant_type` of a refresh (RFC 6749 section 6).
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -79,7 +80,7 @@ impl RefreshToken {
         let initial = initial.into();
         RefreshToken {
             chain: Arc::new(Chain {
-                configured: digest_hex(initial.as_bytes()),
+                configured: sha256_hex(initial.as_bytes()),
                 initial: initial.clone(),
                 state: Mutex::new(State::begin(&initial, 0)),
                 turn: tokio::sync::Mutex::new(()),
@@ -160,7 +161,7 @@ struct State {
 
 impl State {
     fn begin(token: &str, login_at: u64) -> Self {
-        let login = digest_hex(token.as_bytes());
+        let login = sha256_hex(token.as_bytes());
         State {
             current: token.to_owned(),
             announced: (login.clone(), 0),
@@ -217,12 +218,7 @@ impl Chain {
 
     /// Checks the configured refresh token.
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        check_value(&self.initial).map_err(|why| {
-            ConfigError::new(
-                ConfigErrorKind::InvalidSetting,
-                format!("the refresh token given to RefreshToken::new {why}"),
-            )
-        })
+        check_given(&self.initial, "given to RefreshToken::new")
     }
 
     /// Waits for the chain's turn: one refresh at a time.
@@ -441,11 +437,12 @@ fn check_value(value: &str) -> Result<(), &'static str> {
 }
 
 /// Checks a refresh token given by the user (a new login's).
-pub(crate) fn check_given(token: &str) -> Result<(), ConfigError> {
+/// Checks a refresh token given by the user (`how`, for the message).
+pub(crate) fn check_given(token: &str, how: &str) -> Result<(), ConfigError> {
     check_value(token).map_err(|why| {
         ConfigError::new(
             ConfigErrorKind::InvalidSetting,
-            format!("the refresh token given {why}"),
+            format!("the refresh token {how} {why}"),
         )
     })
 }
@@ -455,15 +452,6 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// SHA-256 of `bytes`, lowercase hex.
-fn digest_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]
