@@ -1,140 +1,230 @@
-//! Cold start: 10,000 concurrent requests on a fresh layer against a real
-//! loopback token endpoint. Exactly one token request is made (checked on
-//! every iteration); the time for all 10,000 is compared with one request on
-//! a fresh layer (one token round trip), and with a hand-written `RwLock`
-//! refresher doing the same (`tests/support/refresher.rs`), measured in the
-//! same run.
+//! Cold start as a user's burst makes it: a fresh layer behind
+//! `tower::util::BoxCloneService` (as `tower::util` users and axum routers
+//! hold a service), 1,000 or 10,000 tasks that each take a clone and send
+//! one request at once, on a runtime with two workers, against a real
+//! loopback token endpoint that answers after 20 ms. Timed from the
+//! layer's construction until the last request completes. Beside it, in
+//! the same run and in turns (`support/turns.rs`): a hand-written
+//! refresher behind a tokio `RwLock` (`tests/support/refresher.rs`) in a
+//! service of its own, and `middle`, whose authorizer fetches its token as
+//! it is built. Every burst of the layer and of the refresher makes exactly
+//! one token request (checked each time).
 //!
-//! `cargo bench --bench cold_start`; at the end it prints the bursts as
-//! ratios to the refresher's in the same run.
+//! `cargo bench --bench cold_start`; `-- <rounds>` to change the default
+//! (31 rounds). It prints each contender's medians and fastest tenths at
+//! 1,000 and 10,000 tasks, the cost of each task past the first thousand,
+//! and the ratios to the refresher.
 
 #[path = "../tests/support/authority.rs"]
 mod authority;
-#[path = "support/ratios.rs"]
-mod ratios;
+#[path = "support/peers.rs"]
+mod peers;
+#[path = "../tests/support/provider.rs"]
+mod provider;
 #[path = "../tests/support/refresher.rs"]
 mod refresher;
+#[path = "../tests/support/serve.rs"]
+mod serve;
 #[path = "../tests/support/services.rs"]
 mod services;
+#[path = "support/turns.rs"]
+mod turns;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use http::Request;
+use http::{Request, Response};
 use services::Noop;
-use tower::{Layer, Service, ServiceExt};
+use tower::util::BoxCloneService;
+use tower::{BoxError, Layer, Service, ServiceExt};
 
-/// Runs `concurrency` requests at once on a fresh layer (or, `warm`, one
-/// that already has its token); the time until the last completes.
-async fn burst(authority: &authority::Authority, concurrency: usize, warm: bool) -> Duration {
-    let oauth = authority.layer();
-    if warm {
-        oauth.token().await.unwrap();
-    }
-    let svc = oauth.layer(Noop);
-    let before = authority.token_requests();
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
+type Svc = BoxCloneService<Request<()>, Response<()>, BoxError>;
+
+/// The two sizes of burst.
+const SIZES: [usize; 2] = [1_000, 10_000];
+
+/// `tasks` tasks, each with its own clone of `svc`, one request each; the
+/// time until the last completes.
+async fn burst(svc: Svc, tasks: usize) {
+    let handles: Vec<_> = (0..tasks)
         .map(|_| {
             let svc = svc.clone();
             tokio::spawn(async move { svc.oneshot(Request::new(())).await.unwrap() })
         })
         .collect();
-    for t in tasks {
-        t.await.unwrap();
+    for handle in handles {
+        handle.await.unwrap();
     }
-    let took = start.elapsed();
-    let expected = if warm { 0 } else { 1 };
-    assert_eq!(
-        authority.token_requests() - before,
-        expected,
-        "one token request per cold burst"
-    );
-    took
 }
 
-/// The same burst through a fresh hand-written refresher.
-async fn refresher_burst(authority: &authority::Authority, concurrency: usize) -> Duration {
-    let refresher = refresher::Refresher::new(&authority.base_url(), "bench", "bench-secret");
-    let before = authority.token_requests();
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let refresher = refresher.clone();
-            tokio::spawn(async move {
-                let req = refresher.authorize(Request::new(())).await.unwrap();
-                Noop.call(req).await.unwrap()
-            })
+/// The hand-written refresher as a user puts it in front of a service:
+/// the header from the refresher, then the inner service, in one boxed
+/// future.
+#[derive(Clone)]
+struct RefresherService {
+    refresher: Arc<refresher::Refresher>,
+}
+
+impl Service<Request<()>> for RefresherService {
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<()>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        let refresher = Arc::clone(&self.refresher);
+        Box::pin(async move {
+            let req = refresher.authorize(req).await?;
+            Ok(Noop.call(req).await?)
         })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
     }
-    let took = start.elapsed();
-    assert_eq!(authority.token_requests() - before, 1);
-    took
 }
 
-fn cold_start(c: &mut Criterion) {
+/// The contenders, each a cold start of `tasks` on a fresh instance.
+const NAMES: [&str; 4] = ["refresher", "middle", "tower_oauth", "refresher_unboxed"];
+
+struct Bench {
+    rt: tokio::runtime::Runtime,
+    /// The token endpoint of the layer and the refresher.
+    authority: authority::Authority,
+    /// `middle`'s (HTTP Basic, as its oauth2 client sends).
+    basic: authority::Authority,
+}
+
+impl Bench {
+    fn cold_start(&self, contender: usize, tasks: usize) -> Duration {
+        let before = self.authority.token_requests();
+        let took = self.rt.block_on(async {
+            let start = Instant::now();
+            match contender {
+                0 => {
+                    let refresher = refresher::Refresher::new(
+                        &self.authority.base_url(),
+                        "bench",
+                        "bench-secret",
+                    );
+                    let svc = RefresherService {
+                        refresher: Arc::new(refresher),
+                    };
+                    burst(BoxCloneService::new(svc), tasks).await;
+                }
+                1 => {
+                    let url = url::Url::parse(&self.basic.token_url()).unwrap();
+                    let authorizer = middle::BasicClientCredentialAuthorizer::basic_builder(
+                        "bench",
+                        "bench-secret",
+                        url,
+                    )
+                    .build()
+                    .await
+                    .unwrap();
+                    let svc = peers::middle(Noop, &authorizer).map_err(BoxError::from);
+                    burst(BoxCloneService::new(svc), tasks).await;
+                }
+                2 => {
+                    let svc = self.authority.layer().layer(Noop);
+                    burst(BoxCloneService::new(svc), tasks).await;
+                }
+                _ => {
+                    let refresher = Arc::new(refresher::Refresher::new(
+                        &self.authority.base_url(),
+                        "bench",
+                        "bench-secret",
+                    ));
+                    let handles: Vec<_> = (0..tasks)
+                        .map(|_| {
+                            let refresher = Arc::clone(&refresher);
+                            tokio::spawn(async move {
+                                let req = refresher.authorize(Request::new(())).await.unwrap();
+                                Noop.call(req).await.unwrap()
+                            })
+                        })
+                        .collect();
+                    for handle in handles {
+                        handle.await.unwrap();
+                    }
+                }
+            }
+            start.elapsed()
+        });
+        if contender != 1 {
+            assert_eq!(
+                self.authority.token_requests() - before,
+                1,
+                "one token request per cold burst"
+            );
+        }
+        took
+    }
+}
+
+fn main() {
+    let (rounds, _) = turns::rounds_and_burst(31, 0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let authority = rt.block_on(authority::Authority::start(
-        "bench",
-        "bench-secret",
-        Duration::from_secs(3600),
-    ));
-    // A token endpoint 20 ms away.
+    let (authority, basic) = rt.block_on(async {
+        let authority =
+            authority::Authority::start("bench", "bench-secret", Duration::from_secs(3600)).await;
+        let basic =
+            authority::Authority::start("bench", "bench-secret", Duration::from_secs(3600)).await;
+        basic.expect(authority::Style::Basic, &[]);
+        (authority, basic)
+    });
+    // Token endpoints 20 ms away.
     authority.set_delay(Duration::from_millis(20));
+    basic.set_delay(Duration::from_millis(20));
+    let bench = Bench {
+        rt,
+        authority,
+        basic,
+    };
 
-    let mut group = c.benchmark_group("cold_start");
-    group.sample_size(20);
-    // One token round trip (and one request).
-    group.bench_function("cold_1_request", |b| {
-        b.iter_custom(|n| {
-            (0..n)
-                .map(|_| rt.block_on(burst(&authority, 1, false)))
-                .sum()
-        })
+    // `COLD_START_ONLY=<contender>:<tasks>:<runs>` runs one contender
+    // alone, to profile it (valgrind's callgrind, an allocation count).
+    if let Ok(only) = std::env::var("COLD_START_ONLY") {
+        let mut parts = only.split(':');
+        let name = parts.next().unwrap_or_default();
+        let contender = NAMES
+            .iter()
+            .position(|n| *n == name)
+            .expect("a contender's name");
+        let tasks = parts.next().map_or(10_000, |t| t.parse().unwrap());
+        let runs = parts.next().map_or(1, |r| r.parse().unwrap());
+        for _ in 0..runs {
+            let took = bench.cold_start(contender, tasks);
+            println!("{name}, {tasks} tasks: {:.2} ms", took.as_secs_f64() * 1e3);
+        }
+        return;
+    }
+    // Contender i at SIZES[j] is entry i * 2 + j; in turns, warmed up once.
+    let count = NAMES.len() * SIZES.len();
+    for i in 0..count {
+        bench.cold_start(i / 2, SIZES[i % 2]);
+    }
+    let times = turns::take_turns(count, rounds, |i| {
+        bench.cold_start(i / 2, SIZES[i % 2]).as_secs_f64() * 1e3
     });
-    // What 10,000 concurrent tasks cost here without any token to wait for.
-    group.bench_function("warm_10000_concurrent", |b| {
-        b.iter_custom(|n| {
-            (0..n)
-                .map(|_| rt.block_on(burst(&authority, 10_000, true)))
-                .sum()
-        })
-    });
-    // Both together: the target is the sum of the two above, plus a little.
-    group.bench_function("cold_10000_concurrent", |b| {
-        b.iter_custom(|n| {
-            (0..n)
-                .map(|_| rt.block_on(burst(&authority, 10_000, false)))
-                .sum()
-        })
-    });
-    // The hand-written refresher, cold, for comparison.
-    group.bench_function("refresher_cold_10000_concurrent", |b| {
-        b.iter_custom(|n| {
-            (0..n)
-                .map(|_| rt.block_on(refresher_burst(&authority, 10_000)))
-                .sum()
-        })
-    });
-    group.finish();
+    for (label, at) in [("medians", 2), ("fastest tenth", 10)] {
+        println!("\ncold start, {rounds} rounds, {label}:");
+        println!("| contender | 1,000 tasks | 10,000 tasks | each task past the first thousand | 10,000 × refresher |");
+        println!("|---|---|---|---|---|");
+        let ms = |i: usize| times[i][times[i].len() / at];
+        for (c, name) in NAMES.iter().enumerate() {
+            let (small, large) = (ms(c * 2), ms(c * 2 + 1));
+            let per_task_us = (large - small) * 1e3 / (SIZES[1] - SIZES[0]) as f64;
+            println!(
+                "| {name} | {small:.2} ms | {large:.2} ms | {per_task_us:.3} µs | {:.3} |",
+                large / ms(1)
+            );
+        }
+    }
 }
-
-/// The layer's cold burst against the refresher's, from this run's medians.
-fn report(_: &mut Criterion) {
-    println!("\n| group | bench | median | baseline | ratio |\n|---|---|---|---|---|");
-    ratios::print(
-        "cold_start",
-        "refresher_cold_10000_concurrent",
-        &["cold_10000_concurrent", "warm_10000_concurrent"],
-    );
-}
-
-criterion_group!(benches, cold_start, report);
-criterion_main!(benches);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
-use crate::cache::{CachedToken, TokenCache};
+use crate::cache::{CachedToken, Link, TokenCache};
 use crate::endpoint::{ResourceMetadata, ServerMetadata};
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
@@ -55,6 +55,9 @@ struct Shared {
     cache: Arc<TokenCache>,
     /// A token of its own for each set of parameters requests select.
     slots: Arc<Slots>,
+    /// The link to `cache` a new service instance starts on (see
+    /// [`OAuthService::clone`](crate::OAuthService)).
+    link: Arc<Link>,
     /// Where tokens come from; none for a layer on a token source.
     endpoint: Option<Endpoint>,
 }
@@ -64,6 +67,7 @@ impl OAuthLayer {
     pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
         OAuthLayer {
             shared: Arc::new(Shared {
+                link: Arc::new(Link::new(Arc::clone(&cache))),
                 cache,
                 slots: Arc::new(slots),
                 endpoint,
@@ -392,7 +396,7 @@ impl<S> OAuthService<S> {
     /// Wraps `inner`, taking tokens from `layer`.
     pub fn new(inner: S, layer: OAuthLayer) -> Self {
         let shared = &layer.shared;
-        OAuthService::on(inner, Arc::clone(&shared.cache), Arc::clone(&shared.slots))
+        OAuthService::on(inner, Arc::clone(&shared.link), Arc::clone(&shared.slots))
     }
 
     /// The same layer as [`OAuthLayer`]; here for symmetry with tower's

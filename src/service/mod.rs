@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use self::authorize::{authorize, put_header, Step};
 use self::view::View;
-use crate::cache::{Acquire, Link, TokenCache};
+use crate::cache::{Acquire, Link};
 use crate::slots::routes::place_of;
 use crate::slots::Slots;
 use crate::support::boxed::BoxError;
@@ -64,7 +64,9 @@ use crate::token::params::TokenParams;
 #[must_use]
 pub struct OAuthService<S> {
     inner: S,
-    /// This instance's own link to the layer's cache (see [`Link`]).
+    /// This instance's link to the layer's cache (see [`Link`]): the one
+    /// it was made with, shared, until its view makes its own copy of the
+    /// token's header value; from then on its own.
     link: Arc<Link>,
     /// This instance's view of the layer's current token, with its own
     /// copy of the header value.
@@ -74,13 +76,17 @@ pub struct OAuthService<S> {
 }
 
 impl<S> OAuthService<S> {
-    /// An instance on a link of its own to `cache` (the layer's default
-    /// token), with its view of the current token.
-    pub(crate) fn on(inner: S, cache: Arc<TokenCache>, slots: Arc<Slots>) -> Self {
+    /// An instance on `link` (to the layer's default token's cache), with
+    /// its view of the current token. The link is shared until the view
+    /// makes its own copy of a token's header value (its second request
+    /// that finds the token), which makes the instance a link of its own
+    /// too: an instance made for one request allocates nothing.
+    pub(crate) fn on(inner: S, link: Arc<Link>, slots: Arc<Slots>) -> Self {
+        let cache = &link.cache;
         OAuthService {
             inner,
             view: View::new(cache.epoch(), cache.placement().plain() && !slots.chooses()),
-            link: Arc::new(Link::new(cache)),
+            link,
             slots,
         }
     }
@@ -102,16 +108,16 @@ impl<S> OAuthService<S> {
 }
 
 impl<S: Clone> Clone for OAuthService<S> {
-    /// A new instance on the same layer. It makes one small allocation of
-    /// its own: each instance keeps its own reference to the layer, which
-    /// the response future of each of its requests shares, so that threads
-    /// using different instances never contend for one reference count (see
-    /// BENCHMARKS.md). Its view of the token starts empty: its first request
-    /// takes the token's shared header value, its second makes its own copy.
+    /// A new instance on the same layer, allocating nothing of its own.
+    /// Its view of the token starts empty: its first request takes the
+    /// token's shared header value; its second makes its own copy, and its
+    /// own reference to the layer, which the response future of each of
+    /// its requests then shares, so that threads using different instances
+    /// never contend for one reference count (see BENCHMARKS.md).
     fn clone(&self) -> Self {
         Self::on(
             self.inner.clone(),
-            Arc::clone(&self.link.cache),
+            Arc::clone(&self.link),
             Arc::clone(&self.slots),
         )
     }
@@ -148,7 +154,7 @@ where
         // keep, the default token before its renewal point, which the
         // instance's view stands for (`TokenCache::check`).
         if req.extensions().get::<TokenParams>().is_none() {
-            if let Some(header) = self.view.plain_bearer(&self.link.cache, now) {
+            if let Some(header) = self.view.plain_bearer(&mut self.link, now) {
                 req.headers_mut().insert(AUTHORIZATION, header.clone());
                 let sent = self.view.sent(&self.link, req.method());
                 return ResponseFuture::bearer(self.inner.call(req), Some(sent));
@@ -174,7 +180,7 @@ impl<S> OAuthService<S> {
             // The caller brought its own credential: no token needed.
             return ResponseFuture::bearer(self.inner.call(req), None);
         }
-        if let Some(header) = self.view.bearer(&self.link.cache, now) {
+        if let Some(header) = self.view.bearer(&mut self.link, now) {
             let sent = put_header(&mut req, &self.link, header.clone(), self.view.generation());
             return ResponseFuture::bearer(self.inner.call(req), Some(sent));
         }

@@ -23,7 +23,7 @@ use http::{HeaderValue, Method};
 use tokio::time::Instant;
 
 use super::authorize::SentToken;
-use crate::cache::{CachedToken, Link, TokenCache};
+use crate::cache::{CachedToken, Link};
 
 /// The version of a view that follows no token yet, or whose own copy of
 /// the header value is due: a version no cache reaches, so that the next
@@ -51,6 +51,9 @@ pub(super) struct View {
     copy_due: bool,
     /// Whether the layer's requests may be plain.
     plain: bool,
+    /// Whether the instance has a link of its own (made with the view's
+    /// own copy of the header value).
+    own_link: bool,
     /// The generation of the token (0 for none).
     generation: u64,
     /// The token, for what the hot path leaves to the cache: its renewal,
@@ -72,6 +75,7 @@ impl View {
             header: HeaderValue::from_static(""),
             copy_due: false,
             plain,
+            own_link: false,
             generation: 0,
             token: None,
         }
@@ -83,10 +87,10 @@ impl View {
     #[inline]
     pub(super) fn plain_bearer(
         &mut self,
-        cache: &TokenCache,
+        link: &mut Arc<Link>,
         now: Instant,
     ) -> Option<&HeaderValue> {
-        self.follow(cache, now);
+        self.follow(link, now);
         (now < self.plain_until).then_some(&self.header)
     }
 
@@ -94,17 +98,17 @@ impl View {
     /// if the view says its token may be sent as it is at `now`; else
     /// `None`: take the cache's way with [`token`](Self::token).
     #[inline]
-    pub(super) fn bearer(&mut self, cache: &TokenCache, now: Instant) -> Option<&HeaderValue> {
-        self.follow(cache, now);
+    pub(super) fn bearer(&mut self, link: &mut Arc<Link>, now: Instant) -> Option<&HeaderValue> {
+        self.follow(link, now);
         (now < self.fast_until).then_some(&self.header)
     }
 
     /// The view made current: renewed if the cache's version moved (or
     /// the view's own copy is due).
     #[inline(always)]
-    fn follow(&mut self, cache: &TokenCache, now: Instant) {
-        if cache.version() != self.version {
-            self.renew(cache, now);
+    fn follow(&mut self, link: &mut Arc<Link>, now: Instant) {
+        if link.cache.version() != self.version {
+            self.renew(link, now);
         }
     }
 
@@ -129,10 +133,12 @@ impl View {
     }
 
     /// A new view of the cache's current token, at `now`; for the token
-    /// the view has, its own copy of the header value, when due.
+    /// the view has, its own copy of the header value, when due, and the
+    /// instance's own `link` with the first such copy.
     #[cold]
     #[inline(never)]
-    fn renew(&mut self, cache: &TokenCache, now: Instant) {
+    fn renew(&mut self, link: &mut Arc<Link>, now: Instant) {
+        let cache = &link.cache;
         // The version first: the token loaded after it is at least as new.
         let version = cache.version();
         let token = cache.current().load_full();
@@ -145,6 +151,10 @@ impl View {
             self.header = own_copy(&self.header);
             self.copy_due = false;
             self.version = version;
+            if !self.own_link {
+                *link = Arc::new(Link::new(Arc::clone(&link.cache)));
+                self.own_link = true;
+            }
             return;
         }
         match &token {

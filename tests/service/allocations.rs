@@ -96,6 +96,36 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
     );
 }
 
+/// A clone of a warm service made for one request
+/// (`svc.clone().oneshot(req)`, as a `BoxCloneService` or an axum router
+/// is used) allocates nothing of its own: its one request allocates what a
+/// fixed header's does.
+#[test]
+fn a_clone_for_one_request_allocates_no_more_than_a_fixed_header() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let oauth = warm_layer(&rt);
+    let mut fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    let svc = oauth.layer(Noop);
+    allocations_for(&mut fixed, 2);
+    allocations_for(&mut svc.clone(), 2);
+    let n = 1000;
+    let baseline = allocations_for(&mut fixed, n);
+    let before = allocations();
+    for _ in 0..n {
+        let mut clone = svc.clone();
+        allocations_for(&mut clone, 1);
+    }
+    let ours = allocations() - before;
+    assert_eq!(
+        ours, baseline,
+        "{n} clones, one request each: {ours} allocations, fixed header: {baseline}"
+    );
+}
+
 /// A request through a warm token slot (chosen by `params_for` among 8)
 /// allocates no more than one with the default token.
 #[test]
