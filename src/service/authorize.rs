@@ -244,15 +244,15 @@ pub(crate) enum Step<L = Arc<Link>> {
 
 /// Puts `token` on `req`, replacing a header of that name, with a DPoP
 /// proof when the token is bound to the layer's key; says what the request
-/// needs next.
+/// needs next. `link` goes with the request to its answer.
 #[inline]
 pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: &L,
+    link: L,
     token: &CachedToken,
 ) -> Step<L> {
     if let (Some(dpop), Some(ath)) = (&link.cache().placement().dpop, &token.ath) {
-        let sent = bearer(req, link, token);
+        let sent = bearer(req, link.clone(), token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
     Step::Send(Sent::Token(bearer(req, link, token)))
@@ -264,7 +264,7 @@ pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
 #[inline]
 pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: &L,
+    link: L,
     token: &CachedToken,
 ) -> SentToken<L> {
     put_header(req, link, token.header.clone(), token.generation)
@@ -276,12 +276,12 @@ pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
 #[inline]
 pub(crate) fn put_header<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: &L,
+    link: L,
     header: HeaderValue,
     generation: u64,
 ) -> SentToken<L> {
     link.cache().placement().put(req.headers_mut(), header);
-    SentToken::new(link.clone(), generation, req.method())
+    SentToken::new(link, generation, req.method())
 }
 
 /// Puts the DPoP proof a custom signer made for `req` on it ([`Step::Sign`]).

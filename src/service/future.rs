@@ -120,9 +120,9 @@ fn drop_out_of_line<T>(boxed: Pin<Box<T>>) {
 struct Waiting<S, B> {
     waiter: Waiter,
     asks: u8,
-    svc: Option<S>,
-    req: Option<Request<B>>,
-    link: Arc<Link>,
+    /// The ready service, the request, and the link its token comes
+    /// through, until the request is sent.
+    held: Option<(S, Request<B>, Arc<Link>)>,
 }
 
 /// A request whose DPoP proof a custom signer is making, holding the inner
@@ -210,9 +210,7 @@ where
             waiting: Waiting {
                 waiter: Waiter::new(flight),
                 asks: 0,
-                svc: Some(svc),
-                req: Some(req),
-                link,
+                held: Some((svc, req, link)),
             },
         })
     }
@@ -237,9 +235,7 @@ where
 {
     /// Puts `token` on `req` and goes on as its step says.
     fn send(
-        mut svc: S,
-        mut req: Request<B>,
-        link: &Arc<Link>,
+        (mut svc, mut req, link): (S, Request<B>, Arc<Link>),
         token: &crate::cache::CachedToken,
     ) -> Self {
         match authorize(&mut req, link, token) {
@@ -259,22 +255,12 @@ impl<S, B> Waiting<S, B>
 where
     S: Service<Request<B>>,
 {
-    /// The ready service and the request, taken to be sent.
-    fn take(&mut self) -> (S, Request<B>) {
-        let (Some(svc), Some(req)) = (self.svc.take(), self.req.take()) else {
-            panic!("ResponseFuture polled after completion");
-        };
-        (svc, req)
-    }
-
     /// Sends the request with the flight's token, if it is still usable now;
     /// `None` when the request must ask the cache again.
     fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
         Poll::Ready(match ready!(self.waiter.poll(cx)) {
             Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
-                let token = Arc::clone(token);
-                let (svc, req) = self.take();
-                Some(Next::send(svc, req, &self.link, &token))
+                Some(Next::send(take(&mut self.held), token))
             }
             Landing::Done(Err(error)) => Some(Next::Fail(error.clone())),
             // Cut off, or a token that ran out before this request woke.
@@ -289,11 +275,11 @@ where
         if self.asks > MAX_ASKS {
             return Some(Next::Fail(cut_off()));
         }
-        match self.link.cache.acquire() {
-            Acquire::Now(Ok(token)) => {
-                let (svc, req) = self.take();
-                Some(Next::send(svc, req, &self.link, &token))
-            }
+        let Some((_, _, link)) = &self.held else {
+            panic!("ResponseFuture polled after completion");
+        };
+        match link.cache.acquire() {
+            Acquire::Now(Ok(token)) => Some(Next::send(take(&mut self.held), &token)),
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),
             Acquire::Wait(flight) => {
                 // The old waiter leaves its flight as it is replaced.
@@ -302,6 +288,11 @@ where
             }
         }
     }
+}
+
+/// What a waiting request holds, taken to be sent.
+fn take<T>(held: &mut Option<T>) -> T {
+    held.take().expect("ResponseFuture polled after completion")
 }
 
 impl<S, B, ResB> Future for ResponseFuture<S, B>

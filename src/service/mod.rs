@@ -181,16 +181,20 @@ impl<S> OAuthService<S> {
             return ResponseFuture::bearer(self.inner.call(req), None);
         }
         if let Some(header) = self.view.bearer(&mut self.link, now) {
-            let sent = put_header(&mut req, &self.link, header.clone(), self.view.generation());
+            let sent = put_header(
+                &mut req,
+                Arc::clone(&self.link),
+                header.clone(),
+                self.view.generation(),
+            );
             return ResponseFuture::bearer(self.inner.call(req), Some(sent));
         }
         // A token past its renewal point, a DPoP-bound one, or none.
         if let Some(token) = self.link.cache.check(self.view.token(), now) {
-            let step = authorize(&mut req, &self.link, token);
+            let step = authorize(&mut req, Arc::clone(&self.link), token);
             return self.send(step, req);
         }
-        let link = Arc::clone(&self.link);
-        self.acquire_on(&link, req)
+        self.acquire_on(Arc::clone(&self.link), req)
     }
 
     /// A request that may select a token slot: the slot's token if it has
@@ -228,16 +232,16 @@ impl<S> OAuthService<S> {
         };
         let current = link.cache.current().load();
         if let Some(token) = link.cache.check(current.as_deref(), now) {
-            let step = authorize(&mut req, &link, token);
+            let step = authorize(&mut req, Arc::clone(&link), token);
             return self.send(step, req);
         }
         drop(current);
-        self.acquire_on(&link, req)
+        self.acquire_on(link, req)
     }
 
     /// A token from `link`'s cache at once, an error, or the fetch under way
     /// to wait for.
-    fn acquire_on<B, ResB>(&mut self, link: &Arc<Link>, mut req: Request<B>) -> ResponseFuture<S, B>
+    fn acquire_on<B, ResB>(&mut self, link: Arc<Link>, mut req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
@@ -250,7 +254,7 @@ impl<S> OAuthService<S> {
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
                 let ready = self.take_ready();
-                ResponseFuture::waiting(flight, ready, req, Arc::clone(link))
+                ResponseFuture::waiting(flight, ready, req, link)
             }
         }
     }

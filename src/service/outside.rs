@@ -24,7 +24,7 @@ pub(crate) fn at_hand<'c, R: Outgoing>(
     let current = cache.current().load();
     cache
         .check(current.as_deref(), tokio::time::Instant::now())
-        .map(|token| authorize(req, &cache, token))
+        .map(|token| authorize(req, cache, token))
 }
 
 /// Puts the token of `cache` on `req` once the cache's single flight has
@@ -34,7 +34,7 @@ pub(crate) async fn after_waiting<'c, R: Outgoing>(
     req: &mut R,
 ) -> Result<Step<&'c Arc<TokenCache>>, TokenError> {
     let token = cache.token().await?;
-    Ok(authorize(req, &cache, &token))
+    Ok(authorize(req, cache, &token))
 }
 
 /// What `req` was sent with, once `step` is done: at once, or after a slow
