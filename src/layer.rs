@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use crate::builder::OAuthLayerBuilder;
-use crate::cache::{CachedToken, Link, TokenCache};
+use crate::cache::{CacheRef, CachedToken, TokenCache};
 use crate::endpoint::{ResourceMetadata, ServerMetadata};
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
-use crate::slots::recipe::Endpoint;
+use crate::slots::factory::Endpoint;
 use crate::slots::Slots;
 use crate::telemetry::stats::Stats;
 use crate::token::params::TokenParams;
@@ -55,9 +55,9 @@ struct Shared {
     cache: Arc<TokenCache>,
     /// A token of its own for each set of parameters requests select.
     slots: Arc<Slots>,
-    /// The link to `cache` a new service instance starts on (see
+    /// The reference to `cache` a new service instance starts on (see
     /// [`OAuthService::clone`](crate::OAuthService)).
-    link: Arc<Link>,
+    cache_ref: Arc<CacheRef>,
     /// Where tokens come from; none for a layer on a token source.
     endpoint: Option<Endpoint>,
 }
@@ -67,7 +67,7 @@ impl OAuthLayer {
     pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
         OAuthLayer {
             shared: Arc::new(Shared {
-                link: Arc::new(Link::new(Arc::clone(&cache))),
+                cache_ref: Arc::new(CacheRef::new(Arc::clone(&cache))),
                 cache,
                 slots: Arc::new(slots),
                 endpoint,
@@ -363,11 +363,11 @@ impl OAuthLayer {
         if params.is_empty() {
             return Ok(Arc::clone(self.default_cache()));
         }
-        Ok(Arc::clone(&self.shared.slots.link_for(params)?.cache))
+        Ok(Arc::clone(&self.shared.slots.cache_ref_for(params)?.cache))
     }
 
-    /// The cache of the protected resource a request to `place` goes to
-    /// (made if need be; `place` asked for only when the layer has
+    /// The cache of the protected resource a request to `destination` goes to
+    /// (made if need be; `destination` asked for only when the layer has
     /// protected resources), else `None`: the default token's, or as the
     /// request's own parameters say (for the layer's entry points without
     /// an `http` request head).
@@ -377,10 +377,10 @@ impl OAuthLayer {
     )]
     pub(crate) fn cache_at<'p>(
         &self,
-        place: impl FnOnce() -> Option<crate::slots::routes::Place<'p>>,
+        destination: impl FnOnce() -> Option<crate::slots::routes::Destination<'p>>,
     ) -> Option<Result<Arc<TokenCache>, TokenError>> {
-        let routed = self.shared.slots.routed(place)?;
-        Some(routed.map(|link| Arc::clone(&link.cache)))
+        let routed = self.shared.slots.routed(destination)?;
+        Some(routed.map(|cache_ref| Arc::clone(&cache_ref.cache)))
     }
 }
 
@@ -396,7 +396,11 @@ impl<S> OAuthService<S> {
     /// Wraps `inner`, taking tokens from `layer`.
     pub fn new(inner: S, layer: OAuthLayer) -> Self {
         let shared = &layer.shared;
-        OAuthService::on(inner, Arc::clone(&shared.link), Arc::clone(&shared.slots))
+        OAuthService::on(
+            inner,
+            Arc::clone(&shared.cache_ref),
+            Arc::clone(&shared.slots),
+        )
     }
 
     /// The same layer as [`OAuthLayer`]; here for symmetry with tower's

@@ -50,8 +50,8 @@ use sse_stream::Sse;
 
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
-use crate::service::outside::{after_waiting, at_hand, ready_to_send};
-use crate::slots::routes::place_of;
+use crate::service::other_clients::{after_waiting, at_hand, ready_to_send};
+use crate::slots::routes::destination_of;
 
 /// An rmcp `StreamableHttpClient` that carries the layer's tokens (feature
 /// `mcp`); see the [module](self).
@@ -121,7 +121,7 @@ impl OAuthMcpClient {
         })?;
         // The MCP server's own token when it is one of the layer's
         // protected resources, else the default token.
-        let cache = match self.layer.cache_at(|| place_of(&uri)) {
+        let cache = match self.layer.cache_at(|| destination_of(&uri)) {
             Some(routed) => routed.map_err(token_error)?,
             None => Arc::clone(self.layer.default_cache()),
         };

@@ -28,8 +28,8 @@ use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::layer::OAuthLayer;
 use crate::message::{Answer, Outgoing};
-use crate::service::authorize::{Answered, Sent, Step};
-use crate::service::outside::{after_waiting, at_hand, ready_to_send};
+use crate::service::authorize::{NextStep, Sent, TokenAnswer};
+use crate::service::other_clients::{after_waiting, at_hand, ready_to_send};
 use crate::token::params::TokenParams;
 
 /// Puts the layer's token on every request of a
@@ -191,7 +191,7 @@ impl Middleware for OAuthMiddleware {
         let chosen = match extensions.get::<TokenParams>() {
             Some(params) => Some(self.layer.cache_for(params)),
             // A protected resource's own token (`protected_resources`).
-            None => self.layer.cache_at(|| place(req.url())),
+            None => self.layer.cache_at(|| destination(req.url())),
         };
         if let Some(slot) = chosen {
             return Box::pin(async move {
@@ -211,7 +211,7 @@ impl Middleware for OAuthMiddleware {
         }
         match at_hand(cache, &mut req) {
             // Nothing to send again: the answer is read, and goes back.
-            Some(Step::Send(sent)) if !self.resend => {
+            Some(NextStep::Send(sent)) if !self.resend => {
                 let sending = next.run(req, extensions);
                 Box::pin(async move {
                     let mut response = sending.await?;
@@ -221,7 +221,7 @@ impl Middleware for OAuthMiddleware {
             }
             // The answer read, and a copy sent if it asks for it (the copy
             // made in the future, where it stays).
-            Some(Step::Send(Sent::Token(sent))) => Box::pin(async move {
+            Some(NextStep::Send(Sent::Token(sent))) => Box::pin(async move {
                 let again = Again::of(&req, cache);
                 let mut response = next.clone().run(req, extensions).await?;
                 let answered = sent.answered(&mut response);
@@ -330,7 +330,7 @@ async fn send(
     cache: &Arc<TokenCache>,
     mut req: Request,
     again: Option<Again>,
-    step: Option<Step<&Arc<TokenCache>>>,
+    step: Option<NextStep<&Arc<TokenCache>>>,
     extensions: &mut Extensions,
     next: Next<'_>,
 ) -> reqwest_middleware::Result<Response> {
@@ -358,12 +358,12 @@ async fn send(
 /// still kept).
 fn resend<'a>(
     cache: &'a Arc<TokenCache>,
-    answered: Answered,
+    answered: TokenAnswer,
     again: Again,
     extensions: &'a mut Extensions,
     next: Next<'a>,
 ) -> Handled<'a> {
-    if answered == Answered::Refused {
+    if answered == TokenAnswer::Refused {
         crate::telemetry::unauthorized_retry();
     }
     tracing::debug!(?answered, "sending the request once more");
@@ -378,8 +378,8 @@ fn resend<'a>(
 }
 
 /// Where `url` points, as the layer's protected resources are matched.
-fn place(url: &reqwest::Url) -> Option<crate::slots::routes::Place<'_>> {
-    Some(crate::slots::routes::Place {
+fn destination(url: &reqwest::Url) -> Option<crate::slots::routes::Destination<'_>> {
+    Some(crate::slots::routes::Destination {
         scheme: url.scheme(),
         host: url.host_str()?,
         port: url.port_or_known_default()?,

@@ -52,7 +52,7 @@ pub const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
 /// under it), and starts another if not.
 pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
 
-/// A fetch that has not landed within this many fetch timeouts (plus a
+/// A fetch that has not finished within this many fetch timeouts (plus a
 /// second) runs on a runtime that is not running it: it is given up, and
 /// the next request starts another.
 pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{cut_off, Acquire, FetchResult, Flight, Landing, TokenCache, Waiter};
+use super::{cut_off, Acquire, FetchOutcome, FetchResult, Flight, TokenCache, Waiter};
 use crate::error::{TokenError, TokenErrorKind};
 
 impl TokenCache {
@@ -46,11 +46,11 @@ impl TokenCache {
                 Acquire::Now(outcome) => return outcome,
                 Acquire::Wait(flight) => flight,
             };
-            match landing(flight).await {
-                Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
+            match outcome_of(flight).await {
+                FetchOutcome::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
                     return Ok(token)
                 }
-                Landing::Done(Err(e)) => return Err(e),
+                FetchOutcome::Done(Err(e)) => return Err(e),
                 _ => continue,
             }
         }
@@ -81,16 +81,16 @@ impl TokenCache {
             match under_way {
                 Some(flight) => flight,
                 None if ctl.retry_at(now).is_some() => return Ok(current),
-                None => match self.take_off_ahead(&mut ctl, now) {
+                None => match self.start_renewal(&mut ctl, now) {
                     Ok(flight) => flight,
                     Err(_) => return Ok(current),
                 },
             }
         };
-        let landed = tokio::time::timeout(self.policy().fetch_timeout, landing(flight)).await;
+        let finished = tokio::time::timeout(self.policy().fetch_timeout, outcome_of(flight)).await;
         let now = Instant::now();
-        match landed {
-            Ok(Landing::Done(Ok(token))) if token.timings.usable_at(now) => Ok(token),
+        match finished {
+            Ok(FetchOutcome::Done(Ok(token))) if token.timings.usable_at(now) => Ok(token),
             _ if current.timings.usable_at(now) => {
                 tracing::debug!(
                     usable_for = ?current.timings.usable_for(now),
@@ -99,14 +99,14 @@ impl TokenCache {
                 );
                 Ok(current)
             }
-            Ok(Landing::Done(Err(error))) => Err(error),
+            Ok(FetchOutcome::Done(Err(error))) => Err(error),
             _ => self.token().await,
         }
     }
 }
 
-/// How `flight` lands, waited for.
-async fn landing(flight: Arc<Flight>) -> Landing {
+/// How `flight` finishes, waited for.
+async fn outcome_of(flight: Arc<Flight>) -> FetchOutcome {
     let mut waiter = Waiter::new(flight);
-    std::future::poll_fn(|cx| waiter.poll(cx).map(Landing::clone)).await
+    std::future::poll_fn(|cx| waiter.poll(cx).map(FetchOutcome::clone)).await
 }

@@ -1,5 +1,5 @@
 //! What a cache hands out and who holds it: [`CachedToken`], a token ready
-//! to present with its timings, and [`Link`], one service instance's
+//! to present with its timings, and [`CacheRef`], one service instance's
 //! reference to its cache.
 
 use std::fmt;
@@ -11,28 +11,28 @@ use http::HeaderValue;
 use super::TokenCache;
 use crate::token::AccessToken;
 
-/// One service instance's link to its cache, which the response future of
-/// each request it sends takes a reference to. Each instance has a link of
+/// One service instance's reference to its cache, which the response future of
+/// each request it sends takes a reference to. Each instance has a reference of
 /// its own (a clone makes a new one), so that this per-request reference is
 /// counted on memory that no other thread touches: a count shared by every
 /// instance, fought over by threads, would cost more than the rest of the
 /// hot path together (see BENCHMARKS.md). Padded to over 128 bytes (two
-/// cache lines, as adjacent-line prefetchers pair them): links of instances
+/// cache lines, as adjacent-line prefetchers pair them): references of instances
 /// made one after another, on one thread, for two others, would otherwise
 /// share a cache line, and their counts would fight as if they were one.
 /// (Padded rather than aligned: an aligned allocation takes the allocator's
 /// slower path, once per service instance.)
 #[derive(Debug)]
-pub(crate) struct Link {
+pub(crate) struct CacheRef {
     pub(crate) cache: Arc<TokenCache>,
-    /// Never read: it only keeps other links off this one's cache lines.
+    /// Never read: it only keeps other references off this one's cache lines.
     _padding: [u64; 14],
 }
 
-impl Link {
-    /// A link of its own to `cache`.
+impl CacheRef {
+    /// A reference of its own to `cache`.
     pub(crate) fn new(cache: Arc<TokenCache>) -> Self {
-        Link {
+        CacheRef {
             cache,
             _padding: [0; 14],
         }

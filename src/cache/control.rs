@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::flight::{Flight, Landing};
+use super::flight::{FetchOutcome, Flight};
 use crate::error::TokenError;
 use crate::policy::{Failure, Policy, MAX_RETRY_AFTER};
 
@@ -31,7 +31,7 @@ pub(crate) struct Control {
 impl Control {
     /// The fetch under way, if any. One that is over but still here (its
     /// task was cut off, or its runtime stopped running it long ago) is
-    /// landed as cut off, so its waiters ask again, and forgotten.
+    /// finished as cut off, so its waiters ask again, and forgotten.
     pub(crate) fn under_way(&mut self, now: Instant) -> Option<&Arc<Flight>> {
         if self
             .flight
@@ -39,7 +39,7 @@ impl Control {
             .is_some_and(|(flight, _)| flight.is_over(now))
         {
             if let Some((flight, task)) = self.flight.take() {
-                flight.land(Landing::CutOff);
+                flight.finish(FetchOutcome::CutOff);
                 task.abort();
             }
         }
@@ -47,7 +47,7 @@ impl Control {
     }
 
     /// Records the fetch just started.
-    pub(crate) fn take_off(&mut self, flight: Arc<Flight>, task: AbortHandle) {
+    pub(crate) fn record_fetch(&mut self, flight: Arc<Flight>, task: AbortHandle) {
         self.flight = Some((flight, task));
     }
 
@@ -59,15 +59,15 @@ impl Control {
     }
 
     /// The fetch under way has an outcome: it is no longer under way.
-    pub(crate) fn landed(&mut self) {
+    pub(crate) fn finished(&mut self) {
         self.flight = None;
     }
 
-    /// Stops the fetch under way: its layer is gone.
+    /// Stops the fetch under supply: its layer is gone.
     pub(crate) fn abort(&mut self) {
         if let Some((flight, task)) = self.flight.take() {
             task.abort();
-            flight.land(Landing::CutOff);
+            flight.finish(FetchOutcome::CutOff);
         }
     }
 

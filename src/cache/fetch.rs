@@ -19,14 +19,14 @@ use crate::token::AccessToken;
 /// under way never keeps a dropped layer alive.
 pub(crate) struct Fetcher {
     /// Where tokens come from; replaced when a step-up widens the scope.
-    pub(crate) way: ArcSwap<Way>,
+    pub(crate) supply: ArcSwap<TokenSupply>,
     pub(crate) policy: Policy,
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
 }
 
 /// A token source, and the store it is shared through.
-pub(crate) struct Way {
+pub(crate) struct TokenSupply {
     pub(crate) source: Arc<dyn TokenSource>,
     /// See [`StoreUse`].
     pub(crate) store: Option<StoreUse>,
@@ -52,7 +52,7 @@ impl Fetcher {
         refused: Option<AccessToken>,
         serving_until: impl Fn() -> Option<Instant> + Send + Sync + 'static,
     ) -> Result<Fetched, TokenError> {
-        if self.way.load().chain.is_none() {
+        if self.supply.load().chain.is_none() {
             return self.fetch(refused, &serving_until).await;
         }
         let fetcher = Arc::clone(self);
@@ -73,19 +73,19 @@ impl Fetcher {
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
-        let way = self.way.load_full();
-        let Some(chain) = &way.chain else {
-            return self.fetch_by(&way, refused, serving_until).await;
+        let supply = self.supply.load_full();
+        let Some(chain) = &supply.chain else {
+            return self.fetch_by(&supply, refused, serving_until).await;
         };
         let _turn = chain.turn().await;
-        let fetched = self.fetch_by(&way, refused, serving_until).await;
+        let fetched = self.fetch_by(&supply, refused, serving_until).await;
         chain.announce();
         fetched
     }
 
     async fn fetch_by(
         &self,
-        way: &Way,
+        supply: &TokenSupply,
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
@@ -94,18 +94,18 @@ impl Fetcher {
             identity,
             sealing_key,
             chain_identity,
-        }) = &way.store
+        }) = &supply.store
         else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
             let ask = || {
                 ask_counted(
-                    &*way.source,
+                    &*supply.source,
                     self.policy.fetch_timeout,
                     &self.fleet.token_requests,
                 )
             };
-            let token = match &way.chain {
+            let token = match &supply.chain {
                 Some(chain) => refresh(chain, None, ask).await?,
                 None => ask().await?,
             };
@@ -118,12 +118,12 @@ impl Fetcher {
             }
             let ctx = FetchContext {
                 identity,
-                source: &*way.source,
+                source: &*supply.source,
                 policy: &self.policy,
                 fleet: &self.fleet,
                 sealing_key: sealing_key.as_ref(),
                 serving_until,
-                chain: way.chain.as_deref(),
+                chain: supply.chain.as_deref(),
                 chain_identity: chain_identity.as_ref(),
             };
             let shared = store.get_or_fetch(&ctx).await?;

@@ -3,7 +3,7 @@
 //! Every request that needs a token while a fetch is under way waits on the
 //! same flight: one token request, however many callers. Waiting costs a
 //! slot in a vector of wakers, no allocation of its own and no channel; the
-//! landing wakes them all at once.
+//! outcome wakes them all at once.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -18,7 +18,7 @@ pub(crate) type FetchResult = Result<Arc<CachedToken>, TokenError>;
 
 /// How a flight ended.
 #[derive(Clone, Debug)]
-pub(crate) enum Landing {
+pub(crate) enum FetchOutcome {
     /// The fetch's outcome.
     Done(FetchResult),
     /// The fetch was cut off before it had an outcome: its runtime shut
@@ -29,10 +29,10 @@ pub(crate) enum Landing {
 /// One fetch under way.
 #[derive(Debug)]
 pub(crate) struct Flight {
-    landing: OnceLock<Landing>,
+    outcome: OnceLock<FetchOutcome>,
     /// The wakers of the requests waiting, each at the slot it was given.
     waiters: Mutex<Vec<Option<Waker>>>,
-    /// Past this, a flight that has not landed counts as cut off: the
+    /// Past this, a flight that has not finished counts as cut off: the
     /// runtime it runs on is not running it.
     overdue_at: Instant,
 }
@@ -40,24 +40,24 @@ pub(crate) struct Flight {
 impl Flight {
     pub(crate) fn new(overdue_at: Instant) -> Arc<Self> {
         Arc::new(Flight {
-            landing: OnceLock::new(),
+            outcome: OnceLock::new(),
             waiters: Mutex::new(Vec::new()),
             overdue_at,
         })
     }
 
-    /// Whether the flight has landed, or should have long ago.
+    /// Whether the flight has finished, or should have long ago.
     pub(crate) fn is_over(&self, now: Instant) -> bool {
-        self.landing.get().is_some() || now >= self.overdue_at
+        self.outcome.get().is_some() || now >= self.overdue_at
     }
 
-    /// Lands the flight and wakes every waiter; only the first landing
-    /// counts. Whether this call landed it.
-    pub(crate) fn land(&self, landing: Landing) -> bool {
-        if self.landing.set(landing).is_err() {
+    /// Finishes the flight and wakes every waiter; only the first outcome
+    /// counts. Whether this call finished it.
+    pub(crate) fn finish(&self, outcome: FetchOutcome) -> bool {
+        if self.outcome.set(outcome).is_err() {
             return false;
         }
-        // The landing is set before the lock is taken: a waiter that did not
+        // The outcome is set before the lock is taken: a waiter that did not
         // see it registers under the lock, so it is among those taken here.
         let waiters = std::mem::take(&mut *self.lock());
         for waker in waiters.into_iter().flatten() {
@@ -66,21 +66,21 @@ impl Flight {
         true
     }
 
-    /// The landing, or `Pending` with the caller's waker registered in its
+    /// The outcome, or `Pending` with the caller's waker registered in its
     /// `slot` (given on the first call, kept for the next ones, so a waiter
     /// polled again replaces its waker instead of adding one).
-    pub(crate) fn poll_landing(
+    pub(crate) fn poll_outcome(
         &self,
         slot: &mut Option<usize>,
         cx: &mut Context<'_>,
-    ) -> Poll<&Landing> {
-        if let Some(landing) = self.landing.get() {
-            return Poll::Ready(landing);
+    ) -> Poll<&FetchOutcome> {
+        if let Some(outcome) = self.outcome.get() {
+            return Poll::Ready(outcome);
         }
         let mut waiters = self.lock();
-        // Checked again under the lock: see `land`.
-        if let Some(landing) = self.landing.get() {
-            return Poll::Ready(landing);
+        // Checked again under the lock: see `finish`.
+        if let Some(outcome) = self.outcome.get() {
+            return Poll::Ready(outcome);
         }
         match *slot {
             Some(i) => {
@@ -100,9 +100,9 @@ impl Flight {
     /// Gives up a waiter's slot (its request went away), so that a long
     /// flight does not keep the wakers of requests long gone.
     pub(crate) fn leave(&self, slot: Option<usize>) {
-        // After the landing the wakers are gone already: no lock needed
+        // Once the outcome is set, the wakers are gone already: no lock needed
         // (every request of a cold start leaves right after it).
-        if self.landing.get().is_some() {
+        if self.outcome.get().is_some() {
             return;
         }
         if let Some(i) = slot {
@@ -132,9 +132,9 @@ impl Waiter {
         Waiter { flight, slot: None }
     }
 
-    /// The landing, or `Pending` with the waker registered.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&Landing> {
-        self.flight.poll_landing(&mut self.slot, cx)
+    /// The outcome, or `Pending` with the waker registered.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&FetchOutcome> {
+        self.flight.poll_outcome(&mut self.slot, cx)
     }
 }
 
@@ -168,27 +168,29 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut slots = vec![None; 100];
         for slot in &mut slots {
-            assert!(flight.poll_landing(slot, &mut cx).is_pending());
+            assert!(flight.poll_outcome(slot, &mut cx).is_pending());
         }
         // Polled again: the slot is reused, not doubled.
-        assert!(flight.poll_landing(&mut slots[0], &mut cx).is_pending());
+        assert!(flight.poll_outcome(&mut slots[0], &mut cx).is_pending());
         assert_eq!(flight.lock().len(), 100);
         flight.leave(slots[99]);
 
         let error = TokenError::new(TokenErrorKind::Timeout);
-        assert!(flight.land(Landing::Done(Err(error))));
+        assert!(flight.finish(FetchOutcome::Done(Err(error))));
         assert!(
-            !flight.land(Landing::CutOff),
-            "only the first landing counts"
+            !flight.finish(FetchOutcome::CutOff),
+            "only the first outcome counts"
         );
         assert_eq!(count.0.load(Ordering::SeqCst), 99);
         for slot in &mut slots {
-            match flight.poll_landing(slot, &mut cx) {
-                Poll::Ready(Landing::Done(Err(e))) => assert_eq!(e.kind(), TokenErrorKind::Timeout),
+            match flight.poll_outcome(slot, &mut cx) {
+                Poll::Ready(FetchOutcome::Done(Err(e))) => {
+                    assert_eq!(e.kind(), TokenErrorKind::Timeout)
+                }
                 other => panic!("{other:?}"),
             }
         }
-        assert!(flight.lock().is_empty(), "no waker is kept after landing");
+        assert!(flight.lock().is_empty(), "no waker is kept after outcome");
     }
 
     #[test]
@@ -197,8 +199,8 @@ mod tests {
         let flight = Flight::new(now + Duration::from_secs(1));
         assert!(!flight.is_over(now));
         assert!(flight.is_over(now + Duration::from_secs(1)));
-        let landed = Flight::new(now + Duration::from_secs(1));
-        landed.land(Landing::CutOff);
-        assert!(landed.is_over(now));
+        let finished = Flight::new(now + Duration::from_secs(1));
+        finished.finish(FetchOutcome::CutOff);
+        assert!(finished.is_over(now));
     }
 }

@@ -11,7 +11,7 @@
 //!    token that arrived meanwhile, the [`Flight`] under way to wait on, the
 //!    last error while backing off, or a new fetch.
 //! 3. The fetch task ([`fetch::Fetcher`]) makes the request; the outcome is
-//!    installed by [`TokenCache::land`], which also keeps the back-off
+//!    installed by [`TokenCache::finish`], which also keeps the back-off
 //!    ([`control::Control`], by the rules of [`Policy`]).
 //!
 //! The other files: `control` (the state under the lock), `flight` (the
@@ -20,11 +20,11 @@
 
 mod accessors;
 mod cached;
-mod challenged;
 mod control;
 mod fetch;
 mod flight;
 mod placement;
+mod step_up;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,14 +35,14 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-pub(crate) use self::cached::{CachedToken, Link};
-pub(crate) use self::challenged::{Challenges, StepUp, Widen};
+pub(crate) use self::cached::{CacheRef, CachedToken};
 use self::control::Control;
 use self::fetch::Fetched;
 use self::fetch::Fetcher;
-pub(crate) use self::fetch::Way;
-pub(crate) use self::flight::{FetchResult, Flight, Landing, Waiter};
+pub(crate) use self::fetch::TokenSupply;
+pub(crate) use self::flight::{FetchOutcome, FetchResult, Flight, Waiter};
 pub(crate) use self::placement::{shared_bytes, Placement};
+pub(crate) use self::step_up::{Challenges, StepUp, SupplyForScope};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;
@@ -119,18 +119,18 @@ impl TokenCache {
         store: Option<StoreUse>,
     ) -> Arc<Self> {
         let challenges = Challenges::default();
-        let way = Way {
+        let supply = TokenSupply {
             source,
             store,
             chain: None,
         };
-        TokenCache::new(way, policy, placement, None, None, challenges)
+        TokenCache::new(supply, policy, placement, None, None, challenges)
     }
 
-    /// A cache of the tokens `way` leads to; `token_url` and `slot` name
+    /// A cache of the tokens `supply` gives; `token_url` and `slot` name
     /// it in messages and logs.
     pub(crate) fn new(
-        way: Way,
+        supply: TokenSupply,
         policy: Policy,
         placement: Placement,
         token_url: Option<http::Uri>,
@@ -142,7 +142,7 @@ impl TokenCache {
             version: AtomicU64::new(0),
             control: Mutex::new(Control::default()),
             fetcher: Arc::new(Fetcher {
-                way: ArcSwap::from_pointee(way),
+                supply: ArcSwap::from_pointee(supply),
                 policy,
                 fleet: Default::default(),
             }),
@@ -278,16 +278,16 @@ impl TokenCache {
             "renewing the access token ahead of expiry"
         );
         // Without a runtime here, a later request tries again.
-        let _ = self.take_off_ahead(&mut ctl, now);
+        let _ = self.start_renewal(&mut ctl, now);
     }
 
     /// Starts a renewal ahead of expiry, counted as one.
-    fn take_off_ahead(
+    fn start_renewal(
         self: &Arc<Self>,
         ctl: &mut Control,
         now: Instant,
     ) -> Result<Arc<Flight>, TokenError> {
-        let flight = self.take_off(ctl, Reason::RenewAhead, None, now)?;
+        let flight = self.start_fetch(ctl, Reason::RenewAhead, None, now)?;
         Counters::bump(&self.counters.renewals_ahead);
         crate::telemetry::renewal(crate::telemetry::Renewal::Ahead);
         Ok(flight)
@@ -311,7 +311,7 @@ impl TokenCache {
         if let Some((left, error)) = ctl.backing_off(now) {
             return Acquire::Now(Err(error.during_backoff(left)));
         }
-        match self.take_off(&mut ctl, Reason::NoToken, None, now) {
+        match self.start_fetch(&mut ctl, Reason::NoToken, None, now) {
             Ok(flight) => {
                 Counters::bump(&self.counters.waited_for_token);
                 crate::telemetry::wait();
@@ -379,7 +379,7 @@ impl TokenCache {
         if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
             // Without a runtime here, the next request starts the fetch.
             let refused = Some(current.token.clone());
-            let _ = self.take_off(&mut ctl, Reason::Refused, refused, now);
+            let _ = self.start_fetch(&mut ctl, Reason::Refused, refused, now);
         }
         Forced::Dropped
     }
@@ -402,14 +402,14 @@ impl TokenCache {
         ctl.forced(now);
         Counters::bump(&self.counters.forced_renewals);
         if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
-            let _ = self.take_off(&mut ctl, Reason::Refused, None, now);
+            let _ = self.start_fetch(&mut ctl, Reason::Refused, None, now);
         }
     }
 
     /// Starts a fetch on a task of the current runtime, telling the store
     /// first that `refused` was refused. The task holds no strong reference
     /// to the cache: dropping the last layer stops it.
-    fn take_off(
+    fn start_fetch(
         self: &Arc<Self>,
         ctl: &mut Control,
         reason: Reason,
@@ -452,7 +452,7 @@ impl TokenCache {
         // The fetch runs on its own task: dropping the request that started
         // it neither cancels it nor loses its result.
         let join = handle.spawn(task.run(fetcher, refused).instrument(span));
-        ctl.take_off(Arc::clone(&flight), join.abort_handle());
+        ctl.record_fetch(Arc::clone(&flight), join.abort_handle());
         Ok(flight)
     }
 
@@ -464,8 +464,8 @@ impl TokenCache {
     }
 
     /// Installs the outcome of `flight` (if it is still the fetch under way)
-    /// and lands it.
-    fn land(
+    /// and finishes it.
+    fn finish(
         &self,
         flight: &Arc<Flight>,
         outcome: Result<Fetched, TokenError>,
@@ -515,9 +515,9 @@ impl TokenCache {
                 }
             }
         }
-        ctl.landed();
+        ctl.finished();
         drop(ctl);
-        flight.land(Landing::Done(outcome));
+        flight.finish(FetchOutcome::Done(outcome));
     }
 
     /// Turns a fetched token into one ready to present, or an error when it
@@ -588,19 +588,19 @@ impl FetchTask {
         };
         let outcome = fetcher.fetch_to_end(refused, serving_until).await;
         if let Some(cache) = self.cache.upgrade() {
-            cache.land(&self.flight, outcome, self.reason, sent_at);
+            cache.finish(&self.flight, outcome, self.reason, sent_at);
         }
     }
 }
 
 impl Drop for FetchTask {
-    /// Lands the flight as cut off if the task ends without an outcome (its
+    /// Finishes the flight as cut off if the task ends without an outcome (its
     /// runtime shut down, its layer was dropped), so that nobody waits for
-    /// it; the cache forgets a landed flight the next time it looks
+    /// it; the cache forgets a finished flight the next time it looks
     /// ([`Control::under_way`]). The lock is not taken here: a task can be
     /// dropped inside `spawn`, which runs under it.
     fn drop(&mut self) {
-        self.flight.land(Landing::CutOff);
+        self.flight.finish(FetchOutcome::CutOff);
     }
 }
 

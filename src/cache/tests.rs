@@ -12,12 +12,12 @@ use super::*;
 /// last one), after its delay.
 #[derive(Clone, Default)]
 struct Script {
-    steps: Arc<Mutex<VecDeque<Step>>>,
+    steps: Arc<Mutex<VecDeque<Scripted>>>,
     calls: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
-struct Step {
+struct Scripted {
     delay: Duration,
     answer: Result<Duration, TokenError>,
 }
@@ -32,7 +32,10 @@ impl Script {
     }
 
     fn then(self, delay: Duration, answer: Result<Duration, TokenError>) -> Self {
-        self.steps.lock().unwrap().push_back(Step { delay, answer });
+        self.steps
+            .lock()
+            .unwrap()
+            .push_back(Scripted { delay, answer });
         self
     }
 
@@ -76,13 +79,13 @@ fn cache(script: &Script) -> Arc<TokenCache> {
 }
 
 fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
-    let way = super::Way {
+    let supply = super::TokenSupply {
         source: Arc::new(source),
         store: None,
         chain: None,
     };
     TokenCache::new(
-        way,
+        supply,
         Policy::default(),
         placement(),
         None,
@@ -640,8 +643,8 @@ async fn dropping_the_last_reference_stops_the_fetch_and_frees_everything() {
     let waker = std::task::Waker::noop();
     let mut cx = std::task::Context::from_waker(waker);
     assert!(matches!(
-        flight.poll_landing(&mut slot, &mut cx),
-        std::task::Poll::Ready(Landing::CutOff)
+        flight.poll_outcome(&mut slot, &mut cx),
+        std::task::Poll::Ready(FetchOutcome::CutOff)
     ));
 }
 

@@ -234,7 +234,7 @@ pub(crate) enum Proof {
 
 /// What a response said about DPoP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum DpopAnswer {
     /// Nothing that concerns the token.
     Accepted,
     /// A `401` asking for a (new) nonce: resend with a new proof; the token
@@ -331,12 +331,12 @@ impl Dpop {
         target: &Htu,
         response: &impl crate::message::Answer,
         grpc: bool,
-    ) -> Verdict {
+    ) -> DpopAnswer {
         if let Some(nonce) = nonces::nonce_in(response.headers()) {
             self.nonces.remember(target.origin(), nonce);
         }
         if !crate::message::is_unauthorized(response, grpc) {
-            return Verdict::Accepted;
+            return DpopAnswer::Accepted;
         }
         verdict(response.headers())
     }
@@ -384,11 +384,11 @@ impl Dpop {
 }
 
 /// What a `401`'s `WWW-Authenticate: DPoP` challenge says.
-fn verdict(headers: &HeaderMap) -> Verdict {
+fn verdict(headers: &HeaderMap) -> DpopAnswer {
     match nonces::dpop_error(headers).as_deref() {
-        Some("use_dpop_nonce") => Verdict::UseNonce,
-        Some("invalid_dpop_proof") => Verdict::InvalidProof,
-        _ => Verdict::Refused,
+        Some("use_dpop_nonce") => DpopAnswer::UseNonce,
+        Some("invalid_dpop_proof") => DpopAnswer::InvalidProof,
+        _ => DpopAnswer::Refused,
     }
 }
 

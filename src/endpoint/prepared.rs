@@ -1,7 +1,7 @@
 //! [`Prepared`]: what a token request holds that depends on the client's
 //! credential (the body, the `Basic` header, how the client is proven, the
 //! redactor of what was sent), made once, and again when a rotating secret
-//! changes; and [`Carried`], what one request carried of it.
+//! changes; and [`SentProof`], what one request carried of it.
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -43,20 +43,20 @@ pub(crate) struct Prepared {
 
 /// What one token request carried of the client's proof.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Carried {
+pub(crate) struct SentProof {
     /// The signed assertion's audience, among the client's.
-    pub(crate) pick: Option<crate::endpoint::client_auth::assertion::Pick>,
+    pub(crate) choice: Option<crate::endpoint::client_auth::assertion::AudienceChoice>,
     /// The assertion read from a file.
     pub(crate) from_file: Option<String>,
     /// What the request carried of a credential beyond the secret (an
     /// assertion read or signed for a grant, a subject token): to scrub
     /// from the answer.
-    pub(crate) carried: Vec<String>,
+    pub(crate) secrets: Vec<String>,
     /// The grant's signed assertion, among its audiences.
-    pub(crate) grant_pick: Option<crate::endpoint::client_auth::assertion::Pick>,
-    /// Where in `carried` the grant's credential is (its assertion, or the
+    pub(crate) grant_choice: Option<crate::endpoint::client_auth::assertion::AudienceChoice>,
+    /// Where in `secrets` the grant's credential is (its assertion, or the
     /// subject token).
-    pub(crate) grant_carried: Option<usize>,
+    pub(crate) grant_secret: Option<usize>,
 }
 
 impl Prepared {
@@ -170,22 +170,22 @@ impl Prepared {
         other_audience: bool,
         other_grant_audience: bool,
         transport: &dyn crate::endpoint::transport::Transport,
-    ) -> Result<(Bytes, Carried), TokenError> {
-        let mut sent = Carried::default();
+    ) -> Result<(Bytes, SentProof), TokenError> {
+        let mut sent = SentProof::default();
         let mut body = match &self.proof {
             ClientProof::Fixed => self.body.clone(),
             ClientProof::Assertion(assertions) => {
-                let pick = assertions.pick(other_audience);
-                sent.pick = Some(pick);
-                let jwt = assertions.sign(pick).await?;
+                let choice = assertions.choice(other_audience);
+                sent.choice = Some(choice);
+                let jwt = assertions.sign(choice).await?;
                 let body = self.with_assertion(&jwt);
-                sent.carried.push(jwt);
+                sent.secrets.push(jwt);
                 body
             }
             ClientProof::File(file) => {
                 let jwt = file.read().await?;
                 let body = self.with_assertion(&jwt);
-                sent.carried.push(jwt.clone());
+                sent.secrets.push(jwt.clone());
                 sent.from_file = Some(jwt);
                 body
             }
@@ -199,7 +199,7 @@ impl Prepared {
                 )
                 .await?;
                 let body = self.with_assertion(&jwt);
-                sent.carried.push(jwt);
+                sent.secrets.push(jwt);
                 body
             }
         };
@@ -210,13 +210,13 @@ impl Prepared {
                 .append(
                     &mut extended,
                     other_grant_audience,
-                    &mut sent.grant_pick,
+                    &mut sent.grant_choice,
                     transport,
                 )
                 .await?;
             if let Some(carried) = appended {
-                sent.grant_carried = Some(sent.carried.len());
-                sent.carried.push(carried);
+                sent.grant_secret = Some(sent.secrets.len());
+                sent.secrets.push(carried);
             }
             body = Bytes::from(extended);
         }
@@ -259,10 +259,10 @@ impl Prepared {
     /// credentials.
     pub(crate) fn grant_refused(
         &self,
-        sent: &Carried,
+        sent: &SentProof,
         params: &[(String, String)],
     ) -> Option<String> {
-        let carried = sent.grant_carried.map(|i| sent.carried[i].as_str());
+        let carried = sent.grant_secret.map(|i| sent.secrets[i].as_str());
         self.grant.refusal_hint(carried, params)
     }
 

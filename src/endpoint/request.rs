@@ -12,7 +12,7 @@ use http::{HeaderValue, Method};
 
 use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
 use crate::endpoint::client_auth::{check_unencoded, ClientAuth};
-use crate::endpoint::prepared::{Carried, Prepared};
+use crate::endpoint::prepared::{Prepared, SentProof};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::error::{ConfigErrorKind, TokenError};
@@ -139,7 +139,7 @@ impl TokenRequest {
         prepared: &Prepared,
         other_audience: bool,
         other_grant_audience: bool,
-    ) -> Result<(http::Request<Bytes>, Carried), TokenError> {
+    ) -> Result<(http::Request<Bytes>, SentProof), TokenError> {
         let (body, sent) = prepared
             .body(other_audience, other_grant_audience, &*self.spec.transport)
             .await?;
@@ -181,10 +181,10 @@ impl TokenRequest {
                 }
                 // What the request carried beyond the secret is scrubbed too.
                 let extended;
-                let redactor = if sent.carried.is_empty() {
+                let redactor = if sent.secrets.is_empty() {
                     &prepared.redactor
                 } else {
-                    extended = prepared.redactor.and(&sent.carried);
+                    extended = prepared.redactor.and(&sent.secrets);
                     &extended
                 };
                 if let (Some(chain), true) = (prepared.chain(), status.is_success()) {
@@ -193,7 +193,7 @@ impl TokenRequest {
                     // access token beside it turns out unusable.
                     let new =
                         crate::endpoint::grant::refresh::answered_refresh_token(response.body())?;
-                    let sent_token = sent.grant_carried.map(|i| sent.carried[i].as_str());
+                    let sent_token = sent.grant_secret.map(|i| sent.secrets[i].as_str());
                     if let (Some(new), Some(sent_token)) = (new, sent_token) {
                         chain.rotated(sent_token, new);
                     }
@@ -204,12 +204,12 @@ impl TokenRequest {
                             dpop.check_issued(token.token_type())?;
                         }
                         self.check_scope(&token);
-                        for (assertions, pick) in [
-                            (prepared.assertions(), sent.pick),
-                            (prepared.grant_assertions(), sent.grant_pick),
+                        for (assertions, choice) in [
+                            (prepared.assertions(), sent.choice),
+                            (prepared.grant_assertions(), sent.grant_choice),
                         ] {
-                            if let (Some(assertions), Some(pick)) = (assertions, pick) {
-                                assertions.taken(pick);
+                            if let (Some(assertions), Some(choice)) = (assertions, choice) {
+                                assertions.taken(choice);
                             }
                         }
                         return Ok(token);
@@ -326,7 +326,7 @@ impl TokenRequest {
 
     /// After a refusal of the assertion read from a file: whether the file
     /// now holds another.
-    async fn file_changed(prepared: &Prepared, sent: &Carried) -> bool {
+    async fn file_changed(prepared: &Prepared, sent: &SentProof) -> bool {
         let (Some(file), Some(refused)) = (prepared.assertion_file(), &sent.from_file) else {
             return false;
         };
@@ -347,9 +347,9 @@ impl TokenRequest {
 impl TokenRequest {
     /// Whether the refused client assertion `sent` can be tried for another
     /// audience (and says so in the log).
-    fn tries_other_audience(prepared: &Prepared, sent: &Carried, error: &TokenError) -> bool {
-        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
-            return assertions.tries_other(pick, error, "client assertion", "assertion_audience");
+    fn tries_other_audience(prepared: &Prepared, sent: &SentProof, error: &TokenError) -> bool {
+        if let (Some(assertions), Some(choice)) = (prepared.assertions(), sent.choice) {
+            return assertions.tries_other(choice, error, "client assertion", "assertion_audience");
         }
         false
     }
@@ -357,13 +357,22 @@ impl TokenRequest {
     /// Whether `error` refuses the grant's signed assertion (`invalid_grant`,
     /// or a refusal of the client), which can be tried for another audience
     /// (and says so in the log).
-    fn tries_other_grant_audience(prepared: &Prepared, sent: &Carried, error: &TokenError) -> bool {
-        if let (Some(assertions), Some(pick)) = (prepared.grant_assertions(), sent.grant_pick) {
+    fn tries_other_grant_audience(
+        prepared: &Prepared,
+        sent: &SentProof,
+        error: &TokenError,
+    ) -> bool {
+        if let (Some(assertions), Some(choice)) = (prepared.grant_assertions(), sent.grant_choice) {
             let refused = refuses_client(error)
                 || error.status().map(|s| s.as_u16()) == Some(400)
                     && error.error_code() == Some("invalid_grant");
             return refused
-                && assertions.tries_other(pick, error, "grant's assertion", "JwtBearer::audience");
+                && assertions.tries_other(
+                    choice,
+                    error,
+                    "grant's assertion",
+                    "JwtBearer::audience",
+                );
         }
         false
     }
@@ -376,7 +385,7 @@ impl TokenRequest {
     fn grant_refused(
         &self,
         prepared: &Prepared,
-        sent: &Carried,
+        sent: &SentProof,
         error: &TokenError,
     ) -> Option<String> {
         let code = error.error_code();
@@ -395,20 +404,20 @@ impl TokenRequest {
     fn assertion_refused(
         error: TokenError,
         prepared: &Prepared,
-        sent: &Carried,
+        sent: &SentProof,
         both: bool,
     ) -> TokenError {
-        if let (Some(assertions), Some(pick)) = (prepared.assertions(), sent.pick) {
+        if let (Some(assertions), Some(choice)) = (prepared.assertions(), sent.choice) {
             let tried = if both {
                 format!(
                     "the client assertion made for aud `{}`, and again for aud `{}`",
-                    assertions.audience(assertions.other(pick)),
-                    assertions.audience(pick)
+                    assertions.audience(assertions.other(choice)),
+                    assertions.audience(choice)
                 )
             } else {
                 format!(
                     "the client assertion made for aud `{}`",
-                    assertions.audience(pick)
+                    assertions.audience(choice)
                 )
             };
             return error.with_message(format!(

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use http::{HeaderValue, Method, StatusCode};
 
-use crate::cache::{CachedToken, Link, TokenCache};
+use crate::cache::{CacheRef, CachedToken, TokenCache};
 use crate::error::TokenError;
 use crate::message::challenge::{challenges, insufficient, insufficient_scope};
 use crate::message::{is_unauthorized, may_be_grpc, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
-/// How a sent token reaches its cache: a service instance's own [`Link`]
+/// How a sent token reaches its cache: a service instance's own [`CacheRef`]
 /// (the Tower path), or the cache itself, borrowed for the request's whole
 /// way (the middleware).
 pub(crate) trait CacheHandle: Clone {
@@ -23,7 +23,7 @@ pub(crate) trait CacheHandle: Clone {
     fn cache(&self) -> &Arc<TokenCache>;
 }
 
-impl CacheHandle for Arc<Link> {
+impl CacheHandle for Arc<CacheRef> {
     #[inline]
     fn cache(&self) -> &Arc<TokenCache> {
         &self.cache
@@ -39,7 +39,7 @@ impl CacheHandle for &Arc<TokenCache> {
 
 /// What the API's answer said of the credential that was sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Answered {
+pub(crate) enum TokenAnswer {
     /// Nothing to do (a refused DPoP proof is logged: a new token would
     /// not help).
     Accepted,
@@ -62,8 +62,8 @@ pub(crate) enum Answered {
 /// that the response future of a request that carries one stays small
 /// (with a third, it grew past what the compiler moves inline).
 #[derive(Debug)]
-pub(crate) struct SentToken<L = Arc<Link>> {
-    link: L,
+pub(crate) struct SentToken<L = Arc<CacheRef>> {
+    cache_ref: L,
     /// The token's generation, and in the top bit whether the request
     /// [may be a gRPC call](crate::message::may_be_grpc): only then may a
     /// `200` answer be a gRPC refusal, which costs a header lookup to see.
@@ -76,13 +76,13 @@ pub(crate) struct SentToken<L = Arc<Link>> {
 const GRPC: u64 = 1 << 63;
 
 impl<L: CacheHandle> SentToken<L> {
-    /// The token of `generation`, sent from `link`'s cache with a request
+    /// The token of `generation`, sent from `cache_ref`'s cache with a request
     /// of `method`.
     #[inline]
-    pub(crate) fn new(link: L, generation: u64, method: &Method) -> Self {
+    pub(crate) fn new(cache_ref: L, generation: u64, method: &Method) -> Self {
         let grpc = if may_be_grpc(method) { GRPC } else { 0 };
         SentToken {
-            link,
+            cache_ref,
             mark: generation | grpc,
         }
     }
@@ -103,27 +103,27 @@ impl<L: CacheHandle> SentToken<L> {
     /// A refusal that sending again cannot help is marked on the answer
     /// ([`Answer::mark_no_new_token`]).
     #[inline]
-    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
+    pub(crate) fn answered(&self, response: &mut impl Answer) -> TokenAnswer {
         if is_unauthorized(response, self.grpc()) {
             return self.refused(response);
         }
         if response.status() == StatusCode::FORBIDDEN {
             return self.forbidden(response);
         }
-        Answered::Accepted
+        TokenAnswer::Accepted
     }
 
     /// A `403`: with an `insufficient_scope` challenge, and a layer that
     /// may add scopes, the token is asked for again with more scope.
     #[cold]
     #[inline(never)]
-    fn forbidden(&self, response: &mut impl Answer) -> Answered {
-        let cache = self.link.cache();
+    fn forbidden(&self, response: &mut impl Answer) -> TokenAnswer {
+        let cache = self.cache_ref.cache();
         if !cache.steps_up() {
-            return Answered::Accepted;
+            return TokenAnswer::Accepted;
         }
         let Some(asked) = insufficient_scope(response.headers()) else {
-            return Answered::Accepted;
+            return TokenAnswer::Accepted;
         };
         self.insufficient(response, Some(&asked))
     }
@@ -133,14 +133,14 @@ impl<L: CacheHandle> SentToken<L> {
     /// comes if the layer may add it; else no token request is made (one
     /// with the same scope could not help), and the answer goes back marked
     /// as one that sending again cannot help.
-    fn insufficient(&self, response: &mut impl Answer, asked: Option<&str>) -> Answered {
-        let cache = self.link.cache();
+    fn insufficient(&self, response: &mut impl Answer, asked: Option<&str>) -> TokenAnswer {
+        let cache = self.cache_ref.cache();
         if !asked.is_some_and(|asked| cache.step_up(self.generation(), asked)) {
             response.mark_no_new_token();
-            return Answered::RefusedAgain;
+            return TokenAnswer::RefusedAgain;
         }
         response.mark_stepped_up();
-        Answered::SteppedUp
+        TokenAnswer::SteppedUp
     }
 
     /// The API refused the token: its cache drops it, unless its renewal is
@@ -148,18 +148,18 @@ impl<L: CacheHandle> SentToken<L> {
     /// again cannot help.
     #[cold]
     #[inline(never)]
-    fn refused(&self, response: &mut impl Answer) -> Answered {
+    fn refused(&self, response: &mut impl Answer) -> TokenAnswer {
         // Not a token the API does not take: one with too little scope,
         // handled as on a `403`.
         if let Some(asked) = insufficient(response.headers()) {
             return self.insufficient(response, asked.as_deref());
         }
-        let cache = self.link.cache();
+        let cache = self.cache_ref.cache();
         if cache.reads_refusals() {
             cache.refused_with(&challenges(response.headers()));
         }
         let Some(wait) = cache.refused(self.generation()) else {
-            return Answered::Refused;
+            return TokenAnswer::Refused;
         };
         tracing::info!(
             ?wait,
@@ -168,14 +168,14 @@ impl<L: CacheHandle> SentToken<L> {
              not sent again with the same token"
         );
         response.mark_no_new_token();
-        Answered::RefusedAgain
+        TokenAnswer::RefusedAgain
     }
 }
 
 /// A DPoP-bound token sent with its proof for `target`: the answer may
 /// also bring a nonce, or refuse only the proof.
 #[derive(Debug)]
-pub(crate) struct ProvedToken<L = Arc<Link>> {
+pub(crate) struct ProvedToken<L = Arc<CacheRef>> {
     sent: SentToken<L>,
     /// Where the request went, to keep the nonce its answer brings.
     target: crate::dpop::Htu,
@@ -186,42 +186,42 @@ impl<L: CacheHandle> ProvedToken<L> {
     /// new nonce is kept, and a 401 that asks for a nonce or refuses only
     /// the proof leaves the token alone.
     #[inline(never)]
-    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
-        use crate::dpop::Verdict;
+    pub(crate) fn answered(&self, response: &mut impl Answer) -> TokenAnswer {
+        use crate::dpop::DpopAnswer;
         let target = &self.target;
-        let cache = self.sent.link.cache();
+        let cache = self.sent.cache_ref.cache();
         let Some(dpop) = &cache.placement().dpop else {
-            return Answered::Accepted;
+            return TokenAnswer::Accepted;
         };
         match dpop.answered(target, response, self.sent.grpc()) {
-            Verdict::Accepted if response.status() == StatusCode::FORBIDDEN => {
+            DpopAnswer::Accepted if response.status() == StatusCode::FORBIDDEN => {
                 self.sent.forbidden(response)
             }
-            Verdict::Accepted => Answered::Accepted,
-            Verdict::UseNonce => {
+            DpopAnswer::Accepted => TokenAnswer::Accepted,
+            DpopAnswer::UseNonce => {
                 cache.count_nonce_challenge();
                 tracing::debug!(
                     origin = target.origin(),
                     "the API asked for a new DPoP nonce; the token stays"
                 );
-                Answered::UseNonce
+                TokenAnswer::UseNonce
             }
-            Verdict::InvalidProof => {
+            DpopAnswer::InvalidProof => {
                 tracing::warn!(
                     origin = target.origin(),
                     "the API refused the DPoP proof (invalid_dpop_proof), not the token; \
                      check this host's clock"
                 );
-                Answered::Accepted
+                TokenAnswer::Accepted
             }
-            Verdict::Refused => self.sent.refused(response),
+            DpopAnswer::Refused => self.sent.refused(response),
         }
     }
 }
 
 /// A token sent with a request, with a DPoP proof or without.
 #[derive(Debug)]
-pub(crate) enum Sent<L = Arc<Link>> {
+pub(crate) enum Sent<L = Arc<CacheRef>> {
     /// A bearer token (or the layer's scheme).
     Token(SentToken<L>),
     /// A DPoP-bound token with its proof.
@@ -229,7 +229,7 @@ pub(crate) enum Sent<L = Arc<Link>> {
 }
 
 /// What a request needs before it goes on.
-pub(crate) enum Step<L = Arc<Link>> {
+pub(crate) enum NextStep<L = Arc<CacheRef>> {
     /// Nothing: send it.
     Send(Sent<L>),
     /// Its DPoP proof, which a custom signer is making: put it on the
@@ -244,18 +244,18 @@ pub(crate) enum Step<L = Arc<Link>> {
 
 /// Puts `token` on `req`, replacing a header of that name, with a DPoP
 /// proof when the token is bound to the layer's key; says what the request
-/// needs next. `link` goes with the request to its answer.
+/// needs next. `cache_ref` goes with the request to its answer.
 #[inline]
 pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: L,
+    cache_ref: L,
     token: &CachedToken,
-) -> Step<L> {
-    if let (Some(dpop), Some(ath)) = (&link.cache().placement().dpop, &token.ath) {
-        let sent = bearer(req, link.clone(), token);
+) -> NextStep<L> {
+    if let (Some(dpop), Some(ath)) = (&cache_ref.cache().placement().dpop, &token.ath) {
+        let sent = bearer(req, cache_ref.clone(), token);
         return prove(dpop, req, ath, sent, token.timings.usable_until);
     }
-    Step::Send(Sent::Token(bearer(req, link, token)))
+    NextStep::Send(Sent::Token(bearer(req, cache_ref, token)))
 }
 
 /// Puts `token` on `req`, replacing a header of that name, and names what
@@ -264,10 +264,10 @@ pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(
 #[inline]
 pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: L,
+    cache_ref: L,
     token: &CachedToken,
 ) -> SentToken<L> {
-    put_header(req, link, token.header.clone(), token.generation)
+    put_header(req, cache_ref, token.header.clone(), token.generation)
 }
 
 /// Puts `header`, the header value of the token of `generation` (or a
@@ -276,15 +276,15 @@ pub(crate) fn bearer<R: Outgoing, L: CacheHandle>(
 #[inline]
 pub(crate) fn put_header<R: Outgoing, L: CacheHandle>(
     req: &mut R,
-    link: L,
+    cache_ref: L,
     header: HeaderValue,
     generation: u64,
 ) -> SentToken<L> {
-    link.cache().placement().put(req.headers_mut(), header);
-    SentToken::new(link, generation, req.method())
+    cache_ref.cache().placement().put(req.headers_mut(), header);
+    SentToken::new(cache_ref, generation, req.method())
 }
 
-/// Puts the DPoP proof a custom signer made for `req` on it ([`Step::Sign`]).
+/// Puts the DPoP proof a custom signer made for `req` on it ([`NextStep::Sign`]).
 #[inline]
 pub(crate) fn put_proof(req: &mut impl Outgoing, proof: HeaderValue) {
     req.headers_mut().insert(crate::dpop::DPOP, proof);
@@ -299,14 +299,16 @@ fn prove<R: Outgoing, L>(
     ath: &str,
     sent: SentToken<L>,
     usable_until: tokio::time::Instant,
-) -> Step<L> {
+) -> NextStep<L> {
     use crate::dpop::Proof;
     match dpop.prove(req, ath, usable_until) {
         Ok((Proof::Ready(value), target)) => {
             put_proof(req, value);
-            Step::Send(Sent::Proved(ProvedToken { sent, target }))
+            NextStep::Send(Sent::Proved(ProvedToken { sent, target }))
         }
-        Ok((Proof::Signing(signing), target)) => Step::Sign(ProvedToken { sent, target }, signing),
-        Err(error) => Step::Fail(error),
+        Ok((Proof::Signing(signing), target)) => {
+            NextStep::Sign(ProvedToken { sent, target }, signing)
+        }
+        Err(error) => NextStep::Fail(error),
     }
 }

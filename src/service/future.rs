@@ -19,8 +19,8 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::authorize::{authorize, put_proof, ProvedToken, Sent, SentToken, Step};
-use crate::cache::{cut_off, Acquire, Flight, Landing, Link, Waiter};
+use super::authorize::{authorize, put_proof, NextStep, ProvedToken, Sent, SentToken};
+use crate::cache::{cut_off, Acquire, CacheRef, FetchOutcome, Flight, Waiter};
 use crate::error::TokenError;
 use crate::support::boxed::BoxError;
 use crate::support::boxed::BoxFuture;
@@ -120,9 +120,9 @@ fn drop_out_of_line<T>(boxed: Pin<Box<T>>) {
 struct Waiting<S, B> {
     waiter: Waiter,
     asks: u8,
-    /// The ready service, the request, and the link its token comes
+    /// The ready service, the request, and the reference its token comes
     /// through, until the request is sent.
-    held: Option<(S, Request<B>, Arc<Link>)>,
+    held: Option<(S, Request<B>, Arc<CacheRef>)>,
 }
 
 /// A request whose DPoP proof a custom signer is making, holding the inner
@@ -205,12 +205,17 @@ where
         Self::other(Other::Failed { error: Some(error) })
     }
 
-    pub(crate) fn waiting(flight: Arc<Flight>, svc: S, req: Request<B>, link: Arc<Link>) -> Self {
+    pub(crate) fn waiting(
+        flight: Arc<Flight>,
+        svc: S,
+        req: Request<B>,
+        cache_ref: Arc<CacheRef>,
+    ) -> Self {
         Self::other(Other::Waiting {
             waiting: Waiting {
                 waiter: Waiter::new(flight),
                 asks: 0,
-                held: Some((svc, req, link)),
+                held: Some((svc, req, cache_ref)),
             },
         })
     }
@@ -235,18 +240,18 @@ where
 {
     /// Puts `token` on `req` and goes on as its step says.
     fn send(
-        (mut svc, mut req, link): (S, Request<B>, Arc<Link>),
+        (mut svc, mut req, cache_ref): (S, Request<B>, Arc<CacheRef>),
         token: &crate::cache::CachedToken,
     ) -> Self {
-        match authorize(&mut req, link, token) {
-            Step::Send(sent) => Next::Call(svc.call(req), sent),
-            Step::Sign(proved, proof) => Next::Sign(Signing {
+        match authorize(&mut req, cache_ref, token) {
+            NextStep::Send(sent) => Next::Call(svc.call(req), sent),
+            NextStep::Sign(proved, proof) => Next::Sign(Signing {
                 proof,
                 svc,
                 req: Some(req),
                 proved: Some(proved),
             }),
-            Step::Fail(error) => Next::Fail(error),
+            NextStep::Fail(error) => Next::Fail(error),
         }
     }
 }
@@ -259,10 +264,10 @@ where
     /// `None` when the request must ask the cache again.
     fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
         Poll::Ready(match ready!(self.waiter.poll(cx)) {
-            Landing::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
+            FetchOutcome::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
                 Some(Next::send(take(&mut self.held), token))
             }
-            Landing::Done(Err(error)) => Some(Next::Fail(error.clone())),
+            FetchOutcome::Done(Err(error)) => Some(Next::Fail(error.clone())),
             // Cut off, or a token that ran out before this request woke.
             _ => None,
         })
@@ -275,10 +280,10 @@ where
         if self.asks > MAX_ASKS {
             return Some(Next::Fail(cut_off()));
         }
-        let Some((_, _, link)) = &self.held else {
+        let Some((_, _, cache_ref)) = &self.held else {
             panic!("ResponseFuture polled after completion");
         };
-        match link.cache.acquire() {
+        match cache_ref.cache.acquire() {
             Acquire::Now(Ok(token)) => Some(Next::send(take(&mut self.held), &token)),
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),
             Acquire::Wait(flight) => {

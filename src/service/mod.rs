@@ -6,19 +6,19 @@
 //! the instance's own [`View`] of it has it, before the token's renewal
 //! point: one load tells the view its token is still the current one, one
 //! comparison with the clock that it may be sent as it is (the check
-//! [`TokenCache::check`] makes). Any other request takes the long way, out
+//! [`TokenCache::check`](crate::cache::TokenCache::check) makes). Any other request takes the long way, out
 //! of line: one that selects a [token slot](crate::slots) takes the slot's
-//! link; one that brings its own credential (`keep_existing_header`) goes
+//! reference; one that brings its own credential (`keep_existing_header`) goes
 //! on; else the default token, through the view or the cache, is placed on
 //! the request ([`authorize()`]) and the inner service called. Without a
 //! usable token the request waits in its [`ResponseFuture`] for the shared
-//! fetch ([`TokenCache::acquire`]). `future` holds that future,
+//! fetch ([`TokenCache::acquire`](crate::cache::TokenCache::acquire)). `future` holds that future,
 //! `authorize` the one place a token (and its DPoP proof) goes on a
 //! request, and reads the answer, `view` the instance's view.
 
 pub(crate) mod authorize;
 mod future;
-pub(crate) mod outside;
+pub(crate) mod other_clients;
 mod view;
 
 pub use self::future::ResponseFuture;
@@ -34,10 +34,10 @@ use tower_service::Service;
 
 use tokio::time::Instant;
 
-use self::authorize::{authorize, put_header, Step};
+use self::authorize::{authorize, put_header, NextStep};
 use self::view::View;
-use crate::cache::{Acquire, Link};
-use crate::slots::routes::place_of;
+use crate::cache::{Acquire, CacheRef};
+use crate::slots::routes::destination_of;
 use crate::slots::Slots;
 use crate::support::boxed::BoxError;
 use crate::token::params::TokenParams;
@@ -64,10 +64,10 @@ use crate::token::params::TokenParams;
 #[must_use]
 pub struct OAuthService<S> {
     inner: S,
-    /// This instance's link to the layer's cache (see [`Link`]): the one
+    /// This instance's reference to the layer's cache (see [`CacheRef`]): the one
     /// it was made with, shared, until its view makes its own copy of the
     /// token's header value; from then on its own.
-    link: Arc<Link>,
+    cache_ref: Arc<CacheRef>,
     /// This instance's view of the layer's current token, with its own
     /// copy of the header value.
     view: View,
@@ -76,17 +76,17 @@ pub struct OAuthService<S> {
 }
 
 impl<S> OAuthService<S> {
-    /// An instance on `link` (to the layer's default token's cache), with
-    /// its view of the current token. The link is shared until the view
+    /// An instance on `cache_ref` (to the layer's default token's cache), with
+    /// its view of the current token. The reference is shared until the view
     /// makes its own copy of a token's header value (its second request
-    /// that finds the token), which makes the instance a link of its own
+    /// that finds the token), which makes the instance a reference of its own
     /// too: an instance made for one request allocates nothing.
-    pub(crate) fn on(inner: S, link: Arc<Link>, slots: Arc<Slots>) -> Self {
-        let cache = &link.cache;
+    pub(crate) fn on(inner: S, cache_ref: Arc<CacheRef>, slots: Arc<Slots>) -> Self {
+        let cache = &cache_ref.cache;
         OAuthService {
             inner,
             view: View::new(cache.epoch(), cache.placement().plain() && !slots.chooses()),
-            link,
+            cache_ref,
             slots,
         }
     }
@@ -117,7 +117,7 @@ impl<S: Clone> Clone for OAuthService<S> {
     fn clone(&self) -> Self {
         Self::on(
             self.inner.clone(),
-            Arc::clone(&self.link),
+            Arc::clone(&self.cache_ref),
             Arc::clone(&self.slots),
         )
     }
@@ -127,7 +127,7 @@ impl<S: fmt::Debug> fmt::Debug for OAuthService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthService")
             .field("inner", &self.inner)
-            .field("cache", &self.link.cache)
+            .field("cache", &self.cache_ref.cache)
             .finish()
     }
 }
@@ -154,9 +154,9 @@ where
         // keep, the default token before its renewal point, which the
         // instance's view stands for (`TokenCache::check`).
         if req.extensions().get::<TokenParams>().is_none() {
-            if let Some(header) = self.view.plain_bearer(&mut self.link, now) {
+            if let Some(header) = self.view.plain_bearer(&mut self.cache_ref, now) {
                 req.headers_mut().insert(AUTHORIZATION, header.clone());
-                let sent = self.view.sent(&self.link, req.method());
+                let sent = self.view.sent(&self.cache_ref, req.method());
                 return ResponseFuture::bearer(self.inner.call(req), Some(sent));
             }
         }
@@ -176,25 +176,25 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        if self.link.cache.placement().keeps(&req) {
+        if self.cache_ref.cache.placement().keeps(&req) {
             // The caller brought its own credential: no token needed.
             return ResponseFuture::bearer(self.inner.call(req), None);
         }
-        if let Some(header) = self.view.bearer(&mut self.link, now) {
+        if let Some(header) = self.view.bearer(&mut self.cache_ref, now) {
             let sent = put_header(
                 &mut req,
-                Arc::clone(&self.link),
+                Arc::clone(&self.cache_ref),
                 header.clone(),
                 self.view.generation(),
             );
             return ResponseFuture::bearer(self.inner.call(req), Some(sent));
         }
         // A token past its renewal point, a DPoP-bound one, or none.
-        if let Some(token) = self.link.cache.check(self.view.token(), now) {
-            let step = authorize(&mut req, Arc::clone(&self.link), token);
+        if let Some(token) = self.cache_ref.cache.check(self.view.token(), now) {
+            let step = authorize(&mut req, Arc::clone(&self.cache_ref), token);
             return self.send(step, req);
         }
-        self.acquire_on(Arc::clone(&self.link), req)
+        self.acquire_on(Arc::clone(&self.cache_ref), req)
     }
 
     /// A request that may select a token slot: the slot's token if it has
@@ -205,15 +205,15 @@ impl<S> OAuthService<S> {
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        if self.link.cache.placement().keeps(&req) {
+        if self.cache_ref.cache.placement().keeps(&req) {
             return ResponseFuture::bearer(self.inner.call(req), None);
         }
         let slots = &self.slots;
         let chosen = match req.extensions().get::<TokenParams>() {
-            Some(params) => slots.carried(params),
+            Some(params) => slots.by_params(params),
             // A protected resource's own token (`protected_resources`),
             // else what params_for chooses from the request's head.
-            None => match slots.routed(|| place_of(req.uri())) {
+            None => match slots.routed(|| destination_of(req.uri())) {
                 Some(routed) => Some(routed),
                 None => {
                     let (parts, body) = req.into_parts();
@@ -223,38 +223,42 @@ impl<S> OAuthService<S> {
                 }
             },
         };
-        let link = match chosen {
-            // The default token, through the link's own load: the slot
+        let cache_ref = match chosen {
+            // The default token, through the reference's own load: the slot
             // path's, rather than a second copy of `call`'s.
-            None => Arc::clone(&self.link),
+            None => Arc::clone(&self.cache_ref),
             Some(Err(error)) => return ResponseFuture::failed(error),
-            Some(Ok(link)) => link,
+            Some(Ok(cache_ref)) => cache_ref,
         };
-        let current = link.cache.current().load();
-        if let Some(token) = link.cache.check(current.as_deref(), now) {
-            let step = authorize(&mut req, Arc::clone(&link), token);
+        let current = cache_ref.cache.current().load();
+        if let Some(token) = cache_ref.cache.check(current.as_deref(), now) {
+            let step = authorize(&mut req, Arc::clone(&cache_ref), token);
             return self.send(step, req);
         }
         drop(current);
-        self.acquire_on(link, req)
+        self.acquire_on(cache_ref, req)
     }
 
-    /// A token from `link`'s cache at once, an error, or the fetch under way
+    /// A token from `cache_ref`'s cache at once, an error, or the fetch under way
     /// to wait for.
-    fn acquire_on<B, ResB>(&mut self, link: Arc<Link>, mut req: Request<B>) -> ResponseFuture<S, B>
+    fn acquire_on<B, ResB>(
+        &mut self,
+        cache_ref: Arc<CacheRef>,
+        mut req: Request<B>,
+    ) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Clone,
         S::Error: Into<BoxError>,
     {
-        match link.cache.acquire() {
+        match cache_ref.cache.acquire() {
             Acquire::Now(Ok(token)) => {
-                let step = authorize(&mut req, link, &token);
+                let step = authorize(&mut req, cache_ref, &token);
                 self.send(step, req)
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
                 let ready = self.take_ready();
-                ResponseFuture::waiting(flight, ready, req, link)
+                ResponseFuture::waiting(flight, ready, req, cache_ref)
             }
         }
     }
@@ -262,17 +266,17 @@ impl<S> OAuthService<S> {
     /// Sends a request as `step` says: at once, after a custom signer has
     /// made its DPoP proof, or not at all.
     #[inline(always)]
-    fn send<B>(&mut self, step: Step, req: Request<B>) -> ResponseFuture<S, B>
+    fn send<B>(&mut self, step: NextStep, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>> + Clone,
     {
         match step {
-            Step::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
-            Step::Sign(proved, proof) => {
+            NextStep::Send(sent) => ResponseFuture::calling(self.inner.call(req), Some(sent)),
+            NextStep::Sign(proved, proof) => {
                 let ready = self.take_ready();
                 ResponseFuture::signing(proof, ready, req, proved)
             }
-            Step::Fail(error) => ResponseFuture::failed(error),
+            NextStep::Fail(error) => ResponseFuture::failed(error),
         }
     }
 

@@ -2,12 +2,12 @@
 //! with its own copy of the token's header value: what the hot path reads,
 //! all in memory that no other thread writes.
 //!
-//! The view follows the cache by its [version](TokenCache::version): one
+//! The view follows the cache by its [version](crate::cache::TokenCache::version): one
 //! load and a comparison per request; a new view is made when the token was
 //! replaced or dropped. A request may use the view's header at once only
 //! before the token's renewal point (the exact check against the clock
 //! that every request makes); past it, or without a bearer token, the
-//! request takes the cache's own way ([`TokenCache::check`]).
+//! request takes the cache's own way ([`TokenCache::check`](crate::cache::TokenCache::check)).
 //!
 //! Why a copy: every request clones the header value it puts on the
 //! request, which counts a reference on the value's bytes. With one value
@@ -23,7 +23,7 @@ use http::{HeaderValue, Method};
 use tokio::time::Instant;
 
 use super::authorize::SentToken;
-use crate::cache::{CachedToken, Link};
+use crate::cache::{CacheRef, CachedToken};
 
 /// The version of a view that follows no token yet, or whose own copy of
 /// the header value is due: a version no cache reaches, so that the next
@@ -51,7 +51,7 @@ pub(super) struct View {
     copy_due: bool,
     /// Whether the layer's requests may be plain.
     plain: bool,
-    /// Whether the instance has a link of its own (made with the view's
+    /// Whether the instance has a reference of its own (made with the view's
     /// own copy of the header value).
     own_link: bool,
     /// The generation of the token (0 for none).
@@ -87,10 +87,10 @@ impl View {
     #[inline]
     pub(super) fn plain_bearer(
         &mut self,
-        link: &mut Arc<Link>,
+        cache_ref: &mut Arc<CacheRef>,
         now: Instant,
     ) -> Option<&HeaderValue> {
-        self.follow(link, now);
+        self.follow(cache_ref, now);
         (now < self.plain_until).then_some(&self.header)
     }
 
@@ -98,25 +98,29 @@ impl View {
     /// if the view says its token may be sent as it is at `now`; else
     /// `None`: take the cache's way with [`token`](Self::token).
     #[inline]
-    pub(super) fn bearer(&mut self, link: &mut Arc<Link>, now: Instant) -> Option<&HeaderValue> {
-        self.follow(link, now);
+    pub(super) fn bearer(
+        &mut self,
+        cache_ref: &mut Arc<CacheRef>,
+        now: Instant,
+    ) -> Option<&HeaderValue> {
+        self.follow(cache_ref, now);
         (now < self.fast_until).then_some(&self.header)
     }
 
     /// The view made current: renewed if the cache's version moved (or
     /// the view's own copy is due).
     #[inline(always)]
-    fn follow(&mut self, link: &mut Arc<Link>, now: Instant) {
-        if link.cache.version() != self.version {
-            self.renew(link, now);
+    fn follow(&mut self, cache_ref: &mut Arc<CacheRef>, now: Instant) {
+        if cache_ref.cache.version() != self.version {
+            self.renew(cache_ref, now);
         }
     }
 
     /// What a request of `method` sent with the view's header carries to
     /// its answer.
     #[inline]
-    pub(super) fn sent(&self, link: &Arc<Link>, method: &Method) -> SentToken {
-        SentToken::new(Arc::clone(link), self.generation, method)
+    pub(super) fn sent(&self, cache_ref: &Arc<CacheRef>, method: &Method) -> SentToken {
+        SentToken::new(Arc::clone(cache_ref), self.generation, method)
     }
 
     /// The token of the view (after [`bearer`](Self::bearer) made it current).
@@ -134,11 +138,11 @@ impl View {
 
     /// A new view of the cache's current token, at `now`; for the token
     /// the view has, its own copy of the header value, when due, and the
-    /// instance's own `link` with the first such copy.
+    /// instance's own `cache_ref` with the first such copy.
     #[cold]
     #[inline(never)]
-    fn renew(&mut self, link: &mut Arc<Link>, now: Instant) {
-        let cache = &link.cache;
+    fn renew(&mut self, cache_ref: &mut Arc<CacheRef>, now: Instant) {
+        let cache = &cache_ref.cache;
         // The version first: the token loaded after it is at least as new.
         let version = cache.version();
         let token = cache.current().load_full();
@@ -152,7 +156,7 @@ impl View {
             self.copy_due = false;
             self.version = version;
             if !self.own_link {
-                *link = Arc::new(Link::new(Arc::clone(&link.cache)));
+                *cache_ref = Arc::new(CacheRef::new(Arc::clone(&cache_ref.cache)));
                 self.own_link = true;
             }
             return;

@@ -2,13 +2,13 @@
 //! selects (by extension or by `params_for`), each with everything the
 //! default token has; at most a set number, the least recently used evicted.
 //!
-//! A request's way: [`Slots::wanted`] (one branch for a request that selects
-//! nothing), [`Slots::carried`] or [`Slots::chosen`] (its parameters), then
-//! [`Slots::link_for`]: a map lookup without a lock, or under the lock a new
+//! A request's supply: [`Slots::wanted`] (one branch for a request that selects
+//! nothing), [`Slots::by_params`] or [`Slots::chosen`] (its parameters), then
+//! [`Slots::cache_ref_for`]: a map lookup without a lock, or under the lock a new
 //! slot, evicting the least recently used; the slot's cache then serves it
 //! as the default cache serves other requests.
 
-pub(crate) mod recipe;
+pub(crate) mod factory;
 pub(crate) mod routes;
 
 use std::collections::HashMap;
@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use http::Request;
 
-use self::recipe::Recipe;
-use self::routes::{Place, Routes};
-use crate::cache::Link;
+use self::factory::SlotFactory;
+use self::routes::{Destination, Routes};
+use crate::cache::CacheRef;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::telemetry::stats::Stats;
 use crate::token::params::{CarriedHash, TokenParams};
@@ -34,7 +34,7 @@ type SlotMap = HashMap<TokenParams, Arc<Slot>, BuildHasherDefault<CarriedHash>>;
 
 /// One set of parameters' token.
 struct Slot {
-    link: Arc<Link>,
+    cache_ref: Arc<CacheRef>,
     /// The slots' tick when a request last used it.
     used: AtomicU64,
 }
@@ -42,7 +42,7 @@ struct Slot {
 /// A layer's token slots.
 pub(crate) struct Slots {
     /// How to make a slot's cache; none for a layer on a token source.
-    recipe: Option<Arc<Recipe>>,
+    factory: Option<Arc<SlotFactory>>,
     params_for: Option<ParamsFor>,
     /// The protected resources whose requests get their own slots.
     routes: Routes,
@@ -74,15 +74,15 @@ impl Slots {
         Slots::new(None, None, 0, Routes::default())
     }
 
-    /// Slots made by `recipe`, chosen by `params_for`, at most `max` kept.
+    /// Slots made by `factory`, chosen by `params_for`, at most `max` kept.
     pub(crate) fn new(
-        recipe: Option<Arc<Recipe>>,
+        factory: Option<Arc<SlotFactory>>,
         params_for: Option<ParamsFor>,
         max: usize,
         routes: Routes,
     ) -> Self {
         Slots {
-            recipe,
+            factory,
             params_for,
             routes,
             max,
@@ -108,39 +108,42 @@ impl Slots {
     }
 
     /// The slot a request with `params` in its extensions selects: `None`
-    /// for the default token (empty parameters), else its link or why
+    /// for the default token (empty parameters), else its reference or why
     /// there is none.
     #[inline]
-    pub(crate) fn carried(&self, params: &TokenParams) -> Option<Result<Arc<Link>, TokenError>> {
-        (!params.is_empty()).then(|| self.link_for(params))
+    pub(crate) fn by_params(
+        &self,
+        params: &TokenParams,
+    ) -> Option<Result<Arc<CacheRef>, TokenError>> {
+        (!params.is_empty()).then(|| self.cache_ref_for(params))
     }
 
     /// The slot `params_for` chooses for a request with head `parts`, as
-    /// [`carried`](Self::carried) says.
+    /// [`by_params`](Self::by_params) says.
     #[inline]
     pub(crate) fn chosen(
         &self,
         parts: &http::request::Parts,
-    ) -> Option<Result<Arc<Link>, TokenError>> {
+    ) -> Option<Result<Arc<CacheRef>, TokenError>> {
         let params = self.params_for.as_ref()?(parts)?;
-        self.carried(&params)
+        self.by_params(&params)
     }
 
-    /// The slot of the protected resource at `place` (asked for only when
+    /// The slot of the protected resource at `destination` (asked for only when
     /// the layer has protected resources), if it lies under one.
     #[inline]
     pub(crate) fn routed<'p>(
         &self,
-        place: impl FnOnce() -> Option<Place<'p>>,
-    ) -> Option<Result<Arc<Link>, TokenError>> {
+        destination: impl FnOnce() -> Option<Destination<'p>>,
+    ) -> Option<Result<Arc<CacheRef>, TokenError>> {
         if self.routes.is_empty() {
             return None;
         }
-        Some(self.link_for(self.routes.for_place(&place()?)?))
+        Some(self.cache_ref_for(self.routes.for_destination(&destination()?)?))
     }
 
-    /// The link to `params`' slot, made if need be.
-    pub(crate) fn link_for(&self, params: &TokenParams) -> Result<Arc<Link>, TokenError> {
+    /// The reference to `params`' slot, made if need be.
+    pub(crate) fn cache_ref_for(&self, params: &TokenParams) -> Result<Arc<CacheRef>, TokenError> {
         if let Some(slot) = self.map.load().get(params) {
             // Recency counts in slots made: a store only when one was made
             // since this slot was last used.
@@ -148,7 +151,7 @@ impl Slots {
             if slot.used.load(Ordering::Relaxed) != tick {
                 slot.used.store(tick, Ordering::Relaxed);
             }
-            return Ok(Arc::clone(&slot.link));
+            return Ok(Arc::clone(&slot.cache_ref));
         }
         self.make(params)
     }
@@ -156,19 +159,19 @@ impl Slots {
     /// Makes `params`' slot (unless another request just did), evicting the
     /// least recently used one when all are taken.
     #[cold]
-    fn make(&self, params: &TokenParams) -> Result<Arc<Link>, TokenError> {
+    fn make(&self, params: &TokenParams) -> Result<Arc<CacheRef>, TokenError> {
         let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = self.map.load().get(params) {
-            return Ok(Arc::clone(&slot.link));
+            return Ok(Arc::clone(&slot.cache_ref));
         }
-        let recipe = self.recipe.as_ref().ok_or_else(|| {
+        let factory = self.factory.as_ref().ok_or_else(|| {
             TokenError::new(TokenErrorKind::InvalidRequest).with_message(
                 "the request carries TokenParams, but the layer takes its token from a token \
                  source, which has one token",
             )
         })?;
         let slot = Arc::new(Slot {
-            link: Arc::new(Link::new(recipe.slot(params)?)),
+            cache_ref: Arc::new(CacheRef::new(factory.slot(params)?)),
             used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
         });
         let mut map = SlotMap::clone(&self.map.load());
@@ -178,7 +181,7 @@ impl Slots {
         map.insert(params.clone(), Arc::clone(&slot));
         self.map.store(Arc::new(map));
         tracing::debug!(params = ?params, "new token slot");
-        Ok(Arc::clone(&slot.link))
+        Ok(Arc::clone(&slot.cache_ref))
     }
 
     /// Removes the least recently used slot from `map`; its cache, and any
@@ -195,7 +198,7 @@ impl Slots {
             self.retired
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .add(&slot.link.cache.stats());
+                .add(&slot.cache_ref.cache.stats());
         }
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -213,13 +216,13 @@ impl Slots {
         self.map
             .load()
             .iter()
-            .map(|(params, slot)| (params.clone(), slot.link.cache.stats()))
+            .map(|(params, slot)| (params.clone(), slot.cache_ref.cache.stats()))
             .collect()
     }
 
     /// The chain of refresh tokens the layer's caches refresh, if any.
     pub(crate) fn chain(&self) -> Option<&Arc<crate::endpoint::Chain>> {
-        self.recipe.as_ref()?.spec.grant.chain()
+        self.factory.as_ref()?.spec.grant.chain()
     }
 
     /// Every live slot's cache.
@@ -227,7 +230,7 @@ impl Slots {
         self.map
             .load()
             .values()
-            .map(|slot| Arc::clone(&slot.link.cache))
+            .map(|slot| Arc::clone(&slot.cache_ref.cache))
             .collect()
     }
 
@@ -235,7 +238,7 @@ impl Slots {
     pub(crate) fn totals(&self) -> Stats {
         let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in self.map.load().values() {
-            total.add(&slot.link.cache.stats());
+            total.add(&slot.cache_ref.cache.stats());
         }
         total
     }

@@ -8,7 +8,7 @@ use crate::token::params::TokenParams;
 /// Where a URL points, as compared: scheme and host lowercased, the port
 /// made explicit, the path as it is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Place<'a> {
+pub(crate) struct Destination<'a> {
     pub(crate) scheme: &'a str,
     pub(crate) host: &'a str,
     pub(crate) port: u16,
@@ -38,12 +38,12 @@ impl Routes {
             resources
                 .iter()
                 .filter_map(|(url, parsed)| {
-                    let place = place_of(parsed)?;
+                    let destination = destination_of(parsed)?;
                     Some(Route {
-                        scheme: place.scheme.to_ascii_lowercase(),
-                        host: place.host.to_ascii_lowercase(),
-                        port: place.port,
-                        path: place.path.trim_end_matches('/').to_owned(),
+                        scheme: destination.scheme.to_ascii_lowercase(),
+                        host: destination.host.to_ascii_lowercase(),
+                        port: destination.port,
+                        path: destination.path.trim_end_matches('/').to_owned(),
                         params: TokenParams::new().resource(url.clone()),
                     })
                 })
@@ -57,16 +57,16 @@ impl Routes {
         self.0.is_empty()
     }
 
-    /// The parameters of the slot of the resource `place` lies under, if
+    /// The parameters of the slot of the resource `destination` lies under, if
     /// any.
-    pub(crate) fn for_place(&self, place: &Place<'_>) -> Option<&TokenParams> {
+    pub(crate) fn for_destination(&self, destination: &Destination<'_>) -> Option<&TokenParams> {
         self.0
             .iter()
             .filter(|r| {
-                r.port == place.port
-                    && r.scheme.eq_ignore_ascii_case(place.scheme)
-                    && r.host.eq_ignore_ascii_case(place.host)
-                    && under(place.path, &r.path)
+                r.port == destination.port
+                    && r.scheme.eq_ignore_ascii_case(destination.scheme)
+                    && r.host.eq_ignore_ascii_case(destination.host)
+                    && under(destination.path, &r.path)
             })
             .max_by_key(|r| r.path.len())
             .map(|r| &r.params)
@@ -74,11 +74,11 @@ impl Routes {
 }
 
 /// Where `uri` points; `None` without a scheme or host.
-pub(crate) fn place_of(uri: &http::Uri) -> Option<Place<'_>> {
+pub(crate) fn destination_of(uri: &http::Uri) -> Option<Destination<'_>> {
     let scheme = uri.scheme_str()?;
     let host = uri.host()?;
     let port = uri.port_u16().or(default_port(scheme))?;
-    Some(Place {
+    Some(Destination {
         scheme,
         host,
         port,
@@ -125,7 +125,8 @@ mod tests {
         let is = |url: &str, expected: Option<usize>| {
             let want = expected.map(|i| &r.0[i].params);
             let uri: http::Uri = url.parse().unwrap();
-            let chosen = place_of(&uri).and_then(|place| r.for_place(&place));
+            let chosen =
+                destination_of(&uri).and_then(|destination| r.for_destination(&destination));
             assert_eq!(chosen, want, "{url}");
         };
         is("https://mcp.example.com/mcp", Some(0));

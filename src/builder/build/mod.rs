@@ -1,5 +1,5 @@
 //! [`OAuthLayerBuilder::build`]: every setting checked, then the layer
-//! assembled: its policy and placement, its token source (or the recipe its
+//! assembled: its policy and placement, its token source (or the factory its
 //! token caches are made from), its store identity.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use crate::endpoint::{Grant, RequestSpec};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
 use crate::policy::{Policy, DEFAULT_TOKEN_SLOTS};
-use crate::slots::recipe::{Recipe, Target};
+use crate::slots::factory::{SlotFactory, Target};
 use crate::slots::Slots;
 use crate::source::TokenSource;
 use crate::store::StoreUse;
@@ -56,7 +56,7 @@ impl OAuthLayerBuilder {
         let target = match (self.checked_resource()?, self.checked_issuer()?) {
             (Some((url, parsed)), _) => Target::Resource(url, parsed),
             (None, Some((issuer, parsed))) => Target::Issuer(issuer, parsed),
-            (None, None) if only_resources => Target::Nowhere,
+            (None, None) if only_resources => Target::NoEndpoint,
             (None, None) => Target::Url(self.url()?),
         };
         // Which servers a protected resource may send the credential to.
@@ -140,7 +140,7 @@ impl OAuthLayerBuilder {
                 crate::endpoint::Resource::new(url, parsed, trust.clone(), Arc::clone(&spec))
             })
             .collect();
-        let recipe = Recipe {
+        let factory = SlotFactory {
             target,
             from_auth_url: self.auth_url.is_some(),
             spec,
@@ -154,7 +154,7 @@ impl OAuthLayerBuilder {
             step_up_scopes: self.checked_step_up_scopes()?,
             resources,
         };
-        let (cache, slots, endpoint) = Arc::new(recipe).layer(self.params_for.take(), max_slots);
+        let (cache, slots, endpoint) = Arc::new(factory).layer(self.params_for.take(), max_slots);
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
     }
 
@@ -318,7 +318,7 @@ impl OAuthLayerBuilder {
         Ok(match (self.client_auth.clone(), target) {
             (Some(chosen), _) => Some(chosen),
             (None, _) if other_grant.is_some() && !has_secret => Some(ClientAuth::None),
-            (None, Target::Issuer(..) | Target::Resource(..) | Target::Nowhere) => None,
+            (None, Target::Issuer(..) | Target::Resource(..) | Target::NoEndpoint) => None,
             (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
             (None, Target::Url(_)) => Some(ClientAuth::Basic),
         })
@@ -376,7 +376,7 @@ impl OAuthLayerBuilder {
     }
 
     /// What makes the layer's tokens interchangeable, never the secret; the
-    /// parameters are added by the recipe.
+    /// parameters are added by the factory.
     fn identity(
         &self,
         target: &Target,
@@ -385,7 +385,7 @@ impl OAuthLayerBuilder {
     ) -> IdentityBase {
         let token_url = match target {
             Target::Url(url) => url.to_string(),
-            Target::Issuer(..) | Target::Resource(..) | Target::Nowhere => String::new(),
+            Target::Issuer(..) | Target::Resource(..) | Target::NoEndpoint => String::new(),
         };
         let credential = auth.and_then(ClientAuth::identity_credential);
         let grant_identity = self.grant.identity();
@@ -396,7 +396,7 @@ impl OAuthLayerBuilder {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
                 Target::Url(_) => Origin::TokenUrl(&token_url),
                 Target::Resource(url, _) => Origin::Resource(url),
-                Target::Nowhere => Origin::Resource(""),
+                Target::NoEndpoint => Origin::Resource(""),
             },
             client_id,
             client_auth: auth.map(ClientAuth::identity_name),

@@ -298,16 +298,17 @@ impl Assertions {
 
     /// Which assertion a request carries: the one the server took last, or
     /// with `other` the one it did not (when there are two).
-    pub(crate) fn pick(&self, other: bool) -> Pick {
-        Pick {
-            second: self.second.is_some() && (self.second_taken.load(Ordering::Relaxed) != other),
+    pub(crate) fn choice(&self, other: bool) -> AudienceChoice {
+        AudienceChoice {
+            token_url: self.second.is_some()
+                && (self.second_taken.load(Ordering::Relaxed) != other),
         }
     }
 
-    /// The assertion that is not `pick` (`pick` itself when there is one).
-    pub(crate) fn other(&self, pick: Pick) -> Pick {
-        Pick {
-            second: self.second.is_some() && !pick.second,
+    /// The assertion that is not `choice` (`choice` itself when there is one).
+    pub(crate) fn other(&self, choice: AudienceChoice) -> AudienceChoice {
+        AudienceChoice {
+            token_url: self.second.is_some() && !choice.token_url,
         }
     }
 
@@ -316,11 +317,11 @@ impl Assertions {
         self.second.is_some()
     }
 
-    /// After `error` refused `pick` (a `what`, chosen with `setting`):
+    /// After `error` refused `choice` (a `what`, chosen with `setting`):
     /// whether the other audience can be tried, said in the log when it can.
     pub(crate) fn tries_other(
         &self,
-        pick: Pick,
+        choice: AudienceChoice,
         error: &TokenError,
         what: &str,
         setting: &str,
@@ -329,8 +330,8 @@ impl Assertions {
             return false;
         }
         tracing::warn!(
-            refused = %self.audience(pick),
-            next = %self.audience(self.other(pick)),
+            refused = %self.audience(choice),
+            next = %self.audience(self.other(choice)),
             error = %error,
             "the token endpoint refused the {what} made for one audience; trying once with \
              the other (set {setting} to choose)"
@@ -338,34 +339,34 @@ impl Assertions {
         true
     }
 
-    fn claims(&self, pick: Pick) -> &ClientAssertion {
-        match (&self.second, pick.second) {
+    fn claims(&self, choice: AudienceChoice) -> &ClientAssertion {
+        match (&self.second, choice.token_url) {
             (Some(second), true) => second,
             _ => &self.first,
         }
     }
 
-    /// The `aud` of `pick`.
-    pub(crate) fn audience(&self, pick: Pick) -> &str {
-        self.claims(pick).audience()
+    /// The `aud` of `choice`.
+    pub(crate) fn audience(&self, choice: AudienceChoice) -> &str {
+        self.claims(choice).audience()
     }
 
-    /// A new assertion of `pick`, signed.
-    pub(crate) async fn sign(&self, pick: Pick) -> Result<String, TokenError> {
-        let claims = self.claims(pick);
+    /// A new assertion of `choice`, signed.
+    pub(crate) async fn sign(&self, choice: AudienceChoice) -> Result<String, TokenError> {
+        let claims = self.claims(choice);
         match &self.key {
             AssertionKey::Key(key) => claims.sign(key).await,
             AssertionKey::Secret(secret) => claims.sign_hs256(secret),
         }
     }
 
-    /// The server took `pick`: it goes first from now on.
-    pub(crate) fn taken(&self, pick: Pick) {
+    /// The server took `choice`: it goes first from now on.
+    pub(crate) fn taken(&self, choice: AudienceChoice) {
         if self.second.is_some()
-            && self.second_taken.swap(pick.second, Ordering::Relaxed) != pick.second
+            && self.second_taken.swap(choice.token_url, Ordering::Relaxed) != choice.token_url
         {
             tracing::info!(
-                audience = %self.audience(pick),
+                audience = %self.audience(choice),
                 "the token endpoint took the client assertion for this audience after refusing \
                  the other; the layer's assertions carry it first from now on (set \
                  assertion_audience to choose)"
@@ -382,8 +383,11 @@ pub(crate) struct Audiences<'a> {
     pub(crate) url: &'a str,
 }
 
-/// One of a client's [`Assertions`].
+/// Which of a client's [`Assertions`] a request carries: the first (the
+/// configured audience, the issuer, or the token endpoint's URL), or the
+/// token endpoint's URL when the first names the issuer.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Pick {
-    second: bool,
+pub(crate) struct AudienceChoice {
+    /// The assertion for the token endpoint's URL, the second of two.
+    token_url: bool,
 }

@@ -228,14 +228,14 @@ impl GrantProof {
         &self,
         body: &mut Vec<u8>,
         other_audience: bool,
-        pick: &mut Option<crate::endpoint::client_auth::assertion::Pick>,
+        choice: &mut Option<crate::endpoint::client_auth::assertion::AudienceChoice>,
         transport: &dyn Transport,
     ) -> Result<Option<String>, TokenError> {
         let assertion = match self {
             GrantProof::Nothing => return Ok(None),
             GrantProof::Signed(assertions) => {
-                let chosen = assertions.pick(other_audience);
-                *pick = Some(chosen);
+                let chosen = assertions.choice(other_audience);
+                *choice = Some(chosen);
                 assertions.sign(chosen).await?
             }
             GrantProof::File(file) => file.read().await?,

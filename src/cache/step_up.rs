@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 
-use crate::cache::fetch::Way;
+use crate::cache::fetch::TokenSupply;
 use crate::cache::TokenCache;
 use crate::endpoint::Resource;
 use crate::message::challenge::Challenge;
@@ -25,35 +25,39 @@ pub(crate) struct Challenges {
     pub(crate) resource: Option<Arc<Resource>>,
 }
 
-/// Makes the way to tokens of a cache's parameters with another scope: the
-/// seam through which the cache asks its maker (the layer's recipe), which
+/// Makes the supply of tokens of a cache's parameters with another scope: the
+/// seam through which the cache asks its maker (the layer's factory), which
 /// it does not know.
-pub(crate) trait Widen: Send + Sync + 'static {
+pub(crate) trait SupplyForScope: Send + Sync + 'static {
     /// The source (and store use) of this cache's tokens with `scope`
     /// instead of its own; `None` when the token request cannot carry it
     /// (the specification's unencoded body and a scope with a space or a
     /// `&`), said in the log.
-    fn widened(&self, scope: &str) -> Option<Way>;
+    fn for_scope(&self, scope: &str) -> Option<TokenSupply>;
 }
 
 /// A cache's step-up: what it may add, how, and the scope it asks with.
 pub(crate) struct StepUp {
     allowed: Vec<String>,
-    widen: Box<dyn Widen>,
+    supplies: Box<dyn SupplyForScope>,
     /// The scopes of the current requests, in order.
     scopes: Mutex<Vec<String>>,
 }
 
 impl StepUp {
     /// May add `allowed` to `scope` (the cache's own, space-separated)
-    /// through `widen`.
-    pub(crate) fn new(allowed: Vec<String>, scope: Option<&str>, widen: Box<dyn Widen>) -> Self {
+    /// through `supplies`.
+    pub(crate) fn new(
+        allowed: Vec<String>,
+        scope: Option<&str>,
+        supplies: Box<dyn SupplyForScope>,
+    ) -> Self {
         let scopes = scope
             .map(|s| s.split_ascii_whitespace().map(str::to_owned).collect())
             .unwrap_or_default();
         StepUp {
             allowed,
-            widen,
+            supplies,
             scopes: Mutex::new(scopes),
         }
     }
@@ -119,7 +123,7 @@ impl TokenCache {
             );
             return false;
         }
-        let (scope, way) = {
+        let (scope, supply) = {
             let mut scopes = step_up
                 .scopes
                 .lock()
@@ -173,18 +177,18 @@ impl TokenCache {
                 }
             }
             let scope = wider.join(" ");
-            let Some(way) = step_up.widen.widened(&scope) else {
+            let Some(supply) = step_up.supplies.for_scope(&scope) else {
                 return false;
             };
             *scopes = wider;
-            (scope, way)
+            (scope, supply)
         };
         tracing::info!(
             scope = %scope,
             "the API asked for more scope (insufficient_scope); requesting a token with it"
         );
         crate::telemetry::step_up();
-        self.fetcher.way.store(Arc::new(way));
+        self.fetcher.supply.store(Arc::new(supply));
         self.drop_for_step_up(Instant::now());
         true
     }

@@ -1,11 +1,11 @@
-//! [`Recipe`]: what a built layer keeps to make a token cache for a set of
+//! [`SlotFactory`]: what a built layer keeps to make a token cache for a set of
 //! parameters: its default token's, and a slot's for each [`TokenParams`].
 
 use std::sync::Arc;
 
 use http::Uri;
 
-use crate::cache::{Challenges, Placement, StepUp, TokenCache, Way, Widen};
+use crate::cache::{Challenges, Placement, StepUp, SupplyForScope, TokenCache, TokenSupply};
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
     TokenRequest,
@@ -30,7 +30,7 @@ pub(crate) enum Target {
     /// `Resource` holds the rule).
     Resource(String, Uri),
     /// None: only the protected resources' slots have tokens.
-    Nowhere,
+    NoEndpoint,
 }
 
 /// Where a layer's tokens come from, as the layer reports it.
@@ -47,7 +47,7 @@ pub(crate) struct Endpoint {
 }
 
 /// Everything checked by the builder that a token cache is made from.
-pub(crate) struct Recipe {
+pub(crate) struct SlotFactory {
     pub(crate) target: Target,
     /// The URL was built from `auth_url` (for messages).
     pub(crate) from_auth_url: bool,
@@ -73,7 +73,7 @@ pub(crate) struct Recipe {
     pub(crate) resources: Vec<Arc<Resource>>,
 }
 
-impl Recipe {
+impl SlotFactory {
     /// A layer's default cache, its token slots and where its tokens come
     /// from.
     pub(crate) fn layer(
@@ -104,20 +104,20 @@ impl Recipe {
                 .iter()
                 .find(|(n, _)| n == "scope")
                 .map(|(_, v)| v.as_str());
-            let widening = Widening {
-                recipe: Arc::clone(self),
+            let scoped = ScopedSupply {
+                factory: Arc::clone(self),
                 params: params.clone(),
             };
-            StepUp::new(self.step_up_scopes.clone(), scope, Box::new(widening))
+            StepUp::new(self.step_up_scopes.clone(), scope, Box::new(scoped))
         });
         let (source, endpoint) = self.source(params);
-        let way = Way {
+        let supply = TokenSupply {
             source,
             store,
             chain: self.spec.grant.chain().cloned(),
         };
         let cache = TokenCache::new(
-            way,
+            supply,
             self.policy.clone(),
             self.placement.clone(),
             endpoint.url.clone(),
@@ -206,7 +206,7 @@ impl Recipe {
                 };
                 (source, endpoint)
             }
-            Target::Nowhere => {
+            Target::NoEndpoint => {
                 let endpoint = Endpoint {
                     url: None,
                     client_id,
@@ -214,7 +214,7 @@ impl Recipe {
                     resource: None,
                 };
                 let names: Vec<&str> = self.resources.iter().map(|r| r.url()).collect();
-                (Arc::new(Nowhere(names.join(", "))), endpoint)
+                (Arc::new(NoDefaultToken(names.join(", "))), endpoint)
             }
             Target::Url(url) => {
                 let target = RequestTarget {
@@ -242,9 +242,9 @@ impl Recipe {
 
 /// The default token of a layer that has only protected resources' tokens:
 /// none, for requests under none of them (the resources named).
-struct Nowhere(String);
+struct NoDefaultToken(String);
 
-impl TokenSource for Nowhere {
+impl TokenSource for NoDefaultToken {
     fn fetch_token(
         &self,
     ) -> crate::support::boxed::BoxFuture<'_, Result<crate::token::AccessToken, TokenError>> {
@@ -261,14 +261,14 @@ impl TokenSource for Nowhere {
 }
 
 /// The way to the tokens of a cache's parameters with a wider scope.
-struct Widening {
-    recipe: Arc<Recipe>,
+struct ScopedSupply {
+    factory: Arc<SlotFactory>,
     params: Vec<(String, String)>,
 }
 
-impl Widen for Widening {
-    fn widened(&self, scope: &str) -> Option<Way> {
-        let unencoded = self.recipe.spec.auth == Some(ClientAuth::UnencodedBody);
+impl SupplyForScope for ScopedSupply {
+    fn for_scope(&self, scope: &str) -> Option<TokenSupply> {
+        let unencoded = self.factory.spec.auth == Some(ClientAuth::UnencodedBody);
         if let Err(e) = crate::endpoint::check_param("scope", scope, unencoded) {
             tracing::warn!(
                 error = %e,
@@ -277,10 +277,10 @@ impl Widen for Widening {
             return None;
         }
         let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
-        let store = self.recipe.store_use(&params);
-        let (source, _) = self.recipe.source(params);
-        let chain = self.recipe.spec.grant.chain().cloned();
-        Some(Way {
+        let store = self.factory.store_use(&params);
+        let (source, _) = self.factory.source(params);
+        let chain = self.factory.spec.grant.chain().cloned();
+        Some(TokenSupply {
             source,
             store,
             chain,

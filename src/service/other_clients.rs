@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::cache::TokenCache;
 use crate::error::TokenError;
 use crate::message::{Answer, Outgoing};
-use crate::service::authorize::{authorize, put_proof, Answered, CacheHandle, Sent, Step};
+use crate::service::authorize::{authorize, put_proof, CacheHandle, NextStep, Sent, TokenAnswer};
 
 /// Puts the token of `cache` at hand (and its proof) on `req`, if it may be
 /// sent now; `None`: none is, wait with [`after_waiting`].
@@ -20,7 +20,7 @@ use crate::service::authorize::{authorize, put_proof, Answered, CacheHandle, Sen
 pub(crate) fn at_hand<'c, R: Outgoing>(
     cache: &'c Arc<TokenCache>,
     req: &mut R,
-) -> Option<Step<&'c Arc<TokenCache>>> {
+) -> Option<NextStep<&'c Arc<TokenCache>>> {
     let current = cache.current().load();
     cache
         .check(current.as_deref(), tokio::time::Instant::now())
@@ -32,7 +32,7 @@ pub(crate) fn at_hand<'c, R: Outgoing>(
 pub(crate) async fn after_waiting<'c, R: Outgoing>(
     cache: &'c Arc<TokenCache>,
     req: &mut R,
-) -> Result<Step<&'c Arc<TokenCache>>, TokenError> {
+) -> Result<NextStep<&'c Arc<TokenCache>>, TokenError> {
     let token = cache.token().await?;
     Ok(authorize(req, cache, &token))
 }
@@ -40,16 +40,16 @@ pub(crate) async fn after_waiting<'c, R: Outgoing>(
 /// What `req` was sent with, once `step` is done: at once, or after a slow
 /// signer's proof.
 pub(crate) async fn ready_to_send<'c, R: Outgoing>(
-    step: Step<&'c Arc<TokenCache>>,
+    step: NextStep<&'c Arc<TokenCache>>,
     req: &mut R,
 ) -> Result<Sent<&'c Arc<TokenCache>>, TokenError> {
     match step {
-        Step::Send(sent) => Ok(sent),
-        Step::Sign(proved, proof) => {
+        NextStep::Send(sent) => Ok(sent),
+        NextStep::Sign(proved, proof) => {
             put_proof(req, proof.await?);
             Ok(Sent::Proved(proved))
         }
-        Step::Fail(error) => Err(error),
+        NextStep::Fail(error) => Err(error),
     }
 }
 
@@ -57,7 +57,7 @@ impl<L: CacheHandle> Sent<L> {
     /// What the API's answer said of the credential sent (the Tower
     /// service's future reads each kind in its own state).
     #[inline]
-    pub(crate) fn answered(&self, response: &mut impl Answer) -> Answered {
+    pub(crate) fn answered(&self, response: &mut impl Answer) -> TokenAnswer {
         match self {
             Sent::Token(sent) => sent.answered(response),
             Sent::Proved(proved) => proved.answered(response),
@@ -65,13 +65,13 @@ impl<L: CacheHandle> Sent<L> {
     }
 }
 
-impl Answered {
+impl TokenAnswer {
     /// Whether sending the request once more would carry what the answer
     /// asked for: a new token (or one with more scope), or the nonce.
     pub(crate) fn asks_again(self) -> bool {
         matches!(
             self,
-            Answered::Refused | Answered::UseNonce | Answered::SteppedUp
+            TokenAnswer::Refused | TokenAnswer::UseNonce | TokenAnswer::SteppedUp
         )
     }
 }
