@@ -13,7 +13,7 @@
 //! protected GET) and the layer's environment (`OAuthLayer::from_env`):
 //! `OAUTH_ISSUER` (a standard OAuth 2.0 or OpenID Connect server, found by
 //! discovery), `OAUTH_TOKEN_URL` (its token endpoint) or `OAUTH_AUTH_URL`
-//! (the specification's endpoint); `OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`;
+//! (the product-information API's token endpoint); `OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`;
 //! and optionally `OAUTH_CLIENT_AUTH`, `OAUTH_SCOPE`, `OAUTH_RESOURCE`.
 //!
 //! ```text

@@ -191,7 +191,7 @@ impl OAuthLayer {
     /// As [`token`](Self::token); and
     /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest) for
     /// parameters the layer cannot send (a reserved name, a value the
-    /// specification's unencoded body cannot carry) or a layer built on a
+    /// product-information API's unencoded body cannot carry) or a layer built on a
     /// [`TokenSource`](crate::TokenSource).
     pub async fn token_for(&self, params: &TokenParams) -> Result<AccessToken, TokenError> {
         let cache = self.cache_for(params)?;

@@ -3,9 +3,13 @@
 //! Add one [`OAuthLayer`] to a client stack (hyper, tonic, anything that is a
 //! `tower::Service<http::Request<B>>`) and every request carries
 //! `Authorization: Bearer <token>`. The layer obtains the token from the
-//! token endpoint, reuses it while it is valid, renews it in the background
-//! before it runs out, and shares it between every clone of the layer and
-//! every service built from them.
+//! token endpoint and reuses it while it is valid. It renews the token in
+//! the background before it runs out. Every clone of the layer, and every
+//! service built from them, shares it.
+//!
+//! A standard OAuth 2.0 or OpenID Connect server (Keycloak, Entra ID, Okta,
+//! Auth0, ...) needs only its issuer. The layer reads the token endpoint and
+//! the client authentication it accepts from the server's metadata:
 //!
 //! ```
 //! use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
@@ -13,12 +17,13 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), BoxError> {
-//! # let auth_url = doc_support::token_endpoint().await;
-//! // The token endpoint is `{auth_url}/v1/oauth/accesstoken`.
+//! # let issuer = doc_support::authorization_server().await;
 //! let oauth = OAuthLayer::builder()
-//!     .auth_url(auth_url)
+//!     .issuer(issuer) // or .token_url(".../token")
 //!     .client_id("my-client")
 //!     .client_secret("my-secret")
+//!     .scope("orders:read")
+//!     .resource("https://api.example.com/") // RFC 8707; repeatable
 //!     .build()?;
 //!
 //! // Any HTTP client service: here one that answers with the header it got.
@@ -29,36 +34,79 @@
 //! let client = ServiceBuilder::new().layer(oauth).service(api);
 //!
 //! let response = client
-//!     .oneshot(http::Request::new(String::from("GET /products")))
+//!     .oneshot(http::Request::new(String::from("GET /orders")))
 //!     .await?;
-//! assert_eq!(response.body(), "Bearer token-from-the-endpoint");
+//! assert_eq!(response.body(), "Bearer token-from-the-server");
 //! # Ok(()) }
 //! # mod doc_support {
 //! #     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-//! #     /// A one-token endpoint on 127.0.0.1.
-//! #     pub async fn token_endpoint() -> String {
+//! #     /// An authorization server on 127.0.0.1: its metadata, and a token
+//! #     /// endpoint that answers every request with one token.
+//! #     pub async fn authorization_server() -> String {
 //! #         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-//! #         let addr = listener.local_addr().unwrap();
+//! #         let issuer = format!("http://{}", listener.local_addr().unwrap());
+//! #         let metadata = format!(
+//! #             r#"{{"issuer":"{issuer}","token_endpoint":"{issuer}/token","token_endpoint_auth_methods_supported":["client_secret_basic"]}}"#
+//! #         );
 //! #         tokio::spawn(async move {
-//! #             let (mut stream, _) = listener.accept().await.unwrap();
-//! #             let mut request = Vec::new();
-//! #             let mut buf = [0u8; 1024];
-//! #             while !String::from_utf8_lossy(&request).ends_with("client_secret=my-secret") {
-//! #                 let n = stream.read(&mut buf).await.unwrap();
-//! #                 if n == 0 { return; }
-//! #                 request.extend_from_slice(&buf[..n]);
+//! #             loop {
+//! #                 let (mut stream, _) = listener.accept().await.unwrap();
+//! #                 let mut request = Vec::new();
+//! #                 let mut buf = [0u8; 4096];
+//! #                 // The head, then the body its content-length announces.
+//! #                 let body_len = loop {
+//! #                     let n = stream.read(&mut buf).await.unwrap();
+//! #                     if n == 0 { break None; }
+//! #                     request.extend_from_slice(&buf[..n]);
+//! #                     let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+//! #                     if let Some(end) = text.find("\r\n\r\n") {
+//! #                         let length = text.lines()
+//! #                             .find_map(|l| l.strip_prefix("content-length:"))
+//! #                             .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+//! #                         if request.len() >= end + 4 + length { break Some(length); }
+//! #                     }
+//! #                 };
+//! #                 if body_len.is_none() { continue; }
+//! #                 let body = if request.starts_with(b"GET /.well-known/oauth-authorization-server") {
+//! #                     metadata.clone()
+//! #                 } else {
+//! #                     r#"{"access_token":"token-from-the-server","token_type":"Bearer","expires_in":3600}"#.to_owned()
+//! #                 };
+//! #                 let response = format!(
+//! #                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+//! #                     body.len()
+//! #                 );
+//! #                 stream.write_all(response.as_bytes()).await.unwrap();
 //! #             }
-//! #             let body = r#"{"access_token":"token-from-the-endpoint","token_type":"bearer","expires_in":3599}"#;
-//! #             let response = format!(
-//! #                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-//! #                 body.len()
-//! #             );
-//! #             stream.write_all(response.as_bytes()).await.unwrap();
 //! #         });
-//! #         format!("http://{addr}")
+//! #         issuer
 //! #     }
 //! # }
 //! ```
+//!
+//! # Set-ups
+//!
+//! The same five as the README, in the same order. Each guide is a page of
+//! [`docs`].
+//!
+//! 1. **A standard server, by its issuer**: the example above.
+//!    [`token_url`](OAuthLayerBuilder::token_url) names the token endpoint
+//!    instead of discovering it.
+//! 2. **The product-information API's token endpoint**:
+//!    [`auth_url`](OAuthLayerBuilder::auth_url) gives its base URL. Its
+//!    authentication interface is the first server this crate was written
+//!    for. The request it takes is [below](#the-product-information-apis-token-endpoint).
+//! 3. **reqwest**: with feature `reqwest-middleware`, `oauth.middleware()`
+//!    is an [`OAuthMiddleware`] for reqwest-middleware ([`docs::reqwest`]).
+//! 4. **MCP servers, and APIs that name their server**:
+//!    [`protected_resource`](OAuthLayerBuilder::protected_resource) takes the
+//!    API's URL and reads which authorization server its metadata names
+//!    (RFC 9728). With feature `mcp`, `oauth.mcp_client(..)` serves rmcp
+//!    ([`docs::resources`]).
+//! 5. **Refresh tokens that rotate**:
+//!    [`refresh_token`](OAuthLayerBuilder::refresh_token) takes a login made
+//!    elsewhere. A rotated refresh token is kept, in a [`FileStore`] or a
+//!    Redis store when processes share it ([`docs::refresh_tokens`]).
 //!
 //! # How a request flows
 //!
@@ -87,10 +135,11 @@
 //! [`OAuthLayer::token`] and [`OAuthLayer::token_for`] take the same way
 //! from step 2, without a request.
 //!
-//! # The token request
+//! # The product-information API's token endpoint
 //!
-//! Exactly the specification's: `POST {auth_url}/v1/oauth/accesstoken` (or
-//! the [`token_url`](OAuthLayerBuilder::token_url) given), `Content-Type:
+//! With [`auth_url`](OAuthLayerBuilder::auth_url), the token request is
+//! exactly what the product-information API's authentication interface
+//! specifies: `POST {auth_url}/v1/oauth/accesstoken`, `Content-Type:
 //! application/x-www-form-urlencoded`, body
 //! `grant_type=client_credentials&client_id=<id>&client_secret=<secret>` with
 //! the values as they are (no percent-encoding), no query parameters, no
@@ -277,7 +326,7 @@
 //! share and what an attacker at the token endpoint or in Redis can and
 //! cannot do.
 //!
-//! # Beyond the specification
+//! # Beyond the product-information API
 //!
 //! - Standard servers by their issuer: [`issuer`](OAuthLayerBuilder::issuer)
 //!   reads the token endpoint and the client authentication from the
@@ -289,7 +338,7 @@
 //!   client authenticates with HTTP Basic (which every server must support),
 //!   encoded so that any secret reads back exactly; [`ClientAuth`] chooses
 //!   another (a form-urlencoded body, Basic without encoding, or the
-//!   specification's unencoded body, the default with `auth_url`);
+//!   product-information API's unencoded body, the default with `auth_url`);
 //!   [`scope`](OAuthLayerBuilder::scope),
 //!   [`audience`](OAuthLayerBuilder::audience) and
 //!   [`param`](OAuthLayerBuilder::param) for extra parameters.

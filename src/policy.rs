@@ -22,7 +22,7 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
 pub const DEFAULT_TOKEN_SLOTS: usize = 64;
 
-/// The lifetime the specification gives a token whose response has no usable
+/// The lifetime the product-information API gives a token whose response has no usable
 /// `expires_in`: 60 minutes.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
 

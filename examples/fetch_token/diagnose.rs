@@ -209,7 +209,7 @@ fn auth_name(auth: Option<&ClientAuth>) -> String {
         Some(ClientAuth::Basic) => "client_secret_basic (encoded)".into(),
         Some(ClientAuth::BasicUnencoded) => "client_secret_basic (as it is)".into(),
         Some(ClientAuth::FormBody) => "client_secret_post".into(),
-        Some(ClientAuth::UnencodedBody) => "the specification's body".into(),
+        Some(ClientAuth::UnencodedBody) => "the product-information API's body".into(),
         Some(other) => format!("{other:?}"),
     }
 }

@@ -9,7 +9,7 @@
 //! # By its token endpoint, choosing the client authentication:
 //! cargo run --example fetch_token -- --token-url https://idp.example.com/oauth2/token \
 //!     --client-id my-client --client-auth form     # the secret still from OAUTH_CLIENT_SECRET
-//! # The specification's endpoint:
+//! # The product-information API's token endpoint:
 //! OAUTH_AUTH_URL=https://auth.example.com OAUTH_CLIENT_ID=... OAUTH_CLIENT_SECRET=... \
 //!     cargo run --example fetch_token
 //! cargo run --example fetch_token            # no configuration: a demonstration
@@ -171,7 +171,7 @@ fn config_hint(e: &ConfigError) -> &'static str {
         ConfigErrorKind::MissingUrl | ConfigErrorKind::Conflicting => {
             "give one of --issuer / OAUTH_ISSUER (a standard server: its issuer URL), \
              --token-url / OAUTH_TOKEN_URL (its token endpoint), or --auth-url / OAUTH_AUTH_URL \
-             (the specification's endpoint)"
+             (the product-information API's token endpoint)"
         }
         ConfigErrorKind::MissingClientId | ConfigErrorKind::MissingClientSecret => {
             "set OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET (or --client-id and --client-secret)"
@@ -180,7 +180,7 @@ fn config_hint(e: &ConfigError) -> &'static str {
         | ConfigErrorKind::InvalidClientSecret
         | ConfigErrorKind::InvalidParameter => {
             "the chosen client authentication cannot carry that value: try --client-auth basic \
-             or --client-auth form (the specification's unencoded body carries no spaces or `&`)"
+             or --client-auth form (the product-information API's unencoded body carries no spaces or `&`)"
         }
         ConfigErrorKind::InvalidKey => {
             "check the PEM files: --private-key wants the private key (PKCS #8, PKCS #1 or SEC 1, \

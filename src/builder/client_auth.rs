@@ -18,7 +18,7 @@ use super::OAuthLayerBuilder;
 /// when rotated), the client authentication method and its assertions; and
 /// the grant, when it is not client credentials.
 impl OAuthLayerBuilder {
-    /// The client identifier. It is sent unencoded, as the specification
+    /// The client identifier. It is sent unencoded, as the product-information API
     /// says, so it may not contain `&`, whitespace or control characters.
     ///
     /// Default: none.
@@ -102,7 +102,7 @@ impl OAuthLayerBuilder {
     }
 
     /// How the client authenticates to the token endpoint: the
-    /// specification's unencoded body, a form-urlencoded body, or HTTP Basic
+    /// product-information API's unencoded body, a form-urlencoded body, or HTTP Basic
     /// (percent-encoded, or as it is).
     ///
     /// Default: by how the endpoint was given (see [`ClientAuth`]):
@@ -207,7 +207,7 @@ impl OAuthLayerBuilder {
     /// with one as usual. `scope` and the other parameters go in the body,
     /// but for a grant that puts the scope
     /// [in its assertion](JwtBearer::scope_in_assertion). Not with
-    /// [`auth_url`](Self::auth_url): the specification's endpoint takes
+    /// [`auth_url`](Self::auth_url): the product-information API's token endpoint takes
     /// client credentials only.
     ///
     /// Default: client credentials.

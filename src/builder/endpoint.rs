@@ -2,7 +2,7 @@
 
 use super::OAuthLayerBuilder;
 
-/// The token endpoint: by the specification's base URL, by its own URL, or
+/// The token endpoint: by the product-information API's base URL, by its own URL, or
 /// discovered from an issuer; and whether plain `http` may reach it.
 impl OAuthLayerBuilder {
     /// The base URL of the authorization service; the token endpoint is
@@ -175,7 +175,7 @@ impl OAuthLayerBuilder {
     ///   that server cannot replay elsewhere: `private_key_jwt` (its
     ///   assertion's `aud` is that server; no
     ///   [`assertion_audience`](Self::assertion_audience)) and mutual TLS.
-    ///   A client secret (Basic, form body, the specification's body,
+    ///   A client secret (Basic, form body, the product-information API's body,
     ///   `client_secret_jwt`), an assertion file, a JWT-bearer grant or a
     ///   token exchange goes only to a server named here or with `issuer`:
     ///   [`build`](Self::build) refuses otherwise. See `SECURITY.md`.

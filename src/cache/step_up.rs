@@ -31,7 +31,7 @@ pub(crate) struct Challenges {
 pub(crate) trait SupplyForScope: Send + Sync + 'static {
     /// The source (and store use) of this cache's tokens with `scope`
     /// instead of its own; `None` when the token request cannot carry it
-    /// (the specification's unencoded body and a scope with a space or a
+    /// (the product-information API's unencoded body and a scope with a space or a
     /// `&`), said in the log.
     fn for_scope(&self, scope: &str) -> Option<TokenSupply>;
 }

@@ -52,7 +52,7 @@ const DISCOVERED_HINT: &str = "it is the `token_endpoint` of the issuer's metada
 
 /// The hint for a URL built from `auth_url` that is not a token endpoint.
 const AUTH_URL_HINT: &str = "auth_url appends /v1/oauth/accesstoken, which suits the \
-     specification's endpoint only; for another server give its token endpoint with token_url \
+     product-information API's token endpoint only; for another server give its token endpoint with token_url \
      (`token_endpoint` in its metadata at /.well-known/openid-configuration)";
 
 impl TokenRequest {

@@ -65,7 +65,7 @@ impl fmt::Debug for UsableToken {
 use crate::policy::DEFAULT_LIFETIME;
 
 /// An access token and what the token endpoint said about it (the access
-/// token response of the specification, section 2).
+/// token response of the product-information API's authentication interface, section 2).
 ///
 /// Only `access_token` is required of a response; every other field is
 /// optional, numbers may come as strings, and unknown fields are ignored.
@@ -103,7 +103,7 @@ pub struct AccessToken {
 }
 
 impl AccessToken {
-    /// A token with no metadata; its lifetime is the specification's
+    /// A token with no metadata; its lifetime is the product-information API's
     /// 60 minutes unless [`with_expires_in`](AccessToken::with_expires_in)
     /// says otherwise.
     pub fn new(access_token: impl Into<String>) -> Self {
@@ -147,13 +147,13 @@ impl AccessToken {
 
     /// The lifetime the issuer announced (`expires_in`), cut to 24 hours.
     /// `None` when the response had none or an unreadable one; the layer then
-    /// uses the specification's 60 minutes.
+    /// uses the product-information API's 60 minutes.
     pub fn expires_in(&self) -> Option<Duration> {
         self.expires_in
     }
 
     /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in),
-    /// or the specification's 60 minutes without it; but for a JWT access
+    /// or the product-information API's 60 minutes without it; but for a JWT access
     /// token (RFC 9068) whose `exp` claim comes earlier (reckoned from the
     /// server's `Date`; read, not verified: the client is not the token's
     /// audience), the time to its `exp`, cut to 24 hours. A JWT whose `exp`

@@ -484,7 +484,7 @@ fn check_credentials(
                 expected.push_str(&format!("&{k}={v}"));
             }
             if !body.starts_with("grant_type=client_credentials&client_id=") {
-                problems.push("body is not in the specification's shape".into());
+                problems.push("body is not in the product-information API's shape".into());
             }
             body == expected
         }

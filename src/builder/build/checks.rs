@@ -14,7 +14,7 @@ use crate::endpoint::{AssertionSettings, ClientAuth, Trust};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::policy::{Policy, MAX_SETTING};
 
-/// The token endpoint's path below `auth_url` (specification, section 4).
+/// The token endpoint's path below `auth_url` (the product-information API's authentication interface, section 4).
 const TOKEN_PATH: &str = "/v1/oauth/accesstoken";
 
 impl OAuthLayerBuilder {
@@ -296,7 +296,7 @@ impl OAuthLayerBuilder {
         if unencoded && !self.step_up_scopes.is_empty() {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
-                "step_up_scopes was given with the specification's unencoded body, which \
+                "step_up_scopes was given with the product-information API's unencoded body, which \
                  cannot carry more than one scope (no spaces): use ClientAuth::FormBody or \
                  ClientAuth::Basic",
             ));

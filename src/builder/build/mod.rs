@@ -285,7 +285,7 @@ impl OAuthLayerBuilder {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
                     format!(
-                        "{name} was given with auth_url: the specification's endpoint takes \
+                        "{name} was given with auth_url: the product-information API's token endpoint takes \
                          client credentials only; give the token endpoint with token_url or \
                          issuer"
                     ),

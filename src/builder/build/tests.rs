@@ -140,7 +140,7 @@ fn credentials_are_required_and_checked() {
         ConfigErrorKind::InvalidClientId
     );
     // Characters a form decoder would read differently are still sent as
-    // given: that is what the specification asks.
+    // given: that is what the product-information API asks.
     assert!(valid()
         .auth_url(url)
         .client_secret("a+b/c=d%")

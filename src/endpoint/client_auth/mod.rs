@@ -14,7 +14,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 ///
 /// | endpoint given with | default | why |
 /// |---|---|---|
-/// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the specification's endpoint takes exactly its own request body |
+/// | [`auth_url`](crate::OAuthLayerBuilder::auth_url) | [`UnencodedBody`](ClientAuth::UnencodedBody) | the product-information API's token endpoint takes exactly its own request body |
 /// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
 /// | [`issuer`](crate::OAuthLayerBuilder::issuer) | what the server lists in `token_endpoint_auth_methods_supported`: [`Basic`](ClientAuth::Basic) if it lists `client_secret_basic` or nothing, else [`FormBody`](ClientAuth::FormBody) for `client_secret_post` | the server says what it takes (RFC 8414 section 2) |
 ///
@@ -45,7 +45,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientAuth {
-    /// The specification's request: id and secret in the body, values sent
+    /// The product-information API's request: id and secret in the body, values sent
     /// as they are, without encoding. Values with `&`, whitespace or control
     /// characters cannot be carried (a [`ConfigError`]).
     #[default]
@@ -258,7 +258,7 @@ impl ClientAuth {
     /// (`token_endpoint_auth_methods_supported`), for messages.
     pub(crate) fn method_name(&self) -> &'static str {
         match self {
-            ClientAuth::UnencodedBody => "the specification's unencoded body",
+            ClientAuth::UnencodedBody => "the product-information API's unencoded body",
             ClientAuth::FormBody => "client_secret_post",
             ClientAuth::Basic | ClientAuth::BasicUnencoded => "client_secret_basic",
             ClientAuth::PrivateKeyJwt(_) => "private_key_jwt",
@@ -321,7 +321,7 @@ pub(crate) fn key_from_file(
     )
 }
 
-/// The specification sends values unencoded: `&` would split the body, and
+/// The product-information API's interface sends values unencoded: `&` would split the body, and
 /// whitespace or control characters are not carried intact.
 pub(crate) fn check_unencoded(
     value: &str,
@@ -347,10 +347,10 @@ pub(crate) fn check_unencoded(
     ))
 }
 
-/// Warns when `value`, sent unencoded as the specification says, holds a
+/// Warns when `value`, sent unencoded as the product-information API's interface says, holds a
 /// character a server that form-decodes the body would read as something
 /// else (`+` as a space, `%` as the start of an escape): what is sent is
-/// still what the specification asks for, but the warning names the
+/// still what that interface asks for, but the warning names the
 /// character (never the value) and the client authentication to use if the
 /// server refuses it.
 pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
@@ -362,7 +362,7 @@ pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
         return;
     };
     tracing::warn!(
-        "the {what} contains {character}, which the specification's unencoded body sends as \
+        "the {what} contains {character}, which the product-information API's unencoded body sends as \
          it is; a server that form-decodes the body reads `+` as a space and `%XX` as an \
          escape, so it would read another value: if the server refuses it, use \
          ClientAuth::FormBody (or ClientAuth::Basic), which encode it"
