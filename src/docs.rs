@@ -1,6 +1,6 @@
 //! Guides: the longer explanations of what the layer does, each a page of
-//! its own. They are the repository's `docs/*.md`; their examples that can
-//! run offline run as doctests. The README is the front door; these are the
+//! its own. They are the repository's `docs/*.md`. Their examples that can
+//! run offline run as doctests. The README is the front door. These are the
 //! rooms behind it.
 
 #[doc = include_str!("../docs/settings.md")]

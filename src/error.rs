@@ -15,7 +15,7 @@ pub(crate) const MAX_SERVER_TEXT: usize = 200;
 
 /// What kind of failure a [`TokenError`] is.
 ///
-/// More kinds may be added; match with a wildcard arm.
+/// More kinds may be added. Match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TokenErrorKind {
@@ -39,7 +39,7 @@ pub enum TokenErrorKind {
     /// shut down.
     Runtime,
     /// The token source, the transport or the token store panicked while
-    /// fetching; the message holds the panic's text. The layer backs off as
+    /// fetching. The message holds the panic's text. The layer backs off as
     /// for any failure, and a usable token keeps serving meanwhile.
     Panic,
     /// A client assertion or a DPoP proof could not be signed: a
@@ -236,7 +236,7 @@ impl TokenError {
         Self::from_inner(inner)
     }
 
-    /// Sets the message; whatever it holds, its control characters are
+    /// Sets the message. Whatever it holds, its control characters are
     /// escaped and its length bounded, so no text a server slipped into it
     /// can forge log lines or flood a log.
     pub(crate) fn with_message(self, message: impl Into<String>) -> Self {
@@ -322,7 +322,7 @@ impl TokenError {
     /// Whether trying again later can help.
     ///
     /// True for transport failures, time-outs and the statuses that signal a
-    /// passing condition (408, 429, 5xx); false for refused credentials
+    /// passing condition (408, 429, 5xx). False for refused credentials
     /// (400, 401, 403, ...), unusable responses and runtime failures.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
@@ -471,9 +471,9 @@ impl StdError for TokenError {
     }
 }
 
-/// What is wrong with a configuration; see [`ConfigError::kind`].
+/// What is wrong with a configuration. See [`ConfigError::kind`].
 ///
-/// More kinds may be added; match with a wildcard arm.
+/// More kinds may be added. Match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConfigErrorKind {
@@ -493,11 +493,11 @@ pub enum ConfigErrorKind {
     /// `allow_insecure_http` was not set.
     InsecureUrl,
     /// The client id holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character); see
+    /// carry (`&`, whitespace, a control character). See
     /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientId,
     /// The client secret holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character); see
+    /// carry (`&`, whitespace, a control character). See
     /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientSecret,
     /// An extra token request parameter has an empty or reserved name
@@ -518,7 +518,7 @@ pub enum ConfigErrorKind {
 }
 
 /// The configuration given to [`OAuthLayerBuilder`](crate::OAuthLayerBuilder)
-/// cannot be used. The message names the problem; it never contains the
+/// cannot be used. The message names the problem. It never contains the
 /// client secret.
 #[derive(Clone)]
 pub struct ConfigError {

@@ -1,6 +1,8 @@
-//! [`OAuthLayer`]: the layer users add to their client stack, what it holds
-//! (the default token's cache, the token slots, where tokens come from),
-//! and the [`OAuthService`] constructors that take a layer.
+//! [`OAuthLayer`]: the layer users add to their client stack, and the
+//! [`OAuthService`] constructors that take a layer.
+//!
+//! A layer holds the default token's cache, the token slots, and where
+//! tokens come from.
 
 use std::fmt;
 use std::sync::Arc;
@@ -58,7 +60,7 @@ struct Shared {
     /// The reference to `cache` a new service instance starts on (see
     /// [`OAuthService::clone`](crate::OAuthService)).
     cache_ref: Arc<CacheRef>,
-    /// Where tokens come from; none for a layer on a token source.
+    /// Where tokens come from. None for a layer on a token source.
     endpoint: Option<Endpoint>,
 }
 
@@ -75,7 +77,7 @@ impl OAuthLayer {
         }
     }
 
-    /// Starts configuring a layer; the same as [`OAuthLayerBuilder::new`].
+    /// Starts configuring a layer. The same as [`OAuthLayerBuilder::new`].
     pub fn builder() -> OAuthLayerBuilder {
         OAuthLayerBuilder::new()
     }
@@ -176,7 +178,7 @@ impl OAuthLayer {
     }
 
     /// Each live token slot's parameters and stats (see
-    /// [`TokenParams`]); empty for a layer that serves
+    /// [`TokenParams`]). Empty for a layer that serves
     /// one token.
     pub fn slot_stats(&self) -> Vec<(TokenParams, Stats)> {
         self.shared.slots.stats()
@@ -271,7 +273,7 @@ impl OAuthLayer {
     }
 
     /// Drops the current token because the API refused it, and starts
-    /// fetching a new one; the next [`token`](Self::token) or request waits
+    /// fetching a new one. The next [`token`](Self::token) or request waits
     /// for it. Rate-limited like the layer's own reaction to a 401: within
     /// [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
     /// of the last forced renewal this does nothing. Returns whether the token
@@ -299,7 +301,7 @@ impl OAuthLayer {
     /// slot's) are dropped and its back-off forgotten, so the next request
     /// refreshes with `token` at once. Through a token store, the new chain
     /// replaces the stored one at the next refresh, and the other
-    /// processes or replicas follow it from there; a token the store shares
+    /// processes or replicas follow it from there. A token the store shares
     /// from before is not taken.
     ///
     /// ```
@@ -357,7 +359,7 @@ impl OAuthLayer {
         &self.shared.cache
     }
 
-    /// The cache of the token slot of `params` (made if need be); the
+    /// The cache of the token slot of `params` (made if need be). The
     /// default token's for empty parameters.
     pub(crate) fn cache_for(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         if params.is_empty() {
@@ -403,7 +405,7 @@ impl<S> OAuthService<S> {
         )
     }
 
-    /// The same layer as [`OAuthLayer`]; here for symmetry with tower's
+    /// The same layer as [`OAuthLayer`]. Here for symmetry with tower's
     /// middleware (`Timeout::layer`, ...).
     pub fn layer(layer: OAuthLayer) -> OAuthLayer {
         layer

@@ -123,7 +123,7 @@
 //!    [`ResponseFuture`] for the one fetch under way.
 //! 3. The token is placed on the request, with a DPoP proof when it is
 //!    bound (`service::authorize`, the one place a token goes on a request),
-//!    and the inner service is called; the API's answer tells the cache
+//!    and the inner service is called. The API's answer tells the cache
 //!    whether the token was refused.
 //! 4. A fetch runs on its own task: through the [`TokenStore`] when there is
 //!    one (`store`, keyed by the token's identity, `identity`), else from
@@ -179,7 +179,7 @@
 //! # Concurrency and failures
 //!
 //! - **One fetch at a time.** However many requests need a token at once,
-//!   one token request is made; all of them wait for its result. The fetch
+//!   one token request is made. All of them wait for its result. The fetch
 //!   runs on its own task: dropping or timing out the request that started it
 //!   neither cancels it nor loses its result.
 //! - **Back-off.** After a failed token request no new one is made before the
@@ -200,8 +200,8 @@
 //!   once with the last error (see [`TokenError::backing_off`]). A token
 //!   source, transport or store that panics is a failure like any other
 //!   ([`TokenErrorKind::Panic`]).
-//! - **401 from the API.** The response goes back to the caller unchanged;
-//!   the token that was sent is dropped, if it is still the current one, and
+//! - **401 from the API.** The response goes back to the caller unchanged.
+//!   The token that was sent is dropped, if it is still the current one, and
 //!   a new one fetched. At most one such forced renewal per
 //!   [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
 //!   (10 s): an API that refuses every token causes no storm of token
@@ -209,10 +209,10 @@
 //! - **Bounded.** [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)
 //!   (10 s) covers the whole token request; its response body is capped at
 //!   64 KiB. The runtime needs its time driver (`enable_time()` or
-//!   `enable_all()`); without it a fetch fails at once with a
+//!   `enable_all()`). Without it a fetch fails at once with a
 //!   [`TokenErrorKind::Runtime`] error that says so.
 //! - **Nothing outlives the layer.** The only task the layer spawns is a
-//!   fetch under way; when the last clone of the layer (and every service
+//!   fetch under way. When the last clone of the layer (and every service
 //!   built from it) is dropped, that fetch is stopped and all memory is
 //!   returned. A fetch cut off by its runtime's shutdown is started again
 //!   on whichever runtime is used next: a layer kept in a `static` and used
@@ -271,7 +271,7 @@
 //! # Errors
 //!
 //! [`OAuthService`]'s error type is `tower::BoxError`. The inner service's
-//! errors pass through unchanged; a failure to get a token is a
+//! errors pass through unchanged. A failure to get a token is a
 //! [`TokenError`], found by downcasting, which tells its
 //! [kind](TokenErrorKind), the endpoint's status and error code, and whether
 //! a retry can help.
@@ -292,11 +292,11 @@
 //!   current token; [`RetryUnauthorized`] relies on this (the layer drops a
 //!   refused token before the retry sees the 401).
 //! - **Timeout outside or inside.** Outside, it bounds waiting for a token as
-//!   well as the call; inside, only the API call. The token request has its
+//!   well as the call. Inside, only the API call. The token request has its
 //!   own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout) either way, and
 //!   a request that times out while waiting does not cancel the fetch.
 //! - **Buffer and concurrency limits.** Inside the layer they limit API
-//!   calls; outside, requests waiting for a token hold their slot while they
+//!   calls. Outside, requests waiting for a token hold their slot while they
 //!   wait. The layer itself never queues: readiness is the inner service's.
 //! - **gRPC.** Wrap a tonic `Channel` directly: `UNAUTHENTICATED` in a
 //!   trailers-only response counts as a 401.

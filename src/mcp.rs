@@ -54,7 +54,7 @@ use crate::service::other_clients::{after_waiting, at_hand, ready_to_send};
 use crate::slots::routes::destination_of;
 
 /// An rmcp `StreamableHttpClient` that carries the layer's tokens (feature
-/// `mcp`); see the [module](self).
+/// `mcp`). See the [module](self).
 ///
 /// - Every call (the `POST` of a message, the `GET` of an event stream, the
 ///   `DELETE` of a session) carries the layer's token as the layer puts it
@@ -65,8 +65,8 @@ use crate::slots::routes::destination_of;
 ///   token replaces it.
 /// - A call the server answers `401` with a challenge (rmcp's
 ///   `StreamableHttpError::AuthRequired`) drops the refused token,
-///   rate-limited as the layer's own, and is made once more with a new one;
-///   a second refusal is returned.
+///   rate-limited as the layer's own, and is made once more with a new one.
+///   A second refusal is returned.
 /// - A call the server answers `403 insufficient_scope` (rmcp's
 ///   `StreamableHttpError::InsufficientScope`) is made once more with a
 ///   token that has the scopes asked for, when the layer may add them
@@ -172,7 +172,7 @@ impl OAuthMcpClient {
 
 impl OAuthLayer {
     /// An rmcp `StreamableHttpClient` that sends through `client` with this
-    /// layer's tokens (feature `mcp`); see [`OAuthMcpClient`].
+    /// layer's tokens (feature `mcp`). See [`OAuthMcpClient`].
     pub fn mcp_client(&self, client: reqwest::Client) -> OAuthMcpClient {
         OAuthMcpClient::new(self.clone(), client)
     }

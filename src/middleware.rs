@@ -49,8 +49,8 @@ use crate::token::params::TokenParams;
 ///   `http::Request`, which reqwest does not have: it is not consulted.)
 /// - A `401` (or a gRPC `UNAUTHENTICATED`) drops the token that was sent
 ///   (rate-limited as the layer's own), and the request is sent once more
-///   with a new token when its body can be cloned (`Request::try_clone`);
-///   otherwise the `401` is returned and the next request gets the new
+///   with a new token when its body can be cloned (`Request::try_clone`).
+///   Otherwise the `401` is returned and the next request gets the new
 ///   token. While the renewal is rate-limited the request would carry the
 ///   very token refused: the `401` is returned at once, not sent again.
 ///   [`resend(false)`](Self::resend) turns the resend off, and with it the
@@ -273,7 +273,7 @@ impl Again {
     /// A copy of `req`; `None` for a body that cannot be cloned (a stream).
     ///
     /// `Request::try_clone` also copies the request's extensions map, which
-    /// reqwest keeps to itself and of which it reads only the timeout; it
+    /// reqwest keeps to itself and of which it reads only the timeout. It
     /// sets the timeout first, which allocates a map, then replaces the map
     /// by the copy: a third of what it costs (BENCHMARKS.md). A request
     /// without a body is copied by hand instead; `tests/clients/reqwest_middleware.rs`

@@ -65,7 +65,7 @@ const STEADY_LOW: f64 = 0.8;
 /// See [`STEADY_LOW`].
 const STEADY_SPREAD: f64 = 0.15;
 
-/// The longest `Retry-After` honoured; a longer one is cut to this.
+/// The longest `Retry-After` honoured. A longer one is cut to this.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 
 /// The timing settings of a layer.

@@ -56,7 +56,7 @@ pub trait TokenSource: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// A [`TokenError`] saying what went wrong; its
+    /// A [`TokenError`] saying what went wrong. Its
     /// [`retry_after`](TokenError::retry_after) sets the back-off.
     fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>>;
 }
@@ -85,7 +85,7 @@ impl TokenSource for ResourceSource {
 
 /// One request to `source`, bounded by `timeout`, counted in `sent` and
 /// reported (by outcome, with its duration) to the metrics as a token
-/// request; a panic of the source is an error, and so is a token that
+/// request. A panic of the source is an error, and so is a token that
 /// cannot be sent as it is ([`check_token`]): before anything caches or
 /// shares it.
 pub(crate) async fn ask_counted(
@@ -111,7 +111,7 @@ pub(crate) async fn ask_counted(
     outcome
 }
 
-/// Runs `fut`; a panic inside it becomes an error, and `fut` is not polled
+/// Runs `fut`. A panic inside it becomes an error, and `fut` is not polled
 /// again.
 pub(crate) async fn caught<T>(
     what: &str,

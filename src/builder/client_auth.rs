@@ -74,7 +74,7 @@ impl OAuthLayerBuilder {
     /// [`build`](Self::build) and again whenever the token endpoint refuses
     /// the client, as for [`client_secret_file`](Self::client_secret_file):
     /// for a secret kept by your own code (a vault client's cache). `read`
-    /// runs on a blocking thread, never on the runtime's; its error's text
+    /// runs on a blocking thread, never on the runtime's. Its error's text
     /// goes into messages, so keep the secret out of it.
     ///
     /// Default: none.
@@ -162,8 +162,8 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// How long a client assertion is valid after it is made (`exp - iat`);
-    /// between 1 second and 1 hour. Each token request makes a new one.
+    /// How long a client assertion is valid after it is made (`exp - iat`).
+    /// Between 1 second and 1 hour. Each token request makes a new one.
     ///
     /// Default: [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME)
     /// (60 s).
@@ -202,7 +202,7 @@ impl OAuthLayerBuilder {
     /// the one given with [`token_url`](Self::token_url) or
     /// [`issuer`](Self::issuer), else the grant's own
     /// ([`JwtBearer::token_url`], a Google key file's `token_uri`). The
-    /// client id is optional (sent when given); without a client secret
+    /// client id is optional (sent when given). Without a client secret
     /// the client authentication is [`ClientAuth::None`],
     /// with one as usual. `scope` and the other parameters go in the body,
     /// but for a grant that puts the scope
@@ -234,7 +234,7 @@ impl OAuthLayerBuilder {
     /// for a token of this layer's, with the builder's `audience`,
     /// `resource` and `scope` (and a token slot's
     /// [`TokenParams`](crate::TokenParams)). The client id is optional
-    /// (sent when given); without a client secret the client authentication
+    /// (sent when given). Without a client secret the client authentication
     /// is [`ClientAuth::None`], with one as usual.
     /// Not with [`auth_url`](Self::auth_url).
     ///

@@ -5,7 +5,7 @@ use super::OAuthLayerBuilder;
 /// The token endpoint: by the product-information API's base URL, by its own URL, or
 /// discovered from an issuer; and whether plain `http` may reach it.
 impl OAuthLayerBuilder {
-    /// The base URL of the authorization service; the token endpoint is
+    /// The base URL of the authorization service. The token endpoint is
     /// `{auth_url}/v1/oauth/accesstoken` (a trailing slash does not double).
     /// Give this or [`token_url`](Self::token_url), not both.
     ///
@@ -32,7 +32,7 @@ impl OAuthLayerBuilder {
     /// `/.well-known/openid-configuration` (OpenID Connect Discovery) when
     /// the first token is needed, in the same fetch, with the same timeout,
     /// size cap and back-off. The metadata's `issuer` must be identical to
-    /// this value (an empty path and `/` count as the same); its `token_endpoint` is used, and its
+    /// this value (an empty path and `/` count as the same). Its `token_endpoint` is used, and its
     /// `token_endpoint_auth_methods_supported` chooses the client
     /// authentication (HTTP Basic when it lists it or lists nothing, else a
     /// form body) unless [`client_auth`](Self::client_auth) says otherwise.
@@ -123,7 +123,7 @@ impl OAuthLayerBuilder {
     /// scopes, and its own authorization server (by the trust rule, see
     /// [`trusted_issuers`](Self::trusted_issuers)), read as for
     /// [`protected_resource`](Self::protected_resource). Other requests get
-    /// the layer's default token; with no [`issuer`](Self::issuer),
+    /// the layer's default token. With no [`issuer`](Self::issuer),
     /// [`token_url`](Self::token_url), [`auth_url`](Self::auth_url) or
     /// `protected_resource`, the layer has none, and such a request fails
     /// alone with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),

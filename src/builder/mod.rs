@@ -103,7 +103,7 @@ impl OAuthLayerBuilder {
     }
 }
 
-/// Every setting by name; the secret, keys and parameter values left out.
+/// Every setting by name. The secret, keys and parameter values left out.
 impl fmt::Debug for OAuthLayerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthLayerBuilder")

@@ -20,7 +20,7 @@ impl OAuthLayerBuilder {
 
     /// Requests a token for this `audience` (one value; setting it again
     /// replaces it). The parameter of servers that name the API a token is
-    /// for by an audience, such as Auth0 and many API gateways; standard
+    /// for by an audience, such as Auth0 and many API gateways. Standard
     /// servers implementing RFC 8707 take [`resource`](Self::resource)
     /// instead, and ignore `audience`.
     ///
@@ -53,7 +53,7 @@ impl OAuthLayerBuilder {
     }
 
     /// Adds `name=value` to the token request body, after the built-in
-    /// parameters; setting a name again replaces its value (use
+    /// parameters. Setting a name again replaces its value (use
     /// [`add_param`](Self::add_param) to send a name more than once). The
     /// names the layer sets itself (`grant_type`, `client_id`,
     /// `client_secret`, `client_assertion`, `client_assertion_type`,
@@ -125,7 +125,7 @@ impl OAuthLayerBuilder {
     /// scope="..."` (RFC 6750 section 3.1, and MCP's step-up). The token of
     /// that request's parameters (the default one, or a slot's) is then
     /// requested again with the scopes it has and those asked for that are
-    /// listed here, and from then on with them; the `403` is marked so
+    /// listed here, and from then on with them. The `403` is marked so
     /// that [`RetryUnauthorized`](crate::RetryUnauthorized) sends it again,
     /// the reqwest middleware and the MCP client send it again themselves.
     ///

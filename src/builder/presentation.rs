@@ -31,7 +31,7 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The scheme written before the token in the header; empty for the
+    /// The scheme written before the token in the header. Empty for the
     /// bare token (`X-Access-Token: <token>`). The token endpoint's
     /// `token_type` (`bearer`, `BearerToken`, ...) does not change it.
     ///
@@ -59,7 +59,7 @@ impl OAuthLayerBuilder {
     /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest); with tonic,
     /// build the client with `with_origin`). Nonces
     /// the token endpoint or an API demand (`use_dpop_nonce`) are kept per
-    /// origin and sent; a `401` that asks for one leaves the token alone, and
+    /// origin and sent. A `401` that asks for one leaves the token alone, and
     /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request
     /// with a new proof.
     ///
@@ -87,7 +87,7 @@ impl OAuthLayerBuilder {
     }
 
     /// Whether a bearer token is taken from a token endpoint that ignores
-    /// the DPoP proof; it is then sent as `Authorization: Bearer`, without
+    /// the DPoP proof. It is then sent as `Authorization: Bearer`, without
     /// proofs, and a warning is logged at each token request. Without it
     /// such an answer is an
     /// [`InvalidResponse`](crate::TokenErrorKind::InvalidResponse) error

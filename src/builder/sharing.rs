@@ -16,7 +16,7 @@ impl OAuthLayerBuilder {
     /// chain, so that none of them sends a refresh token another rotated.
     /// Layers with the same token URL (or issuer), client id, client
     /// authentication (and its signing key), client certificate, DPoP key
-    /// and parameters share one token; layers built on a
+    /// and parameters share one token. Layers built on a
     /// [`token_source`](Self::token_source) share by the
     /// [`token_source_name`](Self::token_source_name) they must be given.
     ///

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::OAuthLayerBuilder;
 
-/// When tokens are renewed and how long a token request may take; how
+/// When tokens are renewed and how long a token request may take. How
 /// failures back off. Every duration is taken up to
 /// [`MAX_SETTING`](crate::MAX_SETTING).
 impl OAuthLayerBuilder {
@@ -64,8 +64,8 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The first delay after a failed token request before another is made;
-    /// each further failure in a row doubles it (with jitter), up to
+    /// The first delay after a failed token request before another is made.
+    /// Each further failure in a row doubles it (with jitter), up to
     /// [`max_backoff`](Self::max_backoff). While no token serves and the
     /// failure can heal (5xx, 429, time-outs, transport errors), retries come
     /// steadily instead, a little before each `min_backoff` (0.8 to 0.95 of

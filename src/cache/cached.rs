@@ -48,8 +48,8 @@ pub(crate) struct CachedToken {
     pub(crate) generation: u64,
     /// The token and what the endpoint said about it.
     pub(crate) token: AccessToken,
-    /// `base64url(SHA-256(token))` for the proofs of a DPoP-bound token;
-    /// none for a bearer token.
+    /// `base64url(SHA-256(token))` for the proofs of a DPoP-bound token.
+    /// None for a bearer token.
     pub(crate) ath: Option<Box<str>>,
     /// When a renewal may next be started, in nanoseconds since the cache's
     /// epoch: the claim that keeps concurrent requests past the renewal

@@ -127,7 +127,7 @@ impl Control {
     }
 
     /// Whether a token may be dropped on purpose at `now`, at most once per
-    /// `interval`; records it if so, else says how long to wait.
+    /// `interval`. Records it if so, else says how long to wait.
     pub(crate) fn may_force(&mut self, now: Instant, interval: Duration) -> Result<(), Duration> {
         if let Some(next) = self.last_forced.map(|last| last + interval) {
             if now < next {

@@ -18,7 +18,7 @@ use crate::token::AccessToken;
 /// What the fetch task needs, and nothing of the cache: so that a fetch
 /// under way never keeps a dropped layer alive.
 pub(crate) struct Fetcher {
-    /// Where tokens come from; replaced when a step-up widens the scope.
+    /// Where tokens come from. Replaced when a step-up widens the scope.
     pub(crate) supply: ArcSwap<TokenSupply>,
     pub(crate) policy: Policy,
     /// What the store did for this layer's fetches.

@@ -2,7 +2,7 @@
 //!
 //! Every request that needs a token while a fetch is under way waits on the
 //! same flight: one token request, however many callers. Waiting costs a
-//! slot in a vector of wakers, no allocation of its own and no channel; the
+//! slot in a vector of wakers, no allocation of its own and no channel. The
 //! outcome wakes them all at once.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -51,7 +51,7 @@ impl Flight {
         self.outcome.get().is_some() || now >= self.overdue_at
     }
 
-    /// Finishes the flight and wakes every waiter; only the first outcome
+    /// Finishes the flight and wakes every waiter. Only the first outcome
     /// counts. Whether this call finished it.
     pub(crate) fn finish(&self, outcome: FetchOutcome) -> bool {
         if self.outcome.set(outcome).is_err() {

@@ -3,20 +3,29 @@
 //!
 //! One request's way through it:
 //!
-//! 1. [`TokenCache::check`] (the hot path): the current token, if the clock
-//!    says it may be presented now. Past its renewal point this also starts
-//!    a renewal in the background ([`TokenCache::renew_ahead`]), and the
-//!    request goes on at once.
-//! 2. Without a usable token, [`TokenCache::acquire`] under the lock: a
-//!    token that arrived meanwhile, the [`Flight`] under way to wait on, the
-//!    last error while backing off, or a new fetch.
-//! 3. The fetch task ([`fetch::Fetcher`]) makes the request; the outcome is
+//! 1. [`TokenCache::check`] is the hot path. It gives the current token if
+//!    the clock says it may be presented now. Past the token's renewal point
+//!    it also starts a renewal in the background
+//!    ([`TokenCache::renew_ahead`]), and the request goes on at once.
+//! 2. Without a usable token, [`TokenCache::acquire`] looks under the lock.
+//!    It finds a token that arrived meanwhile, the [`Flight`] under way to
+//!    wait on, or the last error while backing off. Otherwise it starts a
+//!    new fetch.
+//! 3. The fetch task ([`fetch::Fetcher`]) makes the request. The outcome is
 //!    installed by [`TokenCache::finish`], which also keeps the back-off
 //!    ([`control::Control`], by the rules of [`Policy`]).
 //!
-//! The other files: `control` (the state under the lock), `flight` (the
-//! waiters), `fetch` (one bounded token request), `placement` (how a token
-//! is presented); the timing rules themselves are `crate::policy`'s.
+//! The other files:
+//!
+//! - `control`: the state under the lock;
+//! - `flight`: the requests waiting for a fetch;
+//! - `fetch`: one bounded token request;
+//! - `placement`: how a token is presented;
+//! - `cached`: a token ready to present, and an instance's reference;
+//! - `accessors`: the ways to a token outside a request;
+//! - `step_up`: what the cache does when an API challenges its token.
+//!
+//! The timing rules themselves live in `crate::policy`.
 
 mod accessors;
 mod cached;
@@ -58,7 +67,7 @@ pub(crate) enum Acquire {
     Wait(Arc<Flight>),
 }
 
-/// Why a fetch was started; for logs.
+/// Why a fetch was started. For logs.
 #[derive(Clone, Copy, Debug)]
 enum Reason {
     NoToken,
@@ -67,7 +76,7 @@ enum Reason {
 }
 
 /// The shared state behind one `OAuthLayer` and every service built from
-/// it. Dropped with the last of them; a fetch under way is then stopped.
+/// it. Dropped with the last of them. A fetch under way is then stopped.
 pub(crate) struct TokenCache {
     current: ArcSwapOption<CachedToken>,
     /// Bumped after every store to `current` (all made under the lock): a
@@ -559,7 +568,7 @@ impl TokenCache {
 
 /// What a forced renewal did.
 enum Forced {
-    /// The token was dropped; a new one is being fetched.
+    /// The token was dropped. A new one is being fetched.
     Dropped,
     /// The token was no longer the current one (or there was none): the
     /// next request gets another.
@@ -596,7 +605,7 @@ impl FetchTask {
 impl Drop for FetchTask {
     /// Finishes the flight as cut off if the task ends without an outcome (its
     /// runtime shut down, its layer was dropped), so that nobody waits for
-    /// it; the cache forgets a finished flight the next time it looks
+    /// it. The cache forgets a finished flight the next time it looks
     /// ([`Control::under_way`]). The lock is not taken here: a task can be
     /// dropped inside `spawn`, which runs under it.
     fn drop(&mut self) {

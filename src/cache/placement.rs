@@ -11,7 +11,7 @@ use crate::token::AccessToken;
 pub(crate) struct Placement {
     /// The header that carries the token.
     pub(crate) header_name: HeaderName,
-    /// The scheme before the token (`Bearer`); empty for the bare token.
+    /// The scheme before the token (`Bearer`). Empty for the bare token.
     pub(crate) auth_scheme: String,
     /// Leave a request's own header of that name in place.
     pub(crate) keep_existing: bool,
@@ -46,7 +46,7 @@ impl Placement {
 
     /// The header value that presents `token` (`Bearer <token>`, as
     /// configured, or `DPoP <token>` for a token bound to the layer's key,
-    /// with the `ath` its proofs carry), marked sensitive; an error for a
+    /// with the `ath` its proofs carry), marked sensitive. An error for a
     /// token that cannot be sent in a header, or a bearer token a strict
     /// DPoP layer must refuse.
     pub(crate) fn header_for(

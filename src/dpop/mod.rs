@@ -248,7 +248,7 @@ pub(crate) enum DpopAnswer {
 
 impl Dpop {
     /// A proof for `req`, bound to the token whose hash is `ath`, for the
-    /// request's origin's latest nonce; and the request's target, to read
+    /// request's origin's latest nonce, with the request's target to read
     /// the answer by. A proof a custom signer makes takes time: once it is
     /// made, the token (usable until `usable_until`) is checked again, and a
     /// token that ran out meanwhile fails the request rather than go with it.

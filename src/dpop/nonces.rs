@@ -13,7 +13,7 @@ use crate::message::challenge::challenges;
 /// The response header that carries a server's nonce.
 const DPOP_NONCE: HeaderName = HeaderName::from_static("dpop-nonce");
 
-/// How many origins' nonces are kept; past it the one stored longest ago
+/// How many origins' nonces are kept. Past it the one stored longest ago
 /// goes.
 pub(crate) const MAX_ORIGINS: usize = 64;
 
@@ -22,7 +22,7 @@ pub(crate) const MAX_ORIGINS: usize = 64;
 const MAX_NONCE_LEN: usize = 1024;
 
 /// The latest nonce per origin. Read on every proof (a load, no lock, no
-/// count taken); written when a server sends a new one, by copying the
+/// count taken). Written when a server sends a new one, by copying the
 /// small map.
 #[derive(Default)]
 pub(crate) struct NonceBook {

@@ -34,7 +34,7 @@ pub struct ServerMetadata {
     /// The token endpoint (`token_endpoint`).
     pub token_endpoint: String,
     /// The client authentication methods the server lists
-    /// (`token_endpoint_auth_methods_supported`); empty when it lists none,
+    /// (`token_endpoint_auth_methods_supported`). Empty when it lists none,
     /// which means `client_secret_basic`.
     pub auth_methods: Vec<String>,
     /// The client authentication the layer uses: the one chosen with
@@ -50,14 +50,14 @@ pub struct ServerMetadata {
     /// [`ClientAuth::TlsClientAuth`].
     pub mtls_token_endpoint: Option<String>,
     /// The JWS algorithms the server takes for DPoP proofs
-    /// (`dpop_signing_alg_values_supported`, RFC 9449 section 5.1); empty
+    /// (`dpop_signing_alg_values_supported`, RFC 9449 section 5.1). Empty
     /// when it lists none. A layer whose [DPoP key](crate::OAuthLayerBuilder::dpop)
     /// signs with another logs a warning.
     pub dpop_algorithms: Vec<String>,
-    /// The scopes the server lists (`scopes_supported`); empty when it lists
+    /// The scopes the server lists (`scopes_supported`). Empty when it lists
     /// none. Some servers refuse a token request without a scope.
     pub scopes_supported: Vec<String>,
-    /// The grants the server lists (`grant_types_supported`); empty when it
+    /// The grants the server lists (`grant_types_supported`). Empty when it
     /// lists none.
     pub grant_types: Vec<String>,
 }
@@ -293,7 +293,7 @@ pub(crate) async fn get_json(
 }
 
 /// The strings of the array `key` in `doc`, each clipped and escaped (server
-/// text), at most 32; empty when there is none.
+/// text), at most 32. Empty when there is none.
 pub(crate) fn texts(doc: &serde_json::Map<String, Value>, key: &str) -> Vec<String> {
     doc.get(key)
         .and_then(Value::as_array)

@@ -61,7 +61,7 @@ pub(crate) struct SentProof {
 
 impl Prepared {
     /// The parts of `spec`'s requests to `target` with `secret` (version
-    /// `version`); the values must already be checked to fit the client
+    /// `version`). The values must already be checked to fit the client
     /// authentication.
     pub(crate) fn new(
         spec: &RequestSpec,

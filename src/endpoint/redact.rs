@@ -13,7 +13,7 @@ use crate::support::encoding::{base64, form_urlencode, percent_encode};
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";
 
-/// The forms of one client's secret; see the [module](self).
+/// The forms of one client's secret. See the [module](self).
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     /// Longest first, so that a form containing another goes whole.
@@ -42,7 +42,7 @@ impl Redactor {
         Redactor::default().with(sent)
     }
 
-    /// These forms and `sent`, each also as a JSON string writes it; longest
+    /// These forms and `sent`, each also as a JSON string writes it. Longest
     /// first.
     fn with(&self, sent: Vec<String>) -> Redactor {
         let mut forms = self.forms.clone();

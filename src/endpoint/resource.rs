@@ -46,7 +46,7 @@ pub struct ResourceMetadata {
     /// The one the layer requests tokens from, by the trust rule (see
     /// [`trusted_issuers`](crate::OAuthLayerBuilder::trusted_issuers)).
     pub issuer: String,
-    /// The scopes the resource lists (`scopes_supported`); requested when
+    /// The scopes the resource lists (`scopes_supported`). Requested when
     /// the layer has no `scope` of its own.
     pub scopes_supported: Vec<String>,
     /// Whether the resource takes only DPoP-bound tokens

@@ -22,7 +22,7 @@ pub(crate) struct RequestSpec {
     /// The user's choice; `None`: chosen by discovery from the server's
     /// metadata (with a URL the builder always chooses).
     pub(crate) auth: Option<ClientAuth>,
-    /// The layer's own parameters; a token slot's replace or extend them.
+    /// The layer's own parameters. A token slot's replace or extend them.
     pub(crate) params: Vec<(String, String)>,
     /// How client assertions and grant assertions are signed.
     pub(crate) assertion: AssertionSettings,

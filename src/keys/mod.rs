@@ -1,6 +1,6 @@
 //! Keys: the signature algorithms, signing keys (in memory or behind a
 //! [`JwsSigner`]) and their public JWKs and thumbprints. Used by client
-//! assertions and DPoP; knows nothing of tokens or requests.
+//! assertions and DPoP. Knows nothing of tokens or requests.
 
 mod algorithm;
 pub(crate) mod jwk;

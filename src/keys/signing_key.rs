@@ -72,7 +72,7 @@ pub trait JwsSigner: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// Whatever kept the signature from being made; the layer reports it as
+    /// Whatever kept the signature from being made. The layer reports it as
     /// a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing) failure.
     fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>>;
 
@@ -105,7 +105,7 @@ pub struct SigningKey {
     signer: Arc<Signer>,
     key_id: Option<Arc<str>>,
     /// SHA-256 of the private key's bytes, for deriving other keys from it
-    /// (a token store's sealing key); none for a custom signer.
+    /// (a token store's sealing key). None for a custom signer.
     seed: Option<[u8; 32]>,
 }
 
@@ -197,7 +197,7 @@ impl SigningKey {
     /// Reads a private key from a JWK (RFC 7517): `kty` `EC` with `crv`
     /// `P-256`, `OKP` with `crv` `Ed25519`, or `RSA` with its CRT
     /// parameters. The algorithm is the JWK's `alg`, else ES256, EdDSA or
-    /// RS256 by key type; the key id is its `kid`.
+    /// RS256 by key type. The key id is its `kid`.
     ///
     /// # Errors
     ///
@@ -292,7 +292,7 @@ impl SigningKey {
 
     /// A new key for `algorithm`, from the system's random source: EC P-256
     /// or Ed25519. RSA keys are not made here (`ring` does not generate
-    /// them); read one with [`from_pem`](Self::from_pem).
+    /// them). Read one with [`from_pem`](Self::from_pem).
     pub(crate) fn generate(algorithm: Algorithm) -> Result<Self, ConfigError> {
         let rng = SystemRandom::new();
         let no_random = |_| invalid_key("the system's random source gave no bytes for a new key");
@@ -352,7 +352,7 @@ impl SigningKey {
         )
     }
 
-    /// SHA-256 of the private key's bytes; none for a custom signer.
+    /// SHA-256 of the private key's bytes. None for a custom signer.
     pub(crate) fn seed(&self) -> Option<&[u8]> {
         self.seed.as_ref().map(|s| s.as_slice())
     }
@@ -470,7 +470,7 @@ impl SigningKey {
 
     /// The public half of a key held here, as its raw bytes (the
     /// uncompressed point for P-256, the 32 bytes for Ed25519, the DER
-    /// `RSAPublicKey` for RSA); none for a custom signer.
+    /// `RSAPublicKey` for RSA). None for a custom signer.
     fn public_key(&self) -> Option<&[u8]> {
         match &*self.signer {
             Signer::Rsa(key, _) => Some(key.public_key().as_ref()),

@@ -2,18 +2,18 @@
 //! `auth-param` grammar of RFC 9110 section 11: several challenges in one
 //! header and in several headers, parameters with token or quoted-string
 //! values (escapes undone), a `token68` alone. Read only on a refusal, off
-//! the warm path; anything from the network is hostile here: the input is
+//! the warm path. Anything from the network is hostile here: the input is
 //! capped, malformed syntax ends the reading (what came before it is kept),
 //! and nothing panics.
 
 use http::HeaderMap;
 
-/// The bytes of `WWW-Authenticate` read, over all its headers; the rest is
+/// The bytes of `WWW-Authenticate` read, over all its headers. The rest is
 /// ignored.
 const MAX_BYTES: usize = 8 * 1024;
-/// Challenges kept; more are ignored.
+/// Challenges kept. More are ignored.
 const MAX_CHALLENGES: usize = 16;
-/// Parameters kept per challenge; more are ignored.
+/// Parameters kept per challenge. More are ignored.
 const MAX_PARAMS: usize = 32;
 
 /// One challenge of an API's `WWW-Authenticate` headers: its scheme, and
@@ -22,7 +22,7 @@ const MAX_PARAMS: usize = 32;
 /// malformed syntax ends the reading, keeping what came before it).
 ///
 /// The layer reads them itself on a `401` or `403` (a refused token, a DPoP
-/// nonce, `insufficient_scope`, `resource_metadata`); this is the same
+/// nonce, `insufficient_scope`, `resource_metadata`). This is the same
 /// reading, for code that handles an API's answer on its own.
 ///
 /// ```
@@ -149,7 +149,7 @@ impl Parser<'_> {
         }
     }
 
-    /// A token (RFC 9110 section 5.6.2); empty when none starts here.
+    /// A token (RFC 9110 section 5.6.2). Empty when none starts here.
     fn token(&mut self) -> &str {
         let start = self.at;
         while self.peek().is_some_and(is_tchar) {

@@ -182,7 +182,7 @@ pub(crate) struct ProvedToken<L = Arc<CacheRef>> {
 }
 
 impl<L: CacheHandle> ProvedToken<L> {
-    /// Reads the API's answer as [`SentToken::answered`] does; besides, a
+    /// Reads the API's answer as [`SentToken::answered`] does. Besides, a
     /// new nonce is kept, and a 401 that asks for a nonce or refuses only
     /// the proof leaves the token alone.
     #[inline(never)]
@@ -238,12 +238,12 @@ pub(crate) enum NextStep<L = Arc<CacheRef>> {
         ProvedToken<L>,
         BoxFuture<'static, Result<HeaderValue, TokenError>>,
     ),
-    /// It cannot carry the token; it fails alone.
+    /// It cannot carry the token. It fails alone.
     Fail(TokenError),
 }
 
 /// Puts `token` on `req`, replacing a header of that name, with a DPoP
-/// proof when the token is bound to the layer's key; says what the request
+/// proof when the token is bound to the layer's key. Says what the request
 /// needs next. `cache_ref` goes with the request to its answer.
 #[inline]
 pub(crate) fn authorize<R: Outgoing, L: CacheHandle>(

@@ -1,20 +1,30 @@
 //! [`OAuthService`]: the middleware itself, and a request's way through it.
 //!
-//! `call` reads top to bottom. The usual request first: on a layer that
-//! puts its token in `Authorization`, replaces a request's own and chooses
-//! no token slot, a request without extensions takes the default token as
-//! the instance's own [`View`] of it has it, before the token's renewal
-//! point: one load tells the view its token is still the current one, one
-//! comparison with the clock that it may be sent as it is (the check
-//! [`TokenCache::check`](crate::cache::TokenCache::check) makes). Any other request takes the long way, out
-//! of line: one that selects a [token slot](crate::slots) takes the slot's
-//! reference; one that brings its own credential (`keep_existing_header`) goes
-//! on; else the default token, through the view or the cache, is placed on
-//! the request ([`authorize()`]) and the inner service called. Without a
-//! usable token the request waits in its [`ResponseFuture`] for the shared
-//! fetch ([`TokenCache::acquire`](crate::cache::TokenCache::acquire)). `future` holds that future,
-//! `authorize` the one place a token (and its DPoP proof) goes on a
-//! request, and reads the answer, `view` the instance's view.
+//! `call` reads top to bottom, the usual request first. A layer is "plain"
+//! when it puts its token in `Authorization`, replaces a request's own
+//! header, and chooses no token slot. On such a layer, a request without
+//! extensions takes the default token from the instance's own [`View`],
+//! before the token's renewal point. One load tells the view its token is
+//! still the current one. One comparison with the clock says it may be sent
+//! as it is, the check [`TokenCache::check`](crate::cache::TokenCache::check)
+//! makes.
+//!
+//! Any other request takes the long way, out of line:
+//!
+//! - one that selects a [token slot](crate::slots) takes the slot's cache;
+//! - one that brings its own credential (`keep_existing_header`) goes on
+//!   untouched;
+//! - any other gets the default token, through the view or the cache.
+//!   [`authorize()`] places it on the request, and the inner service is
+//!   called.
+//!
+//! Without a usable token, the request waits in its [`ResponseFuture`] for
+//! the shared fetch
+//! ([`TokenCache::acquire`](crate::cache::TokenCache::acquire)).
+//!
+//! The files: `future` holds that future. `authorize` is the one place a
+//! token and its DPoP proof go on a request, and where the answer is read.
+//! `view` is the instance's view.
 
 pub(crate) mod authorize;
 mod future;
@@ -43,7 +53,7 @@ use crate::support::boxed::BoxError;
 use crate::token::params::TokenParams;
 
 /// Sets `Authorization: Bearer <token>` (or the header and scheme configured)
-/// on every request and passes it to the inner service; built by
+/// on every request and passes it to the inner service. Built by
 /// [`OAuthLayer`](crate::OAuthLayer).
 ///
 /// With a token at hand (the usual case) [`call`](Service::call) inserts the
@@ -52,14 +62,14 @@ use crate::token::params::TokenParams;
 /// header value, made at the second request that finds a new token, so that
 /// threads, each with its own clone of the service, never count references
 /// on one shared value. Without one, the request waits for the shared token
-/// fetch; the inner service is called when the token arrives.
+/// fetch. The inner service is called when the token arrives.
 ///
 /// Errors are [`BoxError`]: the inner service's own errors, passed through,
 /// or a [`TokenError`](crate::TokenError) when no token could be had.
 ///
-/// A `401 Unauthorized` answer is returned to the caller unchanged; the token
+/// A `401 Unauthorized` answer is returned to the caller unchanged. The token
 /// that was sent is dropped (if it is still the current one) so that the
-/// next request gets a new one. Such forced renewals are rate-limited; see
+/// next request gets a new one. Such forced renewals are rate-limited. See
 /// [`OAuthLayerBuilder::forced_renewal_interval`](crate::OAuthLayerBuilder::forced_renewal_interval).
 #[must_use]
 pub struct OAuthService<S> {
@@ -281,7 +291,7 @@ impl<S> OAuthService<S> {
     }
 
     /// The inner service that was made ready for this request, to take
-    /// along; a clone takes its place.
+    /// along. A clone takes its place.
     fn take_ready(&mut self) -> S
     where
         S: Clone,

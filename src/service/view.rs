@@ -6,13 +6,13 @@
 //! load and a comparison per request; a new view is made when the token was
 //! replaced or dropped. A request may use the view's header at once only
 //! before the token's renewal point (the exact check against the clock
-//! that every request makes); past it, or without a bearer token, the
+//! that every request makes). Past it, or without a bearer token, the
 //! request takes the cache's own way ([`TokenCache::check`](crate::cache::TokenCache::check)).
 //!
 //! Why a copy: every request clones the header value it puts on the
 //! request, which counts a reference on the value's bytes. With one value
-//! for all, threads that send at once fight over that count's cache line;
-//! with a copy of its own, each instance (and so each thread, each with its
+//! for all, threads that send at once fight over that count's cache line.
+//! With a copy of its own, each instance (and so each thread, each with its
 //! own clone of the service) counts on its own memory. The copy is made at
 //! the second request that finds a new token, so that an instance made for
 //! one request (`svc.clone().oneshot(req)`) makes none.
@@ -82,7 +82,7 @@ impl View {
     }
 
     /// The header to send now with a plain request, if the view says its
-    /// token may be sent as it is at `now`; else `None`: the request takes
+    /// token may be sent as it is at `now`. Otherwise `None`: the request takes
     /// the service's other ways.
     #[inline]
     pub(super) fn plain_bearer(
@@ -95,7 +95,7 @@ impl View {
     }
 
     /// The header to send now with a request that takes the default token,
-    /// if the view says its token may be sent as it is at `now`; else
+    /// if the view says its token may be sent as it is at `now`. Otherwise
     /// `None`: take the cache's way with [`token`](Self::token).
     #[inline]
     pub(super) fn bearer(
@@ -136,7 +136,7 @@ impl View {
         self.generation
     }
 
-    /// A new view of the cache's current token, at `now`; for the token
+    /// A new view of the cache's current token, at `now`. For the token
     /// the view has, its own copy of the header value, when due, and the
     /// instance's own `cache_ref` with the first such copy.
     #[cold]

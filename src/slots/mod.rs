@@ -41,7 +41,7 @@ struct Slot {
 
 /// A layer's token slots.
 pub(crate) struct Slots {
-    /// How to make a slot's cache; none for a layer on a token source.
+    /// How to make a slot's cache. None for a layer on a token source.
     factory: Option<Arc<SlotFactory>>,
     params_for: Option<ParamsFor>,
     /// The protected resources whose requests get their own slots.
@@ -184,7 +184,7 @@ impl Slots {
         Ok(Arc::clone(&slot.cache_ref))
     }
 
-    /// Removes the least recently used slot from `map`; its cache, and any
+    /// Removes the least recently used slot from `map`. Its cache, and any
     /// fetch of it, go when the last request using it is done.
     fn evict(&self, map: &mut SlotMap) {
         let Some(oldest) = map

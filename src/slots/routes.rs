@@ -1,7 +1,7 @@
 //! [`Routes`]: which of a layer's protected resources
 //! (`protected_resources`) a request's URL lies under: the same scheme, host
 //! and port, and a path that is the resource's or below it. The longest
-//! match wins; a request under none gets the layer's default token.
+//! match wins. A request under none gets the layer's default token.
 
 use crate::token::params::TokenParams;
 

@@ -379,7 +379,7 @@ impl fmt::Debug for FileStore {
 }
 
 impl Files {
-    /// The values in the file; none when it is missing, too large, or does
+    /// The values in the file. None when it is missing, too large, or does
     /// not read (said once: the next write replaces it).
     fn read(&self) -> Map<String, Value> {
         let text = match std::fs::metadata(&self.path) {

@@ -137,7 +137,7 @@ impl<'a> FetchContext<'a> {
     /// fetch, once the token was refused, or once it ran out. While it
     /// leaves time, a store whose backend does not answer may try the
     /// backend again for a while instead of fetching alone (a failover
-    /// passes, and the fleet still makes one token request); asked again
+    /// passes, and the fleet still makes one token request). Asked again
     /// between tries, it says when to stop.
     pub fn serving_for(&self) -> Option<Duration> {
         (self.serving_until)()

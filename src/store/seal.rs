@@ -8,7 +8,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 
-/// What a sealed value starts with; anything else (a token stored in clear
+/// What a sealed value starts with. Anything else (a token stored in clear
 /// by an older version, garbage) does not open.
 const PREFIX: &str = "sealed2.";
 

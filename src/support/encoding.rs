@@ -53,7 +53,7 @@ pub(crate) fn jwt_header(token: &str) -> Result<serde_json::Value, &'static str>
     )
 }
 
-/// Part `index` of the JWT `token`, decoded as JSON; or why it is no JWT
+/// Part `index` of the JWT `token`, decoded as JSON, or why it is no JWT
 /// (`why`: not base64url, not JSON).
 fn jwt_part(
     token: &str,

@@ -2,7 +2,7 @@
 //! `OAuthLayer::stats` (`stats`), and here metrics through the `metrics`
 //! facade (feature `metrics`), to whichever recorder the program installed
 //! (Prometheus, OpenTelemetry, StatsD exporters). Named in the OpenTelemetry semantic
-//! conventions' style; every label takes a few fixed values, never a token,
+//! conventions' style. Every label takes a few fixed values, never a token,
 //! a secret or anything from a request. Without the feature, each function
 //! is empty.
 //!

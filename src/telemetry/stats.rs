@@ -6,7 +6,7 @@ use std::time::Duration;
 /// A snapshot of a layer's counters and token state, from
 /// [`OAuthLayer::stats`](crate::OAuthLayer::stats). Reading it takes a few
 /// relaxed atomic loads, one clock read and a brief lock that requests do not
-/// take on their hot path; the counters count since the layer was built,
+/// take on their hot path. The counters count since the layer was built,
 /// across all its clones (and, in `OAuthLayer::stats`, all its token slots).
 ///
 /// For the load a fleet puts on the identity provider, sum
@@ -55,7 +55,7 @@ pub struct Stats {
     /// wait for a token request.
     pub waited_for_token: u64,
     /// API answers (`401` with `WWW-Authenticate: DPoP
-    /// error="use_dpop_nonce"`) that asked for a new DPoP nonce; the token
+    /// error="use_dpop_nonce"`) that asked for a new DPoP nonce. The token
     /// stayed. Such a request is resent by
     /// [`RetryUnauthorized`](crate::RetryUnauthorized).
     pub dpop_nonce_challenges: u64,
@@ -94,7 +94,7 @@ impl Stats {
     }
 }
 
-/// The counters behind [`Stats`]; touched only off the hot path.
+/// The counters behind [`Stats`]. Touched only off the hot path.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) fetches: AtomicU64,

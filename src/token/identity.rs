@@ -132,7 +132,7 @@ fn field(out: &mut Vec<u8>, tag: u8, value: &str) {
     out.extend_from_slice(&value.as_bytes()[..len as usize]);
 }
 
-/// What a token is for; see the [module](self).
+/// What a token is for. See the [module](self).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct TokenIdentity(Arc<Inner>);
 

@@ -67,10 +67,10 @@ use crate::policy::DEFAULT_LIFETIME;
 /// An access token and what the token endpoint said about it (the access
 /// token response of the product-information API's authentication interface, section 2).
 ///
-/// Only `access_token` is required of a response; every other field is
+/// Only `access_token` is required of a response. Every other field is
 /// optional, numbers may come as strings, and unknown fields are ignored.
 ///
-/// `Debug` never shows the token itself; reach it with
+/// `Debug` never shows the token itself. Reach it with
 /// [`expose_token`](AccessToken::expose_token).
 ///
 /// ```
@@ -103,7 +103,7 @@ pub struct AccessToken {
 }
 
 impl AccessToken {
-    /// A token with no metadata; its lifetime is the product-information API's
+    /// A token with no metadata. Its lifetime is the product-information API's
     /// 60 minutes unless [`with_expires_in`](AccessToken::with_expires_in)
     /// says otherwise.
     pub fn new(access_token: impl Into<String>) -> Self {
@@ -146,7 +146,7 @@ impl AccessToken {
     }
 
     /// The lifetime the issuer announced (`expires_in`), cut to 24 hours.
-    /// `None` when the response had none or an unreadable one; the layer then
+    /// `None` when the response had none or an unreadable one. The layer then
     /// uses the product-information API's 60 minutes.
     pub fn expires_in(&self) -> Option<Duration> {
         self.expires_in
@@ -174,7 +174,7 @@ impl AccessToken {
         self.refresh_in.map(|r| r.min(MAX_LIFETIME))
     }
 
-    /// `scope`; may be empty.
+    /// `scope`. May be empty.
     pub fn scope(&self) -> Option<&str> {
         self.scope.as_deref()
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 ///
 /// The parameters replace the layer's own of the same names (its
 /// [`scope`](crate::OAuthLayerBuilder::scope), say) and add the others.
-/// Built with setters like the builder's; cloning is cheap (a reference
+/// Built with setters like the builder's. Cloning is cheap (a reference
 /// count), so build each set once and clone it onto requests.
 ///
 /// ```

@@ -375,7 +375,7 @@ impl OAuthLayerBuilder {
         }
     }
 
-    /// What makes the layer's tokens interchangeable, never the secret; the
+    /// What makes the layer's tokens interchangeable, never the secret. The
     /// parameters are added by the factory.
     fn identity(
         &self,

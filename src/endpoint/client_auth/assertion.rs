@@ -88,7 +88,7 @@ impl ClientAssertion {
     }
 
     /// How long after its making the assertion is valid (`exp - iat`),
-    /// rounded up to whole seconds; longer than
+    /// rounded up to whole seconds. Longer than
     /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
     ///
     /// Default: [`DEFAULT_ASSERTION_LIFETIME`] (60 s).
@@ -236,8 +236,8 @@ pub(crate) enum AssertionKey {
 /// party being taken by another (a client that sends, to a server, an
 /// assertion whose audience is some other server's endpoint). Here the
 /// issuer is the configured one (discovery refuses metadata naming
-/// another), and the URL is the very URL the assertion is sent to; so every
-/// assertion names its own recipient, and none is ever good at a server it
+/// another), and the URL is the very URL the assertion is sent to. Every
+/// assertion so names its own recipient, and none is ever good at a server it
 /// was not sent to.
 pub(crate) struct Assertions {
     key: AssertionKey,

@@ -60,7 +60,7 @@ pub enum ClientAuth {
     /// with `:`, base64-encoded in the `Authorization` header; the body holds
     /// `grant_type` and any extra parameters, form-urlencoded. Servers that
     /// form-decode the credentials (as RFC 6749 says) and servers that only
-    /// percent-decode them both read any secret back exactly; servers that
+    /// percent-decode them both read any secret back exactly. Servers that
     /// decode nothing read secrets of letters, digits and `-._~` exactly.
     Basic,
     /// HTTP Basic authentication with id and secret as they are, not
@@ -117,7 +117,7 @@ pub enum ClientAuth {
     ///
     /// The file is read at each token request, so a renewed one is taken at
     /// the next (and a refused assertion is tried once more if the file
-    /// changed meanwhile); nothing of it is kept. A file that reads empty or
+    /// changed meanwhile). Nothing of it is kept. A file that reads empty or
     /// not as a JWT is read again a few times within about a quarter of a
     /// second (a writer that truncates first). Missing, empty, unreadable,
     /// not a JWT, or past its `exp`: a [`TokenError`](crate::TokenError) of
@@ -288,7 +288,7 @@ use crate::policy::{DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME};
 /// `client_secret_jwt`) beyond the key.
 #[derive(Clone, Debug)]
 pub(crate) struct AssertionSettings {
-    /// The `aud`; none: the issuer with discovery, else the token endpoint.
+    /// The `aud`. None: the issuer with discovery, else the token endpoint.
     pub(crate) audience: Option<String>,
     pub(crate) lifetime: std::time::Duration,
     pub(crate) typ: Option<String>,
@@ -306,7 +306,7 @@ pub(crate) struct AssertionSettings {
     pub(crate) key_file: Option<(crate::keys::Algorithm, Option<String>)>,
 }
 
-/// The key of a rotating key file's `pem`, for `settings`; none if it
+/// The key of a rotating key file's `pem`, for `settings`. None if it
 /// does not read (then the key the layer was built with stays).
 pub(crate) fn key_from_file(
     settings: &AssertionSettings,

@@ -1,8 +1,8 @@
 //! Credentials that change while a layer lives: a client secret read from a
 //! file or a function (and read again when the token endpoint refuses it),
 //! and a client assertion a platform writes to a file (read at each token
-//! request). Reading is bounded in size and time, off the runtime's threads;
-//! errors name the file, never its content.
+//! request). Reading is bounded in size and time, off the runtime's threads.
+//! Errors name the file, never its content.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -312,7 +312,7 @@ impl fmt::Display for Problem {
     }
 }
 
-/// The file's text, at most [`MAX_FILE`] bytes; errors name the path.
+/// The file's text, at most [`MAX_FILE`] bytes. Errors name the path.
 fn read_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let named = |why: String| format!("cannot read `{}`: {why}", path.display());
@@ -337,7 +337,7 @@ fn non_empty(path: &Path, text: String) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
-/// A JWT's `exp`, when it has one; an error saying why `jwt` is not a JWT
+/// A JWT's `exp`, when it has one. An error saying why `jwt` is not a JWT
 /// (never showing it).
 fn jwt_exp(jwt: &str) -> Result<Option<u64>, &'static str> {
     if jwt.split('.').any(str::is_empty) {

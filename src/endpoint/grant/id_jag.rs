@@ -27,8 +27,8 @@ use crate::endpoint::grant::token_exchange::SubjectToken;
 /// 2. presents the ID-JAG to that authorization server with the JWT-bearer
 ///    grant (RFC 7523) and the layer's client authentication.
 ///
-/// The ID-JAG is kept until shortly before its `exp`, and renewals reuse it;
-/// with a [token store](crate::OAuthLayerBuilder::token_store) it is shared
+/// The ID-JAG is kept until shortly before its `exp`, and renewals reuse it.
+/// With a [token store](crate::OAuthLayerBuilder::token_store) it is shared
 /// as tokens are. An ID-JAG the server refuses (`invalid_grant`) is dropped
 /// and the request made once more with a new one. A refusal at either step
 /// names the step, the server and what was asked, never a token.

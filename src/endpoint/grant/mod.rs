@@ -261,7 +261,7 @@ impl GrantProof {
 }
 
 /// Appends the subject token of `exchange`, asked now, and the token types
-/// (RFC 8693 section 2.1); the subject token.
+/// (RFC 8693 section 2.1). The subject token.
 async fn append_subject(
     exchange: &TokenExchange,
     asking: &Asking,

@@ -197,7 +197,7 @@ impl SubjectToken {
 
     /// GitHub Actions' OIDC token for `audience`, asked at
     /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`
-    /// (a job with `permissions: id-token: write`); kept until a minute
+    /// (a job with `permissions: id-token: write`). Kept until a minute
     /// before its `exp`. A JWT: for a token exchange, a JWT-bearer grant,
     /// or a client assertion ([`ClientAuth::Assertion`](crate::ClientAuth::Assertion),
     /// Entra ID's federated credentials, say).
@@ -208,7 +208,7 @@ impl SubjectToken {
     }
 
     /// GCP's identity token for `audience`, from the metadata server
-    /// (`Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when set); kept
+    /// (`Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when set). Kept
     /// until a minute before its `exp`.
     pub fn gcp_metadata(audience: impl Into<String>) -> Self {
         Self::platform(crate::endpoint::grant::platform::Platform::Gcp {

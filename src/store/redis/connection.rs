@@ -134,7 +134,7 @@ impl Deployment {
     }
 
     /// A connection that connects (and reconnects) on its own when first
-    /// used, each attempt and answer bounded by `timeout`; through Sentinel,
+    /// used, each attempt and answer bounded by `timeout`. Through Sentinel,
     /// to the master it names now. Needs a Tokio runtime.
     pub(super) async fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
         match self {
@@ -192,8 +192,8 @@ impl Deployment {
         }
     }
 
-    /// A subscription to `channel`, each attempt bounded by `timeout`; on a
-    /// cluster, on the first node (of those given) that answers; through
+    /// A subscription to `channel`, each attempt bounded by `timeout`. On a
+    /// cluster, on the first node (of those given) that answers. Through
     /// Sentinel, on the master.
     pub(super) async fn subscribe(&self, channel: &str, timeout: Duration) -> Option<PubSub> {
         match self {

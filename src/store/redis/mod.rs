@@ -31,7 +31,7 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 /// token under one key (`prefix{hash}`, the hash SHA-256 of the token's
 /// identity, never containing the secret), stored with a
 /// time-to-live equal to its remaining usable time. A replica that needs a
-/// token reads Redis first; only when there is no fresh one does it fetch,
+/// token reads Redis first. Only when there is no fresh one does it fetch,
 /// under a lock (`SET NX PX` with a value of its own, released only by its
 /// holder), so that concurrent cold starts and renewals across the fleet make
 /// one token request. The others subscribe to the key's news and are woken
@@ -69,7 +69,7 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 /// or `redis://user:password@host`, ACLs) and, across networks, TLS:
 /// `rediss://` URLs work once one of the `redis` crate's TLS features is
 /// enabled in your build (e.g. `redis = { version = "1", features =
-/// ["tokio-rustls-comp"] }`, with a rustls crypto provider); for your own CA
+/// ["tokio-rustls-comp"] }`, with a rustls crypto provider). For your own CA
 /// or client certificates build the client with `Client::build_with_tls` and
 /// pass it to [`from_client`](RedisStore::from_client).
 ///
@@ -88,7 +88,7 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 pub struct RedisStore {
     deployment: Deployment,
     scripts: Scripts,
-    /// Made when first needed; through Sentinel, made again after an error.
+    /// Made when first needed. Through Sentinel, made again after an error.
     connection: Mutex<Option<Connection>>,
     prefix: String,
     timeout: Duration,
@@ -133,7 +133,7 @@ impl From<RedisError> for Problem {
 /// the connection when it is an I/O error (refused, timed out, dropped),
 /// and the error's own text (the server's answer, or the I/O or TLS error:
 /// "Connection refused (os error 111)"). Redis errors name the command and
-/// the server's answer, never our values; the URL (with a password) is not
+/// the server's answer, never our values. The URL (with a password) is not
 /// part of them.
 fn describe(e: &RedisError) -> String {
     let what = if e.is_connection_refusal() {
@@ -272,7 +272,7 @@ impl RedisStore {
 
     /// Whether replicas waiting for another's fetch subscribe to the news
     /// that its token landed (Redis pub/sub, one channel per key) and are
-    /// woken at once; without, they poll every 25 ms: for a Redis whose ACL
+    /// woken at once. Without, they poll every 25 ms: for a Redis whose ACL
     /// refuses `SUBSCRIBE`. Fetching replicas publish either way.
     ///
     /// Default: `true`.

@@ -117,8 +117,8 @@ impl RedisStore {
         opened
     }
 
-    /// The token from Redis, or fetched for the fleet under the lock;
-    /// waiting for another replica's no later than `give_up`.
+    /// The token from Redis, or fetched for the fleet under the lock.
+    /// A wait for another replica's ends at `give_up`.
     async fn shared(
         &self,
         ctx: &FetchContext<'_>,
