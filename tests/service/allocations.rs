@@ -65,21 +65,31 @@ where
     allocations() - before
 }
 
-#[test]
-fn the_warm_path_allocates_no_more_than_a_fixed_header() {
+/// A runtime for the layer's timers, a warm layer on it, and the
+/// fixed-header baseline, warmed (a first clone of a header value may
+/// promote its buffer).
+fn warm_and_fixed() -> (
+    tokio::runtime::Runtime,
+    tower_oauth::OAuthLayer,
+    impl Service<Request<()>, Response = Response<()>, Error = std::convert::Infallible>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
     let oauth = warm_layer(&rt);
-
     let mut fixed =
         SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
-    let mut svc = oauth.layer(Noop);
-    // Warm both (first clones of a header value may promote its buffer; a
-    // service instance makes its own copy of a new token's header value at
-    // the second request that finds it, once per token).
     allocations_for(&mut fixed, 2);
+    (rt, oauth, fixed)
+}
+
+#[test]
+fn the_warm_path_allocates_no_more_than_a_fixed_header() {
+    let (_rt, oauth, mut fixed) = warm_and_fixed();
+    let mut svc = oauth.layer(Noop);
+    // A service instance makes its own copy of a new token's header value
+    // at the second request that finds it, once per token.
     allocations_for(&mut svc, 2);
 
     let n = 1000;
@@ -102,15 +112,8 @@ fn the_warm_path_allocates_no_more_than_a_fixed_header() {
 /// fixed header's does.
 #[test]
 fn a_clone_for_one_request_allocates_no_more_than_a_fixed_header() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let oauth = warm_layer(&rt);
-    let mut fixed =
-        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    let (_rt, oauth, mut fixed) = warm_and_fixed();
     let svc = oauth.layer(Noop);
-    allocations_for(&mut fixed, 2);
     allocations_for(&mut svc.clone(), 2);
     let n = 1000;
     let baseline = allocations_for(&mut fixed, n);
