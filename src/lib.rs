@@ -110,27 +110,28 @@
 //!
 //! # How a request flows
 //!
-//! Top to bottom, each step in one module (the map is the repository's
-//! `ARCHITECTURE.md`):
+//! Top to bottom, each step in one module. The repository's
+//! `ARCHITECTURE.md` is the map.
 //!
-//! 1. [`OAuthService::call`](tower::Service::call) (`service`): a request
-//!    that brings its own credential goes on untouched; one that carries
-//!    [`TokenParams`] (or that `params_for` chooses parameters for) takes
-//!    its token slot's cache (`slots`), any other the layer's default one.
-//! 2. The cache's current token is checked against the clock (`cache`):
-//!    usable, it goes on at once (past its renewal point a renewal starts in
-//!    the background); otherwise the request waits in its
-//!    [`ResponseFuture`] for the one fetch under way.
-//! 3. The token is placed on the request, with a DPoP proof when it is
-//!    bound (`service::authorize`, the one place a token goes on a request),
-//!    and the inner service is called. The API's answer tells the cache
-//!    whether the token was refused.
-//! 4. A fetch runs on its own task: through the [`TokenStore`] when there is
-//!    one (`store`, keyed by the token's identity, `identity`), else from
-//!    the [`TokenSource`] (`source`), bounded by the fetch timeout. The
-//!    built-in source is the client-credentials request (`endpoint`): client
-//!    authentication, discovery, the answer read, the transport; keys and
-//!    JWKs (`keys`) and DPoP (`dpop`) below it.
+//! 1. [`OAuthService::call`](tower::Service::call), in `service`. A request
+//!    that brings its own credential goes on untouched. One that carries
+//!    [`TokenParams`], or that `params_for` chooses parameters for, takes
+//!    its token slot's cache from `slots`. Any other takes the layer's
+//!    default cache.
+//! 2. The cache's current token is checked against the clock, in `cache`.
+//!    A usable token goes on at once. Past its renewal point, a renewal
+//!    also starts in the background. Without a usable token, the request
+//!    waits in its [`ResponseFuture`] for the one fetch under way.
+//! 3. `service::authorize` places the token on the request, with a DPoP
+//!    proof when the token is bound. It is the one place a token goes on a
+//!    request. The inner service is then called, and the API's answer tells
+//!    the cache whether the token was refused.
+//! 4. A fetch runs on its own task, bounded by the fetch timeout. It goes
+//!    through the [`TokenStore`] when there is one, keyed by the token's
+//!    identity. Otherwise it asks the [`TokenSource`]. The built-in source
+//!    is the token request of `endpoint`: client authentication, discovery,
+//!    the answer read, the transport. Keys, JWKs and DPoP sit below it, in
+//!    `keys` and `dpop`.
 //!
 //! [`OAuthLayer::token`] and [`OAuthLayer::token_for`] take the same way
 //! from step 2, without a request.
@@ -139,14 +140,18 @@
 //!
 //! With [`auth_url`](OAuthLayerBuilder::auth_url), the token request is
 //! exactly what the product-information API's authentication interface
-//! specifies: `POST {auth_url}/v1/oauth/accesstoken`, `Content-Type:
-//! application/x-www-form-urlencoded`, body
-//! `grant_type=client_credentials&client_id=<id>&client_secret=<secret>` with
-//! the values as they are (no percent-encoding), no query parameters, no
-//! redirect followed. The answer is read leniently: `expires_in` as a number
-//! or a string (missing: 60 minutes), any `token_type` spelling, unknown
-//! fields ignored; only a non-empty `access_token` that can be sent in a
-//! header is required. See [`AccessToken`].
+//! specifies:
+//!
+//! - `POST {auth_url}/v1/oauth/accesstoken`, with no query parameters;
+//! - `Content-Type: application/x-www-form-urlencoded`;
+//! - the body `grant_type=client_credentials&client_id=<id>&client_secret=<secret>`,
+//!   the values as they are, without percent-encoding;
+//! - no redirect followed.
+//!
+//! The answer is read leniently. `expires_in` may be a number or a string,
+//! and a missing one means 60 minutes. Any spelling of `token_type` is
+//! taken, and unknown fields are ignored. Only a non-empty `access_token`
+//! that can be sent in a header is required. See [`AccessToken`].
 //!
 //! # A token's life
 //!
