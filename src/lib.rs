@@ -164,63 +164,66 @@
 //!                                                <-expiry_skew->
 //! ```
 //!
-//! - Every instant is reckoned on the local monotonic clock from the moment
-//!   the token request was sent (`issued_at` is informational only).
-//! - Before each use the token's expiry is checked against the clock
-//!   (`tokio::time::Instant`: the system's monotonic clock, or Tokio's paused
-//!   clock in tests): past `usable_until` it is never presented, and requests
-//!   wait for the one shared fetch. No timer or flag stands in for the clock,
-//!   so this holds on every runtime and with any timing, including a
-//!   `current_thread` runtime that only runs now and then. A token that is
-//!   already past `usable_until` when its answer arrives counts as a failed
-//!   fetch.
-//! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin) (default 5 min) is
-//!   honoured up to half the lifetime and
-//!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew) (default 10 s) up to a
-//!   tenth, so even a token of a few seconds serves most of its life.
+//! - Every instant is reckoned on the local monotonic clock, from the
+//!   moment the token request was sent. `issued_at` is informational only.
+//! - Before each use, the token's expiry is checked against the clock,
+//!   `tokio::time::Instant`. That is the system's monotonic clock, or
+//!   Tokio's paused clock in tests. Past `usable_until` a token is never
+//!   presented, and requests wait for the one shared fetch. No timer or
+//!   flag stands in for the clock. So this holds on every runtime and with
+//!   any timing, including a `current_thread` runtime that only runs now
+//!   and then. A token already past `usable_until` when its answer arrives
+//!   counts as a failed fetch.
+//! - [`refresh_margin`](OAuthLayerBuilder::refresh_margin), 5 minutes by
+//!   default, is honoured up to half the lifetime.
+//!   [`expiry_skew`](OAuthLayerBuilder::expiry_skew), 10 seconds by
+//!   default, is honoured up to a tenth. Even a token of a few seconds
+//!   serves most of its life.
 //! - A renewal that fails leaves the current token serving until
-//!   `usable_until`, and is tried again after the back-off.
+//!   `usable_until`. It is tried again after the back-off.
 //!
 //! # Concurrency and failures
 //!
 //! - **One fetch at a time.** However many requests need a token at once,
-//!   one token request is made. All of them wait for its result. The fetch
-//!   runs on its own task: dropping or timing out the request that started it
-//!   neither cancels it nor loses its result.
-//! - **Back-off.** After a failed token request no new one is made before the
-//!   endpoint's `Retry-After` (up to an hour), or else:
-//!   - while no usable token serves and the failure can heal by itself (5xx,
-//!     429, time-outs, transport errors): one request a little before each
-//!     [`min_backoff`](OAuthLayerBuilder::min_backoff) (every 0.8 to 0.95 s
-//!     by default), so requests recover within a second of the endpoint's
-//!     return;
-//!   - for refused credentials (400, 401, ...) and for renewals while a
-//!     token still serves: exponential, from `min_backoff` doubling to
-//!     [`max_backoff`](OAuthLayerBuilder::max_backoff) (60 s); a renewal's
-//!     back-off ends when the token does.
+//!   one token request is made, and all of them wait for its result. The
+//!   fetch runs on its own task. Dropping or timing out the request that
+//!   started it neither cancels it nor loses its result.
+//! - **Back-off.** After a failed token request, no new one is made before
+//!   the endpoint's `Retry-After`, up to an hour. Without one:
+//!   - while no usable token serves, and the failure can heal by itself
+//!     (5xx, 429, time-outs, transport errors), one request is made a
+//!     little before each [`min_backoff`](OAuthLayerBuilder::min_backoff).
+//!     That is every 0.8 to 0.95 s by default, so requests recover within a
+//!     second of the endpoint's return;
+//!   - for refused credentials, such as a 400 or 401, and for renewals while
+//!     a token still serves, the delay is exponential. It starts at
+//!     `min_backoff` and doubles up to
+//!     [`max_backoff`](OAuthLayerBuilder::max_backoff), 60 s by default. A
+//!     renewal's back-off ends when the token does.
 //!
-//!   Every delay is jittered (an exponential one between it and half as
-//!   much again, within the two bounds), the first one included, so
-//!   replicas that fail together do not retry together. Meanwhile a request that needs a token fails at
-//!   once with the last error (see [`TokenError::backing_off`]). A token
-//!   source, transport or store that panics is a failure like any other
-//!   ([`TokenErrorKind::Panic`]).
+//!   Every delay is jittered, the first one included, so replicas that fail
+//!   together do not retry together. An exponential delay falls between
+//!   itself and half as much again, within the two bounds. Meanwhile, a
+//!   request that needs a token fails at once with the last error. See
+//!   [`TokenError::backing_off`]. A token source, transport or store that
+//!   panics is a failure like any other, of kind
+//!   [`TokenErrorKind::Panic`].
 //! - **401 from the API.** The response goes back to the caller unchanged.
-//!   The token that was sent is dropped, if it is still the current one, and
-//!   a new one fetched. At most one such forced renewal per
-//!   [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
-//!   (10 s): an API that refuses every token causes no storm of token
-//!   requests.
-//! - **Bounded.** [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout)
-//!   (10 s) covers the whole token request; its response body is capped at
-//!   64 KiB. The runtime needs its time driver (`enable_time()` or
-//!   `enable_all()`). Without it a fetch fails at once with a
-//!   [`TokenErrorKind::Runtime`] error that says so.
+//!   The token that was sent is dropped if it is still the current one, and
+//!   a new one is fetched. At most one such forced renewal is made per
+//!   [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval),
+//!   10 s by default. An API that refuses every token causes no storm of
+//!   token requests.
+//! - **Bounded.** [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout), 10 s
+//!   by default, covers the whole token request. Its response body is
+//!   capped at 64 KiB. The runtime needs its time driver, from
+//!   `enable_time()` or `enable_all()`. Without it, a fetch fails at once
+//!   with a [`TokenErrorKind::Runtime`] error that says so.
 //! - **Nothing outlives the layer.** The only task the layer spawns is a
-//!   fetch under way. When the last clone of the layer (and every service
-//!   built from it) is dropped, that fetch is stopped and all memory is
-//!   returned. A fetch cut off by its runtime's shutdown is started again
-//!   on whichever runtime is used next: a layer kept in a `static` and used
+//!   fetch under way. When the last clone of the layer and every service
+//!   built from it are dropped, that fetch is stopped and all memory is
+//!   returned. A fetch cut off by its runtime's shutdown starts again on
+//!   whichever runtime is used next. A layer kept in a `static` and used
 //!   from one runtime after another keeps renewing ahead of expiry.
 //!
 //! # Clocks
@@ -228,20 +231,20 @@
 //! - **A suspended machine.** The monotonic clock stands still while a
 //!   machine sleeps, and so does a token's remaining time on it, while its
 //!   real lifetime runs out. The layer does not read the wall clock on each
-//!   request (a second clock read would add about a tenth to the cost of a
-//!   request, and the wall clock can be stepped back): after a resume, the
-//!   first request may carry a token the API refuses; the `401` drops that
+//!   request. A second clock read would add about a tenth to the cost of a
+//!   request, and the wall clock can be stepped back. After a resume, the
+//!   first request may carry a token the API refuses. The `401` drops that
 //!   token, the next request gets a new one, and [`RetryUnauthorized`]
 //!   resends the refused request.
-//! - **Tests with paused time.** With `#[tokio::test(start_paused = true)]`
+//! - **Tests with paused time.** With `#[tokio::test(start_paused = true)]`,
 //!   Tokio moves its clock forward by itself whenever the runtime has
-//!   nothing to do but wait, including while it waits for real I/O: a
-//!   token request to a real (even loopback) server then sees its
-//!   `fetch_timeout` pass at once, and fails with a spurious `Timeout`.
-//!   Test expiry and renewal with paused time against a [`TokenSource`]
-//!   test double (no I/O, and the layer's timings are then exact to the
-//!   instant, see below), and use real time, with short token lifetimes,
-//!   in tests that talk to a server.
+//!   nothing to do but wait, including while it waits for real I/O. A token
+//!   request to a real server, even on loopback, then sees its
+//!   `fetch_timeout` pass at once and fails with a spurious `Timeout`. Test
+//!   expiry and renewal with paused time against a [`TokenSource`] test
+//!   double, which does no I/O and makes the layer's timings exact to the
+//!   instant, as below. Use real time, with short token lifetimes, in tests
+//!   that talk to a server.
 //!
 //! ```
 //! use std::time::Duration;
@@ -294,8 +297,8 @@
 //! ```
 //!
 //! - **Retry outside.** A retried request passes the layer again and gets the
-//!   current token; [`RetryUnauthorized`] relies on this (the layer drops a
-//!   refused token before the retry sees the 401).
+//!   current token. [`RetryUnauthorized`] relies on this: the layer drops a
+//!   refused token before the retry sees the 401.
 //! - **Timeout outside or inside.** Outside, it bounds waiting for a token as
 //!   well as the call. Inside, only the API call. The token request has its
 //!   own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout) either way, and
@@ -309,57 +312,63 @@
 //! # Observability
 //!
 //! [`OAuthLayer::stats`] gives counters and the token's state for health
-//! checks. Events go through [`tracing`](https://docs.rs/tracing): token
-//! fetched and renewal ahead at `debug`, failed token requests (with the
-//! back-off delay) and refused tokens at `warn`, each token request in an
-//! `oauth_token_fetch` span (under the span of the request that started it)
-//! or, for a renewal ahead, an `oauth_token_renewal` span of its own; both
-//! name the token slot (never a parameter's value). No secret or token is
-//! ever logged.
+//! checks. Events go through [`tracing`](https://docs.rs/tracing):
+//!
+//! - a token fetched, and a renewal ahead, at `debug`;
+//! - a failed token request, with its back-off delay, at `warn`;
+//! - a refused token at `warn`.
+//!
+//! Each token request runs in an `oauth_token_fetch` span, under the span
+//! of the request that started it. A renewal ahead runs in an
+//! `oauth_token_renewal` span of its own. Both spans name the token slot,
+//! never a parameter's value. No secret or token is ever logged.
 //!
 //! # Secrets
 //!
 //! The client secret and tokens never appear in `Debug` or `Display` of any
 //! type of this crate, nor in its logs. Error text from the token endpoint
-//! has the secret scrubbed out in every form the crate sent it (raw,
-//! percent- and form-encoded, inside the Basic credential, JSON-escaped),
-//! its control characters escaped, and is cut to a bounded length. The
+//! has the secret scrubbed out in every form the crate sent it: raw,
+//! percent- and form-encoded, inside the Basic credential, JSON-escaped. Its
+//! control characters are escaped, and it is cut to a bounded length. The
 //! `Authorization` header value is marked
 //! [sensitive](http::HeaderValue::set_sensitive). Every token is checked
-//! (it fits a header as it is, at most 16 KiB, not an expired JWT) before it
-//! is cached or shared. SECURITY.md in the repository says what replicas
-//! share and what an attacker at the token endpoint or in Redis can and
-//! cannot do.
+//! before it is cached or shared: it fits a header as it is, is at most
+//! 16 KiB, and is not an expired JWT. SECURITY.md in the repository says
+//! what replicas share, and what an attacker at the token endpoint or in
+//! Redis can and cannot do.
 //!
 //! # Beyond the product-information API
 //!
-//! - Standard servers by their issuer: [`issuer`](OAuthLayerBuilder::issuer)
+//! - **Standard servers by their issuer.** [`issuer`](OAuthLayerBuilder::issuer)
 //!   reads the token endpoint and the client authentication from the
-//!   server's metadata (RFC 8414, OpenID Connect Discovery);
-//!   [`resource`](OAuthLayerBuilder::resource) asks for a token for an API
-//!   (RFC 8707); a JWT access token without `expires_in` lives until its
-//!   `exp`, and `refresh_in` is honoured (see [`AccessToken::lifetime`]).
-//! - Standard servers: with [`token_url`](OAuthLayerBuilder::token_url) the
-//!   client authenticates with HTTP Basic (which every server must support),
-//!   encoded so that any secret reads back exactly; [`ClientAuth`] chooses
-//!   another (a form-urlencoded body, Basic without encoding, or the
-//!   product-information API's unencoded body, the default with `auth_url`);
+//!   server's metadata, by RFC 8414 or OpenID Connect Discovery.
+//!   [`resource`](OAuthLayerBuilder::resource) asks for a token for an API,
+//!   by RFC 8707. A JWT access token without `expires_in` lives until its
+//!   `exp`, and `refresh_in` is honoured. See [`AccessToken::lifetime`].
+//! - **Standard servers by their token endpoint.** With
+//!   [`token_url`](OAuthLayerBuilder::token_url), the client authenticates
+//!   with HTTP Basic, which every server must support, encoded so that any
+//!   secret reads back exactly. [`ClientAuth`] chooses another method: a
+//!   form-urlencoded body, Basic without encoding, or the
+//!   product-information API's unencoded body, the default with `auth_url`.
 //!   [`scope`](OAuthLayerBuilder::scope),
 //!   [`audience`](OAuthLayerBuilder::audience) and
-//!   [`param`](OAuthLayerBuilder::param) for extra parameters.
-//! - Where the token goes: [`header_name`](OAuthLayerBuilder::header_name),
-//!   [`auth_scheme`](OAuthLayerBuilder::auth_scheme),
+//!   [`param`](OAuthLayerBuilder::param) add parameters.
+//! - **Where the token goes.** [`header_name`](OAuthLayerBuilder::header_name),
+//!   [`auth_scheme`](OAuthLayerBuilder::auth_scheme) and
 //!   [`keep_existing_header`](OAuthLayerBuilder::keep_existing_header).
-//! - Seams: a [`TokenSource`] instead of the client-credentials request; a
-//!   [`transport`](OAuthLayerBuilder::transport) (any HTTP `tower::Service`)
-//!   instead of reqwest; [`OAuthLayer::from_env`]; [`OAuthLayer::token`] and
-//!   [`OAuthLayer::force_renewal`] for code outside a Tower stack; and
-//!   [`RetryUnauthorized`] to resend a request refused with 401.
-//! - Fleets: a [`TokenStore`] shared by replicas
-//!   ([`token_store`](OAuthLayerBuilder::token_store)); with feature `redis`,
-//!   `RedisStore` makes one token request per lifetime for a whole fleet (on
-//!   one server, a Redis Cluster with feature `redis-cluster`, or the master
-//!   Redis Sentinel names with feature `redis-sentinel`).
+//! - **Seams.** A [`TokenSource`] replaces the client-credentials request.
+//!   A [`transport`](OAuthLayerBuilder::transport), any HTTP
+//!   `tower::Service`, replaces reqwest. [`OAuthLayer::from_env`] reads the
+//!   settings from the environment. [`OAuthLayer::token`] and
+//!   [`OAuthLayer::force_renewal`] serve code outside a Tower stack.
+//!   [`RetryUnauthorized`] resends a request refused with 401.
+//! - **Fleets.** A [`TokenStore`], set with
+//!   [`token_store`](OAuthLayerBuilder::token_store), is shared by replicas.
+//!   With feature `redis`, `RedisStore` makes one token request per lifetime
+//!   for a whole fleet. It works on one server, on a Redis Cluster with
+//!   feature `redis-cluster`, or on the master Redis Sentinel names with
+//!   feature `redis-sentinel`.
 //!
 //! # Cargo features
 //!
