@@ -46,18 +46,28 @@ type Svc = BoxCloneService<Request<()>, Response<()>, BoxError>;
 /// The two sizes of burst.
 const SIZES: [usize; 2] = [1_000, 10_000];
 
-/// `tasks` tasks, each with its own clone of `svc`, one request each; the
-/// time until the last completes.
-async fn burst(svc: Svc, tasks: usize) {
-    let handles: Vec<_> = (0..tasks)
-        .map(|_| {
-            let svc = svc.clone();
-            tokio::spawn(async move { svc.oneshot(Request::new(())).await.unwrap() })
-        })
-        .collect();
+/// `tasks` tasks at once, each running what `task` makes for it; returns
+/// when the last has completed.
+async fn spawn_each<F, Fut>(tasks: usize, task: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let handles: Vec<_> = (0..tasks).map(|_| tokio::spawn(task())).collect();
     for handle in handles {
         handle.await.unwrap();
     }
+}
+
+/// `tasks` tasks, each with its own clone of `svc`, one request each.
+async fn burst(svc: Svc, tasks: usize) {
+    spawn_each(tasks, || {
+        let svc = svc.clone();
+        async move {
+            svc.oneshot(Request::new(())).await.unwrap();
+        }
+    })
+    .await;
 }
 
 /// The hand-written refresher as a user puts it in front of a service:
@@ -98,19 +108,23 @@ struct Bench {
 }
 
 impl Bench {
+    /// A fresh hand-written refresher for the layer's token endpoint.
+    fn refresher(&self) -> Arc<refresher::Refresher> {
+        Arc::new(refresher::Refresher::new(
+            &self.authority.base_url(),
+            "bench",
+            "bench-secret",
+        ))
+    }
+
     fn cold_start(&self, contender: usize, tasks: usize) -> Duration {
         let before = self.authority.token_requests();
         let took = self.rt.block_on(async {
             let start = Instant::now();
             match contender {
                 0 => {
-                    let refresher = refresher::Refresher::new(
-                        &self.authority.base_url(),
-                        "bench",
-                        "bench-secret",
-                    );
                     let svc = RefresherService {
-                        refresher: Arc::new(refresher),
+                        refresher: self.refresher(),
                     };
                     burst(BoxCloneService::new(svc), tasks).await;
                 }
@@ -132,23 +146,15 @@ impl Bench {
                     burst(BoxCloneService::new(svc), tasks).await;
                 }
                 _ => {
-                    let refresher = Arc::new(refresher::Refresher::new(
-                        &self.authority.base_url(),
-                        "bench",
-                        "bench-secret",
-                    ));
-                    let handles: Vec<_> = (0..tasks)
-                        .map(|_| {
-                            let refresher = Arc::clone(&refresher);
-                            tokio::spawn(async move {
-                                let req = refresher.authorize(Request::new(())).await.unwrap();
-                                Noop.call(req).await.unwrap()
-                            })
-                        })
-                        .collect();
-                    for handle in handles {
-                        handle.await.unwrap();
-                    }
+                    let refresher = self.refresher();
+                    spawn_each(tasks, || {
+                        let refresher = Arc::clone(&refresher);
+                        async move {
+                            let req = refresher.authorize(Request::new(())).await.unwrap();
+                            Noop.call(req).await.unwrap();
+                        }
+                    })
+                    .await;
                 }
             }
             start.elapsed()

@@ -53,7 +53,7 @@ pub(super) struct View {
     plain: bool,
     /// Whether the instance has a reference of its own (made with the view's
     /// own copy of the header value).
-    own_link: bool,
+    own_ref: bool,
     /// The generation of the token (0 for none).
     generation: u64,
     /// The token, for what the hot path leaves to the cache: its renewal,
@@ -75,7 +75,7 @@ impl View {
             header: HeaderValue::from_static(""),
             copy_due: false,
             plain,
-            own_link: false,
+            own_ref: false,
             generation: 0,
             token: None,
         }
@@ -155,9 +155,9 @@ impl View {
             self.header = own_copy(&self.header);
             self.copy_due = false;
             self.version = version;
-            if !self.own_link {
+            if !self.own_ref {
                 *cache_ref = Arc::new(CacheRef::new(Arc::clone(&cache_ref.cache)));
-                self.own_link = true;
+                self.own_ref = true;
             }
             return;
         }
