@@ -1,17 +1,23 @@
 //! [`OAuthMiddleware`]: the layer's tokens for reqwest, as a
-//! [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware
-//! (feature `reqwest-middleware`). It shares its layer's caches: a program
-//! that uses the layer and the middleware (or several middlewares from one
-//! layer) makes one token request per token.
+//! [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware, with
+//! feature `reqwest-middleware`.
 //!
-//! A request's way through it: the token of its [`TokenParams`] (from the
-//! request's extensions, `RequestBuilder::with_extension`) or the default
-//! one, awaited through the cache's single flight; then the same steps as
-//! the Tower service, through the same code (`service::authorize`): the
-//! header, and for a DPoP-bound token a proof; the rest of the chain; the
-//! answer read (a `401` or a gRPC `UNAUTHENTICATED` drops the refused
-//! token, a DPoP nonce is kept); and the request sent once more when the
-//! answer asks for it and its body can be cloned.
+//! It shares its layer's caches. A program that uses the layer and the
+//! middleware, or several middlewares from one layer, makes one token request
+//! per token.
+//!
+//! A request's way through it:
+//!
+//! 1. It takes the token of its [`TokenParams`], from the request's extensions
+//!    as `RequestBuilder::with_extension` puts them, or else the default one.
+//!    It awaits the token through the cache's single flight.
+//! 2. It takes the same steps as the Tower service, through the same code in
+//!    `service::authorize`: the header, and for a DPoP-bound token a proof.
+//! 3. The rest of the chain sends it.
+//! 4. It reads the answer. A `401` or a gRPC `UNAUTHENTICATED` drops the
+//!    refused token, and a DPoP nonce is kept.
+//! 5. It sends the request once more when the answer asks for it and its body
+//!    can be cloned.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -33,31 +39,32 @@ use crate::service::other_clients::{after_waiting, at_hand, ready_to_send};
 use crate::token::params::TokenParams;
 
 /// Puts the layer's token on every request of a
-/// [`reqwest_middleware::ClientWithMiddleware`] (feature
-/// `reqwest-middleware`): `Authorization: Bearer <token>`, or as the layer is
-/// configured (its header, scheme, DPoP).
+/// [`reqwest_middleware::ClientWithMiddleware`], with feature
+/// `reqwest-middleware`. The token goes in `Authorization: Bearer <token>`, or
+/// as the layer is configured: its header, its scheme, DPoP.
 ///
-/// Made from an [`OAuthLayer`] with [`OAuthLayer::middleware`] (or `From`),
-/// it shares the layer's token cache, single flight, renewal ahead,
-/// back-off, token slots and store: what the layer does for a Tower stack,
-/// the middleware does for reqwest.
+/// Make it from an [`OAuthLayer`] with [`OAuthLayer::middleware`], or with
+/// `From`. It shares the layer's token cache, single flight, renewal ahead,
+/// back-off, token slots and store. What the layer does for a Tower stack, the
+/// middleware does for reqwest.
 ///
-/// - A request that carries [`TokenParams`] in its extensions
-///   (`RequestBuilder::with_extension(params)`) gets the token of those
-///   parameters, as through the layer. (The layer's
+/// - A request that carries [`TokenParams`] in its extensions gets the token of
+///   those parameters, as through the layer. Put them there with
+///   `RequestBuilder::with_extension(params)`. The layer's
 ///   [`params_for`](crate::OAuthLayerBuilder::params_for) reads an
-///   `http::Request`, which reqwest does not have: it is not consulted.)
-/// - A `401` (or a gRPC `UNAUTHENTICATED`) drops the token that was sent
-///   (rate-limited as the layer's own), and the request is sent once more
-///   with a new token when its body can be cloned (`Request::try_clone`).
-///   Otherwise the `401` is returned and the next request gets the new
-///   token. While the renewal is rate-limited the request would carry the
-///   very token refused: the `401` is returned at once, not sent again.
-///   [`resend(false)`](Self::resend) turns the resend off, and with it the
-///   copy of each request it needs.
-/// - With [DPoP](crate::OAuthLayerBuilder::dpop), each request carries a
-///   proof (`Authorization: DPoP`, `DPoP`), and a `401` asking for a nonce
-///   is answered by sending the request once more with one.
+///   `http::Request`, which reqwest does not have, so the middleware does not
+///   consult it.
+/// - A `401`, or a gRPC `UNAUTHENTICATED`, drops the token that was sent. The
+///   drop is rate-limited, as the layer's own. The request is sent once more
+///   with a new token when its body can be cloned with `Request::try_clone`.
+///   Otherwise the `401` is returned, and the next request gets the new token.
+///   While the renewal is rate-limited, the request would carry the very token
+///   refused. So the `401` is returned at once, not sent again.
+///   [`resend(false)`](Self::resend) turns the resend off, and with it the copy
+///   of each request it needs.
+/// - With [DPoP](crate::OAuthLayerBuilder::dpop), each request carries a proof,
+///   in `Authorization: DPoP` and `DPoP`. A `401` that asks for a nonce is
+///   answered by sending the request once more with one.
 ///
 /// ```
 /// use reqwest_middleware::ClientBuilder;
@@ -84,21 +91,23 @@ pub struct OAuthMiddleware {
 }
 
 impl OAuthMiddleware {
-    /// Whether a request whose answer refused its token (or asked for a
-    /// DPoP nonce) is sent once more, with a new token (or the nonce).
-    /// Default: on.
+    /// Whether a request is sent once more when its answer refused its token,
+    /// or asked for a DPoP nonce. It is sent with a new token, or with the
+    /// nonce.
     ///
     /// The resend needs a copy of every request, made before it is sent,
-    /// whether or not the answer asks for it: its method, URL, version and
-    /// timeout, its own headers (not the token's, put on anew), and its
-    /// body when it can be cloned (`Request::try_clone`). This copy is most
-    /// of what the middleware adds to a request: about 550 instructions and
-    /// one allocation (the URL) for a request with neither body nor headers
-    /// of its own, some 5 % of a request through a reqwest-middleware chain
-    /// that never reaches the network (see BENCHMARKS.md). Off,
-    /// no copy is made: a refusal is returned to the caller as it is, the
-    /// refused token is dropped all the same, and the next request carries
-    /// a new one.
+    /// whether or not the answer asks for it. The copy holds its method, URL,
+    /// version and timeout, and its own headers. The token's headers are put on
+    /// anew. It holds the body when the body can be cloned, with
+    /// `Request::try_clone`. This copy is most of what the middleware adds to a
+    /// request, as BENCHMARKS.md measures. A request with neither body nor
+    /// headers of its own costs one allocation, for the URL.
+    ///
+    /// Off, no copy is made. A refusal is returned to the caller as it is. The
+    /// refused token is dropped all the same, and the next request carries a
+    /// new one.
+    ///
+    /// Default: on.
     ///
     /// ```
     /// # fn main() -> Result<(), tower_oauth::ConfigError> {
@@ -119,7 +128,7 @@ impl OAuthMiddleware {
 
 impl OAuthLayer {
     /// A [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware
-    /// sharing this layer's tokens (feature `reqwest-middleware`); see
+    /// that shares this layer's tokens, with feature `reqwest-middleware`. See
     /// [`OAuthMiddleware`].
     pub fn middleware(&self) -> OAuthMiddleware {
         OAuthMiddleware::from(self.clone())
@@ -240,8 +249,8 @@ impl Middleware for OAuthMiddleware {
 }
 
 impl OAuthMiddleware {
-    /// A copy of `req` to send once more if the answer asks for it: with
-    /// the resend on, and a body that can be cloned.
+    /// A copy of `req` to send once more if the answer asks for it. There is
+    /// one when the resend is on and the body can be cloned.
     #[inline]
     fn copy(&self, req: &Request, cache: &TokenCache) -> Option<Again> {
         if self.resend {
@@ -252,14 +261,14 @@ impl OAuthMiddleware {
     }
 }
 
-/// A request kept to be sent once more, if its answer asks for it. Kept
-/// small (what is large or rare behind a box): it waits in the request's
-/// future, which is moved as a whole.
+/// A request kept to be sent once more, if its answer asks for it. It waits in
+/// the request's future, which is moved as a whole, so it is kept small: what
+/// is large or rare sits behind a box.
 enum Again {
-    /// One with a body: reqwest's own copy (`Request::try_clone`).
+    /// One with a body: reqwest's own copy, from `Request::try_clone`.
     Whole(Box<Request>),
-    /// One without (a `GET`, say): all that reqwest sends of it, made into
-    /// a request only if it is sent; its headers, if it has any of its own.
+    /// One without a body, such as a `GET`: all that reqwest sends of it, made
+    /// into a request only if it is sent, with its own headers if it has any.
     Bodiless {
         method: Method,
         url: reqwest::Url,
@@ -270,18 +279,20 @@ enum Again {
 }
 
 impl Again {
-    /// A copy of `req`; `None` for a body that cannot be cloned (a stream).
+    /// A copy of `req`, or `None` for a body that cannot be cloned, such as a
+    /// stream.
     ///
-    /// `Request::try_clone` also copies the request's extensions map, which
-    /// reqwest keeps to itself and of which it reads only the timeout. It
-    /// sets the timeout first, which allocates a map, then replaces the map
-    /// by the copy: a third of what it costs (BENCHMARKS.md). A request
-    /// without a body is copied by hand instead; `tests/clients/reqwest_middleware.rs`
-    /// checks that both copies are sent alike.
+    /// `Request::try_clone` also copies the request's extensions map. Reqwest
+    /// keeps that map to itself, and reads only the timeout from it.
+    /// `try_clone` sets the timeout first, which allocates a map, then replaces
+    /// the map by the copy. That is a third of what it costs, as BENCHMARKS.md
+    /// shows. So a request without a body is copied by hand instead.
+    /// `tests/clients/reqwest_middleware.rs` checks that both copies are sent
+    /// alike.
     ///
-    /// The headers `cache` puts on a request (its token's, a DPoP proof)
-    /// are put on the copy anew when it is sent: a request that has no
-    /// other header is copied with none, which allocates nothing.
+    /// The headers `cache` puts on a request, its token's and a DPoP proof, are
+    /// put on the copy anew when it is sent. A request that has no other header
+    /// is copied with none, which allocates nothing.
     fn of(req: &Request, cache: &TokenCache) -> Option<Again> {
         if req.body().is_some() {
             return req.try_clone().map(|req| Again::Whole(Box::new(req)));
@@ -323,8 +334,8 @@ impl Again {
     }
 }
 
-/// Sends `req` with the token of `cache` (and its proof), as `step` says
-/// (`None`: no token at hand, wait for the single flight's), reads the
+/// Sends `req` with the token of `cache`, and its proof, as `step` says. `None`
+/// means no token is at hand: wait for the single flight's. Then reads the
 /// answer, and sends `again` once more if the answer asks for it.
 async fn send(
     cache: &Arc<TokenCache>,
@@ -351,11 +362,11 @@ async fn send(
     resend(cache, answered, again, extensions, next).await
 }
 
-/// Sends `again` once more, as the first answer asked, through [`send`]
-/// with nothing kept to send again: counted and logged, out of line
-/// (boxed: the future of every request stays small). Its answer is the
-/// caller's, whatever it says (a refusal still drops the token, a nonce is
-/// still kept).
+/// Sends `again` once more, as the first answer asked. It goes through [`send`]
+/// with nothing kept to send again, counted and logged. It runs out of line,
+/// boxed, so that the future of every request stays small. Its answer is the
+/// caller's, whatever it says. A refusal still drops the token, and a nonce is
+/// still kept.
 fn resend<'a>(
     cache: &'a Arc<TokenCache>,
     answered: TokenAnswer,

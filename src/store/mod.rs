@@ -1,12 +1,15 @@
-//! Where tokens live beyond one process: the [`TokenStore`] seam,
-//! [`FileStore`] for the processes of one machine, and with feature
-//! `redis`, [`RedisStore`]; what they keep sealed (`seal`), as text
-//! (`codec`), and a refresh-token chain kept through a store (`chain`).
+//! Where tokens live beyond one process.
 //!
-//! Without a store (the default) each layer keeps its token in memory and
-//! fetches its own. With one, every fetch of the layer (first token, renewal
-//! ahead, renewal after a refusal) goes through the store, which may hand out
-//! a token another replica fetched, or make sure only one replica fetches.
+//! This folder holds the [`TokenStore`] seam, [`FileStore`] for the processes
+//! of one machine, and [`RedisStore`] with feature `redis`. `seal` says how
+//! they keep values sealed, and `codec` how they keep them as text. `chain`
+//! keeps a refresh-token chain through a store.
+//!
+//! Without a store, the default, each layer keeps its token in memory and
+//! fetches its own. With one, every fetch of the layer goes through the store:
+//! the first token, a renewal ahead, and a renewal after a refusal. The store
+//! may hand out a token another replica fetched, or make sure only one replica
+//! fetches.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +33,12 @@ pub(crate) type ServingUntil<'a> = dyn Fn() -> Option<tokio::time::Instant> + Se
 pub struct SharedToken {
     /// The token, with the lifetime it was first announced with.
     pub token: AccessToken,
-    /// How much longer it may be presented (its remaining usable time).
+    /// How much longer it may be presented: its remaining usable time.
     pub usable_for: Duration,
 }
 
 /// What a [`TokenStore`] gets for one fetch: the layer's own way to fetch a
-/// token, and its timing rules for when a shared token is fresh enough to
-/// take.
+/// token, and its timing rules for when a shared token is fresh enough to take.
 pub struct FetchContext<'a> {
     pub(crate) identity: &'a TokenIdentity,
     /// The layer's own way to a token.
@@ -55,25 +57,25 @@ pub struct FetchContext<'a> {
 }
 
 impl<'a> FetchContext<'a> {
-    /// A stable name for what the token is for: SHA-256 (64 hex digits) of
-    /// everything that makes two tokens interchangeable (the issuer or token
-    /// URL, or the token source's name; client id; client authentication and
-    /// its key; client certificate; DPoP key; parameters; never the secret).
-    /// Layers with the same identity can share a token.
+    /// A stable name for what the token is for. It is the SHA-256, in 64 hex
+    /// digits, of everything that makes two tokens interchangeable: the issuer
+    /// or token URL, or the token source's name; the client id; the client
+    /// authentication and its key; the client certificate; the DPoP key; the
+    /// parameters. Never the secret. Layers with the same identity can share a
+    /// token.
     pub fn identity(&self) -> &str {
         self.identity.key()
     }
 
-    /// Fetches a new token from the token endpoint (bounded by the layer's
-    /// fetch timeout; a panic of the token source is an error). Returns the
+    /// Fetches a new token from the token endpoint. The layer's fetch timeout
+    /// bounds it, and a panic of the token source is an error. Returns the
     /// token and how long it may be presented from now.
     ///
-    /// With a [refresh token](crate::RefreshToken), the chain is kept in
-    /// the layer's memory only: a store of your own shared by processes
-    /// must make sure that one of them refreshes at a time (the layers of
-    /// one process already do), and they may still send a refresh token
-    /// another one rotated. [`FileStore`] and `RedisStore` keep the chain
-    /// themselves.
+    /// With a [refresh token](crate::RefreshToken), the chain is kept in the
+    /// layer's memory only. A store of your own that processes share must make
+    /// sure that one of them refreshes at a time. The layers of one process
+    /// already do. Even so, they may send a refresh token another one rotated.
+    /// [`FileStore`] and `RedisStore` keep the chain themselves.
     ///
     /// # Errors
     ///
@@ -103,12 +105,12 @@ impl<'a> FetchContext<'a> {
         self.policy.usable_for(lifetime, elapsed)
     }
 
-    /// Whether the layer would take `shared` rather than renew it: it stays
-    /// usable for longer than the layer's refresh margin with its largest
-    /// jitter (less the skew), so no replica is past its renewal point yet.
-    /// A token shared before a new login was handed to this layer
-    /// ([`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token))
-    /// is not fresh: it may be another user's.
+    /// Whether the layer would take `shared` rather than renew it. It would
+    /// when the token stays usable for longer than the layer's refresh margin
+    /// with its largest jitter, less the skew. Then no replica is past its
+    /// renewal point yet. A token shared before a new login was handed to this
+    /// layer is not fresh: it may be another user's. See
+    /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
     pub fn is_fresh(&self, shared: &SharedToken) -> bool {
         self.policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
@@ -121,24 +123,24 @@ impl<'a> FetchContext<'a> {
         self.chain.is_some_and(Chain::replaced_here)
     }
 
-    /// A key for sealing what the store keeps: derived (HKDF-SHA256) from
-    /// the client's credential (its secret, its private key, or its TLS
-    /// client key) and, with a [refresh token](crate::RefreshToken), from
-    /// the refresh token the layer was configured with, so the same on
-    /// every replica configured alike; `None` when the layer has neither (a
-    /// key in a KMS, a token source). Never derived from anything in the
-    /// store.
+    /// A key for sealing what the store keeps, derived with HKDF-SHA256. It
+    /// comes from the client's credential: its secret, its private key, or its
+    /// TLS client key. With a [refresh token](crate::RefreshToken), it also
+    /// comes from the refresh token the layer was configured with. So it is the
+    /// same on every replica configured alike. It is `None` when the layer has
+    /// neither, as with a key in a KMS or a token source. It is never derived
+    /// from anything in the store.
     pub fn sealing_key(&self) -> Option<&[u8; 32]> {
         self.sealing_key
     }
 
-    /// How much longer the layer's token in hand may be presented, now:
-    /// while this fetch renews it ahead of its expiry; `None` on a first
-    /// fetch, once the token was refused, or once it ran out. While it
-    /// leaves time, a store whose backend does not answer may try the
-    /// backend again for a while instead of fetching alone (a failover
-    /// passes, and the fleet still makes one token request). Asked again
-    /// between tries, it says when to stop.
+    /// How much longer the layer's token in hand may be presented, now. It is
+    /// `Some` while this fetch renews the token ahead of its expiry. It is
+    /// `None` on a first fetch, once the token was refused, or once it ran out.
+    /// While it leaves time, a store whose backend does not answer may try the
+    /// backend again for a while, instead of fetching alone. So a failover
+    /// passes, and the fleet still makes one token request. Asked again between
+    /// tries, it says when to stop.
     pub fn serving_for(&self) -> Option<Duration> {
         (self.serving_until)()
             .map(|until| until.saturating_duration_since(tokio::time::Instant::now()))
@@ -155,18 +157,18 @@ impl<'a> FetchContext<'a> {
         self.policy.min_backoff
     }
 
-    /// How long the replicas sharing a token should hold back after
-    /// `error`: the endpoint's `Retry-After` (at least the minimum back-off,
-    /// at most an hour), or else the layer's minimum back-off. Meanwhile a
-    /// store hands `error` to the replicas that ask, instead of fetching.
+    /// How long the replicas that share a token should hold back after `error`.
+    /// It is the endpoint's `Retry-After`, at least the minimum back-off and at
+    /// most an hour. Without one, it is the layer's minimum back-off. Meanwhile
+    /// a store hands `error` to the replicas that ask, instead of fetching.
     pub fn hold_after(&self, error: &TokenError) -> Duration {
         self.policy.hold_after(error.retry_after())
     }
 }
 
 impl FetchContext<'_> {
-    /// Notes what the store did for this fetch, for the layer's
-    /// [`Stats`](crate::Stats) (`store_*` fields) and logs.
+    /// Notes what the store did for this fetch, for the `store_*` fields of the
+    /// layer's [`Stats`](crate::Stats), and for its logs.
     pub fn record(&self, event: StoreEvent) {
         let counters = self.fleet;
         let counter = match event {
@@ -186,7 +188,7 @@ impl FetchContext<'_> {
 pub enum StoreEvent {
     /// It handed out a token another replica had fetched.
     TookShared,
-    /// It fetched the token for every replica (it held the fetch lock).
+    /// It held the fetch lock, and fetched the token for every replica.
     FetchedForFleet,
     /// It waited while another replica fetched.
     WaitedForAnother,
@@ -195,7 +197,7 @@ pub enum StoreEvent {
 }
 
 /// The counters behind [`StoreEvent`]s, and the token requests this replica
-/// sent itself (with a store or without), kept by a layer's fetcher.
+/// sent itself, with a store or without. A layer's fetcher keeps them.
 #[derive(Debug, Default)]
 pub(crate) struct FleetCounters {
     pub(crate) token_requests: AtomicU64,
@@ -216,15 +218,14 @@ impl fmt::Debug for FetchContext<'_> {
 
 /// Where tokens live, shared by the replicas of a service.
 ///
-/// The layer calls [`get_or_fetch`](TokenStore::get_or_fetch) whenever it
-/// needs a token (at most once at a time per layer), and
-/// [`refused`](TokenStore::refused) when the API refused a token before it
-/// renews. A store must never fail a request because of itself: when it
-/// cannot reach its backend, it fetches with [`FetchContext::fetch`].
+/// The layer calls [`get_or_fetch`](TokenStore::get_or_fetch) whenever it needs
+/// a token, at most once at a time per layer. It calls
+/// [`refused`](TokenStore::refused) when the API refused a token, before it
+/// renews. A store must never fail a request because of itself. When it cannot
+/// reach its backend, it fetches with [`FetchContext::fetch`].
 ///
-/// A store shared by several layers in one process (say, one per tenant
-/// connection pool), keeping the token with the instant it stops being
-/// usable:
+/// Here is a store shared by several layers in one process, say one per tenant
+/// connection pool. It keeps the token with the instant it stops being usable:
 ///
 /// ```
 /// use std::sync::Mutex;
@@ -267,13 +268,13 @@ impl fmt::Debug for FetchContext<'_> {
 /// }
 /// ```
 ///
-/// (A real store shared by processes also needs what `RedisStore` (feature
-/// `redis`) does: a
-/// lock so that one replica fetches while the others wait, keyed by
-/// [`FetchContext::identity`].)
+/// A real store shared by processes also needs what `RedisStore`, with feature
+/// `redis`, does. It needs a lock, keyed by [`FetchContext::identity`], so that
+/// one replica fetches while the others wait.
 pub trait TokenStore: Send + Sync + 'static {
-    /// A token for `ctx`: a shared one that [`is_fresh`](FetchContext::is_fresh),
-    /// or one fetched (by this replica or another) and shared.
+    /// A token for `ctx`: a shared one that
+    /// [`is_fresh`](FetchContext::is_fresh), or one fetched and shared, by this
+    /// replica or another.
     ///
     /// # Errors
     ///
@@ -283,8 +284,8 @@ pub trait TokenStore: Send + Sync + 'static {
         ctx: &'a FetchContext<'a>,
     ) -> BoxFuture<'a, Result<SharedToken, TokenError>>;
 
-    /// The API refused `token`: forget it if the store still holds that same
-    /// token (and not a newer one).
+    /// The API refused `token`. Forget it if the store still holds that same
+    /// token, and not a newer one.
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()>;
 }
 
@@ -303,15 +304,14 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
     }
 }
 
-/// How many keys' handed-out tokens a store remembers (see [`HandedOut`]).
+/// How many keys' handed-out tokens a store remembers, in [`HandedOut`].
 const MAX_HANDED_OUT: usize = 4096;
 
-/// Per store key, the token a store last took or stored there and its
-/// sealed value: a refused token is deleted only if the store still holds
-/// exactly that value. Bounded: past [`MAX_HANDED_OUT`] keys (token slots
-/// churned through the store) it starts afresh, and a token refused
-/// meanwhile is left in the store until it expires (its refusals stay
-/// rate-limited).
+/// Per store key, the token a store last took or stored there, and its sealed
+/// value. A refused token is deleted only if the store still holds exactly that
+/// value. The map is bounded. Past [`MAX_HANDED_OUT`] keys, as when token slots
+/// churn through the store, it starts afresh. A token refused meanwhile is left
+/// in the store until it expires. Its refusals stay rate-limited.
 #[derive(Default)]
 pub(crate) struct HandedOut(std::sync::Mutex<std::collections::HashMap<String, (String, String)>>);
 
@@ -341,9 +341,9 @@ impl HandedOut {
     }
 }
 
-/// A store shared with other replicas, as a layer (or token slot) uses it:
-/// the store, the identity of the token in it, and the key derived from the
-/// client's credential for sealing what it keeps.
+/// A store shared with other replicas, as a layer or token slot uses it. It
+/// holds the store, the identity of the token in it, and the key derived from
+/// the client's credential for sealing what the store keeps.
 pub(crate) struct StoreUse {
     pub(crate) store: Arc<dyn TokenStore>,
     pub(crate) identity: TokenIdentity,
@@ -365,9 +365,9 @@ mod file;
 mod redis;
 mod seal;
 
-/// The key a layer derives from `credential` (a client secret, or the
-/// private key's bytes): the same on every replica holding it, and useless
-/// without it.
+/// The key a layer derives from `credential`, a client secret or the private
+/// key's bytes. It is the same on every replica that holds the credential, and
+/// useless without it.
 pub(crate) fn derive_sealing_key(credential: &[u8]) -> [u8; 32] {
     struct Len32;
     impl ring::hkdf::KeyType for Len32 {

@@ -1,7 +1,8 @@
-//! [`ClientAuth`]: how the client proves itself to the token endpoint, and
-//! everything that depends on the method: what it requires, what values it
-//! can carry, its names in configuration and server metadata, and what it
-//! adds to the token request.
+//! [`ClientAuth`]: how the client proves itself to the token endpoint.
+//!
+//! This file holds everything that depends on the method: what it requires,
+//! what values it can carry, its names in configuration and server metadata,
+//! and what it adds to the token request.
 
 pub(crate) mod assertion;
 pub(crate) mod secret;
@@ -18,10 +19,10 @@ use crate::error::{ConfigError, ConfigErrorKind};
 /// | [`token_url`](crate::OAuthLayerBuilder::token_url) | [`Basic`](ClientAuth::Basic) | RFC 6749 section 2.3.1: every server must support HTTP Basic for clients with a secret |
 /// | [`issuer`](crate::OAuthLayerBuilder::issuer) | what the server lists in `token_endpoint_auth_methods_supported`: [`Basic`](ClientAuth::Basic) if it lists `client_secret_basic` or nothing, else [`FormBody`](ClientAuth::FormBody) for `client_secret_post` | the server says what it takes (RFC 8414 section 2) |
 ///
-/// It also parses from the names used in configuration (`basic` or
-/// `client_secret_basic`, `form` or `client_secret_post`, `basic-unencoded`,
-/// `unencoded`), as `OAUTH_CLIENT_AUTH` does for
-/// [`from_env`](crate::OAuthLayerBuilder::from_env):
+/// It also parses from the names used in configuration, as `OAUTH_CLIENT_AUTH`
+/// does for [`from_env`](crate::OAuthLayerBuilder::from_env). The names are
+/// `basic` or `client_secret_basic`, `form` or `client_secret_post`,
+/// `basic-unencoded` and `unencoded`:
 ///
 /// ```
 /// use tower_oauth::ClientAuth;
@@ -45,39 +46,39 @@ use crate::error::{ConfigError, ConfigErrorKind};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientAuth {
-    /// The product-information API's request: id and secret in the body, values sent
-    /// as they are, without encoding. Values with `&`, whitespace or control
-    /// characters cannot be carried (a [`ConfigError`]).
+    /// The product-information API's request: id and secret in the body, values
+    /// sent as they are, without encoding. Values with `&`, whitespace or
+    /// control characters cannot be carried: they are a [`ConfigError`].
     #[default]
     UnencodedBody,
-    /// Id and secret in the body, every name and value form-urlencoded
-    /// (RFC 6749 section 2.3.1 and appendix B, `client_secret_post`):
+    /// Id and secret in the body, every name and value form-urlencoded. This is
+    /// `client_secret_post`, in RFC 6749 section 2.3.1 and appendix B. It
     /// carries any value.
     FormBody,
-    /// HTTP Basic authentication (RFC 6749 section 2.3.1,
-    /// `client_secret_basic`): id and secret percent-encoded (RFC 3986's
-    /// unreserved characters stay, a space is `%20`, a `+` is `%2B`), joined
-    /// with `:`, base64-encoded in the `Authorization` header; the body holds
-    /// `grant_type` and any extra parameters, form-urlencoded. Servers that
-    /// form-decode the credentials (as RFC 6749 says) and servers that only
-    /// percent-decode them both read any secret back exactly. Servers that
-    /// decode nothing read secrets of letters, digits and `-._~` exactly.
+    /// HTTP Basic authentication, `client_secret_basic` in RFC 6749 section
+    /// 2.3.1. Id and secret are percent-encoded, joined with `:`, and
+    /// base64-encoded in the `Authorization` header. RFC 3986's unreserved
+    /// characters stay as they are, a space is `%20` and a `+` is `%2B`. The
+    /// body holds `grant_type` and any extra parameters, form-urlencoded.
+    ///
+    /// Servers that form-decode the credentials, as RFC 6749 says, read any
+    /// secret back exactly. So do servers that only percent-decode them.
+    /// Servers that decode nothing read secrets of letters, digits and `-._~`
+    /// exactly.
     Basic,
-    /// HTTP Basic authentication with id and secret as they are, not
-    /// encoded: for servers that do not decode the credentials at all. A
-    /// client id containing `:` cannot be carried (a
-    /// [`ConfigError`]).
+    /// HTTP Basic authentication with id and secret as they are, not encoded.
+    /// It suits servers that do not decode the credentials at all. A client id
+    /// that contains `:` cannot be carried: it is a [`ConfigError`].
     BasicUnencoded,
-    /// `private_key_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
-    /// 9): no secret; each token request carries a fresh
-    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key
-    /// (`client_assertion_type` and `client_assertion`, with `client_id`),
-    /// form-urlencoded. The assertion's `aud` is the issuer with
-    /// [`issuer`](crate::OAuthLayerBuilder::issuer) (and the token
-    /// endpoint's URL if the server refuses that), else the token endpoint's
-    /// URL, unless
+    /// `private_key_jwt`, by RFC 7523 section 2.2 and OpenID Connect Core
+    /// section 9. It needs no secret. Each token request carries a fresh
+    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key,
+    /// form-urlencoded as `client_assertion_type` and `client_assertion`, with
+    /// `client_id`. With [`issuer`](crate::OAuthLayerBuilder::issuer), the
+    /// assertion's `aud` is the issuer, then the token endpoint's URL if the
+    /// server refuses that. Otherwise it is the token endpoint's URL.
     /// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience)
-    /// says otherwise.
+    /// overrides both.
     ///
     /// ```
     /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
@@ -93,38 +94,37 @@ pub enum ClientAuth {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     PrivateKeyJwt(crate::keys::SigningKey),
-    /// `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core
-    /// section 9): like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), the
-    /// assertion signed with HMAC SHA-256 (`HS256`) under the client
-    /// secret, which itself is never sent.
+    /// `client_secret_jwt`, by RFC 7523 section 2.2 and OpenID Connect Core
+    /// section 9. It is like [`PrivateKeyJwt`](ClientAuth::PrivateKeyJwt), with
+    /// the assertion signed with HMAC SHA-256 (`HS256`) under the client
+    /// secret. The secret itself is never sent.
     ClientSecretJwt,
-    /// Mutual TLS (RFC 8705 section 2: `tls_client_auth` and
-    /// `self_signed_tls_client_auth`): the client proves itself with the
-    /// certificate it presents in the TLS handshake; the body carries
-    /// `client_id`, no secret. The built-in transport presents the
-    /// certificate given to
-    /// [`client_identity`](crate::OAuthLayerBuilder::client_identity)
-    /// (feature `reqwest`); a transport of your own brings its own TLS
-    /// configuration.
+    /// Mutual TLS, by RFC 8705 section 2: `tls_client_auth` and
+    /// `self_signed_tls_client_auth`. The client proves itself with the
+    /// certificate it presents in the TLS handshake. The body carries
+    /// `client_id` and no secret. The built-in transport, with feature
+    /// `reqwest`, presents the certificate given to
+    /// [`client_identity`](crate::OAuthLayerBuilder::client_identity). A
+    /// transport of your own brings its own TLS configuration.
     TlsClientAuth,
     /// A client assertion the client does not sign: a JWT that the platform
-    /// writes to this file and renews (a Kubernetes projected service
-    /// account token, Azure workload identity's `AZURE_FEDERATED_TOKEN_FILE`,
-    /// a SPIFFE JWT-SVID, a CI system's OIDC token), sent as
-    /// `client_assertion` with `client_id` (RFC 7523 section 2.2, what
-    /// servers call `private_key_jwt` or a federated credential). No secret,
-    /// no feature needed.
+    /// writes to this file and renews. It may be a Kubernetes projected service
+    /// account token, Azure workload identity's `AZURE_FEDERATED_TOKEN_FILE`, a
+    /// SPIFFE JWT-SVID, or a CI system's OIDC token. It is sent as
+    /// `client_assertion` with `client_id`, by RFC 7523 section 2.2. Servers
+    /// call it `private_key_jwt` or a federated credential. It needs no secret
+    /// and no feature.
     ///
-    /// The file is read at each token request, so a renewed one is taken at
-    /// the next (and a refused assertion is tried once more if the file
-    /// changed meanwhile). Nothing of it is kept. A file that reads empty or
-    /// not as a JWT is read again a few times within about a quarter of a
-    /// second (a writer that truncates first). Missing, empty, unreadable,
-    /// not a JWT, or past its `exp`: a [`TokenError`](crate::TokenError) of
-    /// kind [`Credential`](crate::TokenErrorKind::Credential) naming the
+    /// The file is read at each token request, so a renewed one is taken at the
+    /// next. A refused assertion is tried once more if the file changed
+    /// meanwhile. Nothing of it is kept. A file that reads empty, or not as a
+    /// JWT, is read again a few times within about a quarter of a second, for a
+    /// writer that truncates first. A file that is missing, empty, unreadable,
+    /// not a JWT or past its `exp` gives a [`TokenError`](crate::TokenError) of
+    /// kind [`Credential`](crate::TokenErrorKind::Credential). It names the
     /// file, never its content. With a token store, tokens are sealed only
-    /// under an [`encryption_key`](crate::RedisStore::encryption_key) of
-    /// yours: the file is no secret the replicas share.
+    /// under an [`encryption_key`](crate::RedisStore::encryption_key) of yours.
+    /// The file is no secret the replicas share.
     ///
     /// ```
     /// use tower_oauth::{ClientAuth, OAuthLayer};
@@ -140,9 +140,9 @@ pub enum ClientAuth {
     AssertionFile(std::path::PathBuf),
     /// `private_key_jwt` with a client assertion from any
     /// [`SubjectToken`](crate::SubjectToken) source, asked at each token
-    /// request: a platform's identity token (GitHub Actions', GCP's, Azure
-    /// managed identity's), a function, another layer. The same as
-    /// [`AssertionFile`](Self::AssertionFile) otherwise.
+    /// request. The source may be a platform's identity token (GitHub Actions',
+    /// GCP's, or Azure managed identity's), a function, or another layer.
+    /// Otherwise it is the same as [`AssertionFile`](Self::AssertionFile).
     ///
     /// ```
     /// use tower_oauth::{ClientAuth, OAuthLayer, SubjectToken};
@@ -159,12 +159,12 @@ pub enum ClientAuth {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     Assertion(crate::endpoint::grant::token_exchange::SubjectToken),
-    /// No client authentication (`none`, RFC 7591 section 2): the request
-    /// carries `client_id` when one is given, and no credential. For a
-    /// grant that proves the client itself
-    /// ([`jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer)), the default
-    /// there without a secret; never for client credentials, whose client
-    /// must authenticate.
+    /// No client authentication: `none`, in RFC 7591 section 2. The request
+    /// carries `client_id` when one is given, and no credential. It suits a
+    /// grant that proves the client itself, such as
+    /// [`jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer), where it is the
+    /// default without a secret. It never suits client credentials, whose
+    /// client must authenticate.
     None,
 }
 
@@ -210,8 +210,8 @@ impl ClientAuth {
         matches!(self, ClientAuth::Basic | ClientAuth::BasicUnencoded)
     }
 
-    /// Whether the token request carries the client secret in some form
-    /// (the secret is required then).
+    /// Whether the token request carries the client secret in some form. The
+    /// secret is then required.
     pub(crate) fn needs_secret(&self) -> bool {
         !matches!(
             self,
@@ -223,8 +223,8 @@ impl ClientAuth {
         )
     }
 
-    /// The method's name in a [token identity](crate::token::identity): stable
-    /// across versions (a rename of a variant must not change it), and
+    /// The method's name in a [token identity](crate::token::identity). It is
+    /// stable across versions, so a renamed variant must not change it. It is
     /// distinct for every method.
     pub(crate) fn identity_name(&self) -> &'static str {
         match self {
@@ -242,10 +242,10 @@ impl ClientAuth {
     }
 
     /// What of the credential, beyond the method, sets the client's tokens
-    /// apart in a [token identity](crate::token::identity): for `private_key_jwt`
-    /// the signing key's algorithm, id and public key's thumbprint (RFC
-    /// 7638; a custom signer that gives no public key is known by its
-    /// algorithm and id). Never a secret.
+    /// apart in a [token identity](crate::token::identity). For
+    /// `private_key_jwt`, it is the signing key's algorithm, id and RFC 7638
+    /// public key thumbprint. A custom signer that gives no public key is known
+    /// by its algorithm and id. Never a secret.
     pub(crate) fn identity_credential(&self) -> Option<String> {
         match self {
             ClientAuth::PrivateKeyJwt(key) => Some(key.identity()),
@@ -254,8 +254,8 @@ impl ClientAuth {
         }
     }
 
-    /// The method's name in server metadata
-    /// (`token_endpoint_auth_methods_supported`), for messages.
+    /// The method's name in server metadata, as
+    /// `token_endpoint_auth_methods_supported` lists it, for messages.
     pub(crate) fn method_name(&self) -> &'static str {
         match self {
             ClientAuth::UnencodedBody => "the product-information API's unencoded body",
@@ -271,21 +271,22 @@ impl ClientAuth {
     }
 }
 
-/// The `client_assertion_type` of a JWT client assertion (RFC 7523 section
-/// 2.2).
+/// The `client_assertion_type` of a JWT client assertion, by RFC 7523 section
+/// 2.2.
 pub const JWT_BEARER_ASSERTION_TYPE: &str =
     "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-/// The explicit `typ` of a client authentication JWT, the default of
-/// [`ClientAssertion::typ`](crate::ClientAssertion::typ): `client-authentication+jwt`, registered by the
-/// 2026 update of RFC 7523 (draft-ietf-oauth-rfc7523bis), which recommends
-/// it so that the JWT cannot be taken for another kind.
+/// The explicit `typ` of a client authentication JWT:
+/// `client-authentication+jwt`. It is the default of
+/// [`ClientAssertion::typ`](crate::ClientAssertion::typ). The 2026 update of
+/// RFC 7523, draft-ietf-oauth-rfc7523bis, registers it. It recommends it, so
+/// that the JWT cannot be taken for another kind.
 pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";
 
 use crate::policy::{DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME};
 
-/// The settings of client assertions (`private_key_jwt`,
-/// `client_secret_jwt`) beyond the key.
+/// The settings of client assertions, for `private_key_jwt` and
+/// `client_secret_jwt`, beyond the key.
 #[derive(Clone, Debug)]
 pub(crate) struct AssertionSettings {
     /// The `aud`. None: the issuer with discovery, else the token endpoint.
@@ -294,10 +295,10 @@ pub(crate) struct AssertionSettings {
     pub(crate) typ: Option<String>,
     /// How far `iat` and `nbf` are backdated.
     pub(crate) clock_skew: std::time::Duration,
-    /// Without an audience set, with an issuer: whether the token
-    /// endpoint's URL, rather than the issuer, is the `aud` the server took
-    /// last. Shared by every token request of a layer (its clones and
-    /// slots), so that a server's choice is learnt once.
+    /// Without an audience set, with an issuer: whether the token endpoint's
+    /// URL, rather than the issuer, is the `aud` the server took last. Every
+    /// token request of a layer shares it, its clones and slots included, so
+    /// that a server's choice is learnt once.
     pub(crate) endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The same for a JWT-bearer grant's assertions.
     pub(crate) grant_endpoint_audience: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -306,8 +307,8 @@ pub(crate) struct AssertionSettings {
     pub(crate) key_file: Option<(crate::keys::Algorithm, Option<String>)>,
 }
 
-/// The key of a rotating key file's `pem`, for `settings`. None if it
-/// does not read (then the key the layer was built with stays).
+/// The key of a rotating key file's `pem`, for `settings`. None if it does not
+/// read. The key the layer was built with then stays.
 pub(crate) fn key_from_file(
     settings: &AssertionSettings,
     pem: &str,
@@ -347,11 +348,11 @@ pub(crate) fn check_unencoded(
     ))
 }
 
-/// Warns when `value`, sent unencoded as the product-information API's interface says, holds a
-/// character a server that form-decodes the body would read as something
-/// else (`+` as a space, `%` as the start of an escape): what is sent is
-/// still what that interface asks for, but the warning names the
-/// character (never the value) and the client authentication to use if the
+/// Warns when `value`, sent unencoded as the product-information API's
+/// interface says, holds a character that a server which form-decodes the body
+/// would read as something else: `+` as a space, `%` as the start of an escape.
+/// What is sent is still what that interface asks for. The warning names the
+/// character, never the value, and the client authentication to use if the
 /// server refuses it.
 pub(crate) fn warn_if_read_otherwise(value: &str, what: &str) {
     let character = if value.contains('+') {
@@ -385,8 +386,8 @@ pub(crate) const RESERVED_PARAMS: [&str; 12] = [
     "requested_token_type",
 ];
 
-/// Extra parameters: a name that is not empty or reserved, and (unencoded)
-/// a name and value the body can carry.
+/// Extra parameters: a name that is not empty or reserved. Sent unencoded, the
+/// name and value must be ones the body can carry.
 pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
     let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
     if name.is_empty() {

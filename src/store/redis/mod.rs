@@ -1,7 +1,8 @@
-//! [`RedisStore`]: one token, and one token request, for a whole fleet:
-//! its settings and deployments here; the protocol (read, lock, fetch,
-//! store, wake) in `protocol`, its Lua scripts in `scripts`, the connection
-//! to one server, a cluster or Sentinel's master in `connection`.
+//! [`RedisStore`]: one token, and one token request, for a whole fleet.
+//!
+//! This file holds its settings and deployments. `protocol` reads, locks,
+//! fetches, stores and wakes. `scripts` holds its Lua scripts. `connection`
+//! connects to one server, a cluster, or Sentinel's master.
 
 mod connection;
 mod protocol;
@@ -20,58 +21,65 @@ use crate::error::{ConfigError, TokenError};
 
 use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
-/// Shares tokens among the replicas of a service through Redis (feature
-/// `redis`): one server ([`new`](RedisStore::new)), a Redis Cluster
-/// ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the
-/// master Redis Sentinel names ([`sentinel`](RedisStore::sentinel), feature
-/// `redis-sentinel`).
+/// Shares tokens among the replicas of a service through Redis, with feature
+/// `redis`. The Redis may be one server ([`new`](RedisStore::new)), a Redis
+/// Cluster ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the
+/// master that Redis Sentinel names ([`sentinel`](RedisStore::sentinel),
+/// feature `redis-sentinel`).
 ///
-/// Replicas whose layers have the same token URL, client id, client
-/// authentication, client certificate, DPoP key and parameters share one
-/// token under one key (`prefix{hash}`, the hash SHA-256 of the token's
-/// identity, never containing the secret), stored with a
-/// time-to-live equal to its remaining usable time. A replica that needs a
-/// token reads Redis first. Only when there is no fresh one does it fetch,
-/// under a lock (`SET NX PX` with a value of its own, released only by its
-/// holder), so that concurrent cold starts and renewals across the fleet make
-/// one token request. The others subscribe to the key's news and are woken
-/// when the token (or a failure) is stored, looking again every 500 ms if
-/// none comes (polling every 25 ms if they cannot subscribe). A lock
-/// whose holder died expires on its own after the fetch timeout plus a
-/// second. A token the API refused is deleted from Redis only if Redis still
-/// holds that same token. A failed fetch is recorded for its back-off (the
-/// endpoint's `Retry-After`, or the layer's minimum back-off): meanwhile the
-/// other replicas get the same error without asking the endpoint.
+/// **One token for the fleet.** Replicas share one token under one key when
+/// their layers have the same token URL, client id, client authentication,
+/// client certificate, DPoP key and parameters. The key is `prefix{hash}`. The
+/// hash is the SHA-256 of the token's identity, and never contains the secret.
+/// The token is stored with a time-to-live equal to its remaining usable time.
 ///
-/// Redis never fails a request: when it is unreachable, slow (each operation
-/// is bounded by [`timeout`](RedisStore::timeout)) or holds garbage, the
-/// replica fetches and caches on its own, warns once, and goes back to Redis
-/// when it answers again. A renewal ahead of expiry, whose token in hand
-/// still serves, first tries Redis again every 250 ms, for up to two fetch
-/// timeouts and as long as the token leaves a fetch timeout and a second to
-/// spare: a failover or restart that short passes without
-/// every replica fetching a token of its own.
+/// **One token request.** A replica that needs a token reads Redis first. Only
+/// when there is no fresh one does it fetch. It fetches under a lock, `SET NX
+/// PX` with a value of its own, which only its holder releases. So concurrent
+/// cold starts and renewals across the fleet make one token request. The others
+/// subscribe to the key's news. They are woken when the token or a failure is
+/// stored. If none comes, they look again every 500 ms. If they cannot
+/// subscribe, they poll every 25 ms. A lock whose holder died expires on its
+/// own, a second after the fetch timeout.
 ///
-/// **Security**: the token (and a shared failure) is stored sealed, with
-/// AES-256-GCM under a key derived (HKDF-SHA256) from the client's own
-/// credential (its secret, its private key, or its TLS client key), which
-/// every replica holds and Redis never sees, bound to its Redis key and to
-/// the whole identity of the token (see SECURITY.md); or
-/// under a key of yours ([`encryption_key`](RedisStore::encryption_key)).
-/// Someone who can read Redis sees keys (hashes, never the secret), expiry
-/// times and sealed values: no token. Someone who can write it can delete or
-/// replace values, which replicas then cannot open: they count as no token,
-/// and a replica fetches and overwrites (a warning says so once). A layer
-/// with no credential of its own (a key in a KMS) and no
-/// [`encryption_key`](RedisStore::encryption_key) does not share through
-/// Redis at all, and says so once. Protect Redis all the same with a
-/// password (`redis://:password@host`
-/// or `redis://user:password@host`, ACLs) and, across networks, TLS:
+/// **Refusals and failures.** A token the API refused is deleted from Redis
+/// only if Redis still holds that same token. A failed fetch is recorded for
+/// its back-off: the endpoint's `Retry-After`, or the layer's minimum back-off.
+/// Meanwhile the other replicas get the same error without asking the endpoint.
+///
+/// **Redis never fails a request.** Redis may be unreachable, slow or hold
+/// garbage. Each operation is bounded by [`timeout`](RedisStore::timeout). The
+/// replica then fetches and caches on its own, warns once, and goes back to
+/// Redis when it answers again. A renewal ahead of expiry, whose token in hand
+/// still serves, first tries Redis again every 250 ms. It tries for up to two
+/// fetch timeouts, as long as the token leaves a fetch timeout and a second to
+/// spare. A failover or restart that short passes without every replica
+/// fetching a token of its own.
+///
+/// **Security.** The token and a shared failure are stored sealed with
+/// AES-256-GCM. The key is derived with HKDF-SHA256 from the client's own
+/// credential: its secret, its private key, or its TLS client key. Every
+/// replica holds that credential, and Redis never sees it. You can give a key
+/// of yours instead, with [`encryption_key`](RedisStore::encryption_key). Each
+/// value is bound to its Redis key and to the whole identity of the token, as
+/// SECURITY.md says.
+///
+/// - Someone who can read Redis sees keys, expiry times and sealed values, but
+///   no token. The keys are hashes, never the secret.
+/// - Someone who can write Redis can delete or replace values. Replicas cannot
+///   open a replaced value. It counts as no token, a replica fetches and
+///   overwrites it, and a warning says so once.
+/// - A layer with no credential of its own, such as one whose key is in a KMS,
+///   and no [`encryption_key`](RedisStore::encryption_key) does not share
+///   through Redis at all. It says so once.
+///
+/// Protect Redis all the same. Use a password, as in `redis://:password@host`
+/// or `redis://user:password@host`, or ACLs. Across networks, use TLS:
 /// `rediss://` URLs work once one of the `redis` crate's TLS features is
-/// enabled in your build (e.g. `redis = { version = "1", features =
-/// ["tokio-rustls-comp"] }`, with a rustls crypto provider). For your own CA
-/// or client certificates build the client with `Client::build_with_tls` and
-/// pass it to [`from_client`](RedisStore::from_client).
+/// enabled in your build. For example, `redis = { version = "1", features =
+/// ["tokio-rustls-comp"] }`, with a rustls crypto provider. For your own CA or
+/// client certificates, build the client with `Client::build_with_tls` and pass
+/// it to [`from_client`](RedisStore::from_client).
 ///
 /// ```no_run
 /// use tower_oauth::{OAuthLayer, RedisStore};
@@ -129,12 +137,12 @@ impl From<RedisError> for Problem {
     }
 }
 
-/// Why Redis failed, for a log line: the error's kind, what went wrong on
-/// the connection when it is an I/O error (refused, timed out, dropped),
-/// and the error's own text (the server's answer, or the I/O or TLS error:
-/// "Connection refused (os error 111)"). Redis errors name the command and
-/// the server's answer, never our values. The URL (with a password) is not
-/// part of them.
+/// Why Redis failed, for a log line. It gives the error's kind, and what went
+/// wrong on the connection when it is an I/O error: refused, timed out or
+/// dropped. It then gives the error's own text: the server's answer, or the I/O
+/// or TLS error, such as "Connection refused (os error 111)". Redis errors name
+/// the command and the server's answer, never our values. The URL, which may
+/// hold a password, is not part of them.
 fn describe(e: &RedisError) -> String {
     let what = if e.is_connection_refusal() {
         " (connection refused)"
@@ -153,30 +161,31 @@ fn describe(e: &RedisError) -> String {
 }
 
 impl RedisStore {
-    /// A store on the Redis at `url` (`redis://`, `rediss://`, `unix://`;
-    /// a password may be given in the URL). No connection is made until a
-    /// token is needed.
+    /// A store on the Redis at `url`: `redis://`, `rediss://` or `unix://`. A
+    /// password may be given in the URL. No connection is made until a token is
+    /// needed.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] when the URL cannot be used (the message never
-    /// shows a password).
+    /// A [`ConfigError`] when the URL cannot be used. The message never shows a
+    /// password.
     pub fn new(url: impl AsRef<str>) -> Result<Self, ConfigError> {
         Ok(Self::from_client(connection::client(url.as_ref())?))
     }
 
-    /// A store on a Redis Cluster (feature `redis-cluster`), known by the
-    /// URLs of some of its nodes (`redis://host:port`, `rediss://` with a
-    /// TLS feature of the `redis` crate; a password in the first URL is used
-    /// for every node). The cluster's other nodes, and where each key lives,
-    /// are learnt from it, and learnt again when a master fails over.
+    /// A store on a Redis Cluster, with feature `redis-cluster`. The cluster is
+    /// known by the URLs of some of its nodes: `redis://host:port`, or
+    /// `rediss://` with a TLS feature of the `redis` crate. A password in the
+    /// first URL is used for every node. The store learns the cluster's other
+    /// nodes, and where each key lives, from them. It learns them again when a
+    /// master fails over.
     ///
-    /// Every key of one token (the token, a shared failure, the lock, the
-    /// channel its news goes out on) carries the same hash tag, so it lives
-    /// in one hash slot, and reading the token and failure together stays
-    /// atomic. Waiting replicas subscribe to the news on whichever of the
-    /// given nodes answers (a cluster passes every message to every node).
-    /// No connection is made until a token is needed.
+    /// Every key of one token carries the same hash tag: the token, a shared
+    /// failure, the lock and the channel its news goes out on. So they live in
+    /// one hash slot, and reading the token and failure together stays atomic.
+    /// Waiting replicas subscribe to the news on whichever of the given nodes
+    /// answers. A cluster passes every message to every node. No connection is
+    /// made until a token is needed.
     ///
     /// ```no_run
     /// use tower_oauth::{OAuthLayer, RedisStore};
@@ -198,23 +207,24 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] when no URL is given, or one cannot be used (the
-    /// message never shows a password).
+    /// A [`ConfigError`] when no URL is given, or when one cannot be used. The
+    /// message never shows a password.
     #[cfg(feature = "redis-cluster")]
     pub fn cluster(nodes: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, ConfigError> {
         Ok(Self::on(Deployment::cluster(nodes)?))
     }
 
-    /// A store on the master that Redis Sentinel names (feature
-    /// `redis-sentinel`): `sentinels` are the URLs of some of the Sentinels
-    /// (`redis://host:26379`; a username and password in the first are
-    /// used for the Sentinels and for the master alike), `master_name` the
-    /// name they monitor it under. The master is asked for when a
-    /// connection is first needed, and asked for again after any Redis
-    /// error, so a failover costs the fleet no more than the time Sentinel
-    /// takes to promote a replica (meanwhile a renewal ahead waits on the
-    /// token in hand, and a replica without a usable token fetches alone). No connection is made until a token is
-    /// needed.
+    /// A store on the master that Redis Sentinel names, with feature
+    /// `redis-sentinel`. `sentinels` are the URLs of some of the Sentinels,
+    /// such as `redis://host:26379`. A username and password in the first URL
+    /// are used for the Sentinels and for the master alike. `master_name` is
+    /// the name they monitor the master under.
+    ///
+    /// The master is asked for when a connection is first needed. It is asked
+    /// for again after any Redis error. So a failover costs the fleet no more
+    /// than the time Sentinel takes to promote a replica. Meanwhile a renewal
+    /// ahead waits on the token in hand, and a replica without a usable token
+    /// fetches alone. No connection is made until a token is needed.
     ///
     /// ```no_run
     /// use tower_oauth::RedisStore;
@@ -233,8 +243,8 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] when no URL is given, one cannot be used (the
-    /// message never shows a password), or `master_name` is empty.
+    /// A [`ConfigError`] when no URL is given, when one cannot be used, or when
+    /// `master_name` is empty. The message never shows a password.
     #[cfg(feature = "redis-sentinel")]
     pub fn sentinel(
         sentinels: impl IntoIterator<Item = impl AsRef<str>>,
@@ -246,10 +256,10 @@ impl RedisStore {
         )?))
     }
 
-    /// A store on an already configured [`redis::Client`] (of the `redis`
-    /// crate, version 1): for TLS with your own roots or client certificates
-    /// (`Client::build_with_tls`), or any other connection setting. No
-    /// connection is made until a token is needed.
+    /// A store on an already configured [`redis::Client`] of the `redis` crate,
+    /// version 1. Use it for TLS with your own roots or client certificates,
+    /// built with `Client::build_with_tls`, or for any other connection
+    /// setting. No connection is made until a token is needed.
     pub fn from_client(client: Client) -> Self {
         Self::on(Deployment::Server(client))
     }
@@ -270,10 +280,11 @@ impl RedisStore {
         }
     }
 
-    /// Whether replicas waiting for another's fetch subscribe to the news
-    /// that its token landed (Redis pub/sub, one channel per key) and are
-    /// woken at once. Without, they poll every 25 ms: for a Redis whose ACL
-    /// refuses `SUBSCRIBE`. Fetching replicas publish either way.
+    /// Whether replicas that wait for another's fetch subscribe to the news
+    /// that its token landed, and are woken at once. The news goes through
+    /// Redis pub/sub, one channel per key. Without it, they poll every 25 ms.
+    /// Turn it off for a Redis whose ACL refuses `SUBSCRIBE`. Fetching replicas
+    /// publish either way.
     ///
     /// Default: `true`.
     #[must_use]
@@ -282,11 +293,11 @@ impl RedisStore {
         self
     }
 
-    /// Seals stored values under `key` (32 bytes, from your secret store)
-    /// instead of the key derived from the client's credential: for clients
-    /// whose key never leaves a KMS, or to rotate client secrets without the
-    /// fleet losing its shared token. Every replica sharing the token needs
-    /// the same key.
+    /// Seals stored values under `key`, 32 bytes from your secret store,
+    /// instead of the key derived from the client's credential. Use it for
+    /// clients whose key never leaves a KMS, or to rotate client secrets
+    /// without the fleet losing its shared token. Every replica that shares the
+    /// token needs the same key.
     ///
     /// Default: derived from the client's credential.
     #[must_use]
@@ -308,8 +319,8 @@ impl RedisStore {
     }
 
     /// The longest one Redis operation may take before the replica stops
-    /// waiting for Redis and fetches on its own. Longer than
-    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
+    /// waiting for Redis and fetches on its own. Anything longer than
+    /// [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as 24 hours.
     ///
     /// Default: 250 ms.
     #[must_use]
@@ -319,10 +330,10 @@ impl RedisStore {
     }
 
     /// The key of the shared token for `identity`: the prefix, then the
-    /// identity in braces (`tower-oauth:{…}`). The braces make it the key's
-    /// hash tag: the token's other keys
-    /// (`…:failure`, `…:lock`, and the channel `…:landed`) extend this one,
-    /// so on a Redis Cluster they all live in one hash slot.
+    /// identity in braces, as in `tower-oauth:{…}`. The braces make it the
+    /// key's hash tag. The token's other keys extend this one: `…:failure`,
+    /// `…:lock`, and the channel `…:landed`. So on a Redis Cluster they all
+    /// live in one hash slot.
     pub fn key(&self, identity: &str) -> String {
         format!("{}{{{}}}", self.prefix, identity)
     }
