@@ -1,5 +1,5 @@
-//! Errors: [`TokenError`] (a token could not be had) and [`ConfigError`]
-//! (the builder was given something it cannot use).
+//! Errors: [`TokenError`] when a token could not be had, and [`ConfigError`]
+//! when the builder was given something it cannot use.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-/// The longest piece of server-provided text (error code or description) kept
-/// in a [`TokenError`]. Longer text is cut, so a proxy's HTML page cannot flood
-/// a log.
+/// The longest piece of server-provided text kept in a [`TokenError`], such as
+/// an error code or description. Longer text is cut, so a proxy's HTML page
+/// cannot flood a log.
 pub(crate) const MAX_SERVER_TEXT: usize = 200;
 
 /// What kind of failure a [`TokenError`] is.
@@ -26,16 +26,16 @@ pub enum TokenErrorKind {
     /// answer arrived so late that the token in it had already run out.
     /// Retrying later can help.
     Timeout,
-    /// The token endpoint answered with a status other than success (or a
-    /// redirect, which is never followed). See [`TokenError::status`],
+    /// The token endpoint answered with a status other than success, or with a
+    /// redirect, which is never followed. See [`TokenError::status`],
     /// [`TokenError::error_code`] and [`TokenError::error_description`].
     Status,
     /// The token endpoint answered success, but the body is not a usable
     /// token response: not JSON, no `access_token`, a token that cannot be
     /// sent in a header, a body over the size limit.
     InvalidResponse,
-    /// The token could not be fetched because of the runtime: no Tokio
-    /// runtime, one without timers (`enable_time()` missing), or one that
+    /// The token could not be fetched because of the runtime. There is no Tokio
+    /// runtime, or one without timers (`enable_time()` missing), or one that
     /// shut down.
     Runtime,
     /// The token source, the transport or the token store panicked while
@@ -43,48 +43,48 @@ pub enum TokenErrorKind {
     /// for any failure, and a usable token keeps serving meanwhile.
     Panic,
     /// A client assertion or a DPoP proof could not be signed: a
-    /// [`JwsSigner`](crate::JwsSigner) (a KMS, an HSM) failed. Retrying
-    /// later can help.
+    /// [`JwsSigner`](crate::JwsSigner), such as a KMS or an HSM, failed.
+    /// Retrying later can help.
     Signing,
-    /// This request cannot carry the token as it is, and fails alone (the
-    /// layer and its token are untouched): a DPoP proof needs the request's
-    /// absolute URI (scheme and host), which this request lacks. Sending it
-    /// again unchanged does not help.
+    /// This request cannot carry the token as it is, and fails alone. The layer
+    /// and its token are untouched. A DPoP proof needs the request's absolute
+    /// URI, with scheme and host, which this request lacks. Sending it again
+    /// unchanged does not help.
     InvalidRequest,
     /// No token is usable at this moment, and one is being fetched in the
-    /// background: returned only by the accessors that never wait
-    /// ([`OAuthLayer::token_now`](crate::OAuthLayer::token_now)). Asking
-    /// again shortly (or awaiting [`OAuthLayer::token`](crate::OAuthLayer::token))
-    /// gets it.
+    /// background. Only the accessors that never wait return it, such as
+    /// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now). Asking again
+    /// shortly gets the token, as does awaiting
+    /// [`OAuthLayer::token`](crate::OAuthLayer::token).
     NotReady,
-    /// The client's credential could not be read: a client assertion file
-    /// or a client secret file that is missing, empty, unreadable, not what
-    /// it should hold, or (an assertion) expired; or the client secret
-    /// function failed. The message names the file, never its content.
-    /// Retrying later can help, once the platform renews the file.
+    /// The client's credential could not be read. A client assertion file or a
+    /// client secret file may be missing, empty, unreadable, or not what it
+    /// should hold. An assertion may have expired. Or the client secret
+    /// function failed. The message names the file, never its content. Retrying
+    /// later can help, once the platform renews the file.
     Credential,
     /// The layer's settings do not fit what a [protected
-    /// resource](crate::OAuthLayerBuilder::protected_resource) asks: it names
-    /// no authorization server this client may send its credential to, or
-    /// it takes only DPoP-bound or certificate-bound tokens and the layer
-    /// has no DPoP key or client certificate. The message says which
-    /// setting is missing. Retrying does not help until the settings (or the
-    /// resource's metadata) change.
+    /// resource](crate::OAuthLayerBuilder::protected_resource) asks. Either it
+    /// names no authorization server this client may send its credential to, or
+    /// it takes only DPoP-bound or certificate-bound tokens and the layer has
+    /// no DPoP key or client certificate. The message says which setting is
+    /// missing. Retrying does not help until the settings, or the resource's
+    /// metadata, change.
     Configuration,
-    /// The login behind the layer's [refresh token](crate::RefreshToken)
-    /// has ended: the token endpoint refused the refresh token (expired,
-    /// revoked, or used before), and no newer one is at hand, in memory or
-    /// in the token store. The message says what the server said. A new
-    /// login is needed: give its refresh token to
+    /// The login behind the layer's [refresh token](crate::RefreshToken) has
+    /// ended. The token endpoint refused the refresh token as expired, revoked,
+    /// or used before. No newer one is at hand, in memory or in the token
+    /// store. The message says what the server said. A new login is needed:
+    /// give its refresh token to
     /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
-    /// The refused refresh token is never sent again, so retrying does not
-    /// help until then.
+    /// The refused refresh token is never sent again, so retrying does not help
+    /// until then.
     LoginRequired,
 }
 
 impl TokenErrorKind {
-    /// The kind as a short, stable code (`transport`, `invalid_response`,
-    /// ...): what a store records and a metric's label says.
+    /// The kind as a short, stable code, such as `transport` or
+    /// `invalid_response`. A store records it, and a metric's label says it.
     pub(crate) fn code(self) -> &'static str {
         match self {
             TokenErrorKind::Transport => "transport",
@@ -294,15 +294,15 @@ impl TokenError {
         self.inner.status
     }
 
-    /// The endpoint's error code, read from any of the error body shapes in
-    /// use (`{"error": ..}`, `{"ErrorCode": ..}`, `{"fault": {"detail":
-    /// {"errorcode": ..}}}`), for example `invalid_client`.
+    /// The endpoint's error code, such as `invalid_client`. It is read from any
+    /// of the error body shapes in use: `{"error": ..}`, `{"ErrorCode": ..}`,
+    /// or `{"fault": {"detail": {"errorcode": ..}}}`.
     pub fn error_code(&self) -> Option<&str> {
         self.inner.error_code.as_deref()
     }
 
-    /// The endpoint's human-readable error text (`error_description`,
-    /// `Error` or `fault.faultstring`), cut to a bounded length.
+    /// The endpoint's human-readable error text, cut to a bounded length. It is
+    /// read from `error_description`, `Error` or `fault.faultstring`.
     pub fn error_description(&self) -> Option<&str> {
         self.inner.error_description.as_deref()
     }
@@ -312,8 +312,8 @@ impl TokenError {
         self.inner.retry_after
     }
 
-    /// `Some(left)` when this error was returned without a new token request
-    /// because the layer is backing off after this failure; `left` is how long
+    /// `Some(left)` when this error was returned without a new token request,
+    /// because the layer is backing off after this failure. `left` is how long
     /// the back-off still lasts.
     pub fn backing_off(&self) -> Option<Duration> {
         self.inner.backing_off
@@ -321,9 +321,9 @@ impl TokenError {
 
     /// Whether trying again later can help.
     ///
-    /// True for transport failures, time-outs and the statuses that signal a
-    /// passing condition (408, 429, 5xx). False for refused credentials
-    /// (400, 401, 403, ...), unusable responses and runtime failures.
+    /// True for transport failures, time-outs, and the statuses that signal a
+    /// passing condition: 408, 429 and 5xx. False for refused credentials, such
+    /// as 400, 401 and 403, for unusable responses, and for runtime failures.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
             TokenErrorKind::Transport
@@ -348,29 +348,29 @@ impl TokenError {
 
 /// What a token store sets on the errors it shares.
 impl TokenError {
-    /// Sets how long the endpoint (or another replica) asks to wait.
+    /// Sets how long the endpoint, or another replica, asks to wait.
     pub(crate) fn with_retry_after(self, after: Duration) -> Self {
         self.map_inner(|i| i.retry_after = Some(after))
     }
 
     /// The same error, marked as another replica's failure read back from a
-    /// token store: the layer waits out what is left of the fleet's hold
-    /// ([`retry_after`](Self::retry_after)), and does not count it as a
+    /// token store. The layer waits out what is left of the fleet's hold, its
+    /// [`retry_after`](Self::retry_after). It does not count the error as a
     /// failure of its own.
     pub(crate) fn reported_by_another(self) -> Self {
         self.map_inner(|i| i.shared = true)
     }
 }
 
-/// `text` (from a server), trimmed, its control characters escaped (`\r`,
-/// `\n`, `\u{1b}`: it cannot forge a log line or a terminal sequence), and
-/// cut to [`MAX_SERVER_TEXT`] bytes.
+/// `text` from a server, trimmed, and cut to [`MAX_SERVER_TEXT`] bytes. Its
+/// control characters are escaped, such as `\r`, `\n` and `\u{1b}`, so it
+/// cannot forge a log line or a terminal sequence.
 pub(crate) fn clip(text: &str) -> String {
     cut(&escape_controls(text.trim()), MAX_SERVER_TEXT)
 }
 
-/// `text` with every control character escaped as Rust writes it (`\r`,
-/// `\n`, `\t`, `\u{1b}`), the rest as it is.
+/// `text` with every control character escaped as Rust writes it, such as `\r`,
+/// `\n`, `\t` and `\u{1b}`. The rest stays as it is.
 pub(crate) fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -383,8 +383,8 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
-/// `text` cut to at most `max` bytes (on a character boundary), with `...`
-/// where it was cut.
+/// `text` cut to at most `max` bytes, on a character boundary, with `...` where
+/// it was cut.
 fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -396,8 +396,8 @@ fn cut(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
-/// The longest message a [`TokenError`] keeps: messages name server text
-/// (clipped each) inside a sentence of ours.
+/// The longest message a [`TokenError`] keeps. Messages name server text, each
+/// piece clipped, inside a sentence of ours.
 const MAX_MESSAGE: usize = 2048;
 
 impl fmt::Display for TokenError {
@@ -486,24 +486,24 @@ pub enum ConfigErrorKind {
     /// Settings that exclude each other were given: both `auth_url` and
     /// `token_url`, or a token source together with endpoint settings.
     Conflicting,
-    /// The URL cannot be parsed, lacks a scheme or host, carries user
-    /// information, or (for `auth_url`) has a query string.
+    /// The URL cannot be parsed, lacks a scheme or host, or carries user
+    /// information. Or it is an `auth_url` with a query string.
     InvalidUrl,
     /// The URL is plain `http` to a host that is not loopback, and
     /// `allow_insecure_http` was not set.
     InsecureUrl,
-    /// The client id holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character). See
+    /// The client id holds a character the unencoded request body cannot carry:
+    /// `&`, whitespace, or a control character. See
     /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientId,
     /// The client secret holds a character the unencoded request body cannot
-    /// carry (`&`, whitespace, a control character). See
+    /// carry: `&`, whitespace, or a control character. See
     /// [`ClientAuth`](crate::ClientAuth).
     InvalidClientSecret,
-    /// An extra token request parameter has an empty or reserved name
-    /// (`grant_type`, `client_id`, `client_secret`, `client_assertion`,
-    /// `client_assertion_type`), or a name or value the
-    /// chosen [`ClientAuth`](crate::ClientAuth) cannot carry.
+    /// An extra token request parameter has an empty or reserved name, or a
+    /// name or value the chosen [`ClientAuth`](crate::ClientAuth) cannot carry.
+    /// The reserved names are `grant_type`, `client_id`, `client_secret`,
+    /// `client_assertion` and `client_assertion_type`.
     InvalidParameter,
     /// No transport for the token request: the `reqwest` feature is off and
     /// no [`transport`](crate::OAuthLayerBuilder::transport) was given.
@@ -539,8 +539,8 @@ impl ConfigError {
         self.kind
     }
 
-    /// What is wrong, in a sentence (the `Display` text without its
-    /// "invalid OAuth configuration" prefix).
+    /// What is wrong, in a sentence: the `Display` text without its "invalid
+    /// OAuth configuration" prefix.
     pub fn message(&self) -> &str {
         &self.message
     }
