@@ -1,6 +1,6 @@
-//! [`JwtBearer`]: the JWT-bearer authorization grant (RFC 7523 section
-//! 2.1), with an assertion the crate signs (and Google's service account
-//! key file as a preset) or one a platform writes to a file.
+//! [`JwtBearer`]: the JWT-bearer authorization grant of RFC 7523 section 2.1.
+//! The crate signs its assertion, with Google's service account key file as a
+//! preset, or a platform writes it to a file.
 
 use std::fmt;
 use std::path::Path;
@@ -9,35 +9,39 @@ use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind};
 
-/// The `grant_type` of the JWT-bearer grant (RFC 7523 section 2.1).
+/// The `grant_type` of the JWT-bearer grant, from RFC 7523 section 2.1.
 pub const JWT_BEARER_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// Google's token endpoint, the default `token_uri` of a service account key.
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
-/// The JWT-bearer authorization grant (RFC 7523 section 2.1): the token
-/// request carries `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`
-/// and a signed JWT as `assertion`, which is the grant itself (Google
-/// service accounts, Salesforce, many enterprise servers). Give it with
-/// [`OAuthLayerBuilder::jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer);
-/// caching, renewal and back-off are those of every token.
+/// The JWT-bearer authorization grant of RFC 7523 section 2.1. The token
+/// request carries `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
+/// and a signed JWT as `assertion`. That JWT is the grant itself. Google
+/// service accounts, Salesforce and many enterprise servers take it. Give it
+/// with
+/// [`OAuthLayerBuilder::jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer).
+/// Caching, renewal and back-off are those of every token.
 ///
-/// The assertion is either signed by the layer for each token request
-/// ([`signed`](Self::signed)): `iss` the issuer, `sub` the
-/// subject (by default the issuer), `aud` by the rule of client assertions
-/// (with [`issuer`](crate::OAuthLayerBuilder::issuer): the issuer, and
-/// after an `invalid_grant` the token endpoint's URL once, the one taken
-/// kept; else the token endpoint's URL), `iat`
-/// and `nbf` backdated by the
-/// [`assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew),
-/// `exp` a [`lifetime`](Self::lifetime) later, a random `jti`, and the
-/// header's `typ` `JWT`; or read from a file a platform writes and renews
-/// ([`from_file`](Self::from_file)), as for
-/// [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile).
+/// The assertion comes from one of two places:
 ///
-/// The client needs no other authentication: without a client secret the
-/// request carries no client credential (and `client_id` only when one is
-/// given); with one, the client authenticates as usual.
+/// - The layer signs it for each token request, with [`signed`](Self::signed).
+///   `iss` is the issuer, and `sub` the subject, by default the issuer. `aud`
+///   follows the rule of client assertions. With
+///   [`issuer`](crate::OAuthLayerBuilder::issuer), it is the issuer, and after
+///   an `invalid_grant` the token endpoint's URL once, the one taken kept.
+///   Otherwise it is the token endpoint's URL. `iat` and `nbf` are backdated by
+///   the
+///   [`assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew),
+///   and `exp` is a [`lifetime`](Self::lifetime) later. The `jti` is random,
+///   and the header's `typ` is `JWT`.
+/// - A platform writes and renews it in a file, read with
+///   [`from_file`](Self::from_file) as for
+///   [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile).
+///
+/// The client needs no other authentication. Without a client secret, the
+/// request carries no client credential, and `client_id` only when one is
+/// given. With one, the client authenticates as usual.
 ///
 /// ```no_run
 /// use tower_oauth::{JwtBearer, OAuthLayer};
@@ -62,7 +66,7 @@ pub(crate) enum Source {
     Signed(Signed),
     /// Written by a platform.
     File(PathBuf),
-    /// Asked of a subject token source (a function, another layer).
+    /// Asked of a subject token source, such as a function or another layer.
     Subject(crate::endpoint::grant::token_exchange::SubjectToken),
 }
 
@@ -78,8 +82,9 @@ pub(crate) struct Signed {
 }
 
 impl JwtBearer {
-    /// An assertion signed with `key` for each token request, issued by
-    /// `issuer` (a service account's email, a client id) about itself.
+    /// An assertion signed with `key` for each token request. It is issued by
+    /// `issuer`, such as a service account's email or a client id, about
+    /// itself.
     pub fn signed(key: crate::keys::SigningKey, issuer: impl Into<String>) -> Self {
         let issuer = issuer.into();
         JwtBearer {
@@ -95,8 +100,8 @@ impl JwtBearer {
         }
     }
 
-    /// The assertion's `sub`: the user or account the token is for (Google's
-    /// domain-wide delegation, Salesforce's user name). Ignored for an
+    /// The assertion's `sub`: the user or account the token is for. Google's
+    /// domain-wide delegation and Salesforce's user name use it. Ignored for an
     /// assertion [from a file](Self::from_file).
     ///
     /// Default: the issuer.
@@ -107,11 +112,11 @@ impl JwtBearer {
         self
     }
 
-    /// The assertion's `aud` (Salesforce wants `https://login.salesforce.com`).
+    /// The assertion's `aud`. Salesforce wants `https://login.salesforce.com`.
     /// Ignored for an assertion [from a file](Self::from_file).
     ///
-    /// Default: with an issuer, the issuer and then the token endpoint's URL
-    /// (see above); else the token endpoint's URL.
+    /// Default: with an issuer, the issuer and then the token endpoint's URL,
+    /// as above. Without one, the token endpoint's URL.
     pub fn audience(mut self, audience: impl Into<String>) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.audience = Some(audience.into());
@@ -119,11 +124,12 @@ impl JwtBearer {
         self
     }
 
-    /// How long after its making the assertion is valid (`exp - iat`),
-    /// between 1 second and 1 hour (the most Google takes). Ignored for an
-    /// assertion [from a file](Self::from_file).
+    /// How long after its making the assertion is valid: `exp - iat`. Between 1
+    /// second and 1 hour, the most Google takes. Ignored for an assertion [from
+    /// a file](Self::from_file).
     ///
-    /// Default: [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME) (60 s).
+    /// Default:
+    /// [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME), 60 s.
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.lifetime = lifetime.clamp(Duration::from_secs(1), Duration::from_secs(3600));
@@ -131,10 +137,9 @@ impl JwtBearer {
         self
     }
 
-    /// An assertion a platform writes to `path` and renews, read at each
-    /// token request (see
-    /// [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile) for
-    /// how it is read and what its errors say).
+    /// An assertion a platform writes to `path` and renews, read at each token
+    /// request. [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile)
+    /// says how it is read and what its errors say.
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
         JwtBearer {
             source: Source::File(path.into()),
@@ -143,10 +148,10 @@ impl JwtBearer {
         }
     }
 
-    /// An assertion asked of `source` at each token request: a file, a
-    /// function, or another layer's current token (fresh, as
-    /// `SubjectToken::from(&layer)` makes it), the same sources a token
-    /// exchange's subject comes from. Errors name the source, never the
+    /// An assertion asked of `source` at each token request. The source may be
+    /// a file, a function, or another layer's current token, fresh as
+    /// `SubjectToken::from(&layer)` makes it. These are the same sources a
+    /// token exchange's subject comes from. Errors name the source, never the
     /// assertion.
     ///
     /// ```
@@ -171,26 +176,28 @@ impl JwtBearer {
     }
 
     /// Whether the layer's `scope` goes into the signed assertion as its
-    /// `scope` claim (and not into the request body), as Google asks.
+    /// `scope` claim, instead of into the request body. Google asks for it
+    /// there.
     ///
-    /// Default: false (the `scope` is a body parameter, RFC 7523 section
-    /// 2.1); true for [`google_service_account`](Self::google_service_account).
+    /// Default: false, so the `scope` is a body parameter, as RFC 7523 section
+    /// 2.1 says. True for
+    /// [`google_service_account`](Self::google_service_account).
     pub fn scope_in_assertion(mut self, yes: bool) -> Self {
         self.scope_in_assertion = yes;
         self
     }
 
-    /// The grant of a Google service account, from its JSON key file: the
-    /// `private_key` (RS256, its `private_key_id` as `kid`) signs assertions
-    /// issued by `client_email` for the key's `token_uri`, which is the
-    /// layer's token endpoint unless another is given, with the scope in the
-    /// assertion.
+    /// The grant of a Google service account, from its JSON key file. The
+    /// `private_key` signs assertions with RS256, with its `private_key_id` as
+    /// `kid`. The assertions are issued by `client_email` for the key's
+    /// `token_uri`, and carry the scope. The `token_uri` is the layer's token
+    /// endpoint, unless another is given.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming what is missing or wrong (not JSON, not a
-    /// service account key, no `client_email`, a `private_key` that does
-    /// not read), never showing the key.
+    /// A [`ConfigError`] naming what is missing or wrong, never showing the
+    /// key. The file may not be JSON, or not a service account key. It may have
+    /// no `client_email`, or a `private_key` that does not read.
     pub fn google_service_account(json: impl AsRef<str>) -> Result<Self, ConfigError> {
         let bad = |why: String| {
             ConfigError::new(
@@ -226,11 +233,12 @@ impl JwtBearer {
     }
 
     /// [`google_service_account`](Self::google_service_account) from the key
-    /// file at `path` (`GOOGLE_APPLICATION_CREDENTIALS` names it).
+    /// file at `path`. `GOOGLE_APPLICATION_CREDENTIALS` names that file.
     ///
     /// # Errors
     ///
-    /// As `google_service_account`, and a file that cannot be read (named).
+    /// As `google_service_account`. Also a file that cannot be read, named in
+    /// the error.
     pub fn google_service_account_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let json = std::fs::read_to_string(path).map_err(|e| {
@@ -242,15 +250,15 @@ impl JwtBearer {
         Self::google_service_account(json)
     }
 
-    /// The token endpoint a key file names (`token_uri`), used when none is
+    /// The token endpoint a key file names in `token_uri`, used when none is
     /// given to the builder.
     pub fn token_url(&self) -> Option<&str> {
         self.token_uri.as_deref()
     }
 
-    /// What sets this grant's tokens apart in a token identity: the
-    /// issuer, subject, audience and key (algorithm, id, thumbprint), or the
-    /// file; never key material.
+    /// What sets this grant's tokens apart in a token identity. It is the
+    /// issuer, subject, audience and key, by the key's algorithm, id and
+    /// thumbprint. Or it is the file. Never key material.
     pub(crate) fn identity(&self) -> String {
         match &self.source {
             Source::Signed(signed) => format!(

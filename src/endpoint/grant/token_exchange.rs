@@ -1,6 +1,6 @@
-//! [`TokenExchange`]: the token exchange grant (RFC 8693), and
-//! [`SubjectToken`], where the token it trades comes from (a file, a
-//! function, another layer).
+//! [`TokenExchange`]: the token exchange grant of RFC 8693. [`SubjectToken`]:
+//! where the token it trades comes from, such as a file, a function, or another
+//! layer.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -21,17 +21,16 @@ pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 /// The token type URI of an OpenID Connect ID token (RFC 8693 section 3).
 pub const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
 
-/// The token type URI of an Identity Assertion JWT Authorization Grant
-/// (ID-JAG: the IETF draft "Identity Assertion JWT Authorization Grant",
-/// MCP's enterprise-managed authorization).
+/// The token type URI of an Identity Assertion JWT Authorization Grant, or
+/// ID-JAG. The IETF draft "Identity Assertion JWT Authorization Grant" defines
+/// it, and MCP's enterprise-managed authorization uses it.
 pub const ID_JAG_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
 
 /// The function a subject token is asked from.
 type SubjectFn = Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
 
-/// What a token request asks a source that depends on it for: the
-/// authorization server it goes to (its issuer), the `resource` and the
-/// `scope` it carries.
+/// What a token request asks a source that depends on it for: the issuer of the
+/// authorization server it goes to, and the `resource` and `scope` it carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Asking {
     pub(crate) audience: Option<String>,
@@ -56,9 +55,9 @@ impl Asking {
     }
 }
 
-/// A source asked with the request's [`Asking`]: a token made for it (an
-/// ID-JAG), and what to do when the server refused the one it gave (drop
-/// it, so that the next is new; whether one comes).
+/// A source asked with the request's [`Asking`]. It gives a token made for the
+/// request, such as an ID-JAG. When the server refused the one it gave, it
+/// drops that one, so that the next is new, and says whether one comes.
 #[derive(Clone)]
 pub(crate) struct ForRequest {
     pub(crate) ask:
@@ -66,14 +65,14 @@ pub(crate) struct ForRequest {
     pub(crate) refused: Arc<dyn Fn(Asking) -> bool + Send + Sync>,
 }
 
-/// The token exchange grant (RFC 8693): each token request trades a subject
-/// token (a workload's platform token, another service's access token) for
-/// a token of this layer's. Give it with
-/// [`OAuthLayerBuilder::token_exchange`](crate::OAuthLayerBuilder::token_exchange);
-/// the exchanged token is cached, renewed and backed off like any other.
-/// The request's `audience`, `resource` and `scope` are the builder's (and a
-/// [`TokenParams`](crate::TokenParams)' per token slot); the client
-/// authenticates as usual, or not at all without a secret.
+/// The token exchange grant of RFC 8693. Each token request trades a subject
+/// token for a token of this layer's. The subject may be a workload's platform
+/// token, or another service's access token. Give it with
+/// [`OAuthLayerBuilder::token_exchange`](crate::OAuthLayerBuilder::token_exchange).
+/// The exchanged token is cached, renewed and backed off like any other. The
+/// request's `audience`, `resource` and `scope` are the builder's, or per token
+/// slot a [`TokenParams`](crate::TokenParams)'. The client authenticates as
+/// usual, or not at all without a secret.
 ///
 /// ```
 /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
@@ -98,9 +97,9 @@ pub struct TokenExchange {
 }
 
 impl TokenExchange {
-    /// Trades `subject`, of the type its source implies (a file's: a
-    /// [JWT](JWT_TOKEN_TYPE); a function's or a layer's: an [access
-    /// token](ACCESS_TOKEN_TYPE)).
+    /// Trades `subject`, of the type its source implies. A file's is a
+    /// [JWT](JWT_TOKEN_TYPE). A function's or a layer's is an [access
+    /// token](ACCESS_TOKEN_TYPE).
     pub fn new(subject: SubjectToken) -> Self {
         let subject_token_type = match &subject.0 {
             SubjectFrom::File(_) => JWT_TOKEN_TYPE,
@@ -117,7 +116,7 @@ impl TokenExchange {
         }
     }
 
-    /// The `subject_token_type` (RFC 8693 section 3), such as
+    /// The `subject_token_type`, by RFC 8693 section 3, such as
     /// `urn:ietf:params:oauth:token-type:id_token`.
     ///
     /// Default: by the subject's source, see [`new`](Self::new).
@@ -126,9 +125,9 @@ impl TokenExchange {
         self
     }
 
-    /// The `requested_token_type` (RFC 8693 section 2.1).
+    /// The `requested_token_type`, by RFC 8693 section 2.1.
     ///
-    /// Default: none (the server's choice, usually an access token).
+    /// Default: none. The server chooses, usually an access token.
     pub fn requested_token_type(mut self, token_type: impl Into<String>) -> Self {
         self.requested_token_type = Some(token_type.into());
         self
@@ -165,18 +164,19 @@ pub(crate) enum SubjectFrom {
 }
 
 impl SubjectToken {
-    /// A JWT a platform writes to `path` and renews (a Kubernetes projected
-    /// service account token, a SPIFFE JWT-SVID), read at each token
-    /// request as [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile)
-    /// reads its file: errors name the file, never its content.
+    /// A JWT a platform writes to `path` and renews, such as a Kubernetes
+    /// projected service account token or a SPIFFE JWT-SVID. It is read at each
+    /// token request, as
+    /// [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile) reads
+    /// its file. Errors name the file, never its content.
     pub fn file(path: impl Into<PathBuf>) -> Self {
         SubjectToken(SubjectFrom::File(path.into()))
     }
 
-    /// What `ask` answers, awaited at each token request (within the
-    /// layer's fetch timeout): a token your code holds. `name` tells
-    /// subjects apart where tokens are shared (a token store): give the
-    /// same name on every replica for the same subject, another for another.
+    /// A token your code holds: what `ask` answers, awaited at each token
+    /// request within the layer's fetch timeout. `name` tells subjects apart
+    /// where tokens are shared, as in a token store. Give the same name on
+    /// every replica for the same subject, and another for another.
     ///
     /// ```
     /// use tower_oauth::SubjectToken;
@@ -195,35 +195,36 @@ impl SubjectToken {
         })
     }
 
-    /// GitHub Actions' OIDC token for `audience`, asked at
-    /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`
-    /// (a job with `permissions: id-token: write`). Kept until a minute
-    /// before its `exp`. A JWT: for a token exchange, a JWT-bearer grant,
-    /// or a client assertion ([`ClientAuth::Assertion`](crate::ClientAuth::Assertion),
-    /// Entra ID's federated credentials, say).
+    /// GitHub Actions' OIDC token for `audience`. It is asked at
+    /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`,
+    /// which a job with `permissions: id-token: write` has. Kept until a minute
+    /// before its `exp`. It is a JWT, for a token exchange, a JWT-bearer grant,
+    /// or a client assertion such as
+    /// [`ClientAuth::Assertion`](crate::ClientAuth::Assertion) for Entra ID's
+    /// federated credentials.
     pub fn github_actions(audience: impl Into<String>) -> Self {
         Self::platform(crate::endpoint::grant::platform::Platform::GithubActions {
             audience: audience.into(),
         })
     }
 
-    /// GCP's identity token for `audience`, from the metadata server
-    /// (`Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when set). Kept
-    /// until a minute before its `exp`.
+    /// GCP's identity token for `audience`, from the metadata server with
+    /// `Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when set. Kept until a
+    /// minute before its `exp`.
     pub fn gcp_metadata(audience: impl Into<String>) -> Self {
         Self::platform(crate::endpoint::grant::platform::Platform::Gcp {
             audience: audience.into(),
         })
     }
 
-    /// Azure's managed identity token for `resource` (such as
-    /// `api://AzureADTokenExchange` for a federated credential), of the
-    /// user-assigned identity `client_id` if given: from
-    /// `IDENTITY_ENDPOINT` with `IDENTITY_HEADER` where the platform sets
-    /// them (App Service, Functions, Container Apps), else from the
-    /// instance metadata service (IMDS; `AZURE_POD_IDENTITY_AUTHORITY_HOST`
-    /// names another, as Azure's SDKs honour it); kept until a minute
-    /// before it runs out.
+    /// Azure's managed identity token for `resource`, of the user-assigned
+    /// identity `client_id` if given. For a federated credential, `resource` is
+    /// `api://AzureADTokenExchange`. Where the platform sets
+    /// `IDENTITY_ENDPOINT` and `IDENTITY_HEADER`, as App Service, Functions and
+    /// Container Apps do, the token comes from there. Otherwise it comes from
+    /// the instance metadata service, IMDS. `AZURE_POD_IDENTITY_AUTHORITY_HOST`
+    /// names another, as Azure's SDKs honour it. The token is kept until a
+    /// minute before it runs out.
     pub fn azure_managed_identity(resource: impl Into<String>, client_id: Option<&str>) -> Self {
         Self::platform(crate::endpoint::grant::platform::Platform::Azure {
             resource: resource.into(),
@@ -237,9 +238,9 @@ impl SubjectToken {
         )))
     }
 
-    /// A token made for each request's server, resource and scope by `ask`
-    /// (an ID-JAG), known as `name`; `refused` drops the one a server
-    /// refused and says whether a new one comes.
+    /// A token that `ask` makes for each request's server, resource and scope,
+    /// such as an ID-JAG, known as `name`. `refused` drops the one a server
+    /// refused, and says whether a new one comes.
     pub(crate) fn for_request(name: String, source: ForRequest) -> Self {
         SubjectToken(SubjectFrom::ForRequest { name, source })
     }
@@ -261,8 +262,8 @@ impl SubjectToken {
     }
 }
 
-/// Two sources are the same when they are known by the same name (a
-/// file's path, a function's name, a platform and what it is asked for).
+/// Two sources are the same when they are known by the same name: a file's
+/// path, a function's name, or a platform and what it is asked for.
 impl PartialEq for SubjectToken {
     fn eq(&self, other: &Self) -> bool {
         self.identity() == other.identity()
