@@ -1,6 +1,6 @@
-//! [`SigningKey`] and the [`JwsSigner`] seam: signing keys for JWTs: RSA, EC P-256 and Ed25519 keys read from PEM or
-//! JWK and used through `ring`, and the [`JwsSigner`] seam for keys that
-//! never leave a KMS or HSM.
+//! [`SigningKey`]: signing keys for JWTs. It reads RSA, EC P-256 and Ed25519
+//! keys from PEM or JWK, and signs with them through `ring`. [`JwsSigner`] is
+//! the seam for keys that never leave a KMS or HSM.
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,12 +19,13 @@ use super::jwk::PublicJwk;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::support::boxed::{BoxError, BoxFuture};
 
-/// Signs JWS messages with a key kept elsewhere: a cloud KMS, an HSM, a
+/// Signs JWS messages with a key kept elsewhere: a cloud KMS, an HSM, or a
 /// signing service. The layer calls it once per token request, under
-/// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout): a signer that
-/// fails or hangs is a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing)
-/// or [`Timeout`](crate::TokenErrorKind::Timeout) failure, backed off like
-/// any other.
+/// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout). A signer that
+/// fails or hangs is a
+/// [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing) or
+/// [`Timeout`](crate::TokenErrorKind::Timeout) failure, backed off like any
+/// other.
 ///
 /// ```
 /// use tower_oauth::{Algorithm, BoxError, BoxFuture, JwsSigner, SigningKey};
@@ -60,15 +61,17 @@ pub trait JwsSigner: Send + Sync + 'static {
     /// The algorithm of the signatures [`sign`](Self::sign) makes.
     fn algorithm(&self) -> Algorithm;
 
-    /// The key's id, sent as the JWS header's `kid`. Default: none.
+    /// The key's id, sent as the JWS header's `kid`.
+    ///
+    /// Default: none.
     fn key_id(&self) -> Option<&str> {
         None
     }
 
-    /// Signs `message` (the JWS signing input, `header.payload`) and returns
-    /// the signature as the JWS wants it (RFC 7518 section 3): for ES256 the
-    /// 64-byte `r || s`, for RS256 and PS256 the RSA signature, for EdDSA the
-    /// 64-byte Ed25519 signature.
+    /// Signs `message`, the JWS signing input `header.payload`. Returns the
+    /// signature as the JWS wants it, by RFC 7518 section 3: for ES256 the
+    /// 64-byte `r || s`, for RS256 and PS256 the RSA signature, and for EdDSA
+    /// the 64-byte Ed25519 signature.
     ///
     /// # Errors
     ///
@@ -76,11 +79,12 @@ pub trait JwsSigner: Send + Sync + 'static {
     /// a [`TokenErrorKind::Signing`](crate::TokenErrorKind::Signing) failure.
     fn sign<'a>(&'a self, message: &'a [u8]) -> BoxFuture<'a, Result<Vec<u8>, BoxError>>;
 
-    /// The public key as a JWK (RFC 7517), JSON text such as
-    /// `{"kty":"EC","crv":"P-256","x":"...","y":"..."}`: required for a
-    /// [`DpopKey`](crate::DpopKey), whose proofs carry it; members beyond
-    /// the key's own (`kid`, `alg`, `use`) are ignored. Default: none, which
-    /// is enough for client assertions.
+    /// The public key as a JWK, in the JSON text of RFC 7517, such as
+    /// `{"kty":"EC","crv":"P-256","x":"...","y":"..."}`. A
+    /// [`DpopKey`](crate::DpopKey) needs it, since its proofs carry it. Members
+    /// beyond the key's own, such as `kid`, `alg` and `use`, are ignored.
+    ///
+    /// Default: none, which is enough for client assertions.
     fn public_jwk(&self) -> Option<String> {
         None
     }
@@ -89,10 +93,10 @@ pub trait JwsSigner: Send + Sync + 'static {
 /// A private key that signs JWTs: the client's key for
 /// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt).
 ///
-/// Built from a PEM file ([`from_pem`](Self::from_pem)), a JWK
-/// ([`from_jwk`](Self::from_jwk)) or a signer of your own
-/// ([`custom`](Self::custom)). Cloning is cheap and shares the key. `Debug`
-/// shows the algorithm and key id, never key material.
+/// Build it from a PEM file with [`from_pem`](Self::from_pem), from a JWK with
+/// [`from_jwk`](Self::from_jwk), or from a signer of your own with
+/// [`custom`](Self::custom). Cloning is cheap and shares the key. `Debug` shows
+/// the algorithm and key id, never key material.
 ///
 /// ```
 /// use tower_oauth::{Algorithm, ConfigErrorKind, SigningKey};
@@ -104,8 +108,8 @@ pub trait JwsSigner: Send + Sync + 'static {
 pub struct SigningKey {
     signer: Arc<Signer>,
     key_id: Option<Arc<str>>,
-    /// SHA-256 of the private key's bytes, for deriving other keys from it
-    /// (a token store's sealing key). None for a custom signer.
+    /// SHA-256 of the private key's bytes, for deriving other keys from it,
+    /// such as a token store's sealing key. None for a custom signer.
     seed: Option<[u8; 32]>,
 }
 
@@ -118,10 +122,10 @@ enum Signer {
 }
 
 impl SigningKey {
-    /// Reads a private key from PEM: PKCS #8 (`BEGIN PRIVATE KEY`) for every
-    /// algorithm, PKCS #1 (`BEGIN RSA PRIVATE KEY`) for RSA, SEC 1 (`BEGIN
-    /// EC PRIVATE KEY`) for P-256. Text around the key (certificates,
-    /// comments) is skipped.
+    /// Reads a private key from PEM. It takes PKCS #8 (`BEGIN PRIVATE KEY`) for
+    /// every algorithm, PKCS #1 (`BEGIN RSA PRIVATE KEY`) for RSA, and SEC 1
+    /// (`BEGIN EC PRIVATE KEY`) for P-256. Text around the key, such as
+    /// certificates and comments, is skipped.
     ///
     /// ```
     /// use tower_oauth::{Algorithm, SigningKey};
@@ -138,10 +142,10 @@ impl SigningKey {
     /// # Errors
     ///
     /// A [`ConfigError`] of kind
-    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) naming the
-    /// problem (no private key in the PEM, an encrypted key, a public key or
-    /// certificate only, a key of another type than `algorithm` needs, an
-    /// RSA key under 2048 bits), never showing key material.
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) naming the problem,
+    /// never showing key material. The PEM may hold no private key, an
+    /// encrypted key, or a public key or certificate only. The key may be of
+    /// another type than `algorithm` needs, or an RSA key under 2048 bits.
     pub fn from_pem(pem: impl AsRef<[u8]>, algorithm: Algorithm) -> Result<Self, ConfigError> {
         let pem = pem.as_ref();
         let key = PrivateKeyDer::from_pem_slice(pem).map_err(|_| no_key_in(pem))?;
@@ -194,17 +198,18 @@ impl SigningKey {
         })
     }
 
-    /// Reads a private key from a JWK (RFC 7517): `kty` `EC` with `crv`
-    /// `P-256`, `OKP` with `crv` `Ed25519`, or `RSA` with its CRT
-    /// parameters. The algorithm is the JWK's `alg`, else ES256, EdDSA or
+    /// Reads a private key from a JWK, as RFC 7517 defines it. It takes `kty`
+    /// `EC` with `crv` `P-256`, `OKP` with `crv` `Ed25519`, or `RSA` with its
+    /// CRT parameters. The algorithm is the JWK's `alg`, else ES256, EdDSA or
     /// RS256 by key type. The key id is its `kid`.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] of kind
-    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey): not JSON, a
-    /// public key only (no `d`), an unsupported key type, curve or `alg`, a
-    /// key that does not hold together; never showing key material.
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey), never showing key
+    /// material. The JWK may not be JSON, or hold a public key only, with no
+    /// `d`. Its key type, curve or `alg` may be unsupported. Or its parts may
+    /// not hold together.
     pub fn from_jwk(jwk: impl AsRef<str>) -> Result<Self, ConfigError> {
         let Ok(Value::Object(jwk)) = serde_json::from_str::<Value>(jwk.as_ref()) else {
             return Err(invalid_key("the JWK is not a JSON object"));
@@ -290,9 +295,9 @@ impl SigningKey {
         })
     }
 
-    /// A new key for `algorithm`, from the system's random source: EC P-256
-    /// or Ed25519. RSA keys are not made here (`ring` does not generate
-    /// them). Read one with [`from_pem`](Self::from_pem).
+    /// A new key for `algorithm`, EC P-256 or Ed25519, from the system's random
+    /// source. RSA keys are not made here, since `ring` does not generate them.
+    /// Read one with [`from_pem`](Self::from_pem).
     pub(crate) fn generate(algorithm: Algorithm) -> Result<Self, ConfigError> {
         let rng = SystemRandom::new();
         let no_random = |_| invalid_key("the system's random source gave no bytes for a new key");
@@ -339,9 +344,9 @@ impl SigningKey {
         }
     }
 
-    /// How the key is known in a token identity: its algorithm, id and
-    /// public key's RFC 7638 thumbprint (a custom signer that gives no public
-    /// key: its algorithm and id). Never key material.
+    /// How the key is known in a token identity: its algorithm, id, and its
+    /// public key's RFC 7638 thumbprint. A custom signer that gives no public
+    /// key is known by its algorithm and id. Never key material.
     pub(crate) fn identity(&self) -> String {
         let thumbprint = self.jwk().map(|jwk| jwk.thumbprint().to_owned());
         format!(
@@ -357,11 +362,11 @@ impl SigningKey {
         self.seed.as_ref().map(|s| s.as_slice())
     }
 
-    /// Sets the key id sent as the JWS header's `kid`: the id under which
-    /// the server knows the key (in the client's registered JWK set).
+    /// Sets the key id sent as the JWS header's `kid`: the id under which the
+    /// server knows the key, in the client's registered JWK set.
     ///
-    /// Default: the JWK's `kid` ([`from_jwk`](Self::from_jwk)), the signer's
-    /// ([`custom`](Self::custom)), else none.
+    /// Default: the JWK's `kid` with [`from_jwk`](Self::from_jwk), or the
+    /// signer's with [`custom`](Self::custom). Otherwise none.
     pub fn key_id(mut self, kid: impl Into<String>) -> Self {
         self.key_id = Some(Arc::from(kid.into()));
         self
@@ -401,9 +406,9 @@ impl SigningKey {
             .unwrap_or_else(|| Err("a custom signer signs asynchronously".into()))
     }
 
-    /// Signs `message` with a key held in this process and hands the
-    /// signature to `out`, allocating nothing; `None` for a custom signer,
-    /// which signs asynchronously ([`sign`](Self::sign)).
+    /// Signs `message` with a key held in this process, and hands the signature
+    /// to `out`, allocating nothing. `None` for a custom signer, which signs
+    /// asynchronously with [`sign`](Self::sign).
     pub(crate) fn sign_here_into<R>(
         &self,
         message: &[u8],
@@ -442,7 +447,8 @@ impl SigningKey {
         }
     }
 
-    /// The public key as a JWK (for a custom signer, the one it gives).
+    /// The public key as a JWK. For a custom signer, it is the one the signer
+    /// gives.
     ///
     /// # Errors
     ///
@@ -468,9 +474,9 @@ impl SigningKey {
         })
     }
 
-    /// The public half of a key held here, as its raw bytes (the
-    /// uncompressed point for P-256, the 32 bytes for Ed25519, the DER
-    /// `RSAPublicKey` for RSA). None for a custom signer.
+    /// The public half of a key held here, as its raw bytes: the uncompressed
+    /// point for P-256, the 32 bytes for Ed25519, or the DER `RSAPublicKey` for
+    /// RSA. None for a custom signer.
     fn public_key(&self) -> Option<&[u8]> {
         match &*self.signer {
             Signer::Rsa(key, _) => Some(key.public_key().as_ref()),
@@ -481,8 +487,8 @@ impl SigningKey {
     }
 }
 
-/// Two keys are equal when they have the same algorithm, key id and public
-/// key (for custom signers: when one is a clone of the other).
+/// Two keys are equal when they have the same algorithm, key id and public key.
+/// Two custom signers are equal when one is a clone of the other.
 impl PartialEq for SigningKey {
     fn eq(&self, other: &Self) -> bool {
         let same_key = match (self.public_key(), other.public_key()) {

@@ -1,12 +1,12 @@
-//! [`RefreshToken`]: the refresh token grant (RFC 6749 section 6), and the
+//! [`RefreshToken`]: the refresh token grant of RFC 6749 section 6, and the
 //! chain of refresh tokens a login hands out as the server rotates them.
 //!
-//! A chain starts with the refresh token a login made elsewhere gave
-//! (`RefreshToken::new`). Each answer that carries a new refresh token
-//! replaces the current one, which is never sent again. A chain the server
-//! refused (`invalid_grant`) is dead: nothing is sent until a new login
-//! ([`Chain::replace`]) or a store that holds a newer chain.
-//! What a store keeps of a chain is a [`ChainRecord`] (sealed by the store).
+//! A chain starts with the refresh token that a login made elsewhere gave, in
+//! `RefreshToken::new`. Each answer that carries a new refresh token replaces
+//! the current one, which is never sent again. A chain the server refused with
+//! `invalid_grant` is dead. Nothing is sent until a new login, with
+//! [`Chain::replace`], or until a store holds a newer chain. What a store keeps
+//! of a chain is a [`ChainRecord`], which the store seals.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,36 +17,35 @@ use serde_json::{Map, Value};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
 
-/// The `grant_type` of a refresh (RFC 6749 section 6).
+/// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
 
-/// The longest refresh token taken from a server or a user: far above any
-/// provider's (Entra ID's run to about 2 KB), far below what would flood a
-/// store.
+/// The longest refresh token taken from a server or a user. It is far above any
+/// provider's, since Entra ID's run to about 2 KB, and far below what would
+/// flood a store.
 pub(crate) const MAX_REFRESH_TOKEN_LEN: usize = 8 * 1024;
 
 /// What is called with each new refresh token once it is stored.
 type OnRotation = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// The refresh token grant (RFC 6749 section 6): each token request sends
-/// `grant_type=refresh_token` with the current refresh token of a login
-/// made elsewhere (a CLI's authorization-code login, a device-flow login, a
-/// stored credential of an integration). Give it with
+/// The refresh token grant of RFC 6749 section 6. Each token request sends
+/// `grant_type=refresh_token` with the current refresh token of a login made
+/// elsewhere. That login may be a CLI's authorization-code login, a device-flow
+/// login, or an integration's stored credential. Give it with
 /// [`OAuthLayerBuilder::refresh_token`](crate::OAuthLayerBuilder::refresh_token).
 ///
-/// When the server rotates refresh tokens (it answers a refresh with a new
-/// one), the new one replaces the current one, and the old one is never
-/// sent again: not by this layer, its token slots, or, through a
-/// [`TokenStore`](crate::TokenStore) such as
-/// [`FileStore`](crate::FileStore) or `RedisStore`, another process or
-/// replica. A new refresh token is stored before the access token that came
-/// with it is handed out.
+/// A server that rotates refresh tokens answers a refresh with a new one. The
+/// new one replaces the current one, and the old one is never sent again. Not
+/// by this layer, not by its token slots, and not by another process or replica
+/// that shares a [`TokenStore`](crate::TokenStore), such as
+/// [`FileStore`](crate::FileStore) or `RedisStore`. A new refresh token is
+/// stored before the access token that came with it is handed out.
 ///
-/// A chain is told apart by the layer's token endpoint, client and
-/// parameters, and by the refresh token given here: processes configured
-/// with the same one share one chain through a store, and a process that
-/// starts again with it (rotated long ago) goes on from the stored one. A
-/// different refresh token (a new login) starts a new chain.
+/// A chain is told apart by the layer's token endpoint, client and parameters,
+/// and by the refresh token given here. Processes configured with the same one
+/// share one chain through a store. A process that starts again with it, though
+/// it was rotated long ago, goes on from the stored chain. A different refresh
+/// token, from a new login, starts a new chain.
 ///
 /// The refresh token is a secret: it never appears in `Debug`, logs,
 /// metrics or errors, and stores keep it sealed.
@@ -74,8 +73,8 @@ pub struct RefreshToken {
 impl RefreshToken {
     /// The refresh token of a login made elsewhere: the start of the chain.
     /// [`build`](crate::OAuthLayerBuilder::build) fails when it is empty,
-    /// longer than 8 KiB, or holds a character outside RFC 6749's `VSCHAR`
-    /// (visible ASCII and space).
+    /// longer than 8 KiB, or holds a character outside RFC 6749's `VSCHAR`,
+    /// which is visible ASCII and space.
     pub fn new(initial: impl Into<String>) -> Self {
         let initial = initial.into();
         RefreshToken {
@@ -89,10 +88,10 @@ impl RefreshToken {
         }
     }
 
-    /// Calls `f` with each new refresh token once it is stored (in memory,
-    /// or in the layer's token store), for users who keep it elsewhere as
-    /// well: a keychain, a database. Called on the fetch's task: keep it
-    /// short, and keep what it gets secret.
+    /// Calls `f` with each new refresh token once it is stored, in memory or in
+    /// the layer's token store. It serves users who keep the token elsewhere as
+    /// well, such as in a keychain or a database. It is called on the fetch's
+    /// task: keep it short, and keep what it gets secret.
     ///
     /// Default: nothing is called.
     pub fn on_rotation(self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
@@ -119,8 +118,8 @@ impl fmt::Debug for RefreshToken {
 
 /// One chain of refresh tokens, shared by a layer's caches.
 pub(crate) struct Chain {
-    /// SHA-256 (hex) of the refresh token given to `RefreshToken::new`:
-    /// what sets this chain's tokens apart.
+    /// SHA-256, in hex, of the refresh token given to `RefreshToken::new`. It
+    /// sets this chain's tokens apart.
     configured: String,
     /// That refresh token: what the key sealing the chain in a store is
     /// derived from.
@@ -144,10 +143,10 @@ impl fmt::Debug for Chain {
 #[derive(Clone, Debug, PartialEq)]
 struct State {
     current: String,
-    /// SHA-256 (hex) of the refresh token the chain began with.
+    /// SHA-256, in hex, of the refresh token the chain began with.
     login: String,
-    /// When that login was handed over, in ms since the Unix epoch (0: the
-    /// one configured): the later one wins.
+    /// When that login was handed over, in ms since the Unix epoch. 0 is the
+    /// one configured. The later one wins.
     login_at: u64,
     /// Rotations since the login.
     seq: u64,
@@ -174,8 +173,8 @@ impl State {
     }
 }
 
-/// A chain as a store keeps it (sealed): the current refresh token, its
-/// login and rotation, and whether it is dead.
+/// A chain as a store keeps it, sealed: the current refresh token, its login
+/// and rotation, and whether it is dead.
 pub(crate) struct ChainRecord(Vec<u8>);
 
 impl ChainRecord {
@@ -240,8 +239,8 @@ impl Chain {
         self.state().current.clone()
     }
 
-    /// The server answered the refresh that sent `sent` with `new`: it
-    /// replaces the current one (if that is still `sent`).
+    /// The server answered the refresh that sent `sent` with `new`. It replaces
+    /// the current one, if that is still `sent`.
     pub(crate) fn rotated(&self, sent: &str, new: String) {
         let mut state = self.state();
         if state.current == sent && new != sent {
@@ -251,7 +250,7 @@ impl Chain {
         }
     }
 
-    /// The server refused `sent` (`why`, what it said): the chain is dead
+    /// The server refused `sent`, and `why` is what it said. The chain is dead,
     /// unless it moved on meanwhile.
     pub(crate) fn refused(&self, sent: &str, why: &str) {
         let mut state = self.state();
@@ -302,7 +301,7 @@ impl Chain {
         ChainRecord(Value::Object(map).to_string().into_bytes())
     }
 
-    /// `record` (its state when it was read) was stored.
+    /// `record`, the chain's state when it was read, was stored.
     pub(crate) fn saved(&self, record: &ChainRecord) {
         let mut state = self.state();
         if Self::read(record).is_some_and(|stored| {
@@ -312,10 +311,9 @@ impl Chain {
         }
     }
 
-    /// Takes what a store holds, when it is newer than what this chain
-    /// knows: a later rotation of the same login, or a later login. A
-    /// record that does not read is ignored (the store's next write
-    /// replaces it).
+    /// Takes what a store holds, when it is newer than what this chain knows: a
+    /// later rotation of the same login, or a later login. A record that does
+    /// not read is ignored. The store's next write replaces it.
     pub(crate) fn adopt(&self, record: &ChainRecord) {
         let Some(stored) = Self::read(record) else {
             tracing::warn!(
@@ -362,8 +360,8 @@ impl Chain {
         })
     }
 
-    /// Calls `on_rotation` with the current refresh token if it is new
-    /// since the last call (and stored, as the caller makes sure).
+    /// Calls `on_rotation` with the current refresh token if it is new since
+    /// the last call. It must be stored too, as the caller makes sure.
     pub(crate) fn announce(&self) {
         let (token, f) = {
             let mut state = self.state();
@@ -399,9 +397,9 @@ pub(crate) fn login_required(why: Option<&str>) -> TokenError {
     ))
 }
 
-/// Reads the `refresh_token` of a successful token response: `Ok(None)`
-/// when there is none (the current one stays), an error when it is not a
-/// usable refresh token (its value is never part of the error).
+/// Reads the `refresh_token` of a successful token response. `Ok(None)` when
+/// there is none, and the current one stays. An error when it is not a usable
+/// refresh token. Its value is never part of the error.
 pub(crate) fn answered_refresh_token(body: &[u8]) -> Result<Option<String>, TokenError> {
     let invalid = |why: String| {
         TokenError::new(TokenErrorKind::InvalidResponse).with_message(format!(
@@ -421,8 +419,8 @@ pub(crate) fn answered_refresh_token(body: &[u8]) -> Result<Option<String>, Toke
     }
 }
 
-/// Whether `value` may be a refresh token (RFC 6749 appendix A.17: one or
-/// more `VSCHAR`), within [`MAX_REFRESH_TOKEN_LEN`]; else why not.
+/// Whether `value` may be a refresh token: one or more `VSCHAR`, by RFC 6749
+/// appendix A.17, within [`MAX_REFRESH_TOKEN_LEN`]. Otherwise, why not.
 fn check_value(value: &str) -> Result<(), &'static str> {
     if value.is_empty() {
         return Err("is empty");
@@ -436,8 +434,8 @@ fn check_value(value: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Checks a refresh token given by the user (a new login's).
-/// Checks a refresh token given by the user (`how`, for the message).
+/// Checks a refresh token the user gave, a new login's. `how` names it in the
+/// message.
 pub(crate) fn check_given(token: &str, how: &str) -> Result<(), ConfigError> {
     check_value(token).map_err(|why| {
         ConfigError::new(
