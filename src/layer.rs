@@ -23,7 +23,7 @@ use crate::token::{AccessToken, UsableToken};
 /// Adds a client-credentials access token to every request of the service it
 /// wraps.
 ///
-/// Build one with [`OAuthLayer::builder`]. Cloning is cheap (one `Arc`): the
+/// Build one with [`OAuthLayer::builder`]. Cloning is cheap: one `Arc`. The
 /// layer, its clones and every [`OAuthService`] built from any of them share
 /// one token, one token request at a time, and one back-off.
 ///
@@ -57,15 +57,15 @@ struct Shared {
     cache: Arc<TokenCache>,
     /// A token of its own for each set of parameters requests select.
     slots: Arc<Slots>,
-    /// The reference to `cache` a new service instance starts on (see
-    /// [`OAuthService::clone`](crate::OAuthService)).
+    /// The reference to `cache` a new service instance starts on. See
+    /// [`OAuthService::clone`](crate::OAuthService).
     cache_ref: Arc<CacheRef>,
     /// Where tokens come from. None for a layer on a token source.
     endpoint: Option<Endpoint>,
 }
 
 impl OAuthLayer {
-    /// A layer on `cache` (the default token), with its token slots.
+    /// A layer on `cache`, the default token, with its token slots.
     pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
         OAuthLayer {
             shared: Arc::new(Shared {
@@ -83,10 +83,10 @@ impl OAuthLayer {
     }
 
     /// A layer configured from the environment: one of `OAUTH_ISSUER`,
-    /// `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`, `OAUTH_CLIENT_ID`,
-    /// `OAUTH_CLIENT_SECRET`, and optionally `OAUTH_CLIENT_AUTH`,
-    /// `OAUTH_SCOPE` and `OAUTH_RESOURCE` (see
-    /// [`OAuthLayerBuilder::from_env`]); every other setting at its default.
+    /// `OAUTH_TOKEN_URL` and `OAUTH_AUTH_URL`, then `OAUTH_CLIENT_ID` and
+    /// `OAUTH_CLIENT_SECRET`. `OAUTH_CLIENT_AUTH`, `OAUTH_SCOPE` and
+    /// `OAUTH_RESOURCE` are optional. Every other setting is at its default.
+    /// See [`OAuthLayerBuilder::from_env`].
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;
@@ -106,18 +106,18 @@ impl OAuthLayer {
         OAuthLayerBuilder::from_env()?.build()
     }
 
-    /// The token endpoint the layer requests tokens from; `None` for a layer
-    /// built on a [`TokenSource`](crate::TokenSource) or on an
-    /// [`issuer`](OAuthLayerBuilder::issuer) (see
-    /// [`server_metadata`](Self::server_metadata)).
+    /// The token endpoint the layer requests tokens from. `None` for a layer
+    /// built on a [`TokenSource`](crate::TokenSource), or on an
+    /// [`issuer`](OAuthLayerBuilder::issuer): see
+    /// [`server_metadata`](Self::server_metadata) for that.
     pub fn token_url(&self) -> Option<&http::Uri> {
         self.shared.endpoint.as_ref().and_then(|e| e.url.as_ref())
     }
 
-    /// The issuer the layer discovers its token endpoint from, when built
-    /// with [`issuer`](OAuthLayerBuilder::issuer) (with a [protected
+    /// The issuer the layer discovers its token endpoint from, when built with
+    /// [`issuer`](OAuthLayerBuilder::issuer). With a [protected
     /// resource](OAuthLayerBuilder::protected_resource) and no issuer, the
-    /// server taken is in [`resource_metadata`](Self::resource_metadata)).
+    /// server taken is in [`resource_metadata`](Self::resource_metadata).
     pub fn issuer(&self) -> Option<&str> {
         let endpoint = self.shared.endpoint.as_ref()?;
         match (&endpoint.discovery, &endpoint.resource) {
@@ -127,12 +127,12 @@ impl OAuthLayer {
         }
     }
 
-    /// What discovery found at the [`issuer`](OAuthLayerBuilder::issuer)
-    /// (or at the server a [protected
-    /// resource](OAuthLayerBuilder::protected_resource) names): the token
-    /// endpoint and the client authentication in use. `None` before the
-    /// first token request (discovery happens then), after a failed
-    /// discovery, and for layers without an issuer or a protected resource.
+    /// What discovery found at the [`issuer`](OAuthLayerBuilder::issuer), or at
+    /// the server a [protected resource](OAuthLayerBuilder::protected_resource)
+    /// names. That is the token endpoint and the client authentication in use.
+    /// Discovery happens at the first token request. `None` before it, after a
+    /// failed discovery, and for layers without an issuer or a protected
+    /// resource.
     pub fn server_metadata(&self) -> Option<ServerMetadata> {
         let endpoint = self.shared.endpoint.as_ref()?;
         match (&endpoint.discovery, &endpoint.resource) {
@@ -150,60 +150,58 @@ impl OAuthLayer {
     }
 
     /// What the [protected resource](OAuthLayerBuilder::protected_resource)'s
-    /// metadata says, and the authorization server the layer took from it.
-    /// `None` before the first token request (the metadata is read then),
-    /// while no reading has succeeded, and for layers without a protected
-    /// resource.
+    /// metadata says, and the authorization server the layer took from it. The
+    /// metadata is read at the first token request. `None` before it, while no
+    /// reading has succeeded, and for layers without a protected resource.
     pub fn resource_metadata(&self) -> Option<ResourceMetadata> {
         let (resource, _) = self.shared.endpoint.as_ref()?.resource.as_ref()?;
         resource.metadata()
     }
 
-    /// The client id the layer authenticates as; `None` for a layer built on
-    /// a [`TokenSource`](crate::TokenSource).
+    /// The client id the layer authenticates as. `None` for a layer built on a
+    /// [`TokenSource`](crate::TokenSource).
     pub fn client_id(&self) -> Option<&str> {
         self.shared.endpoint.as_ref().map(|e| e.client_id.as_str())
     }
 
-    /// What the layer has done so far, and the state of its token: for
-    /// health checks and dashboards. The counters are totals over the
-    /// default token and every [token slot](Self::slot_stats), evicted ones
-    /// included; `token_usable_for` and `backing_off` are the default
-    /// token's. Cheap: a few atomic loads per token, a clock read and brief
-    /// locks that the hot path never takes.
+    /// What the layer has done so far, and the state of its token, for health
+    /// checks and dashboards. The counters are totals over the default token
+    /// and every [token slot](Self::slot_stats), evicted ones included.
+    /// `token_usable_for` and `backing_off` are the default token's. It is
+    /// cheap: a few atomic loads per token, a clock read, and brief locks that
+    /// the hot path never takes.
     pub fn stats(&self) -> Stats {
         let mut stats = self.shared.cache.stats();
         stats.add(&self.shared.slots.totals());
         stats
     }
 
-    /// Each live token slot's parameters and stats (see
-    /// [`TokenParams`]). Empty for a layer that serves
-    /// one token.
+    /// Each live token slot's parameters and stats. See [`TokenParams`]. Empty
+    /// for a layer that serves one token.
     pub fn slot_stats(&self) -> Vec<(TokenParams, Stats)> {
         self.shared.slots.stats()
     }
 
-    /// A token for `params`, from its slot (made if need be), for code
-    /// outside a client stack: what a request carrying `params` gets.
-    /// Empty parameters give the default token, as [`token`](Self::token).
+    /// A token for `params`, from its slot, made if need be. It serves code
+    /// outside a client stack: it is what a request carrying `params` gets.
+    /// Empty parameters give the default token, as [`token`](Self::token) does.
     ///
     /// # Errors
     ///
-    /// As [`token`](Self::token); and
-    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest) for
-    /// parameters the layer cannot send (a reserved name, a value the
-    /// product-information API's unencoded body cannot carry) or a layer built on a
-    /// [`TokenSource`](crate::TokenSource).
+    /// As [`token`](Self::token). Also
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest) for parameters
+    /// the layer cannot send, such as a reserved name or a value the
+    /// product-information API's unencoded body cannot carry. The same for a
+    /// layer built on a [`TokenSource`](crate::TokenSource).
     pub async fn token_for(&self, params: &TokenParams) -> Result<AccessToken, TokenError> {
         let cache = self.cache_for(params)?;
         cache.token().await.map(|t| t.token.clone())
     }
 
-    /// The current token, for code outside a Tower stack (a websocket
-    /// handshake, a hand-built request): the cached one while it is usable,
-    /// or the result of the shared fetch (started if none is under way),
-    /// exactly as a request through the layer would get it.
+    /// The current token, for code outside a Tower stack, such as a websocket
+    /// handshake or a hand-built request. It is the cached one while it is
+    /// usable. Otherwise it is the result of the shared fetch, started if none
+    /// is under way. A request through the layer would get exactly the same.
     ///
     /// ```
     /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
@@ -221,13 +219,13 @@ impl OAuthLayer {
     }
 
     /// The current token if it is usable at this moment, without waiting and
-    /// without blocking: for code that cannot await, such as a tonic
+    /// without blocking. It serves code that cannot await, such as a tonic
     /// [`Interceptor`](https://docs.rs/tonic/latest/tonic/service/trait.Interceptor.html)
-    /// or a callback. Its expiry is checked against the clock, as for a
-    /// request through the layer, and a renewal ahead starts when it is due.
-    /// Without a usable token it returns an error at once and starts the
-    /// shared fetch in the background (on the current Tokio runtime), so a
-    /// later call finds the token.
+    /// or a callback. Its expiry is checked against the clock, as for a request
+    /// through the layer, and a renewal ahead starts when it is due. Without a
+    /// usable token, it returns an error at once, and starts the shared fetch
+    /// in the background on the current Tokio runtime. So a later call finds
+    /// the token.
     ///
     /// ```
     /// use tonic::{service::Interceptor, Request, Status};
@@ -249,21 +247,21 @@ impl OAuthLayer {
     /// }
     /// ```
     ///
-    /// (Prefer the layer itself where the client stack allows it: a request
-    /// through it waits for a token instead of failing.)
+    /// Prefer the layer itself where the client stack allows it. A request
+    /// through it waits for a token instead of failing.
     ///
     /// # Errors
     ///
     /// [`NotReady`](crate::TokenErrorKind::NotReady) while a token is being
-    /// fetched; the last failure while backing off after one;
+    /// fetched. The last failure while backing off after one.
     /// [`Runtime`](crate::TokenErrorKind::Runtime) when a fetch is needed and
     /// no Tokio runtime is running here.
     pub fn token_now(&self) -> Result<UsableToken, TokenError> {
         self.shared.cache.usable_now().map(usable)
     }
 
-    /// As [`token_now`](Self::token_now), for the token of `params` (see
-    /// [`token_for`](Self::token_for)).
+    /// As [`token_now`](Self::token_now), for the token of `params`. See
+    /// [`token_for`](Self::token_for).
     ///
     /// # Errors
     ///
@@ -272,11 +270,11 @@ impl OAuthLayer {
         self.cache_for(params)?.usable_now().map(usable)
     }
 
-    /// Drops the current token because the API refused it, and starts
-    /// fetching a new one. The next [`token`](Self::token) or request waits
-    /// for it. Rate-limited like the layer's own reaction to a 401: within
+    /// Drops the current token because the API refused it, and starts fetching
+    /// a new one. The next [`token`](Self::token) or request waits for it. It
+    /// is rate-limited like the layer's own reaction to a 401. Within
     /// [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
-    /// of the last forced renewal this does nothing. Returns whether the token
+    /// of the last forced renewal, this does nothing. Returns whether the token
     /// was dropped.
     ///
     /// ```
@@ -295,14 +293,14 @@ impl OAuthLayer {
     }
 
     /// Starts a new chain with the refresh token of a new login, without
-    /// rebuilding the layer: after
+    /// rebuilding the layer. Call it after
     /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired), or to switch
-    /// accounts. The layer's tokens (the default one and every token
-    /// slot's) are dropped and its back-off forgotten, so the next request
+    /// accounts. The layer's tokens are dropped, the default one and every
+    /// token slot's, and its back-off is forgotten. So the next request
     /// refreshes with `token` at once. Through a token store, the new chain
-    /// replaces the stored one at the next refresh, and the other
-    /// processes or replicas follow it from there. A token the store shares
-    /// from before is not taken.
+    /// replaces the stored one at the next refresh, and the other processes or
+    /// replicas follow it from there. A token the store shares from before is
+    /// not taken.
     ///
     /// ```
     /// # async fn example(oauth: tower_oauth::OAuthLayer, new_login: String) -> Result<(), Box<dyn std::error::Error>> {
@@ -322,9 +320,9 @@ impl OAuthLayer {
     /// A [`ConfigError`] of kind
     /// [`InvalidSetting`](crate::ConfigErrorKind::InvalidSetting) when the
     /// layer was not built with
-    /// [`refresh_token`](OAuthLayerBuilder::refresh_token), or `token` is
-    /// empty, longer than 8 KiB, or holds a character outside RFC 6749's
-    /// `VSCHAR`.
+    /// [`refresh_token`](OAuthLayerBuilder::refresh_token). The same when
+    /// `token` is empty, longer than 8 KiB, or holds a character outside RFC
+    /// 6749's `VSCHAR`.
     pub fn replace_refresh_token(&self, token: impl Into<String>) -> Result<(), ConfigError> {
         let Some(chain) = self.shared.slots.chain() else {
             return Err(ConfigError::new(
@@ -359,8 +357,8 @@ impl OAuthLayer {
         &self.shared.cache
     }
 
-    /// The cache of the token slot of `params` (made if need be). The
-    /// default token's for empty parameters.
+    /// The cache of the token slot of `params`, made if need be. The default
+    /// token's for empty parameters.
     pub(crate) fn cache_for(&self, params: &TokenParams) -> Result<Arc<TokenCache>, TokenError> {
         if params.is_empty() {
             return Ok(Arc::clone(self.default_cache()));
@@ -368,11 +366,11 @@ impl OAuthLayer {
         Ok(Arc::clone(&self.shared.slots.cache_ref_for(params)?.cache))
     }
 
-    /// The cache of the protected resource a request to `destination` goes to
-    /// (made if need be; `destination` asked for only when the layer has
-    /// protected resources), else `None`: the default token's, or as the
-    /// request's own parameters say (for the layer's entry points without
-    /// an `http` request head).
+    /// The cache of the protected resource a request to `destination` goes to,
+    /// made if need be. `destination` is asked for only when the layer has
+    /// protected resources. Otherwise `None`: the default token's cache, or as
+    /// the request's own parameters say. This serves the layer's entry points
+    /// that have no `http` request head.
     #[cfg_attr(
         not(any(feature = "reqwest-middleware", feature = "mcp")),
         allow(dead_code)
@@ -405,8 +403,8 @@ impl<S> OAuthService<S> {
         )
     }
 
-    /// The same layer as [`OAuthLayer`]. Here for symmetry with tower's
-    /// middleware (`Timeout::layer`, ...).
+    /// The same layer as [`OAuthLayer`]. It is here for symmetry with tower's
+    /// middleware, such as `Timeout::layer`.
     pub fn layer(layer: OAuthLayer) -> OAuthLayer {
         layer
     }
@@ -424,13 +422,13 @@ impl fmt::Debug for OAuthLayer {
 }
 
 impl From<&OAuthLayer> for crate::endpoint::SubjectToken {
-    /// The other layer's token (fetched, cached and renewed by it) as a
-    /// token exchange's subject, an access token: known where tokens are
-    /// shared by that layer's endpoint and client id. A token past its
-    /// renewal point is renewed first (waited for within that layer's fetch
-    /// timeout; the current one if the renewal fails while it still
-    /// serves), so that a server that gives the exchanged token the
-    /// subject's expiry gives it as much life as it can.
+    /// The other layer's token as a token exchange's subject, an access token.
+    /// That layer fetches, caches and renews it. Where tokens are shared, it is
+    /// known by that layer's endpoint and client id. A token past its renewal
+    /// point is renewed first, waited for within that layer's fetch timeout. If
+    /// the renewal fails while the current token still serves, the current one
+    /// goes. So a server that gives the exchanged token the subject's expiry
+    /// gives it as much life as it can.
     ///
     /// ```
     /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};

@@ -1,13 +1,15 @@
-//! DPoP (RFC 9449): the [`DpopKey`] that binds tokens to the client, and
-//! the layer's DPoP state: the key, the nonces servers gave, and whether a
-//! bearer token may stand in.
+//! DPoP, by RFC 9449: the [`DpopKey`] that binds tokens to the client, and the
+//! layer's DPoP state. The state holds the key, the nonces servers gave, and
+//! whether a bearer token may stand in.
 //!
-//! A request's way through it: [`Dpop::prove`] (called from
-//! `service::authorize` when the token is DPoP-bound)
-//! finds the request's `htu` ([`proof::Htu`]), looks up its origin's
-//! nonce ([`nonces::NonceBook`]) and signs a proof ([`proof`]); when the
-//! answer comes back, [`Dpop::answered`] keeps a new nonce and tells a
-//! nonce challenge from a refused token.
+//! A request's way through it:
+//!
+//! 1. `service::authorize` calls [`Dpop::prove`] when the token is DPoP-bound.
+//! 2. It finds the request's `htu`, with [`proof::Htu`].
+//! 3. It looks up the nonce of the request's origin, in [`nonces::NonceBook`].
+//! 4. It signs a proof, in [`proof`].
+//! 5. When the answer comes back, [`Dpop::answered`] keeps a new nonce. It
+//!    tells a nonce challenge from a refused token.
 
 mod nonces;
 mod proof;
@@ -26,24 +28,22 @@ use crate::support::boxed::BoxFuture;
 pub(crate) use self::nonces::NonceBook;
 pub(crate) use self::proof::Htu;
 
-/// The `typ` of a DPoP proof (RFC 9449 section 4.2).
-/// The request header that carries a DPoP proof (RFC 9449 section 4.1).
+/// The request header that carries a DPoP proof, from RFC 9449 section 4.1.
 pub(crate) const DPOP: http::HeaderName = http::HeaderName::from_static("dpop");
 
-/// The `typ` of a DPoP proof.
+/// The `typ` of a DPoP proof, from RFC 9449 section 4.2.
 pub const DPOP_PROOF_TYPE: &str = "dpop+jwt";
 
-/// The key that binds the layer's tokens to this client (DPoP, RFC 9449):
-/// the token endpoint issues a token bound to its public key (the token's
-/// `cnf.jkt` is the key's [`thumbprint`](Self::thumbprint)), and every
-/// request carries a fresh proof signed with it, so a token stolen alone is
-/// of no use. Give it to
-/// [`OAuthLayerBuilder::dpop`](crate::OAuthLayerBuilder::dpop).
+/// The key that binds the layer's tokens to this client, with DPoP, by RFC
+/// 9449. The token endpoint issues a token bound to its public key: the token's
+/// `cnf.jkt` is the key's [`thumbprint`](Self::thumbprint). Every request
+/// carries a fresh proof signed with it, so a token stolen alone is of no use.
+/// Give it to [`OAuthLayerBuilder::dpop`](crate::OAuthLayerBuilder::dpop).
 ///
-/// ES256 ([`generate`](Self::generate)d per process, or read from a file)
-/// is the usual choice and the fastest: each request costs one signature
-/// (see BENCHMARKS.md). Cloning is cheap and shares the key. `Debug` shows
-/// the algorithm and thumbprint, never key material.
+/// ES256 is the usual choice, and the fastest. [`generate`](Self::generate)
+/// makes one per process, or read one from a file. Each request costs one
+/// signature. Cloning is cheap and shares the key. `Debug` shows the algorithm
+/// and thumbprint, never key material.
 ///
 /// ```
 /// use tower_oauth::{Algorithm, DpopKey};
@@ -67,15 +67,17 @@ struct KeyInner {
 }
 
 impl DpopKey {
-    /// A new key made from the system's random source: ES256 (recommended)
-    /// or EdDSA. Replicas that share tokens through a store must share the
-    /// key too: read it from a file with [`from_pem`](Self::from_pem).
+    /// A new key made from the system's random source, for ES256, the
+    /// recommended one, or EdDSA. Replicas that share tokens through a store
+    /// must share the key too. Read it from a file with
+    /// [`from_pem`](Self::from_pem).
+    /// [`from_pem`](Self::from_pem).
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] of kind
-    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) for RS256 and
-    /// PS256: `ring` makes no RSA keys; read one with
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) for RS256 and PS256,
+    /// since `ring` makes no RSA keys. Read one with
     /// [`from_pem`](Self::from_pem) instead.
     pub fn generate(algorithm: Algorithm) -> Result<Self, ConfigError> {
         Self::new(SigningKey::generate(algorithm)?)
@@ -102,18 +104,18 @@ impl DpopKey {
         Self::new(SigningKey::from_jwk(jwk)?)
     }
 
-    /// A key that signs through `signer` (an HSM, a KMS), which must give
-    /// its public key ([`JwsSigner::public_jwk`]). The signer is called for
+    /// A key that signs through `signer`, such as an HSM or a KMS. The signer
+    /// must give its public key, in [`JwsSigner::public_jwk`]. It is called for
     /// every request, under
-    /// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout): a slow
+    /// [`fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout). A slow
     /// signer makes every request slow.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] of kind
-    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) when the signer
-    /// gives no public JWK, or one with private members or of another key
-    /// type than its algorithm signs with.
+    /// [`InvalidKey`](crate::ConfigErrorKind::InvalidKey) when the signer gives
+    /// no public JWK. The same when the JWK has private members, or is of
+    /// another key type than the signer's algorithm.
     pub fn custom(signer: impl JwsSigner) -> Result<Self, ConfigError> {
         Self::new(SigningKey::custom(signer))
     }
@@ -141,23 +143,23 @@ impl DpopKey {
         self.inner.key.algorithm()
     }
 
-    /// The key's JWK SHA-256 thumbprint (RFC 7638), base64url: the `jkt`
-    /// a bound token names in its `cnf` claim, and the
-    /// `dpop_jkt` of an authorization request.
+    /// The key's JWK SHA-256 thumbprint of RFC 7638, in base64url. It is the
+    /// `jkt` a bound token names in its `cnf` claim, and the `dpop_jkt` of an
+    /// authorization request.
     pub fn thumbprint(&self) -> &str {
         self.inner.jwk.thumbprint()
     }
 
-    /// The public key as the JWK every proof carries (its required members
-    /// only, in RFC 7638's canonical order).
+    /// The public key as the JWK every proof carries: its required members
+    /// only, in RFC 7638's canonical order.
     pub fn public_jwk(&self) -> &str {
         self.inner.jwk.json()
     }
 
     /// A new proof for a request of `method` to `uri`, for code outside a
-    /// layer (the layer makes its own): `htu` is `uri` without query and
-    /// fragment, `ath` the hash of `access_token` when given (a resource
-    /// request; none for a token request), `nonce` the server's last
+    /// layer. The layer makes its own. `htu` is `uri` without query and
+    /// fragment. `ath` is the hash of `access_token`, given for a resource
+    /// request and not for a token request. `nonce` is the server's last
     /// `DPoP-Nonce`.
     ///
     /// ```
@@ -176,8 +178,8 @@ impl DpopKey {
     ///
     /// A [`TokenError`] of kind
     /// [`InvalidRequest`](TokenErrorKind::InvalidRequest) for a URI without
-    /// scheme and host, or [`Signing`](TokenErrorKind::Signing) when the
-    /// signature cannot be made.
+    /// scheme and host. [`Signing`](TokenErrorKind::Signing) when the signature
+    /// cannot be made.
     pub async fn proof(
         &self,
         method: &Method,
@@ -203,8 +205,8 @@ impl fmt::Debug for DpopKey {
     }
 }
 
-/// A layer's DPoP state, shared by its cache (for API requests) and its
-/// token request.
+/// A layer's DPoP state, shared by its cache for API requests and by its token
+/// request.
 pub(crate) struct Dpop {
     pub(crate) key: DpopKey,
     /// The latest nonce of each server, the token endpoint's included.
@@ -237,8 +239,8 @@ pub(crate) enum Proof {
 pub(crate) enum DpopAnswer {
     /// Nothing that concerns the token.
     Accepted,
-    /// A `401` asking for a (new) nonce: resend with a new proof; the token
-    /// is fine.
+    /// A `401` asking for a new nonce: resend with a new proof. The token is
+    /// fine.
     UseNonce,
     /// A `401` refusing the proof, not the token.
     InvalidProof,
@@ -247,11 +249,12 @@ pub(crate) enum DpopAnswer {
 }
 
 impl Dpop {
-    /// A proof for `req`, bound to the token whose hash is `ath`, for the
-    /// request's origin's latest nonce, with the request's target to read
-    /// the answer by. A proof a custom signer makes takes time: once it is
-    /// made, the token (usable until `usable_until`) is checked again, and a
-    /// token that ran out meanwhile fails the request rather than go with it.
+    /// A proof for `req`, bound to the token whose hash is `ath`, with the
+    /// latest nonce of the request's origin. It comes with the request's
+    /// target, to read the answer by. A proof a custom signer makes takes time.
+    /// Once it is made, the token, usable until `usable_until`, is checked
+    /// again. A token that ran out meanwhile fails the request rather than go
+    /// with it.
     pub(crate) fn prove(
         &self,
         req: &impl crate::message::Outgoing,
@@ -322,10 +325,10 @@ impl Dpop {
         }
     }
 
-    /// Reads a response from `origin` (to the request `target`; `grpc` if
-    /// it [may be a gRPC call](crate::message::may_be_grpc)): keeps the
-    /// nonce it sent, and says whether a `401` refused the token or only
-    /// the proof.
+    /// Reads a response from `origin` to the request `target`. `grpc` says
+    /// whether it [may be a gRPC call](crate::message::may_be_grpc). Keeps the
+    /// nonce the response sent, and says whether a `401` refused the token or
+    /// only the proof.
     pub(crate) fn answered(
         &self,
         target: &Htu,
@@ -341,9 +344,9 @@ impl Dpop {
         verdict(response.headers())
     }
 
-    /// Whether a token of `token_type` may be used, and how: `Ok(true)`
-    /// bound to the key (`DPoP`), `Ok(false)` as a bearer token (only with
-    /// `dpop_allow_bearer`).
+    /// Whether a token of `token_type` may be used, and how. `Ok(true)` means
+    /// bound to the key, as `DPoP`. `Ok(false)` means as a bearer token, only
+    /// with `dpop_allow_bearer`.
     pub(crate) fn binds(&self, token_type: Option<&str>) -> Result<bool, TokenError> {
         if token_type.is_some_and(|t| t.eq_ignore_ascii_case("DPoP")) {
             return Ok(true);
@@ -392,7 +395,7 @@ fn verdict(headers: &HeaderMap) -> DpopAnswer {
     }
 }
 
-/// Whether a token endpoint's error asks for a nonce (RFC 9449 section 8).
+/// Whether a token endpoint's error asks for a nonce, by RFC 9449 section 8.
 pub(crate) fn asks_for_nonce(error: &TokenError) -> bool {
     error.error_code() == Some("use_dpop_nonce")
 }
