@@ -71,7 +71,6 @@ impl DpopKey {
     /// recommended one, or EdDSA. Replicas that share tokens through a store
     /// must share the key too. Read it from a file with
     /// [`from_pem`](Self::from_pem).
-    /// [`from_pem`](Self::from_pem).
     ///
     /// # Errors
     ///
