@@ -8,31 +8,31 @@ use super::OAuthLayerBuilder;
 /// What a token is requested for: the parameters of the layer's token
 /// request, and the token slots that requests choose parameters for.
 impl OAuthLayerBuilder {
-    /// Requests this `scope` (space-separated scopes; with
-    /// [`ClientAuth::UnencodedBody`](crate::ClientAuth::UnencodedBody), the default for
-    /// [`auth_url`](Self::auth_url), a value with spaces cannot be carried:
-    /// use another [`ClientAuth`](crate::ClientAuth)).
+    /// Requests this `scope`, as space-separated scopes.
+    /// [`ClientAuth::UnencodedBody`](crate::ClientAuth::UnencodedBody), the
+    /// default for [`auth_url`](Self::auth_url), cannot carry a value with
+    /// spaces. Use another [`ClientAuth`](crate::ClientAuth) for one.
     ///
-    /// Default: none (the parameter is not sent).
+    /// Default: none, so the parameter is not sent.
     pub fn scope(self, scope: impl Into<String>) -> Self {
         self.param("scope", scope)
     }
 
-    /// Requests a token for this `audience` (one value; setting it again
-    /// replaces it). The parameter of servers that name the API a token is
-    /// for by an audience, such as Auth0 and many API gateways. Standard
-    /// servers implementing RFC 8707 take [`resource`](Self::resource)
-    /// instead, and ignore `audience`.
+    /// Requests a token for this `audience`. It takes one value: setting it
+    /// again replaces it. Servers that name the API a token is for by an
+    /// audience use this parameter, such as Auth0 and many API gateways.
+    /// Standard servers that implement RFC 8707 take
+    /// [`resource`](Self::resource) instead, and ignore `audience`.
     ///
-    /// Default: none (the parameter is not sent).
+    /// Default: none, so the parameter is not sent.
     pub fn audience(self, audience: impl Into<String>) -> Self {
         self.param("audience", audience)
     }
 
-    /// Requests a token for the API at `resource` (RFC 8707 resource
-    /// indicators: an absolute URI without a fragment). Repeatable: each call
-    /// adds one `resource` parameter, for a token valid at several APIs
-    /// (where the server allows it).
+    /// Requests a token for the API at `resource`, by RFC 8707's resource
+    /// indicators: an absolute URI without a fragment. It is repeatable. Each
+    /// call adds one `resource` parameter, for a token valid at several APIs,
+    /// where the server allows it.
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;
@@ -47,20 +47,20 @@ impl OAuthLayerBuilder {
     ///     .unwrap();
     /// ```
     ///
-    /// Default: none (the parameter is not sent).
+    /// Default: none, so the parameter is not sent.
     pub fn resource(self, resource: impl Into<String>) -> Self {
         self.add_param("resource", resource)
     }
 
     /// Adds `name=value` to the token request body, after the built-in
-    /// parameters. Setting a name again replaces its value (use
-    /// [`add_param`](Self::add_param) to send a name more than once). The
-    /// names the layer sets itself (`grant_type`, `client_id`,
-    /// `client_secret`, `client_assertion`, `client_assertion_type`,
-    /// `assertion`, and token exchange's `subject_token`,
-    /// `subject_token_type`, `actor_token`, `actor_token_type`,
-    /// `requested_token_type`) cannot be set (a [`ConfigError`](crate::ConfigError) from
-    /// [`build`](Self::build)).
+    /// parameters. Setting a name again replaces its value. Use
+    /// [`add_param`](Self::add_param) to send a name more than once. The names
+    /// the layer sets itself cannot be set: [`build`](Self::build) then returns
+    /// a [`ConfigError`](crate::ConfigError). They are `grant_type`,
+    /// `client_id`, `client_secret`, `client_assertion`,
+    /// `client_assertion_type` and `assertion`, and token exchange's
+    /// `subject_token`, `subject_token_type`, `actor_token`, `actor_token_type`
+    /// and `requested_token_type`.
     ///
     /// Default: none.
     pub fn param(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
@@ -83,15 +83,15 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// Chooses a request's token from the request itself: `choose` sees
-    /// each request's head (method, URI, headers, extensions) and gives the
-    /// [`TokenParams`] of its token, or `None` for the layer's default
-    /// token. Typically by origin, so that one client stack serves several
-    /// APIs, each with its own token. A request that carries `TokenParams`
-    /// in its extensions keeps those; `choose` is not asked.
+    /// Chooses a request's token from the request itself. `choose` sees each
+    /// request's head: method, URI, headers and extensions. It gives the
+    /// [`TokenParams`] of its token, or `None` for the layer's default token.
+    /// It typically chooses by origin, so that one client stack serves several
+    /// APIs, each with its own token. A request that carries `TokenParams` in
+    /// its extensions keeps those, and `choose` is not asked.
     ///
-    /// Build each `TokenParams` once and clone it (a reference count): the
-    /// closure runs for every request.
+    /// The closure runs for every request. So build each `TokenParams` once and
+    /// clone it: a clone is a reference count.
     ///
     /// ```
     /// use tower_oauth::{OAuthLayer, TokenParams};
@@ -111,7 +111,7 @@ impl OAuthLayerBuilder {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     ///
-    /// Default: none (only a request's own `TokenParams` select a token).
+    /// Default: none, so only a request's own `TokenParams` select a token.
     pub fn params_for<F>(mut self, choose: F) -> Self
     where
         F: Fn(&http::request::Parts) -> Option<TokenParams> + Send + Sync + 'static,
@@ -120,20 +120,21 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The scopes this layer may add to a token when an API asks for them:
-    /// a `403` with `WWW-Authenticate: Bearer error="insufficient_scope",
-    /// scope="..."` (RFC 6750 section 3.1, and MCP's step-up). The token of
-    /// that request's parameters (the default one, or a slot's) is then
-    /// requested again with the scopes it has and those asked for that are
-    /// listed here, and from then on with them. The `403` is marked so
-    /// that [`RetryUnauthorized`](crate::RetryUnauthorized) sends it again,
-    /// the reqwest middleware and the MCP client send it again themselves.
+    /// The scopes this layer may add to a token when an API asks for them. An
+    /// API asks with a `403` and `WWW-Authenticate: Bearer
+    /// error="insufficient_scope", scope="..."`, as RFC 6750 section 3.1 and
+    /// MCP's step-up define. The token of that request's parameters, the
+    /// default one or a slot's, is then requested again. It asks for the scopes
+    /// it has, and for those asked for that are listed here, and from then on
+    /// with them. The `403` is marked so that
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) sends it again. The
+    /// reqwest middleware and the MCP client send it again themselves.
     ///
-    /// A scope not listed here is never requested (a warning names it). The
+    /// A scope not listed here is never requested, and a warning names it. The
     /// same scopes asked for again get a new token at most once per
-    /// [`forced_renewal_interval`](Self::forced_renewal_interval); within
-    /// it the `403` is returned as it is. Challenges are read only on a
-    /// `403`, so requests that succeed pay nothing for this.
+    /// [`forced_renewal_interval`](Self::forced_renewal_interval). Within it,
+    /// the `403` is returned as it is. Challenges are read only on a `403`, so
+    /// requests that succeed pay nothing for this.
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;
@@ -148,7 +149,7 @@ impl OAuthLayerBuilder {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     ///
-    /// Default: none (a `403` is returned as it is).
+    /// Default: none, so a `403` is returned as it is.
     pub fn step_up_scopes<I, S>(mut self, scopes: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -161,14 +162,14 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// How many tokens the layer keeps besides its default one: one slot
-    /// per distinct [`TokenParams`], each with its own single flight,
-    /// renewal, back-off and 401 handling. Past it the least recently used
-    /// slot is evicted (its memory and tasks freed once no request uses
-    /// it), and a warning is logged once: a caller that puts per-request
-    /// values into the parameters cannot grow memory without bound.
+    /// How many tokens the layer keeps besides its default one. It keeps one
+    /// slot per distinct [`TokenParams`], each with its own single flight,
+    /// renewal, back-off and 401 handling. Past that number, the least recently
+    /// used slot is evicted, and a warning is logged once. The slot's memory
+    /// and tasks are freed once no request uses it. So a caller that puts
+    /// per-request values into the parameters cannot grow memory without bound.
     ///
-    /// Default: [`DEFAULT_TOKEN_SLOTS`](crate::DEFAULT_TOKEN_SLOTS) (64); at
+    /// Default: [`DEFAULT_TOKEN_SLOTS`](crate::DEFAULT_TOKEN_SLOTS), 64. At
     /// least 1.
     pub fn max_token_slots(mut self, max: usize) -> Self {
         self.max_token_slots = Some(max);

@@ -11,16 +11,16 @@ use super::OAuthLayerBuilder;
 /// What carries the token request: the built-in reqwest transport with its
 /// TLS and proxy settings, or any Tower service of your own.
 impl OAuthLayerBuilder {
-    /// Carries the token request over `service` instead of the built-in
-    /// reqwest client: a hyper-util client with your TLS settings, or a stack
-    /// with your own retries and proxies. With `default-features = false`
-    /// (no reqwest) this is how tokens are fetched.
+    /// Carries the token request over `service` instead of the built-in reqwest
+    /// client. It may be a hyper-util client with your TLS settings, or a stack
+    /// with your own retries and proxies. With `default-features = false`, so
+    /// without reqwest, this is how tokens are fetched.
     ///
-    /// The service gets a `POST` whose body converts from [`Bytes`] (so
-    /// `http_body_util::Full<Bytes>`, `reqwest::Body`, ... work) and must not
-    /// follow redirects (hyper-util's client does not). Its response body is
-    /// read up to 64 KiB; [`fetch_timeout`](Self::fetch_timeout) bounds the
-    /// whole exchange.
+    /// The service gets a `POST` whose body converts from [`Bytes`]. So
+    /// `http_body_util::Full<Bytes>` and `reqwest::Body` work. The service must
+    /// not follow redirects, and hyper-util's client does not. Its response
+    /// body is read up to 64 KiB. [`fetch_timeout`](Self::fetch_timeout) bounds
+    /// the whole exchange.
     ///
     /// ```
     /// use bytes::Bytes;
@@ -38,7 +38,7 @@ impl OAuthLayerBuilder {
     ///     .unwrap();
     /// ```
     ///
-    /// Default: reqwest (feature `reqwest`), following no redirects.
+    /// Default: reqwest, with feature `reqwest`, following no redirects.
     pub fn transport<S, ReqB, ResB>(mut self, service: S) -> Self
     where
         S: Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
@@ -53,23 +53,27 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The client certificate (chain, PEM, the client's own first) and its
-    /// private key (PEM) that the built-in transport presents to the token
-    /// endpoint: mutual TLS (RFC 8705). It authenticates the client with
-    /// [`ClientAuth::TlsClientAuth`](crate::ClientAuth::TlsClientAuth) (chosen by discovery when no secret is
-    /// given and the server lists `tls_client_auth` or
-    /// `self_signed_tls_client_auth`), and lets the server bind tokens to
-    /// the certificate (`cnf.x5t#S256`) with any client authentication;
-    /// with [`issuer`](Self::issuer) the metadata's
+    /// The client certificate and private key that the built-in transport
+    /// presents to the token endpoint, for mutual TLS by RFC 8705. The
+    /// certificate is a chain in PEM, the client's own first. The key is in
+    /// PEM.
+    ///
+    /// It authenticates the client with
+    /// [`ClientAuth::TlsClientAuth`](crate::ClientAuth::TlsClientAuth).
+    /// Discovery chooses that when no secret is given and the server lists
+    /// `tls_client_auth` or `self_signed_tls_client_auth`. It also lets the
+    /// server bind tokens to the certificate, in `cnf.x5t#S256`, with any
+    /// client authentication. With [`issuer`](Self::issuer), the metadata's
     /// `mtls_endpoint_aliases.token_endpoint` is used when it has one.
     ///
-    /// Certificate-bound tokens are accepted only from a client presenting
-    /// the same certificate: give the API client the same identity (see the
-    /// README's "Mutual TLS" and the `mtls` example). A transport of your
-    /// own ([`transport`](Self::transport)) brings its own TLS configuration
+    /// Certificate-bound tokens are accepted only from a client that presents
+    /// the same certificate. So give the API client the same identity, as the
+    /// [credentials guide](crate::docs::credentials)'s "Mutual TLS" and the
+    /// `mtls` example show. A transport of your own, given with
+    /// [`transport`](Self::transport), brings its own TLS configuration
     /// instead.
     ///
-    /// Default: none (no client certificate).
+    /// Default: none, so no client certificate.
     #[cfg(feature = "reqwest")]
     pub fn client_identity(
         mut self,
@@ -80,26 +84,27 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// Certificate authorities (PEM, one or more) the built-in transport
-    /// trusts for the token endpoint besides the web's (webpki roots): for
-    /// an identity provider behind a private CA. Can be given more than once.
+    /// Certificate authorities, in PEM, one or more, that the built-in
+    /// transport trusts for the token endpoint. It trusts them besides the
+    /// web's webpki roots. Use it for an identity provider behind a private CA.
+    /// It can be given more than once.
     ///
-    /// Default: none (the web's roots only).
+    /// Default: none, so the web's roots only.
     #[cfg(feature = "reqwest")]
     pub fn root_certificates(mut self, pem: impl AsRef<[u8]>) -> Self {
         self.tls.roots.push(pem.as_ref().to_vec());
         self
     }
 
-    /// Whether the built-in transport sends token requests through the
-    /// proxies the environment names: `HTTPS_PROXY`, `HTTP_PROXY` and
-    /// `ALL_PROXY` (or their lowercase forms), except to the hosts
-    /// `NO_PROXY` lists (names with their subdomains, IP addresses and
-    /// ranges, `*` for all). A loopback token endpoint (`localhost`,
-    /// `127.0.0.0/8`, `::1`) is never reached through a proxy: the secret
-    /// stays on the machine.
+    /// Whether the built-in transport sends token requests through the proxies
+    /// the environment names. These are `HTTPS_PROXY`, `HTTP_PROXY` and
+    /// `ALL_PROXY`, or their lowercase forms. Requests to the hosts `NO_PROXY`
+    /// lists go direct. `NO_PROXY` lists names with their subdomains, IP
+    /// addresses and ranges, or `*` for all. A loopback token endpoint is never
+    /// reached through a proxy: `localhost`, `127.0.0.0/8` and `::1`. So the
+    /// secret stays on the machine.
     ///
-    /// Default: `true` (the environment's proxies, by the `NO_PROXY` rules).
+    /// Default: `true`, so the environment's proxies, by the `NO_PROXY` rules.
     #[cfg(feature = "reqwest")]
     pub fn proxy_from_env(mut self, on: bool) -> Self {
         self.tls.env_proxy = on;
