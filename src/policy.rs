@@ -36,31 +36,31 @@ pub const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
 /// 5 seconds.
 pub const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5);
 
-/// Default of `RedisStore::prefix` (feature `redis`): `tower-oauth:`.
+/// Default of `RedisStore::prefix`, with feature `redis`: `tower-oauth:`.
 pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
 
-/// Default of `RedisStore::timeout` (feature `redis`): 250 ms.
+/// Default of `RedisStore::timeout`, with feature `redis`: 250 ms.
 pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// The longest any duration setting is taken to be (24 hours): a longer one
-/// (`Duration::MAX` included) is cut to this, so that no instant computed
-/// from a setting can overflow.
+/// The longest any duration setting is taken to be: 24 hours. A longer one,
+/// even `Duration::MAX`, is cut to this, so that no instant computed from a
+/// setting can overflow.
 pub const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// While a renewal is under way, a request past the renewal point looks
-/// this often whether it is still alive (its runtime may have shut down
-/// under it), and starts another if not.
+/// While a renewal is under way, a request past the renewal point looks this
+/// often whether the renewal is still alive. Its runtime may have shut down
+/// under it. If it is not alive, the request starts another.
 pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
 
-/// A fetch that has not finished within this many fetch timeouts (plus a
-/// second) runs on a runtime that is not running it: it is given up, and
-/// the next request starts another.
+/// A fetch that has not finished within this many fetch timeouts, plus a
+/// second, runs on a runtime that is not running it. It is given up, and the
+/// next request starts another.
 pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
 
-/// A steady retry (no token serves, the failure can heal) comes after this
-/// share of `min_backoff`, plus up to [`STEADY_SPREAD`] of it by jitter:
-/// always before `min_backoff` has passed, so that requests recover within
-/// `min_backoff` of the endpoint's return.
+/// A steady retry comes after this share of `min_backoff`, plus up to
+/// [`STEADY_SPREAD`] of it by jitter. It applies when no token serves and the
+/// failure can heal. It always comes before `min_backoff` has passed, so that
+/// requests recover within `min_backoff` of the endpoint's return.
 const STEADY_LOW: f64 = 0.8;
 /// See [`STEADY_LOW`].
 const STEADY_SPREAD: f64 = 0.15;
@@ -79,7 +79,7 @@ pub(crate) struct Policy {
     pub(crate) max_backoff: Duration,
 }
 
-/// The instants of one token's life (see the crate docs' diagram).
+/// The instants of one token's life. The crate docs' diagram shows them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Timings {
     /// From here on a request starts a renewal in the background.
@@ -106,12 +106,12 @@ impl Timings {
 /// Why a fetch failed, as the back-off rule needs to know it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Failure {
-    /// Failed fetches in a row, this one included (at least 1).
+    /// Failed fetches in a row, this one included, so at least 1.
     pub(crate) in_a_row: u32,
     /// The endpoint's `Retry-After`, if it sent one.
     pub(crate) retry_after: Option<Duration>,
-    /// Whether the failure can heal by itself (5xx, 429, time-outs,
-    /// transport errors), so that a quick retry may succeed.
+    /// Whether the failure can heal by itself, so that a quick retry may
+    /// succeed. 5xx, 429, time-outs and transport errors can.
     pub(crate) can_heal: bool,
     /// When the token still serving stops being usable; `None` when no
     /// usable token serves meanwhile.
@@ -148,11 +148,11 @@ impl Policy {
         self.margin_for(lifetime) / 10
     }
 
-    /// The timings of a token of `lifetime` that runs out at `expires_at`;
-    /// `jitter` in `[0, 1)` moves its renewal point earlier by up to a tenth
-    /// of the margin, so that many clients do not renew in step. The
-    /// server's `refresh_in` advice moves it earlier still, but never before
-    /// half the lifetime (the same bound as the margin's).
+    /// The timings of a token of `lifetime` that runs out at `expires_at`.
+    /// `jitter`, in `[0, 1)`, moves its renewal point earlier by up to a tenth
+    /// of the margin, so that many clients do not renew in step. The server's
+    /// `refresh_in` advice moves it earlier still. It never moves it before
+    /// half the lifetime, the same bound as the margin's.
     pub(crate) fn timings(
         &self,
         lifetime: Duration,
@@ -193,18 +193,18 @@ impl Policy {
         now + usable_for + self.skew_for(lifetime)
     }
 
-    /// Whether a shared token of `lifetime`, usable for `usable_for` more,
-    /// is fresh enough to take: no replica is past its renewal point yet
-    /// (margin plus the largest jitter, less the skew). So the first replica
-    /// there renews for all, and the others find the new token.
+    /// Whether a shared token of `lifetime`, usable for `usable_for` more, is
+    /// fresh enough to take. It is when no replica is past its renewal point
+    /// yet: the margin plus the largest jitter, less the skew. So the first
+    /// replica there renews for all, and the others find the new token.
     pub(crate) fn is_fresh(&self, lifetime: Duration, usable_for: Duration) -> bool {
         let ahead = self.margin_for(lifetime) + self.max_jitter(lifetime);
         usable_for > ahead.saturating_sub(self.skew_for(lifetime))
     }
 
-    /// How long everyone sharing a token holds back after a failure: the
-    /// endpoint's `Retry-After` (at least the minimum back-off, at most an
-    /// hour), or else the minimum back-off.
+    /// How long everyone sharing a token holds back after a failure. It is the
+    /// endpoint's `Retry-After`, at least the minimum back-off and at most an
+    /// hour. Without one, it is the minimum back-off.
     pub(crate) fn hold_after(&self, retry_after: Option<Duration>) -> Duration {
         match retry_after {
             Some(after) => after.clamp(self.min_backoff, MAX_RETRY_AFTER.max(self.min_backoff)),
@@ -214,19 +214,21 @@ impl Policy {
 
     /// The back-off after `failure`, with `jitter` in `[0, 1)`:
     ///
-    /// - a `Retry-After` is honoured as it is (see [`hold_after`](Self::hold_after));
-    /// - with no usable token and a failure that can heal, a steady retry a
-    ///   little before each `min_backoff` (0.8 to 0.95 of it, jittered), so
-    ///   that requests recover within `min_backoff` of the endpoint's
-    ///   return, at about one token request per `min_backoff` meanwhile;
-    /// - otherwise (refused credentials, or a renewal while a token still
-    ///   serves) exponential: `min_backoff` doubled per failure in a row, up
-    ///   to `max_backoff`; a renewal's back-off never outlasts the token.
+    /// - A `Retry-After` is honoured as it is. See
+    ///   [`hold_after`](Self::hold_after).
+    /// - With no usable token and a failure that can heal, a steady retry comes
+    ///   a little before each `min_backoff`, at 0.8 to 0.95 of it, jittered. So
+    ///   requests recover within `min_backoff` of the endpoint's return, at
+    ///   about one token request per `min_backoff` meanwhile.
+    /// - Otherwise the back-off is exponential: `min_backoff` doubled per
+    ///   failure in a row, up to `max_backoff`. This covers refused
+    ///   credentials, and a renewal while a token still serves. A renewal's
+    ///   back-off never outlasts the token.
     ///
-    /// An exponential delay is spread by jitter between the nominal delay
-    /// and half as much again (at the cap: between two thirds of
-    /// `max_backoff` and all of it), and stays within `[min_backoff,
-    /// max_backoff]`: replicas that fail together do not retry together,
+    /// Jitter spreads an exponential delay between the nominal delay and half
+    /// as much again. At the cap, it spreads it between two thirds of
+    /// `max_backoff` and all of it. The delay stays within `[min_backoff,
+    /// max_backoff]`. So replicas that fail together do not retry together,
     /// from the first retry on.
     pub(crate) fn backoff(&self, failure: &Failure, jitter: f64) -> Duration {
         if failure.retry_after.is_some() {
@@ -245,11 +247,10 @@ impl Policy {
         low + (high - low).mul_f64(jitter)
     }
 
-    /// When to try again after `failure` at `now`: after its
-    /// [`backoff`](Self::backoff), but no later than the moment the token
-    /// still serving runs out (unless the endpoint asked for longer), so
-    /// that requests left without a token do not wait out a renewal's
-    /// longer back-off.
+    /// When to try again after `failure` at `now`. It is after its
+    /// [`backoff`](Self::backoff), but no later than the moment the token still
+    /// serving runs out, unless the endpoint asked for longer. So requests left
+    /// without a token do not wait out a renewal's longer back-off.
     pub(crate) fn retry_at(&self, failure: &Failure, now: Instant, jitter: f64) -> Instant {
         let at = now + self.backoff(failure, jitter);
         match failure.serving_until {

@@ -6,7 +6,7 @@ use super::OAuthLayerBuilder;
 /// discovered from an issuer; and whether plain `http` may reach it.
 impl OAuthLayerBuilder {
     /// The base URL of the authorization service. The token endpoint is
-    /// `{auth_url}/v1/oauth/accesstoken` (a trailing slash does not double).
+    /// `{auth_url}/v1/oauth/accesstoken`, and a trailing slash does not double.
     /// Give this or [`token_url`](Self::token_url), not both.
     ///
     /// Default: none.
@@ -15,8 +15,8 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The full URL of the token endpoint, used exactly as given (no query
-    /// parameters are added). Give this or [`auth_url`](Self::auth_url), not
+    /// The full URL of the token endpoint, used exactly as given. No query
+    /// parameters are added. Give this or [`auth_url`](Self::auth_url), not
     /// both.
     ///
     /// Default: none.
@@ -25,20 +25,24 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The issuer (authorization server identifier) to discover the token
-    /// endpoint from, for standard OAuth 2.0 and OpenID Connect servers: its
-    /// metadata is read from `/.well-known/oauth-authorization-server` (RFC
-    /// 8414, with the issuer's path after it) or else
-    /// `/.well-known/openid-configuration` (OpenID Connect Discovery) when
-    /// the first token is needed, in the same fetch, with the same timeout,
-    /// size cap and back-off. The metadata's `issuer` must be identical to
-    /// this value (an empty path and `/` count as the same). Its `token_endpoint` is used, and its
+    /// The issuer to discover the token endpoint from, for standard OAuth 2.0
+    /// and OpenID Connect servers. The issuer is the authorization server's
+    /// identifier. Its metadata is read from
+    /// `/.well-known/oauth-authorization-server`, by RFC 8414, with the
+    /// issuer's path after it. Failing that, it is read from
+    /// `/.well-known/openid-configuration`, by OpenID Connect Discovery. It is
+    /// read when the first token is needed, in the same fetch, with the same
+    /// timeout, size cap and back-off.
+    ///
+    /// The metadata's `issuer` must be identical to this value. An empty path
+    /// and `/` count as the same. Its `token_endpoint` is used. Its
     /// `token_endpoint_auth_methods_supported` chooses the client
-    /// authentication (HTTP Basic when it lists it or lists nothing, else a
-    /// form body) unless [`client_auth`](Self::client_auth) says otherwise.
-    /// The metadata is kept, and read again after a failure or when the
-    /// token endpoint answers as if it moved (404, 405, a redirect). Give this,
-    /// [`token_url`](Self::token_url) or [`auth_url`](Self::auth_url).
+    /// authentication, unless [`client_auth`](Self::client_auth) says
+    /// otherwise: HTTP Basic when it lists it or lists nothing, else a form
+    /// body. The metadata is kept. It is read again after a failure, or when
+    /// the token endpoint answers as if it moved: a 404, a 405 or a redirect.
+    /// Give this, [`token_url`](Self::token_url) or
+    /// [`auth_url`](Self::auth_url).
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;
@@ -58,36 +62,39 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The API this layer's tokens are for, by its resource identifier: the
-    /// layer reads what the API says of itself in its protected-resource
-    /// metadata (RFC 9728), at `{origin}/.well-known/oauth-protected-resource{path}`,
-    /// when the first token is needed, in the token fetch (its timeout, size
-    /// cap, back-off; no redirect followed), and takes from it:
+    /// The API this layer's tokens are for, by its resource identifier. The
+    /// layer reads what the API says of itself in its RFC 9728
+    /// protected-resource metadata, at
+    /// `{origin}/.well-known/oauth-protected-resource{path}`. It reads it when
+    /// the first token is needed, in the token fetch, with its timeout, size
+    /// cap and back-off. No redirect is followed. It takes from the metadata:
     ///
-    /// - the authorization server, among its `authorization_servers`, by the
-    ///   trust rule (see [`trusted_issuers`](Self::trusted_issuers)); that
-    ///   server's token endpoint and client authentication are then
-    ///   discovered as with [`issuer`](Self::issuer);
+    /// - The authorization server, among its `authorization_servers`, by the
+    ///   trust rule of [`trusted_issuers`](Self::trusted_issuers). That
+    ///   server's token endpoint and client authentication are then discovered
+    ///   as with [`issuer`](Self::issuer).
     /// - `resource`, sent as the RFC 8707 `resource` parameter of every token
-    ///   request;
-    /// - `scopes_supported`, requested as the `scope` when the layer has
-    ///   none of its own;
+    ///   request.
+    /// - `scopes_supported`, requested as the `scope` when the layer has none
+    ///   of its own.
     /// - `dpop_bound_access_tokens_required` and
-    ///   `tls_client_certificate_bound_access_tokens`: the layer must then
-    ///   have a [DPoP key](Self::dpop) or a [client
-    ///   certificate](Self::client_identity), else its token requests fail
-    ///   with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration)
+    ///   `tls_client_certificate_bound_access_tokens`. The layer must then have
+    ///   a [DPoP key](Self::dpop) or a [client
+    ///   certificate](Self::client_identity). Otherwise its token requests fail
+    ///   with
+    ///   [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),
     ///   naming the setting, instead of fetching a token the API would refuse.
     ///
-    /// The metadata's `resource` must be identical to `url` (an empty path
-    /// and `/` count as the same, as for issuers), else nothing in
-    /// it is used and the fetch fails with a message naming both. The
-    /// metadata is kept for an hour, and read again sooner after a token
-    /// request the server refused, or when the API refuses a token with a
-    /// challenge naming its metadata (`resource_metadata`, RFC 9728 section
-    /// 5.1): read there if it is on the resource's own origin, at most once
-    /// per 10 seconds. Reading it happens in the fetch, so it never holds
-    /// up a request that has a usable token. See
+    /// The metadata's `resource` must be identical to `url`. An empty path and
+    /// `/` count as the same, as for issuers. Otherwise nothing in it is used,
+    /// and the fetch fails with a message naming both.
+    ///
+    /// The metadata is kept for an hour. It is read again sooner after a token
+    /// request the server refused. It is also read again when the API refuses a
+    /// token with a challenge naming its metadata, in `resource_metadata` by
+    /// RFC 9728 section 5.1. It is read there if that is on the resource's own
+    /// origin, at most once per 10 seconds. The reading happens in the fetch,
+    /// so it never holds up a request that has a usable token. See
     /// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata).
     ///
     /// ```
@@ -107,7 +114,7 @@ impl OAuthLayerBuilder {
     /// ```
     ///
     /// Give this instead of [`token_url`](Self::token_url) and
-    /// [`auth_url`](Self::auth_url); with [`issuer`](Self::issuer), the
+    /// [`auth_url`](Self::auth_url). With [`issuer`](Self::issuer), the
     /// resource must name that issuer.
     ///
     /// Default: none.
@@ -116,19 +123,21 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// Protected resources that get tokens of their own: a request whose URL
-    /// lies under one of them (the same scheme, host and port, its path or
-    /// below) gets that resource's token, from its own [token
+    /// Protected resources that get tokens of their own. A request whose URL
+    /// lies under one of them gets that resource's token: the same scheme, host
+    /// and port, and its path or below. The token comes from its own [token
     /// slot](Self::max_token_slots), with its own metadata, `resource` and
-    /// scopes, and its own authorization server (by the trust rule, see
-    /// [`trusted_issuers`](Self::trusted_issuers)), read as for
-    /// [`protected_resource`](Self::protected_resource). Other requests get
-    /// the layer's default token. With no [`issuer`](Self::issuer),
-    /// [`token_url`](Self::token_url), [`auth_url`](Self::auth_url) or
-    /// `protected_resource`, the layer has none, and such a request fails
-    /// alone with [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),
-    /// without being sent. For a gateway or an agent that talks to several
-    /// MCP servers.
+    /// scopes. It has its own authorization server, by the trust rule of
+    /// [`trusted_issuers`](Self::trusted_issuers). All is read as for
+    /// [`protected_resource`](Self::protected_resource).
+    ///
+    /// Other requests get the layer's default token. With no
+    /// [`issuer`](Self::issuer), [`token_url`](Self::token_url),
+    /// [`auth_url`](Self::auth_url) or `protected_resource`, the layer has
+    /// none. Such a request then fails alone with
+    /// [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),
+    /// without being sent. This suits a gateway, or an agent that talks to
+    /// several MCP servers.
     ///
     /// ```
     /// use tower_oauth::OAuthLayer;
@@ -158,27 +167,28 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The authorization servers (issuer identifiers, compared exactly) this
-    /// client may request tokens from for a [protected
-    /// resource](Self::protected_resource): the first server the resource
-    /// lists that is also here is taken; none: the token request fails with
-    /// [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration)
+    /// The authorization servers this client may request tokens from for a
+    /// [protected resource](Self::protected_resource). They are issuer
+    /// identifiers, compared exactly. The first server the resource lists that
+    /// is also here is taken. If there is none, the token request fails with
+    /// [`TokenErrorKind::Configuration`](crate::TokenErrorKind::Configuration),
     /// and nothing is sent.
     ///
-    /// The trust rule, because a hostile or compromised API could name a
-    /// server of its own:
+    /// A hostile or compromised API could name a server of its own. Hence the
+    /// trust rule:
     ///
-    /// - with [`issuer`](Self::issuer), that server only (and the resource
-    ///   must name it);
-    /// - else with `trusted_issuers`, the first of them the resource names;
-    /// - else the first server the resource names, and only for credentials
-    ///   that server cannot replay elsewhere: `private_key_jwt` (its
-    ///   assertion's `aud` is that server; no
-    ///   [`assertion_audience`](Self::assertion_audience)) and mutual TLS.
-    ///   A client secret (Basic, form body, the product-information API's body,
-    ///   `client_secret_jwt`), an assertion file, a JWT-bearer grant or a
-    ///   token exchange goes only to a server named here or with `issuer`:
-    ///   [`build`](Self::build) refuses otherwise. See `SECURITY.md`.
+    /// - With [`issuer`](Self::issuer), that server only, and the resource must
+    ///   name it.
+    /// - Else with `trusted_issuers`, the first of them the resource names.
+    /// - Else the first server the resource names, and only for credentials
+    ///   that server cannot replay elsewhere. These are `private_key_jwt`
+    ///   without [`assertion_audience`](Self::assertion_audience), whose
+    ///   assertion's `aud` is that server, and mutual TLS. Other credentials go
+    ///   only to a server named here or with `issuer`: a client secret, sent
+    ///   with Basic, in a form body, in the product-information API's body or
+    ///   as `client_secret_jwt`; an assertion file; a JWT-bearer grant; a token
+    ///   exchange. [`build`](Self::build) refuses them otherwise. See
+    ///   `SECURITY.md`.
     ///
     /// Default: none.
     pub fn trusted_issuers<I, S>(mut self, issuers: I) -> Self
