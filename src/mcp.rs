@@ -1,16 +1,18 @@
 //! [`OAuthMcpClient`]: the layer's tokens for MCP clients built on
-//! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK (feature `mcp`):
-//! an rmcp `StreamableHttpClient` around a `reqwest::Client` that puts the
-//! layer's token (and DPoP proof) on every call to the MCP server, and when
-//! the server refuses it, drops it and tries once more with a new one.
+//! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK, with feature `mcp`.
 //!
-//! Built for [`protected_resource`](crate::OAuthLayerBuilder::protected_resource):
-//! an MCP server publishes its protected-resource metadata (RFC 9728), so
-//! the layer needs only the server's URL and the client's credential. Each
-//! call goes through the same code as a request through the Tower layer
-//! (`service::authorize`): the token of the layer's cache (its single
-//! flight, renewal ahead, back-off), the header as configured, the answer
-//! read.
+//! It is an rmcp `StreamableHttpClient` around a `reqwest::Client`. It puts the
+//! layer's token, and its DPoP proof, on every call to the MCP server. When the
+//! server refuses the token, it drops it and tries once more with a new one.
+//!
+//! It is built for
+//! [`protected_resource`](crate::OAuthLayerBuilder::protected_resource). An MCP
+//! server publishes its RFC 9728 protected-resource metadata, so the layer
+//! needs only the server's URL and the client's credential. Each call goes
+//! through the same code as a request through the Tower layer, in
+//! `service::authorize`. It gets the token of the layer's cache, with its
+//! single flight, renewal ahead and back-off. It gets the header as configured.
+//! Its answer is read.
 //!
 //! ```no_run
 //! use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -53,31 +55,31 @@ use crate::layer::OAuthLayer;
 use crate::service::other_clients::{after_waiting, at_hand, ready_to_send};
 use crate::slots::routes::destination_of;
 
-/// An rmcp `StreamableHttpClient` that carries the layer's tokens (feature
-/// `mcp`). See the [module](self).
+/// An rmcp `StreamableHttpClient` that carries the layer's tokens, with feature
+/// `mcp`. See the [module](self).
 ///
-/// - Every call (the `POST` of a message, the `GET` of an event stream, the
-///   `DELETE` of a session) carries the layer's token as the layer puts it
-///   on a request: `Authorization: Bearer`, or with
-///   [DPoP](crate::OAuthLayerBuilder::dpop) `Authorization: DPoP` and a
-///   proof for that call's method and URL. The `auth_header` rmcp passes
-///   (its transport's own `auth_header` setting) is not used: the layer's
-///   token replaces it.
-/// - A call the server answers `401` with a challenge (rmcp's
-///   `StreamableHttpError::AuthRequired`) drops the refused token,
-///   rate-limited as the layer's own, and is made once more with a new one.
-///   A second refusal is returned.
-/// - A call the server answers `403 insufficient_scope` (rmcp's
-///   `StreamableHttpError::InsufficientScope`) is made once more with a
-///   token that has the scopes asked for, when the layer may add them
-///   ([`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes)); else
+/// - Every call carries the layer's token as the layer puts it on a request.
+///   The calls are the `POST` of a message, the `GET` of an event stream, and
+///   the `DELETE` of a session. The token goes in `Authorization: Bearer`. With
+///   [DPoP](crate::OAuthLayerBuilder::dpop), it goes in `Authorization: DPoP`,
+///   with a proof for that call's method and URL. The `auth_header` rmcp
+///   passes, from its transport's own `auth_header` setting, is not used: the
+///   layer's token replaces it.
+/// - A call the server answers with a `401` and a challenge drops the refused
+///   token. Rmcp reports it as `StreamableHttpError::AuthRequired`. The drop is
+///   rate-limited, as the layer's own. The call is made once more with a new
+///   token. A second refusal is returned.
+/// - A call the server answers with `403 insufficient_scope` is made once more
+///   with a token that has the scopes asked for. Rmcp reports it as
+///   `StreamableHttpError::InsufficientScope`. The layer must be allowed to add
+///   the scopes, with
+///   [`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes). Otherwise
 ///   the error is returned.
-/// - A token that cannot be had fails the call with
-///   `StreamableHttpError::Io`, whose inner error is the
-///   [`TokenError`] (`io::Error::get_ref` and
-///   `downcast_ref`).
-/// - The `*_with_max_sse_event_size` and `*_with_response_limits` methods
-///   go to the `reqwest::Client`'s own, so rmcp's limits hold.
+/// - A token that cannot be had fails the call with `StreamableHttpError::Io`.
+///   Its inner error is the [`TokenError`]: reach it with `io::Error::get_ref`
+///   and `downcast_ref`.
+/// - The `*_with_max_sse_event_size` and `*_with_response_limits` methods go to
+///   the `reqwest::Client`'s own, so rmcp's limits hold.
 #[derive(Clone, Debug)]
 pub struct OAuthMcpClient {
     layer: OAuthLayer,
@@ -96,9 +98,9 @@ impl OAuthMcpClient {
         &self.layer
     }
 
-    /// Makes `call` with the headers to send (the caller's, and the token's
-    /// with its proof), once more with a new token if the server refused
-    /// the first.
+    /// Makes `call` with the headers to send: the caller's, and the token's
+    /// with its proof. Makes it once more with a new token if the server
+    /// refused the first.
     async fn authorized<T, F, Fut>(
         &self,
         method: Method,
@@ -172,7 +174,7 @@ impl OAuthMcpClient {
 
 impl OAuthLayer {
     /// An rmcp `StreamableHttpClient` that sends through `client` with this
-    /// layer's tokens (feature `mcp`). See [`OAuthMcpClient`].
+    /// layer's tokens, with feature `mcp`. See [`OAuthMcpClient`].
     pub fn mcp_client(&self, client: reqwest::Client) -> OAuthMcpClient {
         OAuthMcpClient::new(self.clone(), client)
     }

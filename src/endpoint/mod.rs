@@ -1,21 +1,24 @@
-//! The token endpoint, behind this facade: what the rest of the crate uses
-//! of it is named here. Each concern is a folder or file of its own, and
-//! none knows of caches, stores or layers:
+//! The token endpoint, behind this facade. What the rest of the crate uses of
+//! it is named here. Each concern is a folder or file of its own, and none
+//! knows of caches, stores or layers.
 //!
-//! - the request and its answer: `request` (one token request, and the few
-//!   sent again at once), `spec` (what every request of a layer is made of),
-//!   `prepared` (the parts made from the credential), `answer` (reading the
-//!   response, the checks every token passes), `redact` (the credential's
-//!   forms scrubbed from server text), `url` (the rules for an endpoint URL);
-//! - `client_auth/`: how the client proves itself ([`ClientAuth`]), client
-//!   assertions, and secrets that change;
-//! - `grant/`: which grant a request asks with (client credentials,
-//!   JWT-bearer, token exchange, refresh token and its chain);
-//! - `discovery`: the endpoint and client authentication from an issuer's
-//!   metadata (RFC 8414); `resource`: the server, `resource` and scopes
-//!   from a protected resource's metadata (RFC 9728);
-//! - `transport/`: what carries the request (reqwest, or any Tower
-//!   service), and the built-in transport's TLS and proxy settings.
+//! - The request and its answer:
+//!   - `request`: one token request, and the few sent again at once;
+//!   - `spec`: what every request of a layer is made of;
+//!   - `prepared`: the parts made from the credential;
+//!   - `answer`: reading the response, and the checks every token passes;
+//!   - `redact`: the credential's forms, scrubbed from server text;
+//!   - `url`: the rules for an endpoint URL.
+//! - `client_auth/`: how the client proves itself, with [`ClientAuth`]. Also
+//!   client assertions, and secrets that change.
+//! - `grant/`: which grant a request asks with. These are client credentials,
+//!   JWT-bearer, token exchange, and the refresh token with its chain.
+//! - `discovery`: the endpoint and client authentication, from an issuer's RFC
+//!   8414 metadata.
+//! - `resource`: the server, `resource` and scopes, from a protected resource's
+//!   RFC 9728 metadata.
+//! - `transport/`: what carries the request, reqwest or any Tower service. Also
+//!   the built-in transport's TLS and proxy settings.
 
 mod answer;
 mod client_auth;

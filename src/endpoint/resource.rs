@@ -1,8 +1,8 @@
-//! Protected-resource metadata (RFC 9728): which authorization server an API
-//! names, the `resource` and scopes its tokens are requested with and the
-//! binding it requires; read inside the token fetch (so with its single
-//! flight, timeout, size cap and back-off), checked before anything in it is
-//! used, and the server chosen by the trust rule.
+//! Protected-resource metadata, by RFC 9728. It says which authorization server
+//! an API names, the `resource` and scopes its tokens are requested with, and
+//! the binding it requires. It is read inside the token fetch, so with its
+//! single flight, timeout, size cap and back-off. It is checked before anything
+//! in it is used. The trust rule chooses the server.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};

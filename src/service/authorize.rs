@@ -1,9 +1,10 @@
-//! Putting a token on a request, and reading what the API said of it: the
-//! one place a request gets its credential (and its DPoP proof), whichever
-//! path it took to the token (its layer's default token or a slot's, at
-//! once or after a wait) and whichever way it travels (the Tower service,
-//! or the reqwest middleware: both are [`Outgoing`] requests, both read
-//! their [`Answer`] here).
+//! Putting a token on a request, and reading what the API said of it.
+//!
+//! This is the one place a request gets its credential and its DPoP proof. It
+//! does not matter which path the request took to the token: its layer's
+//! default token or a slot's, at once or after a wait. Nor does it matter which
+//! way it travels: the Tower service and the reqwest middleware both send
+//! [`Outgoing`] requests, and both read their [`Answer`] here.
 
 use std::sync::Arc;
 

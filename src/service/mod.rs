@@ -11,16 +11,14 @@
 //!
 //! Any other request takes the long way, out of line:
 //!
-//! - one that selects a [token slot](crate::slots) takes the slot's cache;
-//! - one that brings its own credential (`keep_existing_header`) goes on
-//!   untouched;
-//! - any other gets the default token, through the view or the cache.
-//!   [`authorize()`] places it on the request, and the inner service is
-//!   called.
+//! - One that selects a [token slot](crate::slots) takes the slot's cache.
+//! - One that brings its own credential, with `keep_existing_header`, goes on
+//!   untouched.
+//! - Any other gets the default token, through the view or the cache.
+//!   [`authorize()`] places it on the request, and the inner service is called.
 //!
-//! Without a usable token, the request waits in its [`ResponseFuture`] for
-//! the shared fetch
-//! ([`TokenCache::acquire`](crate::cache::TokenCache::acquire)).
+//! Without a usable token, the request waits in its [`ResponseFuture`] for the
+//! shared fetch, in [`TokenCache::acquire`](crate::cache::TokenCache::acquire).
 //!
 //! The files: `future` holds that future. `authorize` is the one place a
 //! token and its DPoP proof go on a request, and where the answer is read.

@@ -1,21 +1,22 @@
-//! [`View`]: one service instance's own view of its cache's current token,
-//! with its own copy of the token's header value: what the hot path reads,
-//! all in memory that no other thread writes.
+//! [`View`]: one service instance's own view of its cache's current token. It
+//! holds its own copy of the token's header value. It is what the hot path
+//! reads, all in memory that no other thread writes.
 //!
-//! The view follows the cache by its [version](crate::cache::TokenCache::version): one
-//! load and a comparison per request; a new view is made when the token was
-//! replaced or dropped. A request may use the view's header at once only
-//! before the token's renewal point (the exact check against the clock
-//! that every request makes). Past it, or without a bearer token, the
-//! request takes the cache's own way ([`TokenCache::check`](crate::cache::TokenCache::check)).
+//! The view follows the cache by its
+//! [version](crate::cache::TokenCache::version): one load and a comparison per
+//! request. A new view is made when the token was replaced or dropped. A
+//! request may use the view's header at once only before the token's renewal
+//! point. That is the exact check against the clock that every request makes.
+//! Past it, or without a bearer token, the request takes the cache's own way,
+//! in [`TokenCache::check`](crate::cache::TokenCache::check).
 //!
-//! Why a copy: every request clones the header value it puts on the
-//! request, which counts a reference on the value's bytes. With one value
-//! for all, threads that send at once fight over that count's cache line.
-//! With a copy of its own, each instance (and so each thread, each with its
-//! own clone of the service) counts on its own memory. The copy is made at
-//! the second request that finds a new token, so that an instance made for
-//! one request (`svc.clone().oneshot(req)`) makes none.
+//! Why a copy? Every request clones the header value it puts on the request,
+//! which counts a reference on the value's bytes. With one value for all,
+//! threads that send at once fight over that count's cache line. With a copy of
+//! its own, each instance counts on its own memory, and so does each thread,
+//! each with its own clone of the service. The copy is made at the second
+//! request that finds a new token. So an instance made for one request, as in
+//! `svc.clone().oneshot(req)`, makes none.
 
 use std::sync::Arc;
 

@@ -1,10 +1,10 @@
-//! What the layer reports: [`Stats`](stats::Stats), its counters read by
-//! `OAuthLayer::stats` (`stats`), and here metrics through the `metrics`
-//! facade (feature `metrics`), to whichever recorder the program installed
-//! (Prometheus, OpenTelemetry, StatsD exporters). Named in the OpenTelemetry semantic
-//! conventions' style. Every label takes a few fixed values, never a token,
-//! a secret or anything from a request. Without the feature, each function
-//! is empty.
+//! What the layer reports. [`Stats`](stats::Stats), in `stats`, holds its
+//! counters, read by `OAuthLayer::stats`. This file sends metrics through the
+//! `metrics` facade, with feature `metrics`, to whichever recorder the program
+//! installed: Prometheus, OpenTelemetry or StatsD exporters. They are named in
+//! the style of the OpenTelemetry semantic conventions. Every label takes a few
+//! fixed values, never a token, a secret or anything from a request. Without
+//! the feature, each function is empty.
 //!
 //! | name | kind | unit | labels |
 //! |---|---|---|---|
@@ -18,12 +18,12 @@
 //! | `oauth.client.metadata.reads` | counter | reads | `document` (`authorization_server`: RFC 8414 or OpenID Connect discovery; `protected_resource`: RFC 9728), `outcome`: metadata documents read |
 //!
 //! For the load on the identity provider, sum `oauth.client.token.requests`
-//! over the replicas: a token a store handed a replica (another replica's)
-//! is a fetch, not a request. Without a store the two count alike.
+//! over the replicas. A token a store handed a replica, fetched by another
+//! replica, is a fetch, not a request. Without a store, the two count alike.
 //!
-//! Requests served from the cache are not counted one by one: that would
-//! put a shared write on every request's path (see BENCHMARKS.md); they are
-//! the requests minus the waits.
+//! Requests served from the cache are not counted one by one. That would put a
+//! shared write on every request's path, as BENCHMARKS.md shows. They are the
+//! requests minus the waits.
 
 pub(crate) mod stats;
 

@@ -1,18 +1,19 @@
 //! [`TokenIdentity`]: what makes two tokens interchangeable, in one place.
 //!
-//! Two layers may share a token (through a [`TokenStore`](crate::TokenStore))
-//! exactly when their identities are equal: the same origin (issuer, token
-//! endpoint or token source), client, client authentication (and the key it
-//! signs with), DPoP key and parameters. The identity is built here from
-//! typed parts, never from `Debug` text, and encoded in a stable, versioned
-//! form ([`TokenIdentity::encoded`]) that a test pins byte for byte: a
-//! refactor cannot silently change the key replicas agree on, and a change
-//! of what goes in is a new version, a clean miss rather than a wrong token.
+//! Two layers may share a token through a [`TokenStore`](crate::TokenStore)
+//! exactly when their identities are equal. They need the same origin: issuer,
+//! token endpoint or token source. They need the same client, client
+//! authentication and signing key, DPoP key and parameters. The identity is
+//! built here from typed parts, never from `Debug` text. It is encoded in a
+//! stable, versioned form, [`TokenIdentity::encoded`], that a test pins byte
+//! for byte. So a refactor cannot silently change the key replicas agree on. A
+//! change of what goes in is a new version: a clean miss rather than a wrong
+//! token.
 //!
-//! The store key is SHA-256 of the encoding (two identities that differ
-//! never share a key in practice, whoever chooses their parameters), and a
-//! store seals each value with the whole encoding as associated data, so a
-//! value opens only for the identity it was stored for.
+//! The store key is the SHA-256 of the encoding. Two identities that differ
+//! never share a key in practice, whoever chooses their parameters. A store
+//! seals each value with the whole encoding as associated data. So a value
+//! opens only for the identity it was stored for.
 
 use std::fmt;
 use std::sync::Arc;

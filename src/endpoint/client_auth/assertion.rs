@@ -1,6 +1,6 @@
 //! Client assertions: the signed JWTs of `private_key_jwt` and
-//! `client_secret_jwt` (RFC 7523 section 2.2, OpenID Connect Core section
-//! 9), one fresh for every token request.
+//! `client_secret_jwt`, by RFC 7523 section 2.2 and OpenID Connect Core section
+//! 9. Each token request gets a fresh one.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
