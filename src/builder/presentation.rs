@@ -4,8 +4,8 @@ use http::HeaderName;
 
 use super::OAuthLayerBuilder;
 
-/// How a token goes on a request: the header, its scheme, a caller's own
-/// header kept; and DPoP, binding tokens to a key.
+/// How a token goes on a request: the header, its scheme, and whether a
+/// caller's own header is kept. Also DPoP, which binds tokens to a key.
 impl OAuthLayerBuilder {
     /// The request header that carries the token, for APIs that want, say,
     /// `X-Access-Token`.
@@ -31,9 +31,9 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// The scheme written before the token in the header. Empty for the
-    /// bare token (`X-Access-Token: <token>`). The token endpoint's
-    /// `token_type` (`bearer`, `BearerToken`, ...) does not change it.
+    /// The scheme written before the token in the header. Empty for the bare
+    /// token, as in `X-Access-Token: <token>`. The token endpoint's
+    /// `token_type`, such as `bearer` or `BearerToken`, does not change it.
     ///
     /// Default: `Bearer`.
     pub fn auth_scheme(mut self, scheme: impl Into<String>) -> Self {
@@ -41,32 +41,34 @@ impl OAuthLayerBuilder {
         self
     }
 
-    /// Whether a request that already has the token header keeps it (and is
-    /// sent without waiting for a token) rather than having it replaced.
+    /// Whether a request that already has the token header keeps it, rather
+    /// than having it replaced. Such a request is sent without waiting for a
+    /// token.
     ///
-    /// Default: false (replaced).
+    /// Default: false, so the header is replaced.
     pub fn keep_existing_header(mut self, keep: bool) -> Self {
         self.keep_existing_header = keep;
         self
     }
 
-    /// Binds tokens to `key` with DPoP (RFC 9449): each token request
-    /// carries a proof of the key, the token endpoint must answer with a
-    /// `DPoP` token (bound to the key's thumbprint), and every request
-    /// through the layer carries `Authorization: DPoP <token>` and a fresh
-    /// `DPoP` proof for its method and URI (so requests need absolute URIs:
-    /// one without scheme and host fails with
-    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest); with tonic,
-    /// build the client with `with_origin`). Nonces
-    /// the token endpoint or an API demand (`use_dpop_nonce`) are kept per
-    /// origin and sent. A `401` that asks for one leaves the token alone, and
-    /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request
-    /// with a new proof.
+    /// Binds tokens to `key` with DPoP, by RFC 9449. Each token request carries
+    /// a proof of the key. The token endpoint must answer with a `DPoP` token,
+    /// bound to the key's thumbprint. Every request through the layer carries
+    /// `Authorization: DPoP <token>` and a fresh `DPoP` proof for its method
+    /// and URI. So requests need absolute URIs. One without scheme and host
+    /// fails with [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
+    /// With tonic, build the client with `with_origin`.
     ///
-    /// Tokens are shared through a [`token_store`](Self::token_store) only among
-    /// replicas with the same key (its thumbprint is part of the store's
-    /// key): replicas that should share tokens read one key from a file
-    /// ([`DpopKey::from_pem`](crate::dpop::DpopKey::from_pem)).
+    /// The token endpoint or an API may demand nonces with `use_dpop_nonce`.
+    /// The layer keeps them per origin and sends them. A `401` that asks for
+    /// one leaves the token alone, and
+    /// [`RetryUnauthorized`](crate::RetryUnauthorized) resends the request with
+    /// a new proof.
+    ///
+    /// Tokens are shared through a [`token_store`](Self::token_store) only
+    /// among replicas with the same key, since its thumbprint is part of the
+    /// store's key. So replicas that should share tokens read one key from a
+    /// file, with [`DpopKey::from_pem`](crate::dpop::DpopKey::from_pem).
     ///
     /// ```
     /// use tower_oauth::{Algorithm, DpopKey, OAuthLayer};
@@ -93,7 +95,8 @@ impl OAuthLayerBuilder {
     /// [`InvalidResponse`](crate::TokenErrorKind::InvalidResponse) error
     /// that says so.
     ///
-    /// Default: `false` (strict: a DPoP layer sends only bound tokens).
+    /// Default: `false`. The layer is strict: with DPoP, it sends only bound
+    /// tokens.
     pub fn dpop_allow_bearer(mut self, allow: bool) -> Self {
         self.dpop_allow_bearer = allow;
         self

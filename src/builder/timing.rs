@@ -9,12 +9,12 @@ use super::OAuthLayerBuilder;
 /// [`MAX_SETTING`](crate::MAX_SETTING).
 impl OAuthLayerBuilder {
     /// How long before expiry a request starts renewing the token in the
-    /// background (it goes on at once with the current token). A small random
-    /// part (up to a tenth of the margin) is added, so that many clients do
-    /// not renew in step. Honoured up to half the token's lifetime.
+    /// background. The request goes on at once with the current token. A small
+    /// random part, up to a tenth of the margin, is added, so that many clients
+    /// do not renew in step. Honoured up to half the token's lifetime.
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 5 minutes.
     pub fn refresh_margin(mut self, refresh_margin: Duration) -> Self {
@@ -26,8 +26,8 @@ impl OAuthLayerBuilder {
     /// clock drift and the request's time in flight. Honoured up to a tenth of
     /// the token's lifetime.
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn expiry_skew(mut self, expiry_skew: Duration) -> Self {
@@ -39,8 +39,8 @@ impl OAuthLayerBuilder {
     /// last byte of the answer. Separate from any time-out on the requests it
     /// serves. Must be more than zero.
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn fetch_timeout(mut self, fetch_timeout: Duration) -> Self {
@@ -50,13 +50,13 @@ impl OAuthLayerBuilder {
 
     /// After the API answers `401 Unauthorized`, the token that was sent is
     /// dropped and a new one fetched, at most once per this interval. A 401
-    /// within the interval after such a renewal leaves the token in place: an
-    /// API that refuses every token (an application not subscribed to it, for
-    /// instance) then costs one token request per interval, not one per
-    /// request.
+    /// within the interval after such a renewal leaves the token in place. So
+    /// an API that refuses every token costs one token request per interval,
+    /// not one per request. That happens, for instance, when the application is
+    /// not subscribed to the API.
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn forced_renewal_interval(mut self, interval: Duration) -> Self {
@@ -65,16 +65,16 @@ impl OAuthLayerBuilder {
     }
 
     /// The first delay after a failed token request before another is made.
-    /// Each further failure in a row doubles it (with jitter), up to
+    /// Each further failure in a row doubles it, with jitter, up to
     /// [`max_backoff`](Self::max_backoff). While no token serves and the
-    /// failure can heal (5xx, 429, time-outs, transport errors), retries come
-    /// steadily instead, a little before each `min_backoff` (0.8 to 0.95 of
-    /// it), so that requests recover within `min_backoff` of the endpoint's
-    /// return. A `Retry-After` from the endpoint takes precedence (up to one
-    /// hour). Must be more than zero.
+    /// failure can heal, retries come steadily instead, a little before each
+    /// `min_backoff`: at 0.8 to 0.95 of it. So requests recover within
+    /// `min_backoff` of the endpoint's return. Failures that can heal are 5xx,
+    /// 429, time-outs and transport errors. A `Retry-After` from the endpoint
+    /// takes precedence, up to one hour. Must be more than zero.
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 1 second.
     pub fn min_backoff(mut self, delay: Duration) -> Self {
@@ -85,8 +85,8 @@ impl OAuthLayerBuilder {
     /// The longest delay between failed token requests, without
     /// `Retry-After`. Must be at least [`min_backoff`](Self::min_backoff).
     ///
-    /// Longer than [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken
-    /// as 24 hours.
+    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
+    /// taken as 24 hours.
     ///
     /// Default: 60 seconds.
     pub fn max_backoff(mut self, delay: Duration) -> Self {

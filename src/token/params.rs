@@ -1,5 +1,5 @@
-//! [`TokenParams`]: the parameters that select a token (resource, audience,
-//! scope, others), for a layer that serves several APIs.
+//! [`TokenParams`]: the parameters that select a token, for a layer that serves
+//! several APIs. They are `resource`, `audience`, `scope` and any others.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fmt;
@@ -7,16 +7,16 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The token request parameters that select a token: RFC 8707 `resource`
-/// values, an `audience`, a `scope`, or any other parameter. A request that
-/// carries `TokenParams` in its extensions (or for which
-/// [`params_for`](crate::OAuthLayerBuilder::params_for) gives some) gets a
-/// token requested with exactly these parameters, kept in a token slot of
-/// its own; other requests get the layer's default token.
+/// values, an `audience`, a `scope`, or any other parameter. A request may
+/// carry `TokenParams` in its extensions, or
+/// [`params_for`](crate::OAuthLayerBuilder::params_for) may give it some. It
+/// then gets a token requested with exactly these parameters, kept in a token
+/// slot of its own. Other requests get the layer's default token.
 ///
-/// The parameters replace the layer's own of the same names (its
-/// [`scope`](crate::OAuthLayerBuilder::scope), say) and add the others.
-/// Built with setters like the builder's. Cloning is cheap (a reference
-/// count), so build each set once and clone it onto requests.
+/// The parameters replace the layer's own of the same names, such as its
+/// [`scope`](crate::OAuthLayerBuilder::scope), and add the others. Build them
+/// with setters like the builder's. Cloning is cheap, a reference count, so
+/// build each set once and clone it onto requests.
 ///
 /// ```
 /// use tower_oauth::TokenParams;
@@ -50,25 +50,27 @@ impl TokenParams {
         }
     }
 
-    /// Adds a `resource` (RFC 8707: the API's absolute URI); repeatable, for
-    /// a token valid at several APIs.
+    /// Adds a `resource`, the API's absolute URI, by RFC 8707. It is
+    /// repeatable, for a token valid at several APIs.
     pub fn resource(self, resource: impl Into<String>) -> Self {
         self.add_param("resource", resource)
     }
 
-    /// Sets the `audience` (one value; again replaces it).
+    /// Sets the `audience`, one value. Setting it again replaces it.
     pub fn audience(self, audience: impl Into<String>) -> Self {
         self.param("audience", audience)
     }
 
-    /// Sets the `scope` (space-separated scopes; again replaces it).
+    /// Sets the `scope`, as space-separated scopes. Setting it again replaces
+    /// it.
     pub fn scope(self, scope: impl Into<String>) -> Self {
         self.param("scope", scope)
     }
 
-    /// Sets `name=value`, replacing a value of that name. The names the
-    /// layer sets itself (`grant_type`, `client_id`, `client_secret`,
-    /// `client_assertion`, `client_assertion_type`) are refused when the request is made: it fails with
+    /// Sets `name=value`, replacing a value of that name. The names the layer
+    /// sets itself are refused when the request is made: `grant_type`,
+    /// `client_id`, `client_secret`, `client_assertion` and
+    /// `client_assertion_type`. The request then fails with
     /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
     pub fn param(self, name: impl Into<String>, value: impl Into<String>) -> Self {
         let (name, value) = (name.into(), value.into());
@@ -138,8 +140,8 @@ impl Hash for TokenParams {
     }
 }
 
-/// The parameters' names only: a value may be a secret (a parameter the
-/// server takes as a credential), and `Debug` output ends up in logs.
+/// The parameters' names only. A value may be a secret, for a server that takes
+/// a parameter as a credential, and `Debug` output ends up in logs.
 impl fmt::Debug for TokenParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.inner.params.iter().map(|(n, _)| n.as_str()).collect();
@@ -171,8 +173,8 @@ impl Hasher for CarriedHash {
     }
 }
 
-/// Whether `scope` is one scope token (RFC 6749 section 3.3): `%x21 /
-/// %x23-5B / %x5D-7E`, at least one.
+/// Whether `scope` is one scope token, by RFC 6749 section 3.3: at least one of
+/// `%x21 / %x23-5B / %x5D-7E`.
 pub(crate) fn is_scope_token(scope: &str) -> bool {
     !scope.is_empty()
         && scope
