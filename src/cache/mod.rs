@@ -79,19 +79,20 @@ enum Reason {
 /// it. Dropped with the last of them. A fetch under way is then stopped.
 pub(crate) struct TokenCache {
     current: ArcSwapOption<CachedToken>,
-    /// Bumped after every store to `current` (all made under the lock): a
-    /// service instance compares it with the version its own view of the
-    /// token was made at, one load on the hot path.
+    /// Bumped after every store to `current`, all made under the lock. A
+    /// service instance compares it with the version its own view of the token
+    /// was made at: one load on the hot path.
     version: AtomicU64,
     /// Never held across an `.await`, never taken on the hot path.
     control: Mutex<Control>,
     fetcher: Arc<Fetcher>,
     placement: Placement,
-    /// The token endpoint, when it was configured (not discovered): for logs.
+    /// The token endpoint, for logs, when it was configured rather than
+    /// discovered.
     token_url: Option<http::Uri>,
-    /// The token slot this cache serves, by its parameters' names and its
-    /// identity's first hex digits (never a value): for logs. `None` for
-    /// the layer's default token.
+    /// The token slot this cache serves, for logs. It is named by its
+    /// parameters' names and its identity's first hex digits, never a value.
+    /// `None` for the layer's default token.
     slot: Option<String>,
     epoch: Instant,
     counters: Counters,
@@ -177,8 +178,8 @@ impl TokenCache {
         self.version.load(Ordering::Acquire)
     }
 
-    /// Stores `token` as the current one (under the lock, as every store
-    /// is), and says so to the services' views.
+    /// Stores `token` as the current one, under the lock as every store is, and
+    /// says so to the services' views.
     fn set_current(&self, _ctl: &mut Control, token: Option<Arc<CachedToken>>) {
         self.current.store(token);
         self.version.fetch_add(1, Ordering::Release);
@@ -254,10 +255,10 @@ impl TokenCache {
         None
     }
 
-    /// Starts a renewal of `token` unless one is under way or backing off.
-    /// One request at a time gets here: the others find `renew_after`
-    /// claimed, and look again after [`RENEWAL_CHECK`] (so a renewal whose
-    /// runtime shut down is started again well before the token runs out).
+    /// Starts a renewal of `token` unless one is under way or backing off. One
+    /// request at a time gets here. The others find `renew_after` claimed, and
+    /// look again after [`RENEWAL_CHECK`]. So a renewal whose runtime shut down
+    /// is started again well before the token runs out.
     #[cold]
     fn renew_ahead(self: &Arc<Self>, token: &CachedToken, now: Instant) {
         let after = token.renew_after.load(Ordering::Acquire);
@@ -330,13 +331,13 @@ impl TokenCache {
         }
     }
 
-    /// The API refused the token of `generation` (HTTP 401). Drops it if it
+    /// The API refused the token of `generation` with HTTP 401. Drops it if it
     /// is still the current one and no token was dropped within the forced
-    /// renewal interval, and starts fetching a new one. `Some(wait)` when
-    /// the next request would carry that same token (the renewal is
-    /// rate-limited for `wait`): sending the refused request again is
-    /// pointless; `None` when another token comes (dropped now, or replaced
-    /// already).
+    /// renewal interval, and starts fetching a new one. Returns `Some(wait)`
+    /// when the next request would carry that same token, since the renewal is
+    /// rate-limited for `wait`. Sending the refused request again is then
+    /// pointless. Returns `None` when another token comes: dropped now, or
+    /// replaced already.
     pub(crate) fn refused(self: &Arc<Self>, generation: u64) -> Option<Duration> {
         // Replaced already (a storm of 401s for one token mostly is): no
         // lock needed to know that another token comes.
@@ -354,9 +355,10 @@ impl TokenCache {
         }
     }
 
-    /// Drops the current token (only if it is of `generation`, when given)
-    /// and starts fetching a new one, unless a token was dropped so within
-    /// the forced renewal interval. Whether it was dropped.
+    /// Drops the current token and starts fetching a new one, unless a token
+    /// was dropped so within the forced renewal interval. With `generation`
+    /// given, it drops the token only if it is of that generation. Returns
+    /// whether it was dropped.
     pub(crate) fn force_renewal(self: &Arc<Self>, generation: Option<u64>) -> bool {
         matches!(self.force(generation), Forced::Dropped)
     }
@@ -401,10 +403,10 @@ impl TokenCache {
         ctl.record_success();
     }
 
-    /// Drops the current token, whatever its generation, and starts
-    /// fetching one: a step-up, not rate-limited (the scope it adds only
-    /// grows, within what the layer allows), but the next forced renewal
-    /// is.
+    /// Drops the current token, whatever its generation, and starts fetching
+    /// one. This is a step-up, and not rate-limited, since the scope it adds
+    /// only grows, within what the layer allows. The next forced renewal is
+    /// rate-limited, though.
     fn drop_for_step_up(self: &Arc<Self>, now: Instant) {
         let mut ctl = self.control();
         self.set_current(&mut ctl, None);
@@ -472,7 +474,7 @@ impl TokenCache {
             .filter(|t| t.timings.usable_at(now))
     }
 
-    /// Installs the outcome of `flight` (if it is still the fetch under way)
+    /// Installs the outcome of `flight`, if it is still the fetch under way,
     /// and finishes it.
     fn finish(
         &self,
