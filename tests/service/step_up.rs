@@ -69,6 +69,11 @@ impl Server {
         tokens.iter().map(|(_, scope)| scope.clone()).collect()
     }
 
+    /// A layer of this server's client that may add `scopes` on a challenge.
+    fn stepping_up(&self, scopes: &[&str]) -> OAuthLayer {
+        self.builder().step_up_scopes(scopes.iter().copied()).build().unwrap()
+    }
+
     fn builder(&self) -> OAuthLayerBuilder {
         with_transport(
             OAuthLayer::builder()
@@ -142,11 +147,7 @@ async fn post(oauth: &OAuthLayer, url: &str) -> u16 {
 #[tokio::test]
 async fn a_scope_the_layer_may_add_is_asked_for_and_the_request_sent_again() {
     let server = Server::start(&["files:read", "files:write"], "files:read files:write").await;
-    let oauth = server
-        .builder()
-        .step_up_scopes(["files:write"])
-        .build()
-        .unwrap();
+    let oauth = server.stepping_up(&["files:write"]);
     assert_eq!(post(&oauth, &server.api_url()).await, 200);
     assert_eq!(server.requested(), ["files:read", "files:read files:write"]);
     // From then on the wider token serves every request.
@@ -159,11 +160,7 @@ async fn a_scope_the_layer_may_add_is_asked_for_and_the_request_sent_again() {
 #[tokio::test]
 async fn a_scope_not_allowed_is_never_requested() {
     let server = Server::start(&["files:read", "files:admin"], "files:admin files:write").await;
-    let oauth = server
-        .builder()
-        .step_up_scopes(["files:write"])
-        .build()
-        .unwrap();
+    let oauth = server.stepping_up(&["files:write"]);
     // A token without the admin scope cannot satisfy the API: no token
     // request at all, not even for the allowed part, and the 403 as it is.
     assert_eq!(post(&oauth, &server.api_url()).await, 403);
@@ -193,11 +190,7 @@ async fn a_scope_split_otherwise_than_by_spaces_is_unusable() {
         r"files:wr\\ite",
     ] {
         let server = Server::start(&["files:read", "files:write"], asks).await;
-        let oauth = server
-            .builder()
-            .step_up_scopes(["files:write", "files:admin"])
-            .build()
-            .unwrap();
+        let oauth = server.stepping_up(&["files:write", "files:admin"]);
         let status = post(&oauth, &server.api_url()).await;
         assert!(status == 403 || status == 200, "{status}");
         assert_eq!(server.requested(), ["files:read"], "{asks:?}");
@@ -208,11 +201,7 @@ async fn a_scope_split_otherwise_than_by_spaces_is_unusable() {
 async fn insufficient_scope_on_a_401_steps_up_as_on_a_403() {
     let server = Server::start(&["files:read", "files:write"], "files:read files:write").await;
     *server.state.status.lock().unwrap() = Some(401);
-    let oauth = server
-        .builder()
-        .step_up_scopes(["files:write"])
-        .build()
-        .unwrap();
+    let oauth = server.stepping_up(&["files:write"]);
     assert_eq!(post(&oauth, &server.api_url()).await, 200);
     assert_eq!(server.requested(), ["files:read", "files:read files:write"]);
     // Without step_up_scopes: no renewal (one with the same scope cannot
@@ -240,11 +229,7 @@ async fn without_step_up_scopes_a_403_is_returned_as_it_is() {
 async fn an_api_that_keeps_asking_gets_a_bounded_number_of_token_requests() {
     // It asks for a scope it then never takes.
     let server = Server::start(&["files:never"], "files:write").await;
-    let oauth = server
-        .builder()
-        .step_up_scopes(["files:write"])
-        .build()
-        .unwrap();
+    let oauth = server.stepping_up(&["files:write"]);
     for _ in 0..6 {
         assert_eq!(post(&oauth, &server.api_url()).await, 403);
     }
@@ -284,11 +269,7 @@ fn step_up_scopes_are_checked() {
 #[tokio::test]
 async fn the_middleware_sends_the_request_again_with_more_scope() {
     let server = Server::start(&["files:read", "files:write"], "files:write").await;
-    let oauth = server
-        .builder()
-        .step_up_scopes(["files:write"])
-        .build()
-        .unwrap();
+    let oauth = server.stepping_up(&["files:write"]);
     let client = reqwest_middleware::ClientBuilder::new(support::reqwest_client())
         .with(oauth.middleware())
         .build();
