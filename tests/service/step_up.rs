@@ -71,7 +71,10 @@ impl Server {
 
     /// A layer of this server's client that may add `scopes` on a challenge.
     fn stepping_up(&self, scopes: &[&str]) -> OAuthLayer {
-        self.builder().step_up_scopes(scopes.iter().copied()).build().unwrap()
+        self.builder()
+            .step_up_scopes(scopes.iter().copied())
+            .build()
+            .unwrap()
     }
 
     fn builder(&self) -> OAuthLayerBuilder {
