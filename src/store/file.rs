@@ -31,30 +31,31 @@ const LOCK_POLL: Duration = Duration::from_millis(10);
 /// The largest file read: far above what a few hundred tokens take.
 const MAX_FILE: u64 = 16 * 1024 * 1024;
 
-/// Shares tokens, token requests and refresh-token chains among the
-/// processes of one machine through one file: CLIs, desktop agents,
-/// developer tools, cron jobs that run at once or one after another.
+/// Shares tokens, token requests and refresh-token chains among the processes
+/// of one machine, through one file. It serves CLIs, desktop agents, developer
+/// tools, and cron jobs that run at once or one after another.
 ///
-/// A process that needs a token reads the file first. Only when it holds
-/// no fresh token does it take the file's lock (an advisory lock on a file
-/// beside it, `<path>.lock`, which the system releases when a process
-/// dies), read again, fetch, and write the token before it lets go: the
-/// processes make one token request between them. With a
-/// [refresh token](crate::RefreshToken), the chain's current refresh token
-/// is kept in the file too, read under the lock before each refresh and
-/// written back before the new access token is handed out, so a rotated
-/// refresh token is never sent again by any of them.
+/// A process that needs a token reads the file first. Only when it holds no
+/// fresh token does the process take the file's lock. That is an advisory lock
+/// on a file beside it, `<path>.lock`, which the system releases when a process
+/// dies. The process then reads again, fetches, and writes the token before it
+/// lets go. So the processes make one token request between them. With a
+/// [refresh token](crate::RefreshToken), the chain's current refresh token is
+/// kept in the file too. It is read under the lock before each refresh, and
+/// written back before the new access token is handed out. So none of the
+/// processes sends a rotated refresh token again.
 ///
-/// The file is replaced whole on every write (written to a temporary file
-/// beside it, synced, renamed over it), so a reader never sees half of it.
-/// On Unix it is made readable and writable by its owner only (`0600`).
-/// Each value is sealed with AES-256-GCM, as `RedisStore` seals its own,
-/// under a key derived from the client's credential and, with a refresh
-/// token, from the refresh token the layer was configured with (see
-/// `SECURITY.md`): the file alone gives away no token.
+/// The file is replaced whole on every write: written to a temporary file
+/// beside it, synced, and renamed over it. So a reader never sees half of it.
+/// On Unix it is made readable and writable by its owner only, `0600`. Each
+/// value is sealed with AES-256-GCM, as `RedisStore` seals its own. The key is
+/// derived from the client's credential, and with a refresh token from the
+/// refresh token the layer was configured with. `SECURITY.md` has the details.
+/// The file alone gives away no token.
 ///
 /// A process that waits for the lock longer than two fetch timeouts and a
-/// second fetches on its own, except for a refresh, which fails instead (a
+/// second fetches on its own. A refresh fails instead, since a refresh token is
+/// never sent outside the lock.
 /// refresh token is never sent outside the lock).
 ///
 /// ```no_run

@@ -1,7 +1,8 @@
-//! What a token is: [`AccessToken`], a token and what the token endpoint
-//! said about it (read from the endpoint's answer in `endpoint::answer`),
-//! and `UsableToken` (here); what it is requested for (`params`:
-//! `TokenParams`); and what makes two tokens interchangeable (`identity`).
+//! What a token is. [`AccessToken`] is a token and what the token endpoint said
+//! about it, read from the endpoint's answer in `endpoint::answer`.
+//! `UsableToken`, here, is a token usable now. `params` holds `TokenParams`,
+//! what a token is requested for. `identity` says what makes two tokens
+//! interchangeable.
 
 pub(crate) mod identity;
 pub(crate) mod params;
@@ -19,10 +20,10 @@ pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 pub(crate) const MAX_TOKEN_LEN: usize = 16 * 1024;
 
 /// A token usable at this moment, as
-/// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now) gives it: the
-/// token, the header value a request carries (`Bearer <token>`, or as the
-/// layer is configured; marked sensitive), and how much longer it may be
-/// presented. `Debug` never shows the token.
+/// [`OAuthLayer::token_now`](crate::OAuthLayer::token_now) gives it. It holds
+/// the token, and the header value a request carries, marked sensitive: `Bearer
+/// <token>`, or as the layer is configured. It says how much longer the token
+/// may be presented. `Debug` never shows the token.
 #[derive(Clone)]
 pub struct UsableToken {
     pub(crate) token: AccessToken,
@@ -36,17 +37,18 @@ impl UsableToken {
         &self.token
     }
 
-    /// The value of the header a request carries it in: `Bearer <token>`
-    /// (or the layer's [`auth_scheme`](crate::OAuthLayerBuilder::auth_scheme)),
-    /// marked [sensitive](http::HeaderValue::set_sensitive). For a DPoP-bound
-    /// token, `DPoP <token>`: each request also needs a proof of its own
-    /// ([`DpopKey::proof`](crate::DpopKey::proof)).
+    /// The value of the header a request carries it in, marked
+    /// [sensitive](http::HeaderValue::set_sensitive). It is `Bearer <token>`,
+    /// or it uses the layer's
+    /// [`auth_scheme`](crate::OAuthLayerBuilder::auth_scheme). For a DPoP-bound
+    /// token, it is `DPoP <token>`, and each request also needs a proof of its
+    /// own, from [`DpopKey::proof`](crate::DpopKey::proof).
     pub fn header_value(&self) -> &http::HeaderValue {
         &self.header
     }
 
-    /// How much longer it may be presented (the layer's expiry skew already
-    /// taken off), from the moment it was handed out.
+    /// How much longer it may be presented, from the moment it was handed out.
+    /// The layer's expiry skew is already taken off.
     pub fn usable_for(&self) -> Duration {
         self.usable_for
     }
@@ -64,8 +66,9 @@ impl fmt::Debug for UsableToken {
 
 use crate::policy::DEFAULT_LIFETIME;
 
-/// An access token and what the token endpoint said about it (the access
-/// token response of the product-information API's authentication interface, section 2).
+/// An access token and what the token endpoint said about it. It is the access
+/// token response of the product-information API's authentication interface,
+/// section 2.
 ///
 /// Only `access_token` is required of a response. Every other field is
 /// optional, numbers may come as strings, and unknown fields are ignored.
@@ -128,7 +131,7 @@ impl AccessToken {
         self
     }
 
-    /// Sets the server's advice on when to renew the token (`refresh_in`).
+    /// Sets the server's advice on when to renew the token, its `refresh_in`.
     #[must_use]
     pub fn with_refresh_in(mut self, refresh_in: Duration) -> Self {
         self.refresh_in = Some(refresh_in);
@@ -140,24 +143,25 @@ impl AccessToken {
         &self.access_token
     }
 
-    /// `token_type` as sent (`bearer`, `Bearer`, `BearerToken`, ...).
+    /// `token_type` as sent, such as `bearer`, `Bearer` or `BearerToken`.
     pub fn token_type(&self) -> Option<&str> {
         self.token_type.as_deref()
     }
 
-    /// The lifetime the issuer announced (`expires_in`), cut to 24 hours.
-    /// `None` when the response had none or an unreadable one. The layer then
+    /// The lifetime the issuer announced in `expires_in`, cut to 24 hours.
+    /// `None` when the response had none, or an unreadable one. The layer then
     /// uses the product-information API's 60 minutes.
     pub fn expires_in(&self) -> Option<Duration> {
         self.expires_in
     }
 
-    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in),
-    /// or the product-information API's 60 minutes without it; but for a JWT access
-    /// token (RFC 9068) whose `exp` claim comes earlier (reckoned from the
-    /// server's `Date`; read, not verified: the client is not the token's
-    /// audience), the time to its `exp`, cut to 24 hours. A JWT whose `exp`
-    /// is already past is no token: the layer reports an error for it.
+    /// The lifetime the layer uses: [`expires_in`](AccessToken::expires_in), or
+    /// the product-information API's 60 minutes without it. A JWT access token,
+    /// by RFC 9068, may carry an `exp` claim that comes earlier. Then the
+    /// lifetime is the time to its `exp`, cut to 24 hours. The `exp` is
+    /// reckoned from the server's `Date`. It is read, not verified, since the
+    /// client is not the token's audience. A JWT whose `exp` is already past is
+    /// no token: the layer reports an error for it.
     pub fn lifetime(&self) -> Duration {
         let lifetime = match (self.expires_in, self.exp_lifetime) {
             (Some(announced), Some(exp)) => announced.min(exp),

@@ -18,17 +18,20 @@ use crate::endpoint::client_auth::{
 use crate::error::{TokenError, TokenErrorKind};
 use crate::keys::SigningKey;
 
-/// A JWT that authenticates a client at a token endpoint (RFC 7523 section
-/// 3): `iss` and `sub` the client id, `aud` the authorization server, `iat`
-/// and `nbf` a few seconds ago ([`clock_skew`](Self::clock_skew), for
-/// servers whose clocks run a little behind), `exp` a short
-/// [`lifetime`](Self::lifetime) from now, a `jti` of 128 random bits. Each
-/// [`sign`](Self::sign) makes a new one.
+/// A JWT that authenticates a client at a token endpoint, by RFC 7523 section
+/// 3:
 ///
-/// The layer makes these itself for
-/// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt); this
-/// type serves code that needs an assertion elsewhere (another grant, a
-/// token exchange).
+/// - `iss` and `sub` are the client id, and `aud` the authorization server;
+/// - `iat` and `nbf` are a few seconds ago, by
+///   [`clock_skew`](Self::clock_skew), for servers whose clocks run a little
+///   behind;
+/// - `exp` is a short [`lifetime`](Self::lifetime) from now;
+/// - `jti` is 128 random bits.
+///
+/// Each [`sign`](Self::sign) makes a new one. The layer makes these itself for
+/// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt). This type
+/// serves code that needs an assertion elsewhere, such as another grant or a
+/// token exchange.
 ///
 /// ```
 /// use tower_oauth::{Algorithm, ClientAssertion, SigningKey};
@@ -61,8 +64,8 @@ pub struct ClientAssertion {
 }
 
 impl ClientAssertion {
-    /// An assertion of `client_id` for `audience` (the issuer identifier, or
-    /// the token endpoint's URL).
+    /// An assertion of `client_id` for `audience`: the issuer identifier, or
+    /// the token endpoint's URL.
     pub fn new(client_id: impl Into<String>, audience: impl Into<String>) -> Self {
         ClientAssertion {
             client_id: client_id.into(),
@@ -76,22 +79,23 @@ impl ClientAssertion {
     }
 
     /// How far `iat` and `nbf` lie before the moment the assertion is made,
-    /// rounded up to whole seconds: a server whose clock runs that much
-    /// behind still takes it as valid now. `exp` stays
-    /// [`lifetime`](Self::lifetime) after the moment it is made. Longer than
-    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
+    /// rounded up to whole seconds. A server whose clock runs that much behind
+    /// still takes the assertion as valid now. `exp` stays
+    /// [`lifetime`](Self::lifetime) after the moment it is made. Anything
+    /// longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as
+    /// 24 hours.
     ///
-    /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`] (5 s).
+    /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`], 5 s.
     pub fn clock_skew(mut self, skew: Duration) -> Self {
         self.clock_skew = skew.min(crate::policy::MAX_SETTING);
         self
     }
 
-    /// How long after its making the assertion is valid (`exp - iat`),
-    /// rounded up to whole seconds. Longer than
-    /// [`MAX_SETTING`](crate::MAX_SETTING) (24 hours) is taken as 24 hours.
+    /// How long after its making the assertion is valid: `exp - iat`, rounded
+    /// up to whole seconds. Anything longer than
+    /// [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as 24 hours.
     ///
-    /// Default: [`DEFAULT_ASSERTION_LIFETIME`] (60 s).
+    /// Default: [`DEFAULT_ASSERTION_LIFETIME`], 60 s.
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         self.lifetime = lifetime.min(crate::policy::MAX_SETTING);
         self
@@ -105,8 +109,8 @@ impl ClientAssertion {
         self
     }
 
-    /// An authorization grant's assertion (RFC 7523 section 2.1) of
-    /// `issuer` about `subject` for `audience`, its header's `typ` `JWT`.
+    /// An authorization grant's assertion, by RFC 7523 section 2.1, of `issuer`
+    /// about `subject` for `audience`. Its header's `typ` is `JWT`.
     pub(crate) fn grant(issuer: &str, subject: &str, audience: &str) -> Self {
         let mut assertion = ClientAssertion::new(issuer, audience).typ(Some("JWT"));
         if subject != issuer {
@@ -131,7 +135,7 @@ impl ClientAssertion {
     /// # Errors
     ///
     /// A [`TokenError`] of kind [`Signing`](TokenErrorKind::Signing) when the
-    /// key (a custom signer) fails, or no random `jti` can be drawn.
+    /// key fails, as a custom signer may, or when no random `jti` can be drawn.
     pub async fn sign(&self, key: &SigningKey) -> Result<String, TokenError> {
         let mut jwt = self.signing_input(key.algorithm().name(), key.kid())?;
         let signature = key.sign(jwt.as_bytes()).await.map_err(|e| {
@@ -143,8 +147,8 @@ impl ClientAssertion {
         Ok(jwt)
     }
 
-    /// Makes and signs a new assertion with HMAC SHA-256 under `secret`
-    /// (`client_secret_jwt`).
+    /// Makes and signs a new assertion with HMAC SHA-256 under `secret`, for
+    /// `client_secret_jwt`.
     pub(crate) fn sign_hs256(&self, secret: &ring::hmac::Key) -> Result<String, TokenError> {
         let mut jwt = self.signing_input("HS256", None)?;
         let tag = ring::hmac::sign(secret, jwt.as_bytes());
@@ -223,22 +227,23 @@ pub(crate) enum AssertionKey {
 /// The client assertions sent to one token endpoint: a fresh one for each
 /// request, made for the audience the server takes.
 ///
-/// The audience rule. With
-/// [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience),
-/// that value alone. Without it and with an issuer: the issuer identifier
-/// first (what the 2026 update of RFC 7523 asks for); when the server
-/// refuses that assertion, once more with the token endpoint's URL (what
-/// RFC 7523, OpenID Connect Core section 9 and many deployed servers
-/// expect); whichever the server took last goes first from then on, for the
-/// whole layer. Without an issuer: the token endpoint's URL.
+/// The audience rule:
 ///
-/// Why both are safe: the update guards against an assertion made for one
-/// party being taken by another (a client that sends, to a server, an
-/// assertion whose audience is some other server's endpoint). Here the
-/// issuer is the configured one (discovery refuses metadata naming
-/// another), and the URL is the very URL the assertion is sent to. Every
-/// assertion so names its own recipient, and none is ever good at a server it
-/// was not sent to.
+/// - With [`assertion_audience`](crate::OAuthLayerBuilder::assertion_audience),
+///   that value alone.
+/// - Without it and with an issuer, the issuer identifier first, as the 2026
+///   update of RFC 7523 asks. When the server refuses that assertion, once more
+///   with the token endpoint's URL, as RFC 7523, OpenID Connect Core section 9
+///   and many deployed servers expect. Whichever the server took last goes
+///   first from then on, for the whole layer.
+/// - Without an issuer, the token endpoint's URL.
+///
+/// Why both are safe: the update guards against an assertion made for one party
+/// being taken by another. The attack is a client that sends a server an
+/// assertion whose audience is some other server's endpoint. Here the issuer is
+/// the configured one, since discovery refuses metadata that names another. The
+/// URL is the very URL the assertion is sent to. So every assertion names its
+/// own recipient, and none is ever good at a server it was not sent to.
 pub(crate) struct Assertions {
     key: AssertionKey,
     /// For the audience set, the issuer, or the token endpoint's URL.
