@@ -1,7 +1,7 @@
-//! Discovery: an issuer's token endpoint and client authentication, read
-//! from its metadata (RFC 8414, else OpenID Connect Discovery) inside the
-//! token fetch, so that it has the fetch's single flight, timeout, size cap
-//! and back-off.
+//! Discovery: an issuer's token endpoint and client authentication, read from
+//! its metadata. It reads RFC 8414's document, else OpenID Connect Discovery's.
+//! It reads them inside the token fetch, so with the fetch's single flight,
+//! timeout, size cap and back-off.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,43 +21,44 @@ use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
-/// What discovery found at an issuer: from
-/// [`OAuthLayer::server_metadata`](crate::OAuthLayer::server_metadata).
+/// What discovery found at an issuer, as
+/// [`OAuthLayer::server_metadata`](crate::OAuthLayer::server_metadata) gives
+/// it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerMetadata {
-    /// The issuer, as the metadata names it (identical to the one
-    /// configured: discovery refuses anything else).
+    /// The issuer, as the metadata names it. It is identical to the one
+    /// configured, since discovery refuses anything else.
     pub issuer: String,
     /// Where the metadata was read.
     pub metadata_url: String,
-    /// The token endpoint (`token_endpoint`).
+    /// The token endpoint, from `token_endpoint`.
     pub token_endpoint: String,
-    /// The client authentication methods the server lists
-    /// (`token_endpoint_auth_methods_supported`). Empty when it lists none,
-    /// which means `client_secret_basic`.
+    /// The client authentication methods the server lists, in
+    /// `token_endpoint_auth_methods_supported`. Empty when it lists none, which
+    /// means `client_secret_basic`.
     pub auth_methods: Vec<String>,
-    /// The client authentication the layer uses: the one chosen with
-    /// [`client_auth`](crate::OAuthLayerBuilder::client_auth), or else the
-    /// first of `client_secret_basic`, `client_secret_post` and
-    /// `client_secret_jwt` the server lists; without a
-    /// secret but with a client certificate, `tls_client_auth`.
+    /// The client authentication the layer uses. It is the one chosen with
+    /// [`client_auth`](crate::OAuthLayerBuilder::client_auth). Otherwise it is
+    /// the first of `client_secret_basic`, `client_secret_post` and
+    /// `client_secret_jwt` the server lists. Without a secret but with a client
+    /// certificate, it is `tls_client_auth`.
     pub client_auth: ClientAuth,
-    /// The token endpoint for clients that present a certificate
-    /// (`mtls_endpoint_aliases.token_endpoint`, RFC 8705 section 5), used
+    /// The token endpoint for clients that present a certificate, in
+    /// `mtls_endpoint_aliases.token_endpoint` by RFC 8705 section 5. It is used
     /// when the layer has a [client
     /// identity](crate::OAuthLayerBuilder::client_identity) or uses
     /// [`ClientAuth::TlsClientAuth`].
     pub mtls_token_endpoint: Option<String>,
-    /// The JWS algorithms the server takes for DPoP proofs
-    /// (`dpop_signing_alg_values_supported`, RFC 9449 section 5.1). Empty
-    /// when it lists none. A layer whose [DPoP key](crate::OAuthLayerBuilder::dpop)
+    /// The JWS algorithms the server takes for DPoP proofs, in
+    /// `dpop_signing_alg_values_supported` by RFC 9449 section 5.1. Empty when
+    /// it lists none. A layer whose [DPoP key](crate::OAuthLayerBuilder::dpop)
     /// signs with another logs a warning.
     pub dpop_algorithms: Vec<String>,
-    /// The scopes the server lists (`scopes_supported`). Empty when it lists
+    /// The scopes the server lists in `scopes_supported`. Empty when it lists
     /// none. Some servers refuse a token request without a scope.
     pub scopes_supported: Vec<String>,
-    /// The grants the server lists (`grant_types_supported`). Empty when it
+    /// The grants the server lists in `grant_types_supported`. Empty when it
     /// lists none.
     pub grant_types: Vec<String>,
 }

@@ -28,32 +28,32 @@ const MAX_AGE: Duration = Duration::from_secs(60 * 60);
 const MIN_REREAD: Duration = Duration::from_secs(10);
 
 /// What the metadata of a [protected
-/// resource](crate::OAuthLayerBuilder::protected_resource) says (RFC 9728
-/// section 2), and the authorization server the layer took from it: from
-/// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata).
-/// Every text is the server's, clipped and escaped.
+/// resource](crate::OAuthLayerBuilder::protected_resource) says, by RFC 9728
+/// section 2, and the authorization server the layer took from it.
+/// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata)
+/// gives it. Every text is the server's, clipped and escaped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ResourceMetadata {
-    /// The resource identifier (`resource`): identical to the one
+    /// The resource identifier, `resource`. It is identical to the one
     /// configured, which the layer checks.
     pub resource: String,
     /// Where the metadata was read.
     pub metadata_url: String,
-    /// The authorization servers the resource names
-    /// (`authorization_servers`), in its order.
+    /// The authorization servers the resource names in `authorization_servers`,
+    /// in its order.
     pub authorization_servers: Vec<String>,
-    /// The one the layer requests tokens from, by the trust rule (see
-    /// [`trusted_issuers`](crate::OAuthLayerBuilder::trusted_issuers)).
+    /// The one the layer requests tokens from, by the trust rule of
+    /// [`trusted_issuers`](crate::OAuthLayerBuilder::trusted_issuers).
     pub issuer: String,
-    /// The scopes the resource lists (`scopes_supported`). Requested when
-    /// the layer has no `scope` of its own.
+    /// The scopes the resource lists in `scopes_supported`. Requested when the
+    /// layer has no `scope` of its own.
     pub scopes_supported: Vec<String>,
-    /// Whether the resource takes only DPoP-bound tokens
-    /// (`dpop_bound_access_tokens_required`).
+    /// Whether the resource takes only DPoP-bound tokens:
+    /// `dpop_bound_access_tokens_required`.
     pub dpop_bound_access_tokens_required: bool,
-    /// Whether the resource takes only tokens bound to a client certificate
-    /// (`tls_client_certificate_bound_access_tokens`, RFC 8705).
+    /// Whether the resource takes only tokens bound to a client certificate, by
+    /// RFC 8705: `tls_client_certificate_bound_access_tokens`.
     pub tls_client_certificate_bound_access_tokens: bool,
 }
 
