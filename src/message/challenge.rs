@@ -1,10 +1,11 @@
 //! [`Challenge`]: an API's `WWW-Authenticate` challenges, read by the
-//! `auth-param` grammar of RFC 9110 section 11: several challenges in one
-//! header and in several headers, parameters with token or quoted-string
-//! values (escapes undone), a `token68` alone. Read only on a refusal, off
-//! the warm path. Anything from the network is hostile here: the input is
-//! capped, malformed syntax ends the reading (what came before it is kept),
-//! and nothing panics.
+//! `auth-param` grammar of RFC 9110 section 11.
+//!
+//! It reads several challenges in one header and in several headers. It reads
+//! parameters with token or quoted-string values, with escapes undone, and a
+//! `token68` alone. It runs only on a refusal, off the warm path. Anything from
+//! the network is hostile here. So the input is capped, and malformed syntax
+//! ends the reading, keeping what came before it. Nothing panics.
 
 use http::HeaderMap;
 
@@ -16,13 +17,13 @@ const MAX_CHALLENGES: usize = 16;
 /// Parameters kept per challenge. More are ignored.
 const MAX_PARAMS: usize = 32;
 
-/// One challenge of an API's `WWW-Authenticate` headers: its scheme, and
-/// its parameters or `token68`, as the layer reads them (RFC 9110 section
-/// 11; at most 8 KiB of headers, 16 challenges, 32 parameters each;
-/// malformed syntax ends the reading, keeping what came before it).
+/// One challenge of an API's `WWW-Authenticate` headers: its scheme, and its
+/// parameters or `token68`, as the layer reads them by RFC 9110 section 11. The
+/// layer reads at most 8 KiB of headers, 16 challenges, and 32 parameters each.
+/// Malformed syntax ends the reading, and what came before it is kept.
 ///
-/// The layer reads them itself on a `401` or `403` (a refused token, a DPoP
-/// nonce, `insufficient_scope`, `resource_metadata`). This is the same
+/// The layer reads them itself on a `401` or `403`: a refused token, a DPoP
+/// nonce, `insufficient_scope`, or `resource_metadata`. This is the same
 /// reading, for code that handles an API's answer on its own.
 ///
 /// ```
@@ -102,7 +103,7 @@ pub(crate) fn challenges(headers: &HeaderMap) -> Vec<Challenge> {
 }
 
 /// The scopes a `Bearer` or `DPoP` challenge with `error="insufficient_scope"`
-/// asks for (RFC 6750 section 3.1: its `scope`), if any.
+/// asks for, if any. RFC 6750 section 3.1 puts them in its `scope`.
 pub(crate) fn insufficient_scope(headers: &HeaderMap) -> Option<String> {
     insufficient(headers).flatten()
 }
