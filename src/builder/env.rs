@@ -7,27 +7,27 @@ use crate::error::{ConfigError, ConfigErrorKind};
 impl OAuthLayerBuilder {
     /// A builder with the endpoint and credentials from the environment:
     ///
-    /// - the endpoint: one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and
-    ///   `OAUTH_AUTH_URL`;
-    /// - the client: `OAUTH_CLIENT_ID`, and one credential:
-    ///   `OAUTH_CLIENT_SECRET`, `OAUTH_CLIENT_SECRET_FILE` (see
-    ///   [`client_secret_file`](Self::client_secret_file)), or
-    ///   `OAUTH_CLIENT_ASSERTION_FILE` (see
-    ///   [`ClientAuth::AssertionFile`]; the word `kubernetes` stands for
-    ///   [`KUBERNETES_TOKEN_FILE`](crate::KUBERNETES_TOKEN_FILE));
-    /// - optionally `OAUTH_CLIENT_AUTH` (`basic`, `form`, `basic-unencoded`,
-    ///   `unencoded`; see [`ClientAuth`]), `OAUTH_SCOPE`, and
-    ///   `OAUTH_RESOURCE` (one or more resource URIs, separated by white
-    ///   space).
+    /// - The endpoint: one of `OAUTH_ISSUER`, `OAUTH_TOKEN_URL` and
+    ///   `OAUTH_AUTH_URL`.
+    /// - The client: `OAUTH_CLIENT_ID`, and one credential. The credential is
+    ///   `OAUTH_CLIENT_SECRET`, or `OAUTH_CLIENT_SECRET_FILE` as
+    ///   [`client_secret_file`](Self::client_secret_file) reads it, or
+    ///   `OAUTH_CLIENT_ASSERTION_FILE` as [`ClientAuth::AssertionFile`] reads
+    ///   it. For the last, the word `kubernetes` stands for
+    ///   [`KUBERNETES_TOKEN_FILE`](crate::KUBERNETES_TOKEN_FILE).
+    /// - Optionally `OAUTH_CLIENT_AUTH`: `basic`, `form`, `basic-unencoded` or
+    ///   `unencoded`, as [`ClientAuth`] says.
+    /// - Optionally `OAUTH_SCOPE`, and `OAUTH_RESOURCE`: one or more resource
+    ///   URIs, separated by white space.
     ///
-    /// Azure workload identity: without an `OAUTH_*` endpoint, and with
-    /// `AZURE_FEDERATED_TOKEN_FILE` set (as the platform sets it in a pod),
-    /// the endpoint is Microsoft Entra ID's v2.0 token endpoint of
-    /// `AZURE_TENANT_ID` (at `AZURE_AUTHORITY_HOST`, by default
-    /// `https://login.microsoftonline.com`), the client `AZURE_CLIENT_ID`
-    /// (unless `OAUTH_CLIENT_ID` is set), proven by the federated token
-    /// file. Give the scope (`OAUTH_SCOPE` or [`scope`](Self::scope)), for
-    /// example `api://orders/.default`.
+    /// Azure workload identity has a preset. It applies without an `OAUTH_*`
+    /// endpoint, when `AZURE_FEDERATED_TOKEN_FILE` is set, as the platform sets
+    /// it in a pod. The endpoint is then Microsoft Entra ID's v2.0 token
+    /// endpoint of `AZURE_TENANT_ID`, at `AZURE_AUTHORITY_HOST`. That is
+    /// `https://login.microsoftonline.com` by default. The client is
+    /// `AZURE_CLIENT_ID`, unless `OAUTH_CLIENT_ID` is set, proven by the
+    /// federated token file. Give the scope with `OAUTH_SCOPE` or
+    /// [`scope`](Self::scope), for example `api://orders/.default`.
     ///
     /// Set anything else on it before [`build`](Self::build).
     ///
