@@ -70,9 +70,9 @@ pub(crate) struct ForRequest {
 /// token, or another service's access token. Give it with
 /// [`OAuthLayerBuilder::token_exchange`](crate::OAuthLayerBuilder::token_exchange).
 /// The exchanged token is cached, renewed and backed off like any other. The
-/// request's `audience`, `resource` and `scope` are the builder's, or per token
-/// slot a [`TokenParams`](crate::TokenParams)'. The client authenticates as
-/// usual, or not at all without a secret.
+/// request's `audience`, `resource` and `scope` are the builder's. In a token
+/// slot, they are those of its [`TokenParams`](crate::TokenParams). The client
+/// authenticates as usual, or not at all without a secret.
 ///
 /// ```
 /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
