@@ -29,6 +29,11 @@ fn publish_server_metadata(authority: &Authority) {
     );
 }
 
+/// Publishes a protected resource's RFC 9728 metadata at its well-known URL.
+fn publish_resource(server: &Authority, metadata: serde_json::Value) {
+    server.publish(PRM, metadata.to_string());
+}
+
 /// A builder for the resource `{authority}/api` with the test secret.
 fn builder(resource: &str) -> OAuthLayerBuilder {
     with_transport(
@@ -51,15 +56,14 @@ async fn the_resource_names_its_server_resource_and_scopes() {
     let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     publish_server_metadata(&hostile);
     let resource = api(&authority);
-    authority.publish(
-        PRM,
+    publish_resource(
+        &authority,
         json!({
             "resource": resource,
             "authorization_servers": [hostile.base_url(), authority.base_url()],
             "scopes_supported": ["orders:read", "orders:write"],
             "bearer_methods_supported": ["header"],
-        })
-        .to_string(),
+        }),
     );
     publish_server_metadata(&authority);
     authority.expect(
@@ -109,14 +113,13 @@ async fn the_resource_names_its_server_resource_and_scopes() {
 async fn the_layers_own_scope_wins_over_the_resources() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let resource = api(&authority);
-    authority.publish(
-        PRM,
+    publish_resource(
+        &authority,
         json!({
             "resource": resource,
             "authorization_servers": [authority.base_url()],
             "scopes_supported": ["orders:read", "orders:write"],
-        })
-        .to_string(),
+        }),
     );
     publish_server_metadata(&authority);
     authority.expect(
@@ -137,13 +140,12 @@ async fn the_layers_own_scope_wins_over_the_resources() {
 async fn metadata_for_another_resource_is_refused_and_nothing_is_sent() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let resource = api(&authority);
-    authority.publish(
-        PRM,
+    publish_resource(
+        &authority,
         json!({
             "resource": "https://attacker.example/api",
             "authorization_servers": [authority.base_url()],
-        })
-        .to_string(),
+        }),
     );
     publish_server_metadata(&authority);
     let oauth = builder(&resource)
@@ -170,9 +172,9 @@ async fn a_server_the_client_does_not_trust_gets_nothing() {
     let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     publish_server_metadata(&hostile);
     let resource = api(&authority);
-    authority.publish(
-        PRM,
-        json!({"resource": resource, "authorization_servers": [hostile.base_url()]}).to_string(),
+    publish_resource(
+        &authority,
+        json!({"resource": resource, "authorization_servers": [hostile.base_url()]}),
     );
     // Trusted servers, and the issuer set: neither takes the hostile one.
     let trusted = builder(&resource)
@@ -274,14 +276,13 @@ async fn a_binding_the_layer_cannot_give_is_a_clear_error_before_any_token_reque
             "OAuthLayerBuilder::client_identity",
         ),
     ] {
-        authority.publish(
-            PRM,
+        publish_resource(
+            &authority,
             json!({
                 "resource": resource,
                 "authorization_servers": [authority.base_url()],
                 flag: true,
-            })
-            .to_string(),
+            }),
         );
         let oauth = builder(&resource)
             .trusted_issuers([authority.base_url()])
@@ -349,14 +350,7 @@ async fn huge_and_malformed_metadata_are_errors_not_panics() {
 
 #[tokio::test]
 async fn a_refused_token_request_reads_the_metadata_again() {
-    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    let resource = api(&authority);
-    authority.publish(
-        PRM,
-        json!({"resource": resource, "authorization_servers": [authority.base_url()]}).to_string(),
-    );
-    publish_server_metadata(&authority);
-    authority.expect(Style::Basic, &[("resource", resource.as_str())]);
+    let (authority, resource) = resource_with_own_server().await;
     let oauth = builder(&resource)
         .trusted_issuers([authority.base_url()])
         .build()
@@ -546,9 +540,9 @@ async fn a_refusal_naming_the_metadata_has_it_read_there_on_the_resources_origin
 
     // A challenge naming metadata on another origin is not followed.
     let hostile = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
-    hostile.publish(
-        PRM,
-        json!({"resource": resource, "authorization_servers": [hostile.base_url()]}).to_string(),
+    publish_resource(
+        &hostile,
+        json!({"resource": resource, "authorization_servers": [hostile.base_url()]}),
     );
     *hint.lock().unwrap() = format!("{}{PRM}", hostile.base_url());
     let oauth = builder(&resource)
@@ -571,9 +565,9 @@ async fn a_refusal_naming_the_metadata_has_it_read_there_on_the_resources_origin
 async fn resource_with_own_server() -> (Authority, String) {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let resource = api(&authority);
-    authority.publish(
-        PRM,
-        json!({"resource": resource, "authorization_servers": [authority.base_url()]}).to_string(),
+    publish_resource(
+        &authority,
+        json!({"resource": resource, "authorization_servers": [authority.base_url()]}),
     );
     publish_server_metadata(&authority);
     authority.expect(Style::Basic, &[("resource", resource.as_str())]);
