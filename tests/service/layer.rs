@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use support::*;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 use tower_oauth::{OAuthLayer, TokenError, TokenErrorKind};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -72,9 +72,7 @@ async fn concurrent_cold_start_causes_one_token_request() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     authority.set_delay(Duration::from_millis(200));
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     let tasks: Vec<_> = (0..200)
         .map(|i| {
             let client = client.clone();
@@ -98,9 +96,7 @@ async fn concurrent_cold_start_causes_one_token_request() {
 async fn clones_of_the_layer_share_one_token() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let a = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let a = client(&oauth);
     let b = client(&oauth);
     for svc in [a.clone(), b.clone(), a, b] {
         let resp = svc.oneshot(get(&authority.api_url("/x"))).await.unwrap();
@@ -115,9 +111,7 @@ async fn clones_of_the_layer_share_one_token() {
 async fn short_tokens_are_renewed_ahead_and_never_refused() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, Duration::from_secs(2)).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(4500);
     let mut n = 0;
     while tokio::time::Instant::now() < deadline {
@@ -143,9 +137,7 @@ async fn short_tokens_are_renewed_ahead_and_never_refused() {
 async fn a_revoked_token_gets_its_401_through_and_is_replaced() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let oauth = builder(&authority).build().unwrap();
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     let send = || client.clone().oneshot(get(&authority.api_url("/p")));
     assert_eq!(send().await.unwrap().status(), 200);
     authority.revoke_all();
@@ -209,9 +201,7 @@ async fn a_failing_endpoint_backs_off_and_fails_fast() {
         .min_backoff(Duration::from_millis(400))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     let send = || client.clone().oneshot(get(&authority.api_url("/p")));
     let err = send().await.unwrap_err();
     let e = token_error(&err);

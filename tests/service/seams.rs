@@ -402,9 +402,7 @@ async fn the_token_handle_shares_the_cache_and_forces_renewal() {
     let first = oauth.token().await.unwrap();
     assert_eq!(first.application_name(), Some("quickstart-app"));
     // The layer's requests use the same token.
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     client
         .clone()
         .oneshot(get(&authority.api_url("/p")))

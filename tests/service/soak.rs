@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use support::*;
 use tokio::time::Instant;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 
 const TASKS: usize = 2000;
 const RUN: Duration = Duration::from_secs(20);
@@ -24,9 +24,7 @@ async fn twenty_seconds_of_traffic_with_two_second_tokens() {
         .refresh_margin(Duration::from_millis(300))
         .build()
         .unwrap();
-    let client = ServiceBuilder::new()
-        .layer(oauth.clone())
-        .service(hyper_client());
+    let client = client(&oauth);
     let ok = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));

@@ -12,7 +12,7 @@ use redis::Commands;
 use support::fleet::{reported, tokens_at_once};
 use support::redis_server::RedisServer;
 use support::*;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 use tower_oauth::{OAuthLayer, RedisStore};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -253,11 +253,6 @@ async fn a_token_refused_on_one_replica_is_renewed_once_for_all() {
     let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
     let a = replica(&authority, &server.url(), "t6:");
     let b = replica(&authority, &server.url(), "t6:");
-    let client = |r: &OAuthLayer| {
-        ServiceBuilder::new()
-            .layer(r.clone())
-            .service(hyper_client())
-    };
     let url = authority.api_url("/p");
     assert_eq!(client(&a).oneshot(get(&url)).await.unwrap().status(), 200);
     assert_eq!(client(&b).oneshot(get(&url)).await.unwrap().status(), 200);

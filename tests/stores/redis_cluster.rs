@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use support::fleet::{reported, tokens_at_once};
 use support::redis_cluster::RedisCluster;
 use support::*;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 use tower_oauth::{ConfigErrorKind, OAuthLayer, RedisStore};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -96,11 +96,6 @@ async fn replicas_share_one_token_through_a_cluster() {
 
     // A token refused on one replica is dropped from the cluster (by a
     // script on the key's node) and renewed once for all.
-    let client = |r: &OAuthLayer| {
-        ServiceBuilder::new()
-            .layer(r.clone())
-            .service(hyper_client())
-    };
     let url = authority.api_url("/p");
     authority.revoke_all();
     let (a, b) = (&replicas[0], &replicas[1]);
@@ -171,9 +166,7 @@ async fn fleet_process() {
     .build()
     .unwrap();
     let url = format!("{}/api/fleet", var("FLEET_AUTH_URL"));
-    let service = ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(hyper_client());
+    let service = client(&layer);
     let (mut ok, mut failed) = (0u64, 0u64);
     let started = Instant::now();
     while started.elapsed() < FLEET_RUN {
