@@ -32,3 +32,6 @@ pub mod failures {}
 
 #[doc = include_str!("../docs/refresh_tokens.md")]
 pub mod refresh_tokens {}
+
+#[doc = include_str!("../docs/login.md")]
+pub mod login {}

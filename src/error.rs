@@ -78,8 +78,14 @@ pub enum TokenErrorKind {
     /// give its refresh token to
     /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
     /// The refused refresh token is never sent again, so retrying does not help
-    /// until then.
+    /// until then. A layer with a [`Login`](crate::Login) logs in instead.
     LoginRequired,
+    /// A person's [`Login`](crate::Login) did not end with a token. The person
+    /// refused it, it timed out, or the server cannot be used for it: no
+    /// authorization endpoint, PKCE without S256, an endpoint a browser may not
+    /// be sent to. Or a callback failed a check, such as a wrong `iss`. The
+    /// message says which. The next token request logs in again.
+    LoginFailed,
 }
 
 impl TokenErrorKind {
@@ -99,6 +105,7 @@ impl TokenErrorKind {
             TokenErrorKind::Credential => "credential",
             TokenErrorKind::Configuration => "configuration",
             TokenErrorKind::LoginRequired => "login_required",
+            TokenErrorKind::LoginFailed => "login_failed",
         }
     }
 
@@ -117,6 +124,7 @@ impl TokenErrorKind {
             TokenErrorKind::Credential,
             TokenErrorKind::Configuration,
             TokenErrorKind::LoginRequired,
+            TokenErrorKind::LoginFailed,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -136,6 +144,7 @@ impl TokenErrorKind {
             TokenErrorKind::Credential => "client credential could not be read",
             TokenErrorKind::Configuration => "layer settings do not fit the protected resource",
             TokenErrorKind::LoginRequired => "a new login is needed",
+            TokenErrorKind::LoginFailed => "the login did not complete",
         }
     }
 }
@@ -341,7 +350,8 @@ impl TokenError {
             | TokenErrorKind::Panic
             | TokenErrorKind::InvalidRequest
             | TokenErrorKind::Configuration
-            | TokenErrorKind::LoginRequired => false,
+            | TokenErrorKind::LoginRequired
+            | TokenErrorKind::LoginFailed => false,
         }
     }
 }

@@ -292,6 +292,51 @@ impl OAuthLayer {
         self.shared.cache.force_renewal(None)
     }
 
+    /// Runs a person's [`Login`](crate::Login) now, and returns its access
+    /// token. It serves a CLI's `login` command, or an app that signs a
+    /// person in at start. A login runs even when the layer or its token store
+    /// holds one from before: the new one replaces it, here and, through the
+    /// store, in the other processes at their next refresh. Requests that
+    /// need a token meanwhile wait for this login, and a request that gives
+    /// up does not cancel it.
+    ///
+    /// ```no_run
+    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// oauth.login().await?;
+    /// eprintln!("Signed in.");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LoginFailed`](crate::TokenErrorKind::LoginFailed) when the login did
+    /// not end with a token, and any error of its token request.
+    /// [`Configuration`](crate::TokenErrorKind::Configuration) when the layer
+    /// was built without [`login`](OAuthLayerBuilder::login).
+    pub async fn login(&self) -> Result<AccessToken, TokenError> {
+        let Some(chain) = self.shared.slots.chain().filter(|c| c.login().is_some()) else {
+            return Err(
+                TokenError::new(crate::error::TokenErrorKind::Configuration).with_message(
+                    "OAuthLayer::login: this layer was built without a login \
+                     (OAuthLayerBuilder::login)",
+                ),
+            );
+        };
+        // A chain with no refresh token yet, newer than any stored.
+        chain.replace("");
+        self.restart_all();
+        self.token().await
+    }
+
+    /// Drops every token, the default one and every slot's, and forgets the
+    /// back-off: the next request fetches at once.
+    fn restart_all(&self) {
+        self.shared.cache.restart();
+        for cache in self.shared.slots.caches() {
+            cache.restart();
+        }
+    }
+
     /// Starts a new chain with the refresh token of a new login, without
     /// rebuilding the layer. Call it after
     /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired), or to switch
@@ -333,10 +378,7 @@ impl OAuthLayer {
         let token = token.into();
         crate::endpoint::check_refresh_token(&token, "given to replace_refresh_token")?;
         chain.replace(&token);
-        self.shared.cache.restart();
-        for cache in self.shared.slots.caches() {
-            cache.restart();
-        }
+        self.restart_all();
         tracing::info!("a new login's refresh token replaces the chain");
         Ok(())
     }

@@ -425,10 +425,10 @@ pub use builder::OAuthLayerBuilder;
 pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
 pub use endpoint::{ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE};
 pub use endpoint::{
-    ClientAuth, IdentityAssertion, JwtBearer, RefreshToken, ResourceMetadata, ServerMetadata,
-    SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
-    JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE, KUBERNETES_TOKEN_FILE,
-    TOKEN_EXCHANGE_GRANT_TYPE,
+    ClientAuth, DevicePrompt, IdentityAssertion, JwtBearer, Login, RefreshToken, ResourceMetadata,
+    ServerMetadata, SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE,
+    ID_TOKEN_TYPE, JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE,
+    KUBERNETES_TOKEN_FILE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 pub use keys::{Algorithm, JwsSigner, SigningKey};

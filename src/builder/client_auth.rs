@@ -304,4 +304,33 @@ impl OAuthLayerBuilder {
         self.grant = Grant::Refresh(token.chain);
         self
     }
+
+    /// Acts for a person, who logs in as `login` says: in the system browser, a
+    /// user agent of yours, or on another device. The login's refresh token
+    /// begins the layer's chain of refresh tokens, kept as
+    /// [`refresh_token`](Self::refresh_token)'s is, in memory or in the token
+    /// store. With `refresh_token` too, the chain begins with that one, and a
+    /// login runs when it ends. See the [login guide](crate::docs::login).
+    ///
+    /// The layer finds the authorization server from
+    /// [`issuer`](Self::issuer) or [`protected_resource`](Self::protected_resource),
+    /// not from a token URL. It needs the [`client_id`](Self::client_id) the
+    /// server registered for this program, with its secret if it has one.
+    ///
+    /// Default: no login.
+    ///
+    /// ```
+    /// use tower_oauth::{Login, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .protected_resource("https://mcp.example.com/mcp")
+    ///     .client_id("my-cli")
+    ///     .login(Login::browser())
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    pub fn login(mut self, login: crate::endpoint::Login) -> Self {
+        self.login = Some(login);
+        self
+    }
 }

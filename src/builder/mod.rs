@@ -67,6 +67,8 @@ pub struct OAuthLayerBuilder {
     grant: crate::endpoint::Grant,
     /// Enterprise-managed authorization, assembled into `grant` at build.
     id_jag: Option<crate::endpoint::IdentityAssertion>,
+    /// A person's login, assembled into `grant` at build.
+    login: Option<crate::endpoint::Login>,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,
@@ -121,6 +123,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("client_secret_from", &self.secret_source)
             .field("client_auth", &self.client_auth)
             .field("grant", &self.grant)
+            .field("login", &self.login)
             .field(
                 "params",
                 &self.params.iter().map(|(name, _)| name).collect::<Vec<_>>(),

@@ -109,7 +109,8 @@ impl Fetcher {
                 Some(chain) => refresh(chain, None, ask).await?,
                 None => ask().await?,
             };
-            let expires_at = sent_at + token.lifetime();
+            // A login's token counts from its own request.
+            let expires_at = token.sent_at.unwrap_or(sent_at).max(sent_at) + token.lifetime();
             return Ok(Fetched { token, expires_at });
         };
         caught("token store", async {

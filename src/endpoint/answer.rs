@@ -113,6 +113,7 @@ impl AccessToken {
             client_id: text(&map, "client_id"),
             exp_lifetime: None,
             refresh_in,
+            sent_at: None,
         })
     }
 }

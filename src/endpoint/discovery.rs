@@ -61,6 +61,21 @@ pub struct ServerMetadata {
     /// The grants the server lists in `grant_types_supported`. Empty when it
     /// lists none.
     pub grant_types: Vec<String>,
+    /// Where a person's browser goes to log in, `authorization_endpoint`.
+    /// `None` when the metadata names none.
+    pub authorization_endpoint: Option<String>,
+    /// Where the device grant asks for its codes,
+    /// `device_authorization_endpoint` by RFC 8628 section 4. `None` when the
+    /// metadata names none.
+    pub device_authorization_endpoint: Option<String>,
+    /// The PKCE methods the server lists, `code_challenge_methods_supported`.
+    /// A [`Login`](crate::Login) refuses a server that lists some without
+    /// `S256`.
+    pub code_challenge_methods: Vec<String>,
+    /// Whether the server puts its issuer in every authorization response,
+    /// `authorization_response_iss_parameter_supported` by RFC 9207. A login's
+    /// callback must then carry it.
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 /// The metadata last found by any discovery of one layer (its default
@@ -211,7 +226,15 @@ impl Discovery {
             .and_then(|aliases| aliases.get("token_endpoint"))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        let endpoint = |key: &str| text(key).map(str::to_owned);
         Ok(ServerMetadata {
+            authorization_endpoint: endpoint("authorization_endpoint"),
+            device_authorization_endpoint: endpoint("device_authorization_endpoint"),
+            code_challenge_methods: texts("code_challenge_methods_supported"),
+            authorization_response_iss_parameter_supported: doc
+                .get("authorization_response_iss_parameter_supported")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),
@@ -249,6 +272,7 @@ impl Discovery {
             issuer: Some(metadata.issuer.clone()),
             auth: metadata.client_auth.clone(),
             params: self.params.clone(),
+            server: Some(Arc::new(metadata.clone())),
         };
         Ok(TokenRequest::new(Arc::clone(spec), target).built_from_discovery())
     }

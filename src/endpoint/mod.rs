@@ -13,6 +13,8 @@
 //!   client assertions, and secrets that change.
 //! - `grant/`: which grant a request asks with. These are client credentials,
 //!   JWT-bearer, token exchange, and the refresh token with its chain.
+//! - `login/`: a person's login, which begins a chain: in a browser, a user
+//!   agent, or on another device.
 //! - `discovery`: the endpoint and client authentication, from an issuer's RFC
 //!   8414 metadata.
 //! - `resource`: the server, `resource` and scopes, from a protected resource's
@@ -24,6 +26,7 @@ mod answer;
 mod client_auth;
 mod discovery;
 mod grant;
+mod login;
 mod prepared;
 mod redact;
 mod request;
@@ -45,6 +48,7 @@ pub use self::grant::token_exchange::{
     SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
     JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
+pub use self::login::{DevicePrompt, Login};
 pub use self::resource::ResourceMetadata;
 
 pub(crate) use self::answer::check_token;

@@ -35,6 +35,9 @@ pub(crate) struct Prepared {
     pub(crate) redactor: Redactor,
     /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
+    /// What proves the client in the body (its id, and the secret where it
+    /// goes in the body), from `&`: for a login's requests.
+    client_part: String,
     proof: ClientProof,
     /// What the grant adds to each request.
     grant: GrantProof,
@@ -75,7 +78,7 @@ impl Prepared {
             ClientAuth::UnencodedBody => v.to_owned(),
             _ => form_urlencode(v),
         };
-        let mut body = format!("grant_type={}", form_urlencode(spec.grant.grant_type()));
+        let mut client_part = String::new();
         let mut basic = None;
         if auth.is_basic() {
             let credentials = match auth {
@@ -88,15 +91,19 @@ impl Prepared {
             value.set_sensitive(true);
             basic = Some(value);
         } else if matches!(auth, ClientAuth::UnencodedBody | ClientAuth::FormBody) {
-            body.push_str(&format!(
+            client_part = format!(
                 "&client_id={}&client_secret={}",
                 encode(client_id),
                 encode(secret)
-            ));
+            );
         } else if !client_id.is_empty() {
             // Assertions, mutual TLS, none: the id, and no secret.
-            body.push_str(&format!("&client_id={}", encode(client_id)));
+            client_part = format!("&client_id={}", encode(client_id));
         }
+        let mut body = format!(
+            "grant_type={}{client_part}",
+            form_urlencode(spec.grant.grant_type())
+        );
         let mut scope = None;
         for (name, value) in &target.params {
             if name == "scope" && spec.grant.takes_scope() {
@@ -150,6 +157,7 @@ impl Prepared {
             version,
             redactor: Redactor::new(client_id, secret),
             body: Bytes::from(body),
+            client_part,
             proof,
             grant: spec.grant.proof(
                 &url,
@@ -172,37 +180,9 @@ impl Prepared {
         transport: &dyn crate::endpoint::transport::Transport,
     ) -> Result<(Bytes, SentProof), TokenError> {
         let mut sent = SentProof::default();
-        let mut body = match &self.proof {
-            ClientProof::Fixed => self.body.clone(),
-            ClientProof::Assertion(assertions) => {
-                let choice = assertions.choice(other_audience);
-                sent.choice = Some(choice);
-                let jwt = assertions.sign(choice).await?;
-                let body = self.with_assertion(&jwt);
-                sent.secrets.push(jwt);
-                body
-            }
-            ClientProof::File(file) => {
-                let jwt = file.read().await?;
-                let body = self.with_assertion(&jwt);
-                sent.secrets.push(jwt.clone());
-                sent.from_file = Some(jwt);
-                body
-            }
-            ClientProof::Asked(source) => {
-                let asking = Default::default();
-                let jwt = crate::endpoint::grant::read_subject(
-                    source,
-                    "client assertion",
-                    &asking,
-                    transport,
-                )
-                .await?;
-                let body = self.with_assertion(&jwt);
-                sent.secrets.push(jwt);
-                body
-            }
-        };
+        let mut body = self
+            .proven(self.body.clone(), other_audience, transport, &mut sent)
+            .await?;
         if !matches!(self.grant, GrantProof::Nothing) {
             let mut extended = body.to_vec();
             let appended = self
@@ -223,17 +203,71 @@ impl Prepared {
         Ok((body, sent))
     }
 
-    /// The body with `assertion` appended (RFC 7523 section 2.2).
-    fn with_assertion(&self, assertion: &str) -> Bytes {
-        let mut body = Vec::with_capacity(self.body.len() + assertion.len() + 128);
-        body.extend_from_slice(&self.body);
-        body.extend_from_slice(b"&client_assertion_type=");
-        body.extend(form_urlencode(JWT_BEARER_ASSERTION_TYPE).bytes());
-        body.extend_from_slice(b"&client_assertion=");
-        // A JWT is base64url and dots, but one read from a file is encoded
-        // all the same.
-        body.extend(form_urlencode(assertion).bytes());
-        Bytes::from(body)
+    /// The body of one of a login's requests: `grant_type` (none for the
+    /// device authorization request), the client's proof, and `pairs`
+    /// (their values secrets to scrub from the answer), and what it carried.
+    pub(crate) async fn login_body(
+        &self,
+        grant_type: Option<&str>,
+        pairs: &[(&str, &str)],
+        transport: &dyn crate::endpoint::transport::Transport,
+    ) -> Result<(Bytes, SentProof), TokenError> {
+        let mut body = match grant_type {
+            Some(grant_type) => format!("grant_type={}", form_urlencode(grant_type)),
+            None => String::new(),
+        };
+        body.push_str(&self.client_part);
+        for (name, value) in pairs {
+            body.push_str(&format!("&{name}={}", form_urlencode(value)));
+        }
+        let body = body.strip_prefix('&').unwrap_or(&body).to_owned();
+        let mut sent = SentProof::default();
+        let body = self
+            .proven(Bytes::from(body), false, transport, &mut sent)
+            .await?;
+        Ok((body, sent))
+    }
+
+    /// `base` with the client's proof appended when it is made for each
+    /// request (an assertion), noted in `sent`.
+    async fn proven(
+        &self,
+        base: Bytes,
+        other_audience: bool,
+        transport: &dyn crate::endpoint::transport::Transport,
+        sent: &mut SentProof,
+    ) -> Result<Bytes, TokenError> {
+        Ok(match &self.proof {
+            ClientProof::Fixed => base,
+            ClientProof::Assertion(assertions) => {
+                let choice = assertions.choice(other_audience);
+                sent.choice = Some(choice);
+                let jwt = assertions.sign(choice).await?;
+                let body = with_assertion(&base, &jwt);
+                sent.secrets.push(jwt);
+                body
+            }
+            ClientProof::File(file) => {
+                let jwt = file.read().await?;
+                let body = with_assertion(&base, &jwt);
+                sent.secrets.push(jwt.clone());
+                sent.from_file = Some(jwt);
+                body
+            }
+            ClientProof::Asked(source) => {
+                let asking = Default::default();
+                let jwt = crate::endpoint::grant::read_subject(
+                    source,
+                    "client assertion",
+                    &asking,
+                    transport,
+                )
+                .await?;
+                let body = with_assertion(&base, &jwt);
+                sent.secrets.push(jwt);
+                body
+            }
+        })
     }
 
     /// The signed assertions, when the client signs its own.
@@ -297,4 +331,17 @@ impl Prepared {
             _ => None,
         }
     }
+}
+
+/// `base` with `assertion` appended (RFC 7523 section 2.2).
+fn with_assertion(base: &[u8], assertion: &str) -> Bytes {
+    let mut body = Vec::with_capacity(base.len() + assertion.len() + 128);
+    body.extend_from_slice(base);
+    body.extend_from_slice(b"&client_assertion_type=");
+    body.extend(form_urlencode(JWT_BEARER_ASSERTION_TYPE).bytes());
+    body.extend_from_slice(b"&client_assertion=");
+    // A JWT is base64url and dots, but one read from a file is encoded all
+    // the same.
+    body.extend(form_urlencode(assertion).bytes());
+    Bytes::from(body)
 }

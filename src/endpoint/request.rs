@@ -22,8 +22,8 @@ use crate::token::AccessToken;
 /// One token request to the token endpoint, for any grant: the layer's
 /// [`RequestSpec`] sent to one [`RequestTarget`].
 pub(crate) struct TokenRequest {
-    spec: Arc<RequestSpec>,
-    target: RequestTarget,
+    pub(in crate::endpoint) spec: Arc<RequestSpec>,
+    pub(in crate::endpoint) target: RequestTarget,
     /// The parts made from the secret in use.
     prepared: Mutex<Arc<Prepared>>,
     /// What to suggest when the URL turns out not to be a token endpoint.
@@ -69,7 +69,7 @@ impl TokenRequest {
     }
 
     /// The parts made from the secret in use, made again if it changed.
-    fn prepared(&self) -> Arc<Prepared> {
+    pub(in crate::endpoint) fn prepared(&self) -> Arc<Prepared> {
         let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
         if prepared.version != self.spec.secret.version() {
             let (version, current) = self.spec.secret.current();
@@ -143,9 +143,22 @@ impl TokenRequest {
         let (body, sent) = prepared
             .body(other_audience, other_grant_audience, &*self.spec.transport)
             .await?;
+        let request = self.post(prepared, &self.target.url, body, true).await?;
+        Ok((request, sent))
+    }
+
+    /// A form `POST` of `body` to `url` with the client's `Basic` header when
+    /// it has one, and with `proof` a DPoP proof of the layer's key.
+    pub(in crate::endpoint) async fn post(
+        &self,
+        prepared: &Prepared,
+        url: &http::Uri,
+        body: Bytes,
+        proof: bool,
+    ) -> Result<http::Request<Bytes>, TokenError> {
         let mut request = http::Request::new(body);
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.target.url.clone();
+        *request.uri_mut() = url.clone();
         let headers = request.headers_mut();
         headers.insert(
             CONTENT_TYPE,
@@ -155,11 +168,11 @@ impl TokenRequest {
         if let Some(basic) = &prepared.basic {
             headers.insert(AUTHORIZATION, basic.clone());
         }
-        if let Some(dpop) = &self.spec.dpop {
-            let proof = dpop.prove_token_request(&self.target.url).await?;
+        if let (Some(dpop), true) = (&self.spec.dpop, proof) {
+            let proof = dpop.prove_token_request(url).await?;
             request.headers_mut().insert(crate::dpop::DPOP, proof);
         }
-        Ok((request, sent))
+        Ok(request)
     }
 }
 
@@ -168,6 +181,22 @@ impl TokenRequest {
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
+            // A chain without a refresh token, and a login to begin one.
+            // A refresh token goes only to the server its login was made at.
+            if let Some(chain) = self.spec.grant.chain() {
+                let elsewhere = chain.issued_elsewhere(self.target.issuer.as_deref());
+                match chain.login() {
+                    Some(login) if elsewhere || chain.needs_login() => {
+                        return self.log_in(chain, login).await
+                    }
+                    None if elsewhere => {
+                        return Err(crate::endpoint::login_required(Some(
+                            "the refresh token was issued by another authorization server",
+                        )))
+                    }
+                    _ => {}
+                }
+            }
             let mut retried = Retried::default();
             loop {
                 let prepared = self.prepared();
@@ -438,7 +467,7 @@ impl TokenRequest {
     }
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.
-    fn asks_for_nonce(&self, error: &TokenError) -> bool {
+    pub(in crate::endpoint) fn asks_for_nonce(&self, error: &TokenError) -> bool {
         self.spec.dpop.is_some() && crate::dpop::asks_for_nonce(error)
     }
 }

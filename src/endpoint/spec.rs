@@ -48,6 +48,8 @@ pub(crate) struct RequestTarget {
     pub(crate) auth: ClientAuth,
     /// The layer's parameters, with a token slot's.
     pub(crate) params: Vec<(String, String)>,
+    /// With discovery: the server's metadata, for a login's endpoints.
+    pub(crate) server: Option<Arc<crate::endpoint::ServerMetadata>>,
 }
 
 impl RequestTarget {

@@ -223,6 +223,7 @@ impl SlotFactory {
                     // Always chosen by the builder for a URL.
                     auth: self.spec.auth.clone().unwrap_or(ClientAuth::Basic),
                     params,
+                    server: None,
                 };
                 let mut source = TokenRequest::new(Arc::clone(&self.spec), target);
                 if self.from_auth_url {

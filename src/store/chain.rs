@@ -63,13 +63,22 @@ where
         }
     }
     // Another process's rotation is read again once, before the chain is
-    // declared dead.
+    // declared dead. A chain with a login logs in when it has no refresh
+    // token, once a fetch at most.
     let outcome = async {
         let mut looked_again = false;
+        let mut logged_in = false;
         loop {
-            let sent = chain.to_send()?;
+            let sent = if chain.needs_login() {
+                logged_in = true;
+                String::new()
+            } else {
+                chain.to_send()?
+            };
             let error = match fetch().await {
                 Ok(token) => return Ok(token),
+                // A login's code refused: the login failed, no chain ended.
+                Err(e) if sent.is_empty() => return Err(e),
                 Err(e) if e.error_code() == Some("invalid_grant") => e,
                 Err(e) => return Err(e),
             };
@@ -92,6 +101,14 @@ where
                 _ => error.to_string(),
             };
             chain.refused(&sent, &why);
+            if chain.login().is_some() && !logged_in {
+                tracing::warn!(
+                    error = %error,
+                    "the token endpoint refused the refresh token: the login has ended, and a \
+                     new one begins"
+                );
+                continue;
+            }
             tracing::error!(
                 error = %error,
                 "the token endpoint refused the refresh token: the login has ended, and a new \

@@ -76,6 +76,8 @@ pub struct FileStore {
     warned_unsealed: AtomicBool,
     /// What this process took or stored, for deleting a refused token.
     handed_out: HandedOut,
+    /// The file's own sealing key, once read or made.
+    own_key: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// The store's file and its lock file.
@@ -138,6 +140,7 @@ impl FileStore {
             inner: Arc::new(files),
             warned_unsealed: AtomicBool::new(false),
             handed_out: HandedOut::default(),
+            own_key: std::sync::OnceLock::new(),
         })
     }
 
@@ -312,15 +315,28 @@ impl TokenStore for FileStore {
         ctx: &'a FetchContext<'a>,
     ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
         Box::pin(async move {
-            let Some(sealing_key) = ctx.sealing_key else {
-                if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "the token file has no key to seal tokens with (the client has no \
-                         credential of its own): tokens are not shared through it"
-                    );
-                }
-                ctx.record(StoreEvent::FellBackToLocal);
-                return ctx.fetch().await;
+            // Without a credential to derive it from (a public client's
+            // login, a key in a KMS), the file's own key.
+            let own;
+            let sealing_key = match ctx.sealing_key {
+                Some(key) => key,
+                None => match self.own_key().await {
+                    Ok(key) => {
+                        own = key;
+                        &own
+                    }
+                    Err(why) => {
+                        if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
+                            tracing::warn!(
+                                error = %why,
+                                "the token file has no key to seal tokens with: tokens are not \
+                                 shared through it"
+                            );
+                        }
+                        ctx.record(StoreEvent::FellBackToLocal);
+                        return ctx.fetch().await;
+                    }
+                },
             };
             let key = ctx.identity();
             let sealer = Sealer::new(sealing_key, ctx.identity.encoded());
@@ -486,6 +502,61 @@ fn owner_only(path: &Path) -> std::io::Result<File> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
+}
+
+impl FileStore {
+    /// The file's own sealing key, for layers whose client has no credential
+    /// to derive one from: 32 random bytes in `<path>.key`, made once, owner
+    /// only. Two processes that make it at once keep the first one linked.
+    async fn own_key(&self) -> Result<[u8; 32], String> {
+        if let Some(key) = self.own_key.get() {
+            return Ok(*key);
+        }
+        let mut path = self.inner.path.clone().into_os_string();
+        path.push(".key");
+        let path = PathBuf::from(path);
+        let key = blocking(move || {
+            let read = |path: &Path| -> Result<Option<[u8; 32]>, String> {
+                match std::fs::read(path) {
+                    Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice())
+                        .map(Some)
+                        .map_err(|_| format!("`{}` does not hold a key", path.display())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(format!("`{}`: {e}", path.display())),
+                }
+            };
+            if let Some(key) = read(&path)? {
+                return Ok(key);
+            }
+            let mut key = [0u8; 32];
+            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+                .map_err(|_| "the system's random source failed".to_owned())?;
+            let mut temp = path.clone().into_os_string();
+            temp.push(format!(
+                ".{}.{}",
+                std::process::id(),
+                crate::support::random::random_u64()
+            ));
+            let temp = PathBuf::from(temp);
+            let made = (|| {
+                let mut file = owner_only(&temp)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                // Linked only where no key is: the first process's stays.
+                std::fs::hard_link(&temp, &path)
+            })();
+            let _ = std::fs::remove_file(&temp);
+            match made {
+                Ok(()) => Ok(key),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    read(&path)?.ok_or_else(|| format!("`{}` vanished", path.display()))
+                }
+                Err(e) => Err(format!("`{}` cannot be made: {e}", path.display())),
+            }
+        })
+        .await?;
+        Ok(*self.own_key.get_or_init(|| key))
+    }
 }
 
 /// Runs `f` off the runtime's workers (file I/O and its syncs).

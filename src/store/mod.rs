@@ -95,6 +95,8 @@ impl<'a> FetchContext<'a> {
             &self.fleet.token_requests,
         )
         .await?;
+        // A login's token counts from its own request.
+        let started = token.sent_at.unwrap_or(started).max(started);
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());
         Ok(SharedToken { token, usable_for })
     }

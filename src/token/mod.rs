@@ -88,7 +88,7 @@ use crate::policy::DEFAULT_LIFETIME;
 /// assert_eq!(token.developer_email(), Some("dev@example.com"));
 /// assert!(!format!("{token:?}").contains("abc"));
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct AccessToken {
     pub(crate) access_token: String,
     pub(crate) token_type: Option<String>,
@@ -103,7 +103,29 @@ pub struct AccessToken {
     pub(crate) exp_lifetime: Option<Duration>,
     /// The server's advice on when to renew (`refresh_in`).
     pub(crate) refresh_in: Option<Duration>,
+    /// When the request that brought it was sent, where that came well after
+    /// its fetch began (a person's login): its lifetime counts from here.
+    pub(crate) sent_at: Option<tokio::time::Instant>,
 }
+
+/// Two tokens are equal when the server said the same of them; when each was
+/// fetched does not count.
+impl PartialEq for AccessToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.access_token == other.access_token
+            && self.token_type == other.token_type
+            && self.expires_in == other.expires_in
+            && self.scope == other.scope
+            && self.application_name == other.application_name
+            && self.developer_email == other.developer_email
+            && self.issued_at == other.issued_at
+            && self.client_id == other.client_id
+            && self.exp_lifetime == other.exp_lifetime
+            && self.refresh_in == other.refresh_in
+    }
+}
+
+impl Eq for AccessToken {}
 
 impl AccessToken {
     /// A token with no metadata. Its lifetime is the product-information API's
@@ -121,6 +143,7 @@ impl AccessToken {
             client_id: None,
             exp_lifetime: None,
             refresh_in: None,
+            sent_at: None,
         }
     }
 

@@ -7,5 +7,6 @@ mod support;
 
 mod dpop;
 mod jwt_bearer;
+mod login;
 mod refresh_tokens;
 mod token_exchange;

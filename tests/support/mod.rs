@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod grpc;
 #[cfg(feature = "reqwest")]
 pub mod keys;
+pub mod login_server;
 #[cfg(feature = "mcp")]
 pub mod mcp_server;
 #[cfg(feature = "reqwest")]

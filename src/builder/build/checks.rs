@@ -261,6 +261,11 @@ impl OAuthLayerBuilder {
         let why = if self.id_jag.is_some() {
             "an ID-JAG for any server it names would be asked of the identity provider in the \
              employee's name"
+        } else if self.grant.chain().is_some_and(|c| c.initial().is_empty()) && !has_secret {
+            // A login's chain: the server gets back only what it issued (a
+            // code, a refresh token), and a refresh token goes only to the
+            // server that issued it.
+            return Ok(());
         } else if !matches!(self.grant, crate::endpoint::Grant::ClientCredentials) {
             "its grant's assertion or subject token could be replayed by that server"
         } else if self.assertion_audience.is_some() {

@@ -43,12 +43,13 @@ impl OAuthLayerBuilder {
     /// name; a token source together with endpoint settings; a zero fetch
     /// timeout or back-off; an auth scheme that is not a single word.
     pub fn build(mut self) -> Result<OAuthLayer, ConfigError> {
-        let (policy, placement) = self.settings()?;
+        let (mut policy, placement) = self.settings()?;
         crate::telemetry::describe();
         let max_slots = self.max_slots()?;
         if let Some(source) = self.source.take() {
             return self.build_on_source(source, policy, placement);
         }
+        let login_timeout = self.login_grant()?;
         let other_grant = self.checked_grant()?;
         let resources = self.checked_resources()?;
         let only_resources =
@@ -61,7 +62,21 @@ impl OAuthLayerBuilder {
         };
         // Which servers a protected resource may send the credential to.
         let trust = self.trust()?;
+        if login_timeout.is_some() && matches!(target, Target::Url(_)) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "a login needs the authorization server's metadata, for its authorization \
+                 endpoint: give issuer or protected_resource, not a token URL",
+            ));
+        }
         let client_id = match (self.client_id.take(), other_grant) {
+            (None, Some(_)) if login_timeout.is_some() => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::MissingClientId,
+                    "a login needs the client id the authorization server registered for this \
+                     program: give it with client_id",
+                ))
+            }
             (None, Some(_)) => String::new(),
             (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
         };
@@ -79,6 +94,15 @@ impl OAuthLayerBuilder {
         self.check_values(&client_id, &client_secret, auth.as_ref())?;
         let assertion = self.assertion_settings()?;
         let transport = self.chosen_transport(policy.fetch_timeout)?;
+        // A fetch that may be a login waits for a person too: every bound on
+        // it, and every wait for it, grows by the login's timeout. Each of
+        // its requests keeps the transport's own bound.
+        if let Some(timeout) = login_timeout {
+            policy.fetch_timeout = policy
+                .fetch_timeout
+                .saturating_add(timeout)
+                .min(crate::policy::MAX_SETTING);
+        }
         if let Some(settings) = self.id_jag.take() {
             if matches!(target, Target::Url(_)) && resources.is_empty() {
                 return Err(ConfigError::new(
@@ -101,6 +125,9 @@ impl OAuthLayerBuilder {
         // has it, a public client has nothing else, and a store alone
         // opens nothing.
         let sealing_key = match self.grant.chain() {
+            // A login's chain has no refresh token to begin with: the
+            // credential's key alone, if any.
+            Some(chain) if chain.initial().is_empty() => sealing_key,
             Some(chain) => {
                 let mut material = sealing_key.map(|k| k.to_vec()).unwrap_or_default();
                 material.extend_from_slice(chain.initial().as_bytes());
@@ -156,6 +183,30 @@ impl OAuthLayerBuilder {
         };
         let (cache, slots, endpoint) = Arc::new(factory).layer(self.params_for.take(), max_slots);
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
+    }
+
+    /// The login, folded into the grant: a chain that it begins, or the
+    /// refresh token's chain that it begins again. Its timeout.
+    fn login_grant(&mut self) -> Result<Option<std::time::Duration>, ConfigError> {
+        let Some(login) = self.login.take() else {
+            return Ok(None);
+        };
+        let timeout = login.timeout;
+        self.grant = match &self.grant {
+            Grant::ClientCredentials if self.id_jag.is_none() => {
+                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login(login)))
+            }
+            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login(login))),
+            _ => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "login was given together with another grant (jwt_bearer, token_exchange, \
+                     identity_assertion); a login begins a chain of refresh tokens, and serves \
+                     with refresh_token alone",
+                ))
+            }
+        };
+        Ok(Some(timeout))
     }
 
     /// How many token slots are kept: at least 1.

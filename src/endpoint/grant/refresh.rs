@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
+use crate::endpoint::login::Login;
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
 
@@ -84,6 +85,7 @@ impl RefreshToken {
                 state: Mutex::new(State::begin(&initial, 0)),
                 turn: tokio::sync::Mutex::new(()),
                 on_rotation: None,
+                login: None,
             }),
         }
     }
@@ -129,6 +131,8 @@ pub(crate) struct Chain {
     /// time.
     turn: tokio::sync::Mutex<()>,
     on_rotation: Option<OnRotation>,
+    /// How a person logs in when the chain has no refresh token.
+    login: Option<Arc<Login>>,
 }
 
 impl fmt::Debug for Chain {
@@ -150,6 +154,9 @@ struct State {
     login_at: u64,
     /// Rotations since the login.
     seq: u64,
+    /// The issuer a person's login was made at, where its refresh tokens go
+    /// and nowhere else; empty for a refresh token given.
+    issuer: String,
     /// What the server said when it refused the current refresh token.
     dead: Option<String>,
     /// Changed since a store last had it.
@@ -167,6 +174,7 @@ impl State {
             login,
             login_at,
             seq: 0,
+            issuer: String::new(),
             dead: None,
             unsaved: login_at > 0,
         }
@@ -202,6 +210,59 @@ impl Chain {
             state: Mutex::new(self.state().clone()),
             turn: tokio::sync::Mutex::new(()),
             on_rotation: self.on_rotation.clone(),
+            login: self.login.clone(),
+        }
+    }
+
+    /// A chain that a person's login begins: no refresh token until then.
+    /// Every process configured with the same login shares it.
+    pub(crate) fn for_login(login: Login) -> Chain {
+        Chain {
+            configured: "login".to_owned(),
+            initial: String::new(),
+            state: Mutex::new(State::begin("", 0)),
+            turn: tokio::sync::Mutex::new(()),
+            on_rotation: None,
+            login: Some(Arc::new(login)),
+        }
+    }
+
+    /// This chain, which logs in with `login` when it has no refresh token
+    /// or its refresh token was refused.
+    pub(crate) fn with_login(&self, login: Login) -> Chain {
+        Chain {
+            login: Some(Arc::new(login)),
+            ..self.copy()
+        }
+    }
+
+    /// How a person logs in, if the layer has a login.
+    pub(crate) fn login(&self) -> Option<&Login> {
+        self.login.as_deref()
+    }
+
+    /// Whether the next token request is a login: there is a login, and no
+    /// refresh token to send (none yet, or a refused one).
+    pub(crate) fn needs_login(&self) -> bool {
+        let state = self.state();
+        self.login.is_some() && (state.current.is_empty() || state.dead.is_some())
+    }
+
+    /// A login at `issuer` ended with `refresh_token` (none: the server gave
+    /// none, and the next token after this one needs a login again): a new
+    /// chain, whose refresh tokens go to `issuer` only.
+    pub(crate) fn logged_in(&self, refresh_token: Option<&str>, issuer: &str) {
+        self.replace(refresh_token.unwrap_or_default());
+        self.state().issuer = issuer.to_owned();
+    }
+
+    /// Whether the chain's refresh token was issued by a login at another
+    /// server than `issuer`: it is never sent there.
+    pub(crate) fn issued_elsewhere(&self, issuer: Option<&str>) -> bool {
+        let state = self.state();
+        match issuer {
+            Some(issuer) => !state.issuer.is_empty() && state.issuer != issuer,
+            None => !state.issuer.is_empty(),
         }
     }
 
@@ -215,8 +276,14 @@ impl Chain {
         &self.initial
     }
 
-    /// Checks the configured refresh token.
+    /// Checks the configured refresh token, and the login's settings.
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if let Some(login) = &self.login {
+            login.check()?;
+            if self.initial.is_empty() {
+                return Ok(());
+            }
+        }
         check_given(&self.initial, "given to RefreshToken::new")
     }
 
@@ -225,11 +292,13 @@ impl Chain {
         self.turn.lock().await
     }
 
-    /// The refresh token to send now, or the error of a dead chain.
+    /// The refresh token to send now, or the error of a dead chain (or of
+    /// one a login has not begun yet).
     pub(crate) fn to_send(&self) -> Result<String, TokenError> {
         let state = self.state();
         match &state.dead {
             Some(why) => Err(login_required(Some(why))),
+            None if state.current.is_empty() => Err(login_required(Some("no login yet"))),
             None => Ok(state.current.clone()),
         }
     }
@@ -295,6 +364,9 @@ impl Chain {
         map.insert("login".into(), state.login.clone().into());
         map.insert("login_at".into(), state.login_at.into());
         map.insert("seq".into(), state.seq.into());
+        if !state.issuer.is_empty() {
+            map.insert("issuer".into(), state.issuer.clone().into());
+        }
         if let Some(why) = &state.dead {
             map.insert("dead".into(), why.clone().into());
         }
@@ -347,7 +419,10 @@ impl Chain {
             return None;
         };
         let current = map.get("refresh_token")?.as_str()?.to_owned();
-        check_value(&current).ok()?;
+        // Empty: a login that brought no refresh token.
+        if !current.is_empty() {
+            check_value(&current).ok()?;
+        }
         let login = map.get("login")?.as_str()?.to_owned();
         Some(State {
             current,
@@ -355,6 +430,11 @@ impl Chain {
             login,
             login_at: map.get("login_at")?.as_u64()?,
             seq: map.get("seq")?.as_u64()?,
+            issuer: map
+                .get("issuer")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
             unsaved: false,
         })
@@ -368,6 +448,7 @@ impl Chain {
             let now = (state.login.clone(), state.seq);
             if state.announced == now
                 || state.dead.is_some()
+                || state.current.is_empty()
                 || state.seq == 0 && state.login_at == 0
             {
                 return;

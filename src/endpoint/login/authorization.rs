@@ -1,0 +1,307 @@
+//! The authorization request of a login, and the checks of the callback it
+//! comes back with: PKCE with S256 (RFC 7636), `state`, the server's `iss`
+//! (RFC 9207), and where a browser may be sent.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use http::Uri;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use super::failed;
+use crate::error::{clip, TokenError};
+use crate::support::encoding::form_urlencode;
+
+/// The longest callback URL read: far above a code and a state.
+pub(crate) const MAX_CALLBACK_LEN: usize = 8 * 1024;
+
+/// One login's secrets: the PKCE verifier and the `state`.
+pub(crate) struct Secrets {
+    /// 32 random bytes, base64url: 43 characters (RFC 7636 section 4.1).
+    pub(crate) verifier: String,
+    pub(crate) state: String,
+}
+
+impl Secrets {
+    /// Fresh ones from the system's random source.
+    pub(crate) fn new() -> Result<Self, TokenError> {
+        let random = || {
+            let mut bytes = [0u8; 32];
+            SystemRandom::new()
+                .fill(&mut bytes)
+                .map_err(|_| failed("the system's random source failed"))?;
+            Ok::<_, TokenError>(URL_SAFE_NO_PAD.encode(bytes))
+        };
+        Ok(Secrets {
+            verifier: random()?,
+            state: random()?,
+        })
+    }
+
+    /// The S256 challenge: base64url of the verifier's SHA-256.
+    pub(crate) fn challenge(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, self.verifier.as_bytes());
+        URL_SAFE_NO_PAD.encode(digest.as_ref())
+    }
+}
+
+/// What the authorization request says.
+pub(crate) struct Request<'a> {
+    pub(crate) endpoint: &'a str,
+    pub(crate) client_id: &'a str,
+    pub(crate) redirect_uri: &'a str,
+    pub(crate) scope: Option<&'a str>,
+    pub(crate) resources: Vec<&'a str>,
+    pub(crate) dpop_jkt: Option<&'a str>,
+}
+
+impl Request<'_> {
+    /// The URL the browser goes to: the endpoint's own query kept (RFC 6749
+    /// section 3.1), the login's parameters after it.
+    pub(crate) fn url(&self, secrets: &Secrets) -> String {
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("response_type", "code".into()),
+            ("client_id", self.client_id.into()),
+            ("redirect_uri", self.redirect_uri.into()),
+            ("state", secrets.state.clone()),
+            ("code_challenge", secrets.challenge()),
+            ("code_challenge_method", "S256".into()),
+        ];
+        if let Some(scope) = self.scope {
+            pairs.push(("scope", scope.into()));
+        }
+        for resource in &self.resources {
+            pairs.push(("resource", (*resource).into()));
+        }
+        if let Some(jkt) = self.dpop_jkt {
+            pairs.push(("dpop_jkt", jkt.into()));
+        }
+        let query: Vec<String> = pairs
+            .iter()
+            .map(|(name, value)| format!("{name}={}", form_urlencode(value)))
+            .collect();
+        let joiner = if self.endpoint.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        format!("{}{joiner}{}", self.endpoint, query.join("&"))
+    }
+}
+
+/// Whether a browser may be sent to `endpoint`: an absolute `https` URL, or
+/// `http` on loopback, without a fragment. Never `javascript:`, `data:`,
+/// `file:` or plain `http` elsewhere, whatever `allow_insecure_http` says: a
+/// person's credentials would travel in the clear, or a page would run.
+pub(crate) fn check_endpoint(name: &str, endpoint: &str) -> Result<(), TokenError> {
+    let refuse = |why: &str| {
+        Err(failed(format!(
+            "the server's {name} `{}` {why}; no browser is sent there",
+            clip(endpoint)
+        )))
+    };
+    if endpoint.contains('#') {
+        return refuse("has a fragment");
+    }
+    let Ok(uri) = endpoint.parse::<Uri>() else {
+        return refuse("is not a URL");
+    };
+    let Some(host) = uri.host() else {
+        return refuse("has no host");
+    };
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return refuse("carries user information");
+    }
+    match uri.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") if is_loopback(host) => Ok(()),
+        Some("http") => refuse("is plain http to a host that is not loopback"),
+        _ => refuse("is neither https nor http on loopback"),
+    }
+}
+
+/// Whether `host` is a loopback host: `localhost`, 127.0.0.0/8 or `[::1]`.
+pub(crate) fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether `uri` may be a user agent's redirect URI: absolute, no fragment,
+/// no control character or space. Otherwise, why not.
+pub(crate) fn check_redirect_uri(uri: &str) -> Result<(), &'static str> {
+    if uri.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("holds a control character or a space");
+    }
+    if uri.contains('#') {
+        return Err("has a fragment");
+    }
+    match uri.split_once(':') {
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            Ok(())
+        }
+        _ => Err("is not an absolute URI"),
+    }
+}
+
+/// What a callback must carry, beside the `state`.
+pub(crate) struct Expect<'a> {
+    pub(crate) state: &'a str,
+    /// The issuer, as its metadata names it.
+    pub(crate) issuer: &'a str,
+    /// The server says it sends `iss` (RFC 9207 section 3).
+    pub(crate) iss_required: bool,
+}
+
+/// What a callback said.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Callback {
+    /// The login's code: exchange it.
+    Code(String),
+    /// The login's `state` and an error the server sent: the login ends.
+    Refused(String),
+    /// Not the login's `state` (or none): ignore it, it changes nothing.
+    Foreign,
+}
+
+/// Reads a callback's `query`, checked against `expect`. A wrong `iss`
+/// with the right `state` ends the login: the code may be another server's
+/// (a mix-up attack, RFC 9207).
+pub(crate) fn read_callback(query: &str, expect: &Expect<'_>) -> Result<Callback, TokenError> {
+    if query.len() > MAX_CALLBACK_LEN {
+        return Ok(Callback::Foreign);
+    }
+    let mut state = None;
+    let mut code = None;
+    let mut iss = None;
+    let mut error = None;
+    let mut description = None;
+    let mut twice = false;
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        let slot = match &*name {
+            "state" => &mut state,
+            "code" => &mut code,
+            "iss" => &mut iss,
+            "error" => &mut error,
+            "error_description" => &mut description,
+            _ => continue,
+        };
+        twice |= slot.is_some();
+        *slot = Some(value.into_owned());
+    }
+    // A state compared in constant time: it is the login's secret.
+    let ours = state.as_deref().is_some_and(|s| {
+        s.len() == expect.state.len()
+            && s.bytes()
+                .zip(expect.state.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if !ours {
+        return Ok(Callback::Foreign);
+    }
+    if twice {
+        return Err(failed(
+            "the callback repeats a parameter (state, code, iss or error); the login is refused",
+        ));
+    }
+    match &iss {
+        Some(iss) if iss != expect.issuer => {
+            return Err(failed(format!(
+                "the callback names the issuer `{}`, not `{}` that the login went to: the code \
+                 may be another server's (a mix-up attack, RFC 9207); the login is refused",
+                clip(iss),
+                expect.issuer
+            )))
+        }
+        None if expect.iss_required => {
+            return Err(failed(format!(
+                "the callback carries no `iss`, which `{}` says it sends \
+                 (authorization_response_iss_parameter_supported); the login is refused",
+                expect.issuer
+            )))
+        }
+        _ => {}
+    }
+    if let Some(error) = error {
+        let description = description
+            .map(|d| format!(": {}", clip(&d)))
+            .unwrap_or_default();
+        return Ok(Callback::Refused(format!("{}{description}", clip(&error))));
+    }
+    match code {
+        Some(code) if !code.is_empty() && code.bytes().all(|b| (0x20..=0x7e).contains(&b)) => {
+            Ok(Callback::Code(code))
+        }
+        _ => Err(failed(
+            "the callback carries no usable `code`; the login is refused",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expect(iss_required: bool) -> Expect<'static> {
+        Expect {
+            state: "the-state",
+            issuer: "https://as.example.com",
+            iss_required,
+        }
+    }
+
+    #[test]
+    fn a_callback_counts_only_with_the_login_s_state() {
+        let read = |q: &str| read_callback(q, &expect(false));
+        assert_eq!(read("code=abc").unwrap(), Callback::Foreign);
+        assert_eq!(read("code=abc&state=other").unwrap(), Callback::Foreign);
+        assert_eq!(
+            read("code=abc&state=the-state").unwrap(),
+            Callback::Code("abc".into())
+        );
+        assert!(read("code=abc&state=the-state&iss=https%3A%2F%2Fevil.example").is_err());
+        assert!(read("code=a&code=b&state=the-state").is_err());
+        assert_eq!(
+            read("error=access_denied&state=the-state").unwrap(),
+            Callback::Refused("access_denied".into())
+        );
+        let required = |q: &str| read_callback(q, &expect(true));
+        assert!(required("code=abc&state=the-state").is_err());
+        assert_eq!(
+            required("code=abc&state=the-state&iss=https%3A%2F%2Fas.example.com").unwrap(),
+            Callback::Code("abc".into())
+        );
+    }
+
+    #[test]
+    fn endpoints_a_browser_may_open() {
+        for ok in [
+            "https://as.example.com/authorize",
+            "https://as.example.com/authorize?tenant=1",
+            "http://127.0.0.1:8080/authorize",
+            "http://localhost/authorize",
+            "http://[::1]:9/a",
+        ] {
+            assert!(check_endpoint("authorization_endpoint", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "http://as.example.com/authorize",
+            "file:///etc/passwd",
+            "data:text/html,hi",
+            "https://as.example.com/authorize#x",
+            "https://user@as.example.com/authorize",
+            "/authorize",
+        ] {
+            let e = check_endpoint("authorization_endpoint", bad).unwrap_err();
+            assert_eq!(e.kind(), crate::error::TokenErrorKind::LoginFailed, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! A login from the server's metadata to its token: the checks of the
+//! server, the authorization request in a browser or a user agent, the
+//! code's exchange, and the login's token requests with the client's own
+//! authentication.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Uri;
+use tokio::time::Instant;
+
+use super::authorization::{check_endpoint, read_callback, Callback, Expect, Request, Secrets};
+use super::listener::Listener;
+use super::{device, failed, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
+use crate::endpoint::answer::{read, retry_after, status_error};
+use crate::endpoint::discovery::ServerMetadata;
+use crate::endpoint::grant::refresh::{answered_refresh_token, Chain};
+use crate::endpoint::transport::MAX_RESPONSE_BODY;
+use crate::endpoint::TokenRequest;
+use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::token::AccessToken;
+
+/// A login's token answer: the access token, and the refresh token if any.
+pub(super) struct Answered {
+    pub(super) token: AccessToken,
+    pub(super) refresh: Option<String>,
+}
+
+impl TokenRequest {
+    /// A person's login, `login`, at the server this request's metadata
+    /// names; its refresh token (if any) begins `chain` anew. The access
+    /// token.
+    pub(crate) async fn log_in(
+        &self,
+        chain: &Chain,
+        login: &Login,
+    ) -> Result<AccessToken, TokenError> {
+        let Some(server) = self.target.server.as_deref() else {
+            return Err(failed(
+                "a login needs the authorization server's metadata, for its \
+                 authorization_endpoint: configure the layer with issuer or protected_resource",
+            ));
+        };
+        let deadline = Instant::now() + login.timeout;
+        tracing::info!(login = login.name(), issuer = %server.issuer, "a person's login begins");
+        let scope = self.login_scope(server);
+        let answered = match &login.way {
+            Way::Device(prompt) => {
+                device::log_in(self, server, prompt, scope.as_deref(), deadline).await?
+            }
+            way => {
+                self.code_login(server, login, way, scope.as_deref(), deadline)
+                    .await?
+            }
+        };
+        chain.logged_in(answered.refresh.as_deref(), &server.issuer);
+        tracing::info!(
+            login = login.name(),
+            refresh_token = answered.refresh.is_some(),
+            "the login is done"
+        );
+        Ok(answered.token)
+    }
+
+    /// The authorization code grant with PKCE, through the browser or a
+    /// user agent.
+    async fn code_login(
+        &self,
+        server: &ServerMetadata,
+        login: &Login,
+        way: &Way,
+        scope: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Answered, TokenError> {
+        let Some(endpoint) = server.authorization_endpoint.as_deref() else {
+            return Err(failed(format!(
+                "the metadata of `{}` names no authorization_endpoint, which a browser login \
+                 needs; the device grant (Login::device) may serve instead",
+                server.issuer
+            )));
+        };
+        check_endpoint("authorization_endpoint", endpoint)?;
+        check_pkce(server)?;
+        let secrets = Secrets::new()?;
+        let expect = Expect {
+            state: &secrets.state,
+            issuer: &server.issuer,
+            iss_required: server.authorization_response_iss_parameter_supported,
+        };
+        let request = |redirect_uri| Request {
+            endpoint,
+            client_id: &self.spec.client_id,
+            redirect_uri,
+            scope,
+            resources: self.resources(),
+            dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+        };
+        let (redirect_uri, code) = match way {
+            Way::UserAgent(agent) => {
+                let redirect_uri = login
+                    .redirect_uri
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_USER_AGENT_REDIRECT.to_owned());
+                let url = request(&redirect_uri).url(&secrets);
+                let back = tokio::time::timeout_at(deadline, agent(url))
+                    .await
+                    .map_err(|_| {
+                        failed("the user agent did not return before the login's timeout")
+                    })?
+                    .map_err(|e| failed(format!("the user agent failed: {e}")))?;
+                let query = back.split('#').next().unwrap_or("");
+                let query = query.split_once('?').map_or("", |(_, q)| q);
+                let code =
+                    match read_callback(query, &expect)? {
+                        Callback::Code(code) => code,
+                        Callback::Refused(why) => {
+                            return Err(failed(format!(
+                                "the authorization server refused the login: {why}"
+                            )))
+                        }
+                        Callback::Foreign => return Err(failed(
+                            "the URL the user agent returned does not carry the login's state; \
+                             the login is refused",
+                        )),
+                    };
+                (redirect_uri, code)
+            }
+            _ => {
+                let listener = Listener::bind(login.redirect_uri.as_deref()).await?;
+                let redirect_uri = listener.redirect_uri.clone();
+                open_browser(&request(&redirect_uri).url(&secrets)).await;
+                eprintln!(
+                    "Waiting for the browser to come back (at most {}) ...",
+                    minutes(login.timeout)
+                );
+                (redirect_uri, listener.code(&expect, deadline).await?)
+            }
+        };
+        let mut pairs = vec![
+            ("code", code.as_str()),
+            ("redirect_uri", redirect_uri.as_str()),
+            ("code_verifier", secrets.verifier.as_str()),
+        ];
+        pairs.extend(self.resources().into_iter().map(|r| ("resource", r)));
+        self.login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
+            .await
+    }
+
+    /// The scope a login asks for: the request's, with `offline_access`
+    /// where the server lists it, for a refresh token.
+    fn login_scope(&self, server: &ServerMetadata) -> Option<String> {
+        let mut scopes: Vec<&str> = self
+            .target
+            .scope()
+            .map(|s| s.split_whitespace().collect())
+            .unwrap_or_default();
+        if server
+            .scopes_supported
+            .iter()
+            .any(|s| s == "offline_access")
+            && !scopes.contains(&"offline_access")
+        {
+            scopes.push("offline_access");
+        }
+        (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
+    /// The `resource` parameters of this request (RFC 8707).
+    pub(super) fn resources(&self) -> Vec<&str> {
+        self.target
+            .params
+            .iter()
+            .filter(|(name, _)| name == "resource")
+            .map(|(_, value)| value.as_str())
+            .collect()
+    }
+
+    /// One of a login's token requests: `grant_type` with `pairs`, the
+    /// client's authentication as configured, a DPoP proof with the layer's
+    /// key; sent again once for a DPoP nonce. `secrets` are scrubbed from
+    /// the answer. The token counts from the moment this request was sent,
+    /// not from the login's start.
+    pub(super) async fn login_token(
+        &self,
+        grant_type: &str,
+        pairs: &[(&str, &str)],
+        secrets: &[&str],
+    ) -> Result<Answered, TokenError> {
+        let prepared = self.prepared();
+        let mut nonce_retried = false;
+        loop {
+            let transport = &*self.spec.transport;
+            let (body, mut sent) = prepared
+                .login_body(Some(grant_type), pairs, transport)
+                .await?;
+            sent.secrets.extend(secrets.iter().map(|s| (*s).to_owned()));
+            let sent_at = Instant::now();
+            let request = self.post(&prepared, &self.target.url, body, true).await?;
+            let response = transport.send(request, MAX_RESPONSE_BODY).await?;
+            if let Some(dpop) = &self.spec.dpop {
+                dpop.remember_from(&self.target.url, response.headers());
+            }
+            let redactor = prepared.redactor.and(&sent.secrets);
+            let refresh = if response.status().is_success() {
+                answered_refresh_token(response.body())?
+            } else {
+                None
+            };
+            match read(&response, &redactor) {
+                Ok(mut token) => {
+                    if let Some(dpop) = &self.spec.dpop {
+                        dpop.check_issued(token.token_type())?;
+                    }
+                    token.sent_at = Some(sent_at);
+                    return Ok(Answered { token, refresh });
+                }
+                Err(e) if !nonce_retried && self.asks_for_nonce(&e) => nonce_retried = true,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A form `POST` of `pairs` to another endpoint of the server (the
+    /// device authorization endpoint), with the client's authentication; the
+    /// answer's JSON object.
+    pub(super) async fn client_post(
+        &self,
+        url: &Uri,
+        pairs: &[(&str, &str)],
+    ) -> Result<serde_json::Map<String, serde_json::Value>, TokenError> {
+        let prepared = self.prepared();
+        let transport = &*self.spec.transport;
+        let (body, sent): (Bytes, _) = prepared.login_body(None, pairs, transport).await?;
+        let request = self.post(&prepared, url, body, false).await?;
+        let response = transport.send(request, MAX_RESPONSE_BODY).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let redactor = prepared.redactor.and(&sent.secrets);
+            let e = status_error(
+                status,
+                response.body(),
+                retry_after(response.headers()),
+                &redactor,
+            );
+            let code = e.error_code().map(clip).unwrap_or_default();
+            return Err(e.with_message(format!("`{url}` answered HTTP {status} {code}")));
+        }
+        match serde_json::from_slice(response.body()) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            _ => Err(TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message(format!("`{url}` answered with no JSON object"))),
+        }
+    }
+}
+
+/// Refuses a server that lists PKCE methods without S256; one that lists
+/// none is warned about (many servers do not list them).
+fn check_pkce(server: &ServerMetadata) -> Result<(), TokenError> {
+    let methods = &server.code_challenge_methods;
+    if methods.is_empty() {
+        tracing::warn!(
+            issuer = %server.issuer,
+            "the server's metadata lists no code_challenge_methods_supported; the login sends \
+             PKCE with S256 all the same"
+        );
+        return Ok(());
+    }
+    if methods.iter().any(|m| m == "S256") {
+        return Ok(());
+    }
+    Err(failed(format!(
+        "`{}` lists the PKCE methods ({}) without S256, the only one this client uses (plain \
+         gives the code away to whoever sees the request); the login is refused",
+        server.issuer,
+        methods.join(", ")
+    )))
+}
+
+/// Opens the system browser at `url`, and prints it for a person on
+/// another machine (a session over SSH).
+async fn open_browser(url: &str) {
+    eprintln!("To sign in, open this URL in a browser:\n\n    {url}\n");
+    let owned = url.to_owned();
+    match tokio::task::spawn_blocking(move || webbrowser::open(&owned)).await {
+        Ok(Ok(())) => tracing::info!("opened the system browser for the login"),
+        Ok(Err(e)) => tracing::warn!(
+            error = %e,
+            "no browser could be opened; the URL is printed to stderr"
+        ),
+        Err(_) => tracing::warn!("opening the browser failed; the URL is printed to stderr"),
+    }
+}
+
+/// A duration as a person reads it: `5 minutes`, `90 seconds`.
+fn minutes(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 120 && s % 60 == 0 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
+    }
+}

@@ -1,0 +1,264 @@
+//! [`Login`]: how a person logs in, so that a refresh-token chain can begin.
+//!
+//! A login is the authorization code grant with PKCE, in the system browser
+//! or a user agent of the caller's (RFC 6749 section 4.1, RFC 7636, RFC
+//! 8252), or the device authorization grant (RFC 8628). It runs inside a
+//! token fetch, when the layer's chain has no refresh token, so with the
+//! fetch's single flight and the store's lock.
+//!
+//! - `authorization`: the authorization request and the callback's checks;
+//! - `listener`: the loopback listener the browser comes back to;
+//! - `device`: the device authorization grant;
+//! - `flow`: a login from the server's metadata to its token.
+
+mod authorization;
+mod device;
+mod flow;
+mod listener;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
+use crate::support::boxed::{BoxError, BoxFuture};
+
+/// How long a login may take by default: a person reads, types and approves.
+pub(crate) const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// The redirect URI of [`Login::user_agent`] unless one is set.
+const DEFAULT_USER_AGENT_REDIRECT: &str = "http://127.0.0.1/callback";
+
+/// What a user agent of the caller's is: given the authorization URL, it
+/// returns the URL the server redirected to.
+type UserAgent = Arc<dyn Fn(String) -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
+
+/// What shows a person the device login's code.
+type Prompt = Arc<dyn Fn(&DevicePrompt) + Send + Sync>;
+
+/// How a person logs in, for a layer that acts for a person: a CLI, a
+/// desktop agent, a headless box. Give it with
+/// [`OAuthLayerBuilder::login`](crate::OAuthLayerBuilder::login).
+///
+/// The login runs when the layer has no refresh token: at the first request
+/// that needs a token, or at [`OAuthLayer::login`](crate::OAuthLayer::login).
+/// Every request that waits meanwhile shares that one login. Its refresh token
+/// then begins the layer's chain, in memory or in the layer's token store. So
+/// each later token is a refresh, and a second process on the same store does
+/// not log in again. When the chain ends, because the server refused its
+/// refresh token, the next token request logs in once more.
+///
+/// The authorization server comes from the layer's issuer or protected
+/// resource, and its metadata names the endpoints. The authorization request
+/// carries PKCE with S256, a fresh `state`, the `resource`, the scope, and with
+/// DPoP the key's thumbprint. The callback must carry that `state`, and the
+/// server's `iss` where it says it sends one (RFC 9207). The authorization code,
+/// the PKCE verifier and the refresh token never appear in errors, `Debug` or
+/// logs.
+///
+/// ```no_run
+/// use tower_oauth::{FileStore, Login, OAuthLayer};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let oauth = OAuthLayer::builder()
+///     .protected_resource("https://mcp.example.com/mcp")
+///     .client_id("my-cli")
+///     .login(Login::browser())
+///     .token_store(FileStore::new("/home/me/.config/my-cli/tokens")?)
+///     .build()?;
+/// // Logs in now if the store holds no login yet.
+/// let token = oauth.token().await?;
+/// # let _ = token;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Login {
+    pub(crate) way: Way,
+    pub(crate) timeout: Duration,
+    pub(crate) redirect_uri: Option<String>,
+}
+
+/// The ways a person logs in.
+#[derive(Clone)]
+pub(crate) enum Way {
+    /// The system browser, back to a loopback listener.
+    Browser,
+    /// A user agent of the caller's.
+    UserAgent(UserAgent),
+    /// The device authorization grant.
+    Device(Prompt),
+}
+
+impl Login {
+    /// The authorization code grant with PKCE in the system browser.
+    ///
+    /// The layer listens on `127.0.0.1` at a port the system picks (RFC 8252
+    /// section 7.3), and opens the authorization URL with the `webbrowser`
+    /// crate, which honours `$BROWSER`. It also prints the URL to stderr, for a
+    /// session over SSH. The listener takes the one callback that carries the
+    /// login's `state`, answers it with a short page that says the tab can be
+    /// closed, and closes. Any other request to it gets an error page and
+    /// changes nothing.
+    pub fn browser() -> Self {
+        Login {
+            way: Way::Browser,
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+            redirect_uri: None,
+        }
+    }
+
+    /// The authorization code grant with PKCE through a user agent of yours:
+    /// `f` gets the authorization URL and returns the URL the server
+    /// redirected to, with its query. It serves embedded web views, headless
+    /// clients and tests.
+    ///
+    /// The redirect URI is `http://127.0.0.1/callback` unless
+    /// [`redirect_uri`](Self::redirect_uri) sets another. Nothing listens
+    /// there: `f` stops at the redirect.
+    pub fn user_agent<F>(f: F) -> Self
+    where
+        F: Fn(String) -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync + 'static,
+    {
+        Login {
+            way: Way::UserAgent(Arc::new(f)),
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+            redirect_uri: None,
+        }
+    }
+
+    /// The device authorization grant (RFC 8628), for a box without a browser.
+    ///
+    /// `prompt` is called once per login with the code the person types and
+    /// where they type it. The layer then asks the token endpoint at the
+    /// interval the server set. `slow_down` adds 5 seconds to it, and
+    /// `authorization_pending` goes on. `access_denied` and `expired_token` end
+    /// the login, and so does the end of the code's `expires_in`. A code or URI
+    /// holding a control character is refused before `prompt` sees it, so
+    /// nothing the server sends can drive a terminal.
+    ///
+    /// ```
+    /// use tower_oauth::Login;
+    ///
+    /// let login = Login::device(|prompt| {
+    ///     eprintln!(
+    ///         "To sign in, open {} and enter the code {}",
+    ///         prompt.verification_uri(),
+    ///         prompt.user_code()
+    ///     );
+    /// });
+    /// # let _ = login;
+    /// ```
+    pub fn device(prompt: impl Fn(&DevicePrompt) + Send + Sync + 'static) -> Self {
+        Login {
+            way: Way::Device(Arc::new(prompt)),
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+            redirect_uri: None,
+        }
+    }
+
+    /// The longest a login may take, from its start to the token. It bounds the
+    /// wait for the browser's callback, a user agent, and the device grant's
+    /// polls. A request waiting for a token waits this long more than the fetch
+    /// timeout.
+    ///
+    /// Default: 5 minutes.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The redirect URI, for a client registered with a fixed one. For
+    /// [`browser`](Self::browser) it must be `http://127.0.0.1`, with a port
+    /// and a path, such as `http://127.0.0.1:8400/callback`: the listener
+    /// takes that port. For [`user_agent`](Self::user_agent) it may be any
+    /// absolute URI without a fragment, such as an app's own scheme. The
+    /// device grant has none.
+    ///
+    /// Default: for the browser, `http://127.0.0.1:<a free port>/callback`;
+    /// for a user agent, `http://127.0.0.1/callback`.
+    pub fn redirect_uri(mut self, uri: impl Into<String>) -> Self {
+        self.redirect_uri = Some(uri.into());
+        self
+    }
+
+    /// Checks the settings, for the builder.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| ConfigError::new(ConfigErrorKind::InvalidSetting, m);
+        if self.timeout.is_zero() {
+            return Err(invalid("Login::timeout must be more than zero".into()));
+        }
+        let Some(uri) = &self.redirect_uri else {
+            return Ok(());
+        };
+        match &self.way {
+            Way::Browser => listener::loopback_address(uri)
+                .map(|_| ())
+                .map_err(|why| invalid(format!("Login::redirect_uri `{uri}` {why}"))),
+            Way::UserAgent(_) => authorization::check_redirect_uri(uri)
+                .map_err(|why| invalid(format!("Login::redirect_uri `{uri}` {why}"))),
+            Way::Device(_) => Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "Login::redirect_uri was given for the device grant, which has no redirect",
+            )),
+        }
+    }
+
+    /// What the login is called in logs and errors.
+    pub(crate) fn name(&self) -> &'static str {
+        match self.way {
+            Way::Browser => "browser login",
+            Way::UserAgent(_) => "user-agent login",
+            Way::Device(_) => "device login",
+        }
+    }
+}
+
+impl fmt::Debug for Login {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Login")
+            .field("way", &self.name())
+            .field("timeout", &self.timeout)
+            .field("redirect_uri", &self.redirect_uri)
+            .finish()
+    }
+}
+
+/// What a person needs for a device login: the code to type, and where.
+/// [`Login::device`]'s prompt gets it. Every text in it was checked: no
+/// control character, and URIs that are `https` (or `http` on loopback).
+#[derive(Clone, Debug)]
+pub struct DevicePrompt {
+    pub(crate) user_code: String,
+    pub(crate) verification_uri: String,
+    pub(crate) verification_uri_complete: Option<String>,
+    pub(crate) expires_in: Duration,
+}
+
+impl DevicePrompt {
+    /// The code the person types, `user_code`.
+    pub fn user_code(&self) -> &str {
+        &self.user_code
+    }
+
+    /// Where the person types it, `verification_uri`.
+    pub fn verification_uri(&self) -> &str {
+        &self.verification_uri
+    }
+
+    /// A URI that carries the code already, `verification_uri_complete`, for
+    /// a QR code or a link. `None` when the server sent none.
+    pub fn verification_uri_complete(&self) -> Option<&str> {
+        self.verification_uri_complete.as_deref()
+    }
+
+    /// How long the code is good for, `expires_in`, cut to the login's
+    /// timeout.
+    pub fn expires_in(&self) -> Duration {
+        self.expires_in
+    }
+}
+
+/// The error of a login that did not end with a token.
+pub(crate) fn failed(message: impl Into<String>) -> TokenError {
+    TokenError::new(TokenErrorKind::LoginFailed).with_message(message)
+}

@@ -1,0 +1,446 @@
+//! A person's login against a loopback authorization server: from an API's
+//! URL alone, one login for a burst, the refresh token's chain after it, a
+//! second process on one `FileStore`, a dead chain, the device grant; and
+//! hostile servers and callbacks: a wrong `iss` or `state`, PKCE without
+//! S256, endpoints a browser may not open, control characters for the
+//! prompt. The system browser's way runs in a child process with `$BROWSER`
+//! set to a script that sends forged callbacks first.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use support::login_server::{Approve, LoginServer, CLIENT};
+use tower_oauth::{FileStore, Login, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
+
+fn builder(server: &LoginServer, login: Login) -> OAuthLayerBuilder {
+    support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(server.api_url())
+            .client_id(CLIENT)
+            .login(login),
+    )
+}
+
+fn agent_login() -> Login {
+    Login::user_agent(LoginServer::user_agent())
+}
+
+/// A user agent that counts its calls before it follows the URL.
+fn counting_agent(calls: &Arc<AtomicUsize>) -> Login {
+    let calls = Arc::clone(calls);
+    let agent = LoginServer::user_agent();
+    Login::user_agent(move |url| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        agent(url)
+    })
+}
+
+#[tokio::test]
+async fn a_login_from_the_api_s_url_alone_sends_pkce_state_resource_and_scope() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server, agent_login()).build().unwrap();
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.logins(), 1);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+    let asked = &server.authorizations()[0];
+    assert_eq!(asked["resource"], server.api_url());
+    assert_eq!(asked["scope"], "read offline_access");
+    assert_eq!(asked["code_challenge_method"], "S256");
+    assert_eq!(asked["redirect_uri"], "http://127.0.0.1/callback");
+    // 32 random bytes each, base64url: 43 characters.
+    assert_eq!(asked["state"].len(), 43);
+    let exchange = &server.token_forms()[0];
+    assert_eq!(exchange["grant_type"], "authorization_code");
+    assert_eq!(exchange["resource"], server.api_url());
+    assert_eq!(exchange["code_verifier"].len(), 43);
+}
+
+#[tokio::test]
+async fn a_burst_of_requests_shares_one_login_and_the_chain_rotates_after_it() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server, agent_login()).build().unwrap();
+    let mut burst = Vec::new();
+    for _ in 0..50 {
+        let (oauth, url) = (oauth.clone(), server.api_url());
+        burst.push(tokio::spawn(async move {
+            support::send(&oauth, &url).await.unwrap().status()
+        }));
+    }
+    for request in burst {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    assert_eq!(server.logins(), 1);
+    assert_eq!(server.authorizations().len(), 1);
+    // A renewal refreshes with the login's refresh token.
+    assert!(oauth.force_renewal());
+    oauth.token().await.unwrap();
+    assert_eq!(server.refreshes(), 1);
+    assert_eq!(server.logins(), 1);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_file_store_does_not_log_in_again() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let dir = support::scratch("login-file-store");
+    let layer = || {
+        builder(&server, agent_login())
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    };
+    let first = layer();
+    first.login().await.unwrap();
+    assert_eq!(server.logins(), 1);
+    // Another process, as a CLI run after it: the stored access token.
+    let second = layer();
+    let resp = support::send(&second, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.logins(), 1);
+    // Its renewal refreshes with the stored chain, not a new login.
+    assert!(second.force_renewal());
+    second.token().await.unwrap();
+    assert_eq!(server.refreshes(), 1);
+    assert_eq!(server.logins(), 1);
+    // The file holds no token, code or refresh token in clear.
+    let text = std::fs::read_to_string(dir.join("tokens")).unwrap();
+    for form in server.token_forms() {
+        for value in form.values().filter(|v| v.len() > 20) {
+            assert!(!text.contains(value.as_str()), "{value} in the file");
+        }
+    }
+    assert!(!text.contains("rt-") && !text.contains("at-"), "{text}");
+}
+
+#[tokio::test]
+async fn a_refused_refresh_token_starts_one_new_login_and_never_a_loop() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let oauth = builder(&server, counting_agent(&calls)).build().unwrap();
+    oauth.token().await.unwrap();
+    server.revoke_all();
+    assert!(oauth.force_renewal());
+    oauth.token().await.unwrap();
+    assert_eq!(server.logins(), 2);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // The next login is denied: one attempt, a clear error, no loop.
+    server.revoke_all();
+    server.approve(Approve::Deny);
+    let e = oauth.login().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert!(e.to_string().contains("access_denied"), "{e}");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_login_without_a_refresh_token_logs_in_again_when_its_token_ends() {
+    let server = LoginServer::start(Duration::from_millis(1500)).await;
+    server.state.gives_refresh.store(false, Ordering::SeqCst);
+    let oauth = builder(&server, agent_login())
+        .refresh_margin(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    oauth.token().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.logins(), 2);
+    assert_eq!(server.refreshes(), 0);
+}
+
+#[tokio::test]
+async fn a_short_token_counts_from_its_answer_not_from_the_login_s_start() {
+    let server = LoginServer::start(Duration::from_secs(4)).await;
+    let slow = Login::user_agent(|url| {
+        let agent = LoginServer::user_agent();
+        Box::pin(async move {
+            // A person takes longer to approve than the token lasts: counted
+            // from the login's start, it would be over on arrival.
+            tokio::time::sleep(Duration::from_millis(4500)).await;
+            agent(url).await
+        })
+    });
+    let oauth = builder(&server, slow).build().unwrap();
+    let token = oauth.token().await.unwrap();
+    assert!(token.expose_token().starts_with("at-"));
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.logins(), 1);
+}
+
+/// Builds a layer on `server` with a counting user agent, asks for a
+/// token, and returns the error and how often the agent was called.
+async fn refused(server: &LoginServer) -> (tower_oauth::TokenError, usize) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let oauth = builder(server, counting_agent(&calls)).build().unwrap();
+    let e = oauth.token().await.unwrap_err();
+    (e, calls.load(Ordering::SeqCst))
+}
+
+#[tokio::test]
+async fn a_callback_with_another_server_s_iss_or_another_state_is_refused() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server.approve(Approve::WrongIss);
+    let (e, _) = refused(&server).await;
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed);
+    assert!(e.to_string().contains("mix-up"), "{e}");
+    server.approve(Approve::WrongState);
+    let (e, _) = refused(&server).await;
+    assert!(e.to_string().contains("state"), "{e}");
+    // Neither code was exchanged.
+    assert!(server.token_forms().is_empty());
+    // A server that says it sends `iss`, and does not.
+    server.approve(Approve::Yes);
+    let oauth = builder(
+        &server,
+        Login::user_agent(|url| {
+            let agent = LoginServer::user_agent();
+            Box::pin(async move {
+                let back = agent(url).await?;
+                Ok(back.split("&iss=").next().unwrap().to_owned())
+            })
+        }),
+    )
+    .build()
+    .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert!(e.to_string().contains("no `iss`"), "{e}");
+    assert!(server.token_forms().is_empty());
+}
+
+#[tokio::test]
+async fn servers_a_browser_may_not_be_sent_to_are_refused_before_any_request() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server.set_metadata("code_challenge_methods_supported", json!(["plain"]));
+    let (e, calls) = refused(&server).await;
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed);
+    assert!(e.to_string().contains("without S256"), "{e}");
+    assert_eq!(calls, 0);
+    server.set_metadata("code_challenge_methods_supported", json!(["S256"]));
+    for endpoint in [
+        "javascript:alert(document.cookie)",
+        "http://login.example.com/authorize",
+        "file:///etc/passwd",
+    ] {
+        server.set_metadata("authorization_endpoint", json!(endpoint));
+        let (e, calls) = refused(&server).await;
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{endpoint}: {e}");
+        assert_eq!(calls, 0, "{endpoint}");
+    }
+    assert!(server.authorizations().is_empty());
+}
+
+#[tokio::test]
+async fn no_code_verifier_or_refresh_token_appears_in_errors_or_logs() {
+    let (_guard, logs) = support::capture_logs();
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server, agent_login()).build().unwrap();
+    oauth.token().await.unwrap();
+    server.revoke_all();
+    assert!(oauth.force_renewal());
+    oauth.token().await.unwrap();
+    let text = logs.text();
+    let debug = format!("{oauth:?}");
+    for form in server.token_forms() {
+        for name in ["code", "code_verifier", "refresh_token", "device_code"] {
+            if let Some(value) = form.get(name) {
+                assert!(!text.contains(value.as_str()), "{name} in the logs");
+                assert!(!debug.contains(value.as_str()), "{name} in Debug");
+            }
+        }
+    }
+    assert!(text.contains("login"), "{text}");
+}
+
+#[tokio::test]
+async fn the_device_grant_prompts_once_polls_at_the_interval_and_slows_down() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server
+        .state
+        .polls_before_approval
+        .store(1, Ordering::SeqCst);
+    server.state.slow_downs.store(1, Ordering::SeqCst);
+    let prompts = Arc::new(Mutex::new(Vec::new()));
+    let shown = Arc::clone(&prompts);
+    let login = Login::device(move |prompt| {
+        shown.lock().unwrap().push((
+            prompt.user_code().to_owned(),
+            prompt.verification_uri().to_owned(),
+        ));
+    });
+    let oauth = builder(&server, login).build().unwrap();
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        *prompts.lock().unwrap(),
+        [(
+            "WDJB-MJHT".to_owned(),
+            format!("{}/activate", server.issuer())
+        )]
+    );
+    assert_eq!(server.device_logins(), 1);
+    // slow_down, pending, approved: the interval grew by 5 s after the first.
+    let times = server.state.poll_times.lock().unwrap().clone();
+    assert_eq!(times.len(), 3);
+    assert!(times[1] - times[0] >= Duration::from_secs(6), "{times:?}");
+    assert!(times[2] - times[1] >= Duration::from_secs(6), "{times:?}");
+    let device_poll = &server.token_forms()[0];
+    assert_eq!(
+        device_poll["grant_type"],
+        "urn:ietf:params:oauth:grant-type:device_code"
+    );
+}
+
+#[tokio::test]
+async fn a_device_code_that_runs_out_ends_the_login() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server
+        .state
+        .polls_before_approval
+        .store(100, Ordering::SeqCst);
+    server.state.device_answer.lock().unwrap()["expires_in"] = json!(3);
+    let oauth = builder(&server, Login::device(|_| {})).build().unwrap();
+    let started = std::time::Instant::now();
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert!(e.to_string().contains("ran out"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn control_characters_in_the_device_answer_never_reach_the_prompt() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let prompted = Arc::new(AtomicUsize::new(0));
+    for (key, value) in [
+        ("user_code", "\u{1b}]0;pwned\u{7}ABCD"),
+        ("verification_uri", "https://as.example.com/\u{1b}[2J"),
+        ("verification_uri", "javascript:alert(1)"),
+    ] {
+        let original = server.state.device_answer.lock().unwrap().clone();
+        server.state.device_answer.lock().unwrap()[key] = json!(value);
+        let counter = Arc::clone(&prompted);
+        let login = Login::device(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        let e = builder(&server, login)
+            .build()
+            .unwrap()
+            .token()
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+        *server.state.device_answer.lock().unwrap() = original;
+    }
+    assert_eq!(prompted.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_login_needs_a_client_id_and_a_server_s_metadata() {
+    let login = || Login::browser();
+    let e = OAuthLayer::builder()
+        .token_url("https://login.example.com/token")
+        .client_id("cli")
+        .login(login())
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("issuer or protected_resource"),
+        "{e}"
+    );
+    let e = OAuthLayer::builder()
+        .issuer("https://login.example.com")
+        .login(login())
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("client id"), "{e}");
+    let e = OAuthLayer::builder()
+        .issuer("https://login.example.com")
+        .client_id("cli")
+        .login(Login::browser().redirect_uri("http://localhost:8400/callback"))
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("127.0.0.1"), "{e}");
+    assert!(!format!("{:?}", Login::browser()).is_empty());
+}
+
+/// The script `$BROWSER` names in the child: a forged callback and one
+/// without a state to the listener first, then the login as a browser
+/// follows it; what each got, in `LOGIN_BROWSER_LOG`.
+const BROWSER_SCRIPT: &str = r#"#!/usr/bin/env python3
+import os, sys, urllib.error, urllib.parse, urllib.request
+url = sys.argv[1]
+redirect = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["redirect_uri"][0]
+def status(u):
+    try:
+        return urllib.request.urlopen(u, timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+with open(os.environ["LOGIN_BROWSER_LOG"], "a") as log:
+    log.write("forged %d\n" % status(redirect + "?code=forged&state=wrong"))
+    log.write("no-state %d\n" % status(redirect + "?code=forged"))
+    log.write("login %d\n" % status(url))
+"#;
+
+#[tokio::test]
+async fn the_system_browser_logs_in_through_the_loopback_listener() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: python3 is missing, and the stand-in browser is a python script");
+        return;
+    }
+    let dir = support::scratch("login-browser");
+    let script = dir.join("browser.py");
+    std::fs::write(&script, BROWSER_SCRIPT).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let log = dir.join("browser.log");
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "login::browser_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BROWSER", &script)
+        .env("LOGIN_BROWSER_LOG", &log)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("To sign in, open this URL"), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(seen, "forged 404\nno-state 404\nlogin 200\n");
+}
+
+/// The child of the test above: a browser login with `$BROWSER` set.
+#[tokio::test]
+#[ignore = "run by the_system_browser_logs_in_through_the_loopback_listener"]
+async fn browser_child() {
+    assert!(
+        std::env::var_os("BROWSER").is_some(),
+        "run by the parent test"
+    );
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server, Login::browser().timeout(Duration::from_secs(30)))
+        .build()
+        .unwrap();
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.logins(), 1);
+    let asked = &server.authorizations()[0];
+    assert!(asked["redirect_uri"].starts_with("http://127.0.0.1:"));
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}

@@ -1,0 +1,443 @@
+//! A loopback authorization server for a person's login: RFC 8414 metadata,
+//! an authorization endpoint that approves at once (or refuses, or answers
+//! with a wrong `iss`, as told), a token endpoint for the authorization code
+//! (PKCE S256 checked with RustCrypto's SHA-256, not the crate's ring), the
+//! device grant and rotating refresh tokens; and an API with RFC 9728
+//! metadata that takes only the access tokens it issued.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use sha2::Digest;
+use tokio::net::TcpListener;
+
+use super::serve::{answer, bearer, serve_state, Response};
+
+pub const CLIENT: &str = "login-cli";
+
+/// How the authorization endpoint answers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Approve {
+    /// A code, the state and the server's `iss`.
+    #[default]
+    Yes,
+    /// `error=access_denied`.
+    Deny,
+    /// A code with another server's `iss`.
+    WrongIss,
+    /// A code with another `state`.
+    WrongState,
+}
+
+/// A code issued at the authorization endpoint.
+#[derive(Clone, Debug)]
+struct Grant {
+    challenge: String,
+    redirect_uri: String,
+    resource: Option<String>,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub url: Mutex<String>,
+    /// The metadata document, as the test wants it (filled at start).
+    pub metadata: Mutex<Value>,
+    pub approve: Mutex<Approve>,
+    codes: Mutex<HashMap<String, Grant>>,
+    /// Device codes and the polls left before approval (`None`: denied).
+    devices: Mutex<HashMap<String, Option<usize>>>,
+    /// The device authorization answer's fields, replaced as told.
+    pub device_answer: Mutex<Value>,
+    pub polls_before_approval: AtomicUsize,
+    /// `slow_down` answers left before `authorization_pending` ones.
+    pub slow_downs: AtomicUsize,
+    /// Refresh tokens and whether they are retired.
+    refresh: Mutex<HashMap<String, bool>>,
+    access: Mutex<HashMap<String, Instant>>,
+    serial: AtomicU64,
+    pub lifetime_ms: AtomicU64,
+    /// Whether token answers carry a refresh token.
+    pub gives_refresh: AtomicBool,
+    /// Every authorization request's query, decoded.
+    pub authorizations: Mutex<Vec<HashMap<String, String>>>,
+    /// Codes exchanged (logins), device logins done, refreshes, polls.
+    pub logins: AtomicUsize,
+    pub device_logins: AtomicUsize,
+    pub refreshes: AtomicUsize,
+    pub polls: AtomicUsize,
+    pub poll_times: Mutex<Vec<Instant>>,
+    /// Every token request's form, in order.
+    pub token_forms: Mutex<Vec<HashMap<String, String>>>,
+    /// Every rule the client broke, described.
+    pub violations: Mutex<Vec<String>>,
+}
+
+pub struct LoginServer {
+    pub state: Arc<State>,
+}
+
+impl LoginServer {
+    /// Started on 127.0.0.1, with access tokens of `lifetime`.
+    pub async fn start(lifetime: Duration) -> LoginServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(State::default());
+        *state.url.lock().unwrap() = url.clone();
+        *state.metadata.lock().unwrap() = json!({
+            "issuer": url,
+            "authorization_endpoint": format!("{url}/authorize"),
+            "token_endpoint": format!("{url}/token"),
+            "device_authorization_endpoint": format!("{url}/device"),
+            "code_challenge_methods_supported": ["S256"],
+            "scopes_supported": ["read", "offline_access"],
+            "authorization_response_iss_parameter_supported": true,
+            "token_endpoint_auth_methods_supported": ["none"],
+        });
+        *state.device_answer.lock().unwrap() = json!({
+            "user_code": "WDJB-MJHT",
+            "verification_uri": format!("{url}/activate"),
+            "expires_in": 60,
+            "interval": 1,
+        });
+        state
+            .lifetime_ms
+            .store(lifetime.as_millis() as u64, Ordering::SeqCst);
+        state.gives_refresh.store(true, Ordering::SeqCst);
+        serve_state(listener, Arc::clone(&state), |state, req| async move {
+            state.handle(req).await
+        });
+        LoginServer { state }
+    }
+
+    pub fn issuer(&self) -> String {
+        self.state.url.lock().unwrap().clone()
+    }
+
+    /// The API, whose metadata names this server.
+    pub fn api_url(&self) -> String {
+        format!("{}/api", self.issuer())
+    }
+
+    /// Sets a member of the metadata (`Value::Null` removes it).
+    pub fn set_metadata(&self, key: &str, value: Value) {
+        let mut metadata = self.state.metadata.lock().unwrap();
+        match value {
+            Value::Null => {
+                metadata.as_object_mut().unwrap().remove(key);
+            }
+            value => metadata[key] = value,
+        }
+    }
+
+    pub fn approve(&self, approve: Approve) {
+        *self.state.approve.lock().unwrap() = approve;
+    }
+
+    pub fn logins(&self) -> usize {
+        self.state.logins.load(Ordering::SeqCst)
+    }
+
+    pub fn device_logins(&self) -> usize {
+        self.state.device_logins.load(Ordering::SeqCst)
+    }
+
+    pub fn refreshes(&self) -> usize {
+        self.state.refreshes.load(Ordering::SeqCst)
+    }
+
+    pub fn authorizations(&self) -> Vec<HashMap<String, String>> {
+        self.state.authorizations.lock().unwrap().clone()
+    }
+
+    pub fn token_forms(&self) -> Vec<HashMap<String, String>> {
+        self.state.token_forms.lock().unwrap().clone()
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.state.violations.lock().unwrap().clone()
+    }
+
+    /// Retires every refresh token: the next refresh is refused.
+    pub fn revoke_all(&self) {
+        for retired in self.state.refresh.lock().unwrap().values_mut() {
+            *retired = true;
+        }
+    }
+
+    /// A user agent that follows the authorization URL as a browser does,
+    /// and returns the URL the server redirected to (not followed).
+    pub fn user_agent(
+    ) -> impl Fn(String) -> tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>>
+           + Send
+           + Sync
+           + 'static {
+        |url: String| {
+            Box::pin(async move {
+                let response = get(&url).await?;
+                let location = response
+                    .headers()
+                    .get("location")
+                    .ok_or("the authorization endpoint did not redirect")?
+                    .to_str()?
+                    .to_owned();
+                Ok(location)
+            }) as tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>>
+        }
+    }
+}
+
+/// One GET of `url` with a plain hyper client.
+pub async fn get(
+    url: &str,
+) -> Result<http::Response<hyper::body::Incoming>, tower_oauth::BoxError> {
+    let client = super::hyper_client();
+    let request = http::Request::get(url)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    Ok(client.request(request).await?)
+}
+
+fn query(req: &http::Request<hyper::body::Incoming>) -> HashMap<String, String> {
+    form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn redirect(location: String) -> Response {
+    http::Response::builder()
+        .status(302)
+        .header("location", location)
+        .body(Default::default())
+        .unwrap()
+}
+
+fn random() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes).unwrap();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl State {
+    fn violation(&self, what: String) {
+        self.violations.lock().unwrap().push(what);
+    }
+
+    async fn handle(self: Arc<Self>, req: http::Request<hyper::body::Incoming>) -> Response {
+        let url = self.url.lock().unwrap().clone();
+        match req.uri().path() {
+            "/.well-known/oauth-authorization-server" => {
+                answer(200, self.metadata.lock().unwrap().clone())
+            }
+            "/.well-known/oauth-protected-resource/api" => answer(
+                200,
+                json!({
+                    "resource": format!("{url}/api"),
+                    "authorization_servers": [url],
+                    "scopes_supported": ["read"],
+                }),
+            ),
+            "/api" => {
+                let ok = self
+                    .access
+                    .lock()
+                    .unwrap()
+                    .get(bearer(req.headers()))
+                    .is_some_and(|until| Instant::now() < *until);
+                if ok {
+                    answer(200, json!({"ok": true}))
+                } else {
+                    answer(401, json!({"error": "invalid_token"}))
+                }
+            }
+            "/authorize" => self.authorize(query(&req), &url),
+            "/device" => {
+                let form = form(req).await;
+                if form.get("client_id").map(String::as_str) != Some(CLIENT) {
+                    self.violation(format!("device request without the client id: {form:?}"));
+                }
+                let code = format!("dc-{}", random());
+                let polls = self.polls_before_approval.load(Ordering::SeqCst);
+                self.devices
+                    .lock()
+                    .unwrap()
+                    .insert(code.clone(), Some(polls));
+                let mut body = self.device_answer.lock().unwrap().clone();
+                body["device_code"] = code.into();
+                answer(200, body)
+            }
+            "/token" => {
+                let form = form(req).await;
+                self.token_forms.lock().unwrap().push(form.clone());
+                self.token(form)
+            }
+            _ => answer(404, json!({"error": "not_found"})),
+        }
+    }
+
+    fn authorize(&self, q: HashMap<String, String>, url: &str) -> Response {
+        self.authorizations.lock().unwrap().push(q.clone());
+        for (name, value) in [
+            ("response_type", "code"),
+            ("client_id", CLIENT),
+            ("code_challenge_method", "S256"),
+        ] {
+            if q.get(name).map(String::as_str) != Some(value) {
+                self.violation(format!(
+                    "authorization request: {name} is {:?}",
+                    q.get(name)
+                ));
+                return answer(400, json!({"error": "invalid_request"}));
+            }
+        }
+        let (Some(state), Some(redirect_uri), Some(challenge)) = (
+            q.get("state"),
+            q.get("redirect_uri"),
+            q.get("code_challenge"),
+        ) else {
+            self.violation(
+                "authorization request without state, redirect_uri or code_challenge".into(),
+            );
+            return answer(400, json!({"error": "invalid_request"}));
+        };
+        let iss = form_urlencoded::byte_serialize(url.as_bytes()).collect::<String>();
+        let approve = self.approve.lock().unwrap().clone();
+        if approve == Approve::Deny {
+            return redirect(format!(
+                "{redirect_uri}?error=access_denied&state={state}&iss={iss}"
+            ));
+        }
+        let code = format!("code-{}", random());
+        self.codes.lock().unwrap().insert(
+            code.clone(),
+            Grant {
+                challenge: challenge.clone(),
+                redirect_uri: redirect_uri.clone(),
+                resource: q.get("resource").cloned(),
+            },
+        );
+        let (state, iss) = match approve {
+            Approve::WrongIss => (state.clone(), "https%3A%2F%2Fother.example".to_owned()),
+            Approve::WrongState => ("not-the-state".to_owned(), iss),
+            _ => (state.clone(), iss),
+        };
+        redirect(format!(
+            "{redirect_uri}?code={code}&state={state}&iss={iss}"
+        ))
+    }
+
+    fn token(&self, form: HashMap<String, String>) -> Response {
+        let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+        if field("client_id") != CLIENT {
+            self.violation(format!(
+                "token request without the client id: {:?}",
+                form.get("client_id")
+            ));
+            return answer(401, json!({"error": "invalid_client"}));
+        }
+        let invalid_grant = || answer(400, json!({"error": "invalid_grant"}));
+        match field("grant_type").as_str() {
+            "authorization_code" => {
+                let Some(grant) = self.codes.lock().unwrap().remove(&field("code")) else {
+                    self.violation("an unknown or used code was sent".into());
+                    return invalid_grant();
+                };
+                let digest = sha2::Sha256::digest(field("code_verifier").as_bytes());
+                let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+                if challenge != grant.challenge {
+                    self.violation("the code_verifier does not match the challenge".into());
+                    return invalid_grant();
+                }
+                if field("redirect_uri") != grant.redirect_uri {
+                    self.violation(
+                        "the redirect_uri differs from the authorization request's".into(),
+                    );
+                    return invalid_grant();
+                }
+                if form.get("resource") != grant.resource.as_ref() {
+                    self.violation("the resource differs from the authorization request's".into());
+                }
+                self.logins.fetch_add(1, Ordering::SeqCst);
+                self.issue()
+            }
+            "urn:ietf:params:oauth:grant-type:device_code" => {
+                self.polls.fetch_add(1, Ordering::SeqCst);
+                self.poll_times.lock().unwrap().push(Instant::now());
+                let mut devices = self.devices.lock().unwrap();
+                let Some(left) = devices.get_mut(&field("device_code")) else {
+                    return answer(400, json!({"error": "expired_token"}));
+                };
+                if self.slow_downs.load(Ordering::SeqCst) > 0 {
+                    self.slow_downs.fetch_sub(1, Ordering::SeqCst);
+                    return answer(400, json!({"error": "slow_down"}));
+                }
+                match left {
+                    None => answer(400, json!({"error": "access_denied"})),
+                    Some(0) => {
+                        devices.remove(&field("device_code"));
+                        drop(devices);
+                        self.device_logins.fetch_add(1, Ordering::SeqCst);
+                        self.issue()
+                    }
+                    Some(n) => {
+                        *n -= 1;
+                        answer(400, json!({"error": "authorization_pending"}))
+                    }
+                }
+            }
+            "refresh_token" => {
+                let sent = field("refresh_token");
+                let mut refresh = self.refresh.lock().unwrap();
+                match refresh.get(&sent) {
+                    Some(false) => {
+                        refresh.insert(sent, true);
+                        drop(refresh);
+                        self.refreshes.fetch_add(1, Ordering::SeqCst);
+                        self.issue()
+                    }
+                    Some(true) => {
+                        self.violation("a retired refresh token was sent".into());
+                        invalid_grant()
+                    }
+                    None => invalid_grant(),
+                }
+            }
+            other => {
+                self.violation(format!("grant_type {other}"));
+                answer(400, json!({"error": "unsupported_grant_type"}))
+            }
+        }
+    }
+
+    fn issue(&self) -> Response {
+        let serial = self.serial.fetch_add(1, Ordering::SeqCst);
+        let lifetime = Duration::from_millis(self.lifetime_ms.load(Ordering::SeqCst));
+        let access = format!("at-{serial}-{}", random());
+        self.access
+            .lock()
+            .unwrap()
+            .insert(access.clone(), Instant::now() + lifetime);
+        let mut body = json!({
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": lifetime.as_secs_f64(),
+        });
+        if self.gives_refresh.load(Ordering::SeqCst) {
+            let new = format!("rt-{serial}-{}", random());
+            self.refresh.lock().unwrap().insert(new.clone(), false);
+            body["refresh_token"] = new.into();
+        }
+        answer(200, body)
+    }
+}
+
+async fn form(req: http::Request<hyper::body::Incoming>) -> HashMap<String, String> {
+    let body = req.into_body().collect().await.unwrap().to_bytes();
+    form_urlencoded::parse(&body).into_owned().collect()
+}
