@@ -103,7 +103,9 @@
 //!    API's URL and reads which authorization server its metadata names
 //!    (RFC 9728). With feature `mcp`, `oauth.mcp_client(..)` serves rmcp
 //!    ([`docs::resources`]).
-//! 5. **Refresh tokens that rotate**:
+//! 5. **A person's login, and refresh tokens that rotate**:
+//!    [`login`](OAuthLayerBuilder::login) signs a person in, in the browser
+//!    or with the device grant ([`docs::login`]), and
 //!    [`refresh_token`](OAuthLayerBuilder::refresh_token) takes a login made
 //!    elsewhere. A rotated refresh token is kept, in a [`FileStore`] or a
 //!    Redis store when processes share it ([`docs::refresh_tokens`]).

@@ -50,13 +50,15 @@ const MAX_FILE: u64 = 16 * 1024 * 1024;
 /// On Unix it is made readable and writable by its owner only, `0600`. Each
 /// value is sealed with AES-256-GCM, as `RedisStore` seals its own. The key is
 /// derived from the client's credential, and with a refresh token from the
-/// refresh token the layer was configured with. `SECURITY.md` has the details.
-/// The file alone gives away no token.
+/// refresh token the layer was configured with. A client with no credential,
+/// such as a public client's [login](crate::Login), seals with the file's own
+/// key: 32 random bytes in `<path>.key`, made once, owner only. `SECURITY.md`
+/// has the details. The file alone gives away no token.
 ///
 /// A process that waits for the lock longer than two fetch timeouts and a
 /// second fetches on its own. A refresh fails instead, since a refresh token is
-/// never sent outside the lock.
-/// refresh token is never sent outside the lock).
+/// never sent outside the lock. With a [login](crate::Login), the wait is
+/// longer by the login's timeout: another process may be logging a person in.
 ///
 /// ```no_run
 /// use tower_oauth::{FileStore, OAuthLayer, RefreshToken};
