@@ -28,6 +28,10 @@
 //! # kept in a file between runs (a rotating server retires the one given):
 //! OAUTH_REFRESH_TOKEN=... cargo run --example fetch_token -- --issuer https://login.example.com \
 //!     --client-id my-cli --store-file ~/.config/my-cli/tokens
+//! # A person's login in the browser (or --device for the device grant), the
+//! # login kept in a file, so that the next run refreshes instead:
+//! cargo run --example fetch_token -- --login --resource-url https://mcp.example.com/mcp \
+//!     --client-id my-cli --store-file ~/.config/my-cli/tokens
 //! # Mutual TLS (RFC 8705, tls_client_auth):
 //! cargo run --example fetch_token -- --token-url https://mtls.example.com/token \
 //!     --client-id my-client --client-auth tls_client_auth \
@@ -47,7 +51,10 @@
 //! `--refresh-token` (or `OAUTH_REFRESH_TOKEN`, better: command lines are
 //! visible) refreshes with a login's refresh token; `--store-file` keeps the
 //! tokens and the refresh token's chain in a `FileStore`, so that the next
-//! run goes on from a refresh token the server rotated.
+//! run goes on from a refresh token the server rotated. `--login` signs a
+//! person in with the browser, `--device` with the device grant; with
+//! `--store-file` the next run finds the login there. `--help` lists every
+//! flag.
 //!
 //! Without configuration it runs against an embedded token endpoint on
 //! 127.0.0.1: one success, then each failure kind with its explanation, then
@@ -87,11 +94,69 @@ const FLAGS: [&str; 18] = [
     "--resource",
 ];
 
+/// The flags that take no value.
+const SWITCHES: [&str; 4] = ["--diagnose", "--login", "--device", "--help"];
+
+/// What `--help` prints.
+const HELP: &str = "fetch_token: fetches one token and says what the server said, or why not.
+
+Where the token comes from (or the OAUTH_* variable of the same name):
+  --issuer URL           a standard server, by its issuer (RFC 8414 discovery)
+  --token-url URL        a token endpoint
+  --auth-url URL         the product-information API's token endpoint
+  --resource-url URL     an API that names its server (RFC 9728, an MCP server)
+  --trusted-issuer URL   a server --resource-url may name (repeatable)
+The client:
+  --client-id ID         the client id
+  --client-secret S      its secret (prefer OAUTH_CLIENT_SECRET: command lines are visible)
+  --client-auth M        basic, form, basic-unencoded, unencoded, client_secret_jwt, tls_client_auth
+  --private-key PEM      private_key_jwt with this key (--key-alg, default ES256; --key-id)
+  --client-cert PEM      mutual TLS with this certificate (--client-key PEM, --ca-cert PEM)
+What the token is for:
+  --scope \"A B\"          the scopes
+  --resource URL         a resource (RFC 8707; repeatable)
+A person's login, and refresh tokens:
+  --login                sign a person in with the browser (authorization code, PKCE)
+  --device               sign a person in with the device grant (RFC 8628)
+  --refresh-token T      refresh with a login made elsewhere (prefer OAUTH_REFRESH_TOKEN)
+  --store-file PATH      keep tokens and the login between runs (a FileStore)
+Other:
+  --diagnose             try every client authentication the server offers, and say what to set
+  --help                 this text
+Without any flag or variable, it runs against an embedded server.";
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{HELP}");
+        return Ok(());
+    }
     let diagnosing = args.iter().any(|a| a == "--diagnose");
-    let args: Vec<String> = args.into_iter().filter(|a| a != "--diagnose").collect();
+    let login = if args.iter().any(|a| a == "--device") {
+        Some(tower_oauth::Login::device(|prompt| {
+            eprintln!(
+                "To sign in, open {} and enter the code {}",
+                prompt.verification_uri(),
+                prompt.user_code()
+            );
+            if let Some(complete) = prompt.verification_uri_complete() {
+                eprintln!("(or open {complete}, which carries the code)");
+            }
+            eprintln!(
+                "Waiting for the sign-in (the code lasts {} s) ...",
+                prompt.expires_in().as_secs()
+            );
+        }))
+    } else if args.iter().any(|a| a == "--login") {
+        Some(tower_oauth::Login::browser())
+    } else {
+        None
+    };
+    let args: Vec<String> = args
+        .into_iter()
+        .filter(|a| !SWITCHES.contains(&a.as_str()))
+        .collect();
     let configured = !args.is_empty()
         || [
             "OAUTH_ISSUER",
@@ -130,6 +195,9 @@ async fn main() -> Result<(), BoxError> {
     let mut builder = settings.builder;
     if let Some(scope) = settings.scope {
         builder = builder.scope(scope);
+    }
+    if let Some(login) = login {
+        builder = builder.login(login);
     }
     let oauth = match builder.build() {
         Ok(oauth) => oauth,
@@ -203,8 +271,9 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
         .collect();
     if let Some((unknown, _)) = flags.iter().find(|(name, _)| !FLAGS.contains(name)) {
         return Err(format!(
-            "unknown flag {unknown} (known: {})",
-            FLAGS.join(", ")
+            "unknown flag {unknown} (known: {}, {}); --help says what each does",
+            FLAGS.join(", "),
+            SWITCHES.join(", ")
         ));
     }
     let flag = |name: &str| {
@@ -460,6 +529,10 @@ fn explain(e: &TokenError) {
         (TokenErrorKind::LoginRequired, _) => {
             "the refresh token was refused (expired, revoked, or used before): log in again and \
              give the new refresh token"
+        }
+        (TokenErrorKind::LoginFailed, _) => {
+            "the sign-in did not complete: run again to sign in anew (with --device where no \
+             browser can open)"
         }
         (TokenErrorKind::InvalidResponse, _) => {
             "the answer is not a token response (not JSON, or a proxy's page): check that the URL \

@@ -6,7 +6,11 @@
 //! `WWW-Authenticate` challenge naming its metadata. The authorization
 //! server publishes RFC 8414 metadata and takes only `private_key_jwt`
 //! (RFC 7523), each assertion checked by jsonwebtoken (signature, `iss`,
-//! `sub`, `aud` = its issuer, `exp`, `jti` never reused).
+//! `sub`, `aud` = its issuer, `exp`, `jti` never reused). For a person's
+//! login it also takes the public client `LOGIN_CLIENT_ID`: an
+//! authorization endpoint that approves at once, the authorization code
+//! with PKCE (S256 checked with RustCrypto's SHA-256) and rotating refresh
+//! tokens.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{HashMap, HashSet};
@@ -31,6 +35,8 @@ use tokio::net::TcpListener;
 
 pub const CLIENT_ID: &str = "mcp-agent";
 pub const SCOPE: &str = "tools:call";
+/// The public client a person logs in with.
+pub const LOGIN_CLIENT_ID: &str = "mcp-cli";
 
 /// The MCP server's tool.
 #[derive(Debug, Clone)]
@@ -76,6 +82,13 @@ struct Issuer {
     /// A scope every call's token must have besides `SCOPE`, asked for
     /// with `403 insufficient_scope`.
     requires: Option<String>,
+    /// Codes issued: the PKCE challenge, the redirect URI, the scope.
+    codes: HashMap<String, (String, String, String)>,
+    /// Refresh tokens, and whether each is retired; the scope of each.
+    refresh: HashMap<String, (bool, String)>,
+    /// Logins (codes exchanged) and refreshes.
+    logins: usize,
+    refreshes: usize,
 }
 
 struct Shared {
@@ -111,6 +124,7 @@ impl McpServers {
                 get(server_metadata),
             )
             .route("/token", post(token))
+            .route("/authorize", get(authorize))
             .with_state(Arc::clone(&shared));
         let service: StreamableHttpService<Adder, LocalSessionManager> = StreamableHttpService::new(
             || {
@@ -188,15 +202,114 @@ impl McpServers {
     pub fn revoke_all(&self) {
         self.shared.state.lock().unwrap().tokens.clear();
     }
+
+    /// Codes exchanged for tokens: logins done.
+    pub fn logins(&self) -> usize {
+        self.shared.state.lock().unwrap().logins
+    }
+
+    /// Refreshes done.
+    pub fn refreshes(&self) -> usize {
+        self.shared.state.lock().unwrap().refreshes
+    }
+}
+
+/// The authorization endpoint: approves the login client at once.
+async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    uri: http::Uri,
+) -> Response {
+    let q: HashMap<String, String> =
+        form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let field = |name: &str| q.get(name).map(String::as_str);
+    let (Some(state), Some(redirect), Some(challenge)) = (
+        field("state"),
+        field("redirect_uri"),
+        field("code_challenge"),
+    ) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "state, redirect_uri and code_challenge",
+        )
+            .into_response();
+    };
+    if field("client_id") != Some(LOGIN_CLIENT_ID)
+        || field("code_challenge_method") != Some("S256")
+        || field("resource") != Some(shared.mcp_url.as_str())
+    {
+        return (StatusCode::BAD_REQUEST, "client_id, S256 and resource").into_response();
+    }
+    let code = format!("code-{}", random_hex());
+    let scope = field("scope").unwrap_or_default().to_owned();
+    shared.state.lock().unwrap().codes.insert(
+        code.clone(),
+        (challenge.to_owned(), redirect.to_owned(), scope),
+    );
+    let iss: String = form_urlencoded::byte_serialize(shared.issuer.as_bytes()).collect();
+    let state: String = form_urlencoded::byte_serialize(state.as_bytes()).collect();
+    let location = format!("{redirect}?code={code}&state={state}&iss={iss}");
+    (StatusCode::FOUND, [(header::LOCATION, location)]).into_response()
+}
+
+/// A login's token request: the code with its verifier, or a refresh.
+fn login_grant(shared: &Shared, form: &HashMap<String, String>) -> Result<String, String> {
+    use base64::Engine;
+    use sha2::Digest;
+    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    if field("resource") != shared.mcp_url {
+        return Err("resource is not the MCP server".into());
+    }
+    let mut state = shared.state.lock().unwrap();
+    let scope = match field("grant_type") {
+        "authorization_code" => {
+            let (challenge, redirect, scope) =
+                state.codes.remove(field("code")).ok_or("unknown code")?;
+            let digest = sha2::Sha256::digest(field("code_verifier").as_bytes());
+            if base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest) != challenge {
+                return Err("the code_verifier does not match".into());
+            }
+            if redirect != field("redirect_uri") {
+                return Err("another redirect_uri".into());
+            }
+            state.logins += 1;
+            scope
+        }
+        _ => {
+            let (retired, scope) = state
+                .refresh
+                .get(field("refresh_token"))
+                .cloned()
+                .ok_or("unknown refresh token")?;
+            if retired {
+                return Err("a retired refresh token".into());
+            }
+            state
+                .refresh
+                .insert(field("refresh_token").to_owned(), (true, scope.clone()));
+            state.refreshes += 1;
+            scope
+        }
+    };
+    let refresh = format!("rt-{}", random_hex());
+    state
+        .refresh
+        .insert(refresh.clone(), (false, scope.clone()));
+    Ok(refresh)
 }
 
 async fn server_metadata(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({
         "issuer": shared.issuer,
         "token_endpoint": format!("{}/token", shared.issuer),
-        "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        "authorization_endpoint": format!("{}/authorize", shared.issuer),
+        "token_endpoint_auth_methods_supported": ["private_key_jwt", "none"],
         "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
-        "grant_types_supported": ["client_credentials"],
+        "grant_types_supported": ["client_credentials", "authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "scopes_supported": [SCOPE, "offline_access"],
+        "authorization_response_iss_parameter_supported": true,
     }))
 }
 
@@ -213,6 +326,32 @@ async fn token(
     State(shared): State<Arc<Shared>>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
+    if form.get("client_id").map(String::as_str) == Some(LOGIN_CLIENT_ID) {
+        return match login_grant(&shared, &form) {
+            Ok(refresh) => {
+                let token = format!("mcp-{}", random_hex());
+                let mut state = shared.state.lock().unwrap();
+                let scope = state.refresh[&refresh].1.clone();
+                state
+                    .tokens
+                    .insert(token.clone(), (shared.mcp_url.clone(), scope.clone()));
+                state.forms.push(form);
+                Json(json!({
+                    "access_token": token,
+                    "token_type": "Bearer",
+                    "expires_in": 3600,
+                    "refresh_token": refresh,
+                    "scope": scope,
+                }))
+                .into_response()
+            }
+            Err(why) => {
+                shared.state.lock().unwrap().refusals.push(why.clone());
+                let body = json!({"error": "invalid_grant", "error_description": why});
+                (StatusCode::BAD_REQUEST, Json(body)).into_response()
+            }
+        };
+    }
     match check_token_request(&shared, &form) {
         Ok(()) => {
             let token = format!("mcp-{}", random_hex());
