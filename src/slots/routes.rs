@@ -1,7 +1,8 @@
 //! [`Routes`]: which of a layer's protected resources
 //! (`protected_resources`) a request's URL lies under: the same scheme, host
-//! and port, and a path that is the resource's or below it. The longest
-//! match wins. A request under none gets the layer's default token.
+//! and port, and a path that is the resource's or below it once its dot
+//! segments are removed. The longest match wins. A request under none gets
+//! the layer's default token.
 
 use crate::token::params::TokenParams;
 
@@ -58,15 +59,18 @@ impl Routes {
     }
 
     /// The parameters of the slot of the resource `destination` lies under, if
-    /// any.
+    /// any. Its path is compared with its dot segments removed, so that
+    /// `{resource}/../admin` is not under `{resource}`. A path with an encoded
+    /// slash or backslash lies under none: servers read it differently.
     pub(crate) fn for_destination(&self, destination: &Destination<'_>) -> Option<&TokenParams> {
+        let path = normalized(destination.path)?;
         self.0
             .iter()
             .filter(|r| {
                 r.port == destination.port
                     && r.scheme.eq_ignore_ascii_case(destination.scheme)
                     && r.host.eq_ignore_ascii_case(destination.host)
-                    && under(destination.path, &r.path)
+                    && under(&path, &r.path)
             })
             .max_by_key(|r| r.path.len())
             .map(|r| &r.params)
@@ -93,6 +97,38 @@ pub(crate) fn default_port(scheme: &str) -> Option<u16> {
         "http" => Some(80),
         _ => None,
     }
+}
+
+/// `path` with its dot segments removed (RFC 3986 section 5.2.4), a `.`
+/// written `%2e` or `%2E` counted as one. `None` for a path with an encoded
+/// `/` or `\`, which some servers decode before they route.
+fn normalized(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if !path.contains(['.', '%']) {
+        return Some(std::borrow::Cow::Borrowed(path));
+    }
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%2f") || lower.contains("%5c") {
+        return None;
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match segment.to_ascii_lowercase().replace("%2e", ".").as_str() {
+            "." if last => kept.push(""),
+            "." => {}
+            ".." => {
+                if kept.len() > 1 {
+                    kept.pop();
+                }
+                if last {
+                    kept.push("");
+                }
+            }
+            _ => kept.push(segment),
+        }
+    }
+    Some(std::borrow::Cow::Owned(kept.join("/")))
 }
 
 /// Whether `path` is `base` or below it (`base` without a trailing `/`).
@@ -139,6 +175,38 @@ mod tests {
         is("https://api.example.com/anything", Some(2));
         is("https://evil.example.com/mcp", None);
         is("/mcp", None);
+    }
+
+    #[test]
+    fn dot_segments_plain_or_encoded_never_reach_another_resource_s_token() {
+        let r = routes(&["https://mcp.example.com/mcp"]);
+        let chosen = |url: &str| {
+            let uri: http::Uri = url.parse().unwrap();
+            destination_of(&uri).and_then(|d| r.for_destination(&d).cloned())
+        };
+        for outside in [
+            "https://mcp.example.com/mcp/../admin",
+            "https://mcp.example.com/mcp/%2e%2e/admin",
+            "https://mcp.example.com/mcp/%2E%2E/admin",
+            "https://mcp.example.com/mcp/.%2e/admin",
+            "https://mcp.example.com/mcp/./../admin",
+            "https://mcp.example.com/mcp/..",
+            "https://mcp.example.com/mcp%2F..%2Fadmin",
+            "https://mcp.example.com/mcp/x/../../admin",
+        ] {
+            assert_eq!(chosen(outside), None, "{outside}");
+        }
+        for inside in [
+            "https://mcp.example.com/mcp/./tools",
+            "https://mcp.example.com/mcp/x/../tools",
+            "https://mcp.example.com/mcp/%2e",
+            "https://mcp.example.com/other/../mcp/tools",
+            "https://mcp.example.com/mcp/file.json",
+        ] {
+            assert!(chosen(inside).is_some(), "{inside}");
+        }
+        assert_eq!(normalized("/a/b/../../../c").unwrap(), "/c");
+        assert_eq!(normalized("/a/./b/.").unwrap(), "/a/b/");
     }
 
     #[test]

@@ -604,6 +604,20 @@ async fn each_protected_resource_gets_its_own_token_from_its_own_server() {
     let e = e.downcast_ref::<tower_oauth::TokenError>().unwrap();
     assert_eq!(e.kind(), TokenErrorKind::Configuration, "{e}");
     assert!(e.to_string().contains(&resource_a), "{e}");
+    // Dot segments, plain or encoded, lead out of the resource: no token
+    // either, and nothing sent.
+    for escape in [
+        "/../elsewhere",
+        "/%2e%2e/elsewhere",
+        "/.%2E/elsewhere",
+        "%2F..%2Fx",
+    ] {
+        let e = send(&oauth, &format!("{resource_a}{escape}"))
+            .await
+            .unwrap_err();
+        let e = e.downcast_ref::<tower_oauth::TokenError>().unwrap();
+        assert_eq!(e.kind(), TokenErrorKind::Configuration, "{escape}: {e}");
+    }
     assert_eq!(a.api_requests(), api_calls);
     assert_eq!(a.token_requests(), 1);
 }

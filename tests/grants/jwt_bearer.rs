@@ -518,6 +518,39 @@ async fn an_assertion_from_another_layer_or_a_function() {
     let e = empty.token().await.unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::Credential);
     assert!(e.to_string().contains("assertion `blank` is empty"), "{e}");
+    // An assertion whose `exp` has passed is not sent, as from a file.
+    let expired = {
+        use base64::Engine;
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let jwt = format!(
+            "{}.{}.c2ln",
+            b64(json!({"alg": "RS256"})),
+            b64(json!({"sub": "workload", "exp": now - 60}))
+        );
+        support::with_transport(
+            OAuthLayer::builder()
+                .token_url(format!("{base}/token"))
+                .jwt_bearer(JwtBearer::assertion_from(
+                    tower_oauth::SubjectToken::from_fn("stale", move || {
+                        let jwt = jwt.clone();
+                        Box::pin(async move { Ok(jwt) })
+                    }),
+                )),
+        )
+        .build()
+        .unwrap()
+    };
+    let requests = seen.lock().unwrap().len();
+    let e = expired.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::Credential);
+    assert!(e.to_string().contains("`fn:stale` has expired"), "{e}");
+    assert_eq!(seen.lock().unwrap().len(), requests, "nothing was sent");
 }
 
 /// Enterprise-managed authorization (ID-JAG, MCP's SEP-990) against three

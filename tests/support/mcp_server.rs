@@ -215,10 +215,7 @@ impl McpServers {
 }
 
 /// The authorization endpoint: approves the login client at once.
-async fn authorize(
-    State(shared): State<Arc<Shared>>,
-    uri: http::Uri,
-) -> Response {
+async fn authorize(State(shared): State<Arc<Shared>>, uri: http::Uri) -> Response {
     let q: HashMap<String, String> =
         form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
             .into_owned()

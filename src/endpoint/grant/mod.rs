@@ -311,7 +311,28 @@ pub(crate) async fn read_subject(
             token
         }
     };
-    Ok(token.trim().to_owned())
+    let token = token.trim().to_owned();
+    // A JWT whose `exp` has passed is refused by any server: never sent,
+    // whichever source it came from.
+    if let Ok(claims) = crate::support::encoding::jwt_claims(&token) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        if let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_u64) {
+            if exp <= now {
+                return Err(
+                    TokenError::new(TokenErrorKind::Credential).with_message(format!(
+                        "the {what} `{}` has expired, {} s ago (exp {exp}); it is not sent: its \
+                     source must hand out a fresh one",
+                        source.source(),
+                        now - exp
+                    )),
+                );
+            }
+        }
+    }
+    Ok(token)
 }
 
 impl GrantProof {
