@@ -154,6 +154,57 @@ async fn a_login_without_a_refresh_token_logs_in_again_when_its_token_ends() {
 }
 
 #[tokio::test]
+async fn a_request_that_gives_up_does_not_cancel_the_login_others_wait_for() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let slow = Login::user_agent(move |url| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let agent = LoginServer::user_agent();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            agent(url).await
+        })
+    });
+    let oauth = builder(&server, slow).build().unwrap();
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        support::send(&oauth, &server.api_url()),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the first request gave up");
+    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!((calls.load(Ordering::SeqCst), server.logins()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_dpop_login_binds_the_code_to_the_key_s_thumbprint() {
+    use base64::Engine;
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let key = tower_oauth::DpopKey::generate(tower_oauth::Algorithm::Es256).unwrap();
+    let oauth = builder(&server, agent_login()).dpop(key).build().unwrap();
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.token_type(), Some("DPoP"));
+    // The thumbprint (RFC 7638) of the key in the code exchange's proof,
+    // computed here with RustCrypto: the one the authorization request named.
+    let proof = server.state.dpop_proofs.lock().unwrap()[0].clone();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let header: serde_json::Value =
+        serde_json::from_slice(&b64.decode(proof.split('.').next().unwrap()).unwrap()).unwrap();
+    let jwk = &header["jwk"];
+    let canonical = format!(
+        r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
+        jwk["crv"].as_str().unwrap(),
+        jwk["x"].as_str().unwrap(),
+        jwk["y"].as_str().unwrap()
+    );
+    let thumbprint = b64.encode(<sha2::Sha256 as sha2::Digest>::digest(canonical.as_bytes()));
+    assert_eq!(server.authorizations()[0]["dpop_jkt"], thumbprint);
+    assert_eq!(server.token_forms()[0]["grant_type"], "authorization_code");
+}
+
+#[tokio::test]
 async fn a_short_token_counts_from_its_answer_not_from_the_login_s_start() {
     let server = LoginServer::start(Duration::from_secs(4)).await;
     let slow = Login::user_agent(|url| {

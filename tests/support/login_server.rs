@@ -75,6 +75,8 @@ pub struct State {
     pub poll_times: Mutex<Vec<Instant>>,
     /// Every token request's form, in order.
     pub token_forms: Mutex<Vec<HashMap<String, String>>>,
+    /// The DPoP proof of each token request that carried one.
+    pub dpop_proofs: Mutex<Vec<String>>,
     /// Every rule the client broke, described.
     pub violations: Mutex<Vec<String>>,
 }
@@ -273,9 +275,29 @@ impl State {
                 answer(200, body)
             }
             "/token" => {
+                let proof = req
+                    .headers()
+                    .get("dpop")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
                 let form = form(req).await;
                 self.token_forms.lock().unwrap().push(form.clone());
-                self.token(form)
+                let mut answer = self.token(form);
+                if let Some(proof) = proof {
+                    self.dpop_proofs.lock().unwrap().push(proof);
+                    // A DPoP-bound token, as RFC 9449 section 5 answers.
+                    let body = answer.body_mut();
+                    let bytes = http_body_util::BodyExt::collect(std::mem::take(body))
+                        .await
+                        .unwrap()
+                        .to_bytes();
+                    let mut json: Value = serde_json::from_slice(&bytes).unwrap();
+                    if json.get("token_type").is_some() {
+                        json["token_type"] = "DPoP".into();
+                    }
+                    *body = http_body_util::Full::new(bytes::Bytes::from(json.to_string()));
+                }
+                answer
             }
             _ => answer(404, json!({"error": "not_found"})),
         }
