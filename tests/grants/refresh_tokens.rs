@@ -848,6 +848,69 @@ mod third_party {
         assert_eq!(after - before, 1);
     }
 
+    /// A person's device login (RFC 8628) against Authlib's own
+    /// `DeviceAuthorizationEndpoint` and `DeviceCodeGrant`, found through
+    /// its metadata: the prompt, polls while the person has not approved,
+    /// then the token, and a refresh with the login's refresh token; a
+    /// refused login ends in `LoginFailed`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn authlib_device_grant() {
+        let Some(server) = start(
+            "python3",
+            "authlib_refresh_server.py",
+            "target/py-servers/authlib",
+            &[("PYTHONPATH", "target/py-servers")],
+        ) else {
+            return;
+        };
+        let login = |deny: bool| {
+            let base = server.base.clone();
+            tower_oauth::Login::device(move |prompt| {
+                let url = format!(
+                    "{base}/admin/approve?user_code={}{}",
+                    prompt.user_code(),
+                    if deny { "&deny=1" } else { "" }
+                );
+                assert!(prompt.verification_uri().ends_with("/activate"));
+                // The person approves on another device, a moment later.
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    support::hyper_client()
+                        .request(support::get(&url))
+                        .await
+                        .unwrap();
+                });
+            })
+        };
+        let layer = |deny| {
+            support::with_transport(
+                OAuthLayer::builder()
+                    .issuer(&server.base)
+                    .client_id(CLIENT)
+                    .scope("read")
+                    .login(login(deny)),
+            )
+            .build()
+            .unwrap()
+        };
+        let oauth = layer(false);
+        let api = format!("{}/api", server.base);
+        assert_eq!(support::send(&oauth, &api).await.unwrap().status(), 200);
+        let stats = admin(&server, "/admin/stats").await;
+        assert_eq!(stats["device_logins"], 1, "{stats}");
+        assert!(stats["device_polls"].as_u64().unwrap() >= 2, "{stats}");
+        assert!(oauth.force_renewal());
+        oauth.token().await.unwrap();
+        let stats = admin(&server, "/admin/stats").await;
+        assert_eq!(
+            (stats["refreshes"].as_u64(), stats["reuses"].as_u64()),
+            (Some(1), Some(0))
+        );
+        let e = layer(true).token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+        assert!(e.to_string().contains("access_denied"), "{e}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authlib_refresh_token_grant() {
         let Some(server) = start(

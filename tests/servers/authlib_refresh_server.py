@@ -1,10 +1,13 @@
 """An authorization server on Authlib (its Flask integration) for the refresh
-token tests: a public client `cli-app`, Authlib's RefreshTokenGrant with a new
-refresh token per use (INCLUDE_NEW_REFRESH_TOKEN) and the old one revoked.
+token and login tests: a public client `cli-app`, Authlib's RefreshTokenGrant
+with a new refresh token per use (INCLUDE_NEW_REFRESH_TOKEN) and the old one
+revoked, and Authlib's device authorization grant (RFC 8628:
+DeviceAuthorizationEndpoint and DeviceCodeGrant) with its RFC 8414 metadata.
 Access tokens live ACCESS_SECONDS. Prints {"port": N} on its first line;
-/admin/login makes a login and returns its refresh token; /admin/stats counts
-refreshes and refresh tokens sent again after their rotation; /api takes the
-access tokens it issued."""
+/admin/login makes a login and returns its refresh token; /admin/approve
+approves (or with deny=1 refuses) a device login's user_code, as the person
+would; /admin/stats counts refreshes, refresh tokens sent again after their
+rotation, and device polls; /api takes the access tokens it issued."""
 
 import json
 import os
@@ -16,6 +19,12 @@ import time
 from authlib.integrations.flask_oauth2 import AuthorizationServer, ResourceProtector
 from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin, grants
 from authlib.oauth2.rfc6750 import BearerTokenValidator
+from authlib.oauth2.rfc8628 import (
+    DEVICE_CODE_GRANT_TYPE,
+    DeviceAuthorizationEndpoint,
+    DeviceCodeGrant,
+    DeviceCredentialDict,
+)
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
@@ -23,7 +32,9 @@ LIFETIME = int(os.environ.get("ACCESS_SECONDS", "2"))
 lock = threading.Lock()
 tokens = {}  # refresh token -> Token
 access = {}  # access token -> Token
-stats = {"refreshes": 0, "reuses": 0}
+stats = {"refreshes": 0, "reuses": 0, "device_polls": 0, "device_logins": 0}
+devices = {}  # device code -> DeviceCredentialDict
+grants_by_user_code = {}  # user code -> approved (True) or refused (False)
 
 
 class Client(ClientMixin):
@@ -51,7 +62,7 @@ class Client(ClientMixin):
         return False
 
     def check_grant_type(self, grant_type):
-        return grant_type == "refresh_token"
+        return grant_type in ("refresh_token", DEVICE_CODE_GRANT_TYPE)
 
 
 CLIENT = Client()
@@ -105,8 +116,47 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
             credential.refresh_revoked = True
 
 
+class DeviceEndpoint(DeviceAuthorizationEndpoint):
+    INTERVAL = 1
+    EXPIRES_IN = 60
+
+    def get_verification_uri(self):
+        return "http://127.0.0.1:%d/activate" % http.server_port
+
+    def save_device_credential(self, client_id, scope, data):
+        with lock:
+            devices[data["device_code"]] = DeviceCredentialDict(
+                client_id=client_id,
+                scope=scope,
+                user_code=data["user_code"],
+                expires_at=time.time() + self.EXPIRES_IN,
+            )
+
+
+class DeviceGrant(DeviceCodeGrant):
+    def query_device_credential(self, device_code):
+        with lock:
+            stats["device_polls"] += 1
+            return devices.get(device_code)
+
+    def query_user_grant(self, user_code):
+        with lock:
+            if user_code not in grants_by_user_code:
+                return None
+            approved = grants_by_user_code[user_code]
+            if approved:
+                stats["device_logins"] += 1
+            return {"id": user_code}, approved
+
+    def should_slow_down(self, credential):
+        return False
+
+
 def save_token(token, req):
-    scope = token.get("scope") or req.refresh_token.get_scope()
+    if getattr(req, "refresh_token", None) is not None:
+        scope = token.get("scope") or req.refresh_token.get_scope()
+    else:
+        scope = token.get("scope")
     saved = Token(req.user, scope, token["access_token"], token.get("refresh_token"))
     with lock:
         access[saved.access_token] = saved
@@ -119,6 +169,8 @@ app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True
 app.config["OAUTH2_TOKEN_EXPIRES_IN"] = {"refresh_token": LIFETIME}
 server = AuthorizationServer(app, query_client=lambda cid: CLIENT if cid == CLIENT.client_id else None, save_token=save_token)
 server.register_grant(RefreshTokenGrant)
+server.register_grant(DeviceGrant)
+server.register_endpoint(DeviceEndpoint)
 
 
 class Validator(BearerTokenValidator):
@@ -134,6 +186,30 @@ protect.register_token_validator(Validator())
 @app.post("/token")
 def token_endpoint():
     return server.create_token_response()
+
+
+@app.post("/device_authorization")
+def device_authorization():
+    return server.create_endpoint_response("device_authorization")
+
+
+@app.get("/.well-known/oauth-authorization-server")
+def metadata():
+    base = "http://127.0.0.1:%d" % http.server_port
+    return jsonify(
+        issuer=base,
+        token_endpoint=base + "/token",
+        device_authorization_endpoint=base + "/device_authorization",
+        grant_types_supported=["refresh_token", DEVICE_CODE_GRANT_TYPE],
+        token_endpoint_auth_methods_supported=["none"],
+    )
+
+
+@app.get("/admin/approve")
+def approve():
+    with lock:
+        grants_by_user_code[request.args["user_code"]] = request.args.get("deny") != "1"
+    return jsonify(ok=True)
 
 
 @app.get("/api")
