@@ -314,8 +314,10 @@ impl OAuthLayerBuilder {
     ///
     /// The layer finds the authorization server from
     /// [`issuer`](Self::issuer) or [`protected_resource`](Self::protected_resource),
-    /// not from a token URL. It needs the [`client_id`](Self::client_id) the
-    /// server registered for this program, with its secret if it has one.
+    /// not from a token URL. Its client is the [`client_id`](Self::client_id)
+    /// given, with its secret if it has one. Without one, it is the
+    /// [`client_metadata_url`](Self::client_metadata_url) where the server takes
+    /// it, else a public client the layer registers (RFC 7591).
     ///
     /// Default: no login.
     ///
@@ -331,6 +333,36 @@ impl OAuthLayerBuilder {
     /// ```
     pub fn login(mut self, login: crate::endpoint::Login) -> Self {
         self.login = Some(login);
+        self
+    }
+
+    /// The URL of this program's client metadata document, for a
+    /// [`login`](Self::login) without a [`client_id`](Self::client_id). Where
+    /// the server's metadata says `client_id_metadata_document_supported` (MCP's
+    /// SEP-991), the URL is the client id, and the server reads the document
+    /// there. Otherwise the layer registers a public client at the server's
+    /// `registration_endpoint` (RFC 7591). The URL must be `https` with a path,
+    /// or `http` on loopback for a test.
+    ///
+    /// Without a client id, a login takes a client id in this order: one it
+    /// got at that server before, kept with the chain in the token store; this
+    /// URL; a registration. A registered client is kept the same way, so a
+    /// second process or a replica does not register again.
+    ///
+    /// Default: none, so a login without a client id registers.
+    ///
+    /// ```
+    /// use tower_oauth::{Login, OAuthLayer};
+    ///
+    /// let oauth = OAuthLayer::builder()
+    ///     .protected_resource("https://mcp.example.com/mcp")
+    ///     .client_metadata_url("https://agent.example.com/oauth/client.json")
+    ///     .login(Login::browser())
+    ///     .build()?;
+    /// # Ok::<_, tower_oauth::ConfigError>(())
+    /// ```
+    pub fn client_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.client_metadata_url = Some(url.into());
         self
     }
 }

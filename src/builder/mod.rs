@@ -69,6 +69,8 @@ pub struct OAuthLayerBuilder {
     id_jag: Option<crate::endpoint::IdentityAssertion>,
     /// A person's login, assembled into `grant` at build.
     login: Option<crate::endpoint::Login>,
+    /// The login's client id where the server takes a metadata document.
+    client_metadata_url: Option<String>,
     params: Vec<(String, String)>,
     header_name: Option<HeaderName>,
     auth_scheme: Option<String>,
@@ -124,6 +126,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("client_auth", &self.client_auth)
             .field("grant", &self.grant)
             .field("login", &self.login)
+            .field("client_metadata_url", &self.client_metadata_url)
             .field(
                 "params",
                 &self.params.iter().map(|(name, _)| name).collect::<Vec<_>>(),

@@ -76,6 +76,12 @@ pub struct ServerMetadata {
     /// `authorization_response_iss_parameter_supported` by RFC 9207. A login's
     /// callback must then carry it.
     pub authorization_response_iss_parameter_supported: bool,
+    /// Where a client registers itself, `registration_endpoint` by RFC 7591.
+    /// `None` when the metadata names none.
+    pub registration_endpoint: Option<String>,
+    /// Whether the server takes a client metadata document's URL as a client
+    /// id, `client_id_metadata_document_supported` (MCP's SEP-991).
+    pub client_id_metadata_document_supported: bool,
 }
 
 /// The metadata last found by any discovery of one layer (its default
@@ -227,14 +233,16 @@ impl Discovery {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let endpoint = |key: &str| text(key).map(str::to_owned);
+        let flag = |key: &str| doc.get(key).and_then(Value::as_bool).unwrap_or(false);
         Ok(ServerMetadata {
             authorization_endpoint: endpoint("authorization_endpoint"),
             device_authorization_endpoint: endpoint("device_authorization_endpoint"),
             code_challenge_methods: texts("code_challenge_methods_supported"),
-            authorization_response_iss_parameter_supported: doc
-                .get("authorization_response_iss_parameter_supported")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            authorization_response_iss_parameter_supported: flag(
+                "authorization_response_iss_parameter_supported",
+            ),
+            registration_endpoint: endpoint("registration_endpoint"),
+            client_id_metadata_document_supported: flag("client_id_metadata_document_supported"),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),

@@ -33,6 +33,9 @@ pub(crate) struct Prepared {
     pub(crate) version: u64,
     /// Every form the secret was sent in, to scrub from the answers.
     pub(crate) redactor: Redactor,
+    /// The client id these were made with: the configured one, or the one a
+    /// login got.
+    pub(crate) client_id: String,
     /// The whole body, or with an assertion all of it but the assertion.
     body: Bytes,
     /// What proves the client in the body (its id, and the secret where it
@@ -69,10 +72,10 @@ impl Prepared {
     pub(crate) fn new(
         spec: &RequestSpec,
         target: &RequestTarget,
-        secret: &str,
+        (client_id, secret): (&str, &str),
         version: u64,
     ) -> Self {
-        let (auth, client_id) = (&target.auth, spec.client_id.as_str());
+        let auth = &target.auth;
         let url = target.url.to_string();
         let encode = |v: &str| match auth {
             ClientAuth::UnencodedBody => v.to_owned(),
@@ -156,6 +159,7 @@ impl Prepared {
         Prepared {
             version,
             redactor: Redactor::new(client_id, secret),
+            client_id: client_id.to_owned(),
             body: Bytes::from(body),
             client_part,
             proof,

@@ -59,7 +59,7 @@ impl TokenRequest {
     /// `spec` sent to `target`.
     pub(crate) fn new(spec: Arc<RequestSpec>, target: RequestTarget) -> Self {
         let (version, current) = spec.secret.current();
-        let prepared = Prepared::new(&spec, &target, &current, version);
+        let prepared = Prepared::new(&spec, &target, (&spec.client_id, &current), version);
         TokenRequest {
             spec,
             target,
@@ -70,12 +70,31 @@ impl TokenRequest {
 
     /// The parts made from the secret in use, made again if it changed.
     pub(in crate::endpoint) fn prepared(&self) -> Arc<Prepared> {
+        let client_id = self.client_id();
         let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
-        if prepared.version != self.spec.secret.version() {
+        if prepared.version != self.spec.secret.version() || prepared.client_id != client_id {
             let (version, current) = self.spec.secret.current();
-            *prepared = Arc::new(Prepared::new(&self.spec, &self.target, &current, version));
+            *prepared = Arc::new(Prepared::new(
+                &self.spec,
+                &self.target,
+                (&client_id, &current),
+                version,
+            ));
         }
         Arc::clone(&prepared)
+    }
+
+    /// The client id: the one configured, else the one a login got at this
+    /// request's server (registered, or a metadata document's URL).
+    pub(in crate::endpoint) fn client_id(&self) -> String {
+        if !self.spec.client_id.is_empty() {
+            return self.spec.client_id.clone();
+        }
+        let chain = self.spec.grant.chain().filter(|c| c.login().is_some());
+        match (chain, self.target.issuer.as_deref()) {
+            (Some(chain), Some(issuer)) => chain.client_at(issuer).unwrap_or_default(),
+            _ => String::new(),
+        }
     }
 
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when

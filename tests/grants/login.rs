@@ -391,7 +391,7 @@ async fn control_characters_in_the_device_answer_never_reach_the_prompt() {
 }
 
 #[test]
-fn a_login_needs_a_client_id_and_a_server_s_metadata() {
+fn a_login_needs_a_server_s_metadata_and_a_loopback_redirect() {
     let login = || Login::browser();
     let e = OAuthLayer::builder()
         .token_url("https://login.example.com/token")
@@ -403,12 +403,6 @@ fn a_login_needs_a_client_id_and_a_server_s_metadata() {
         e.to_string().contains("issuer or protected_resource"),
         "{e}"
     );
-    let e = OAuthLayer::builder()
-        .issuer("https://login.example.com")
-        .login(login())
-        .build()
-        .unwrap_err();
-    assert!(e.to_string().contains("client id"), "{e}");
     let e = OAuthLayer::builder()
         .issuer("https://login.example.com")
         .client_id("cli")
@@ -494,4 +488,138 @@ async fn browser_child() {
     let asked = &server.authorizations()[0];
     assert!(asked["redirect_uri"].starts_with("http://127.0.0.1:"));
     assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+/// `builder` without a client id: the login finds one itself.
+fn unregistered(server: &LoginServer, login: Login) -> OAuthLayerBuilder {
+    support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(server.api_url())
+            .login(login),
+    )
+}
+
+#[tokio::test]
+async fn without_a_client_id_the_login_registers_once_for_every_process() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let dir = support::scratch("login-registration");
+    let layer = || {
+        unregistered(&server, agent_login())
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    };
+    let first = layer();
+    assert_eq!(
+        support::send(&first, &server.api_url())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let registrations = server.registrations();
+    assert_eq!(registrations.len(), 1);
+    let asked = &registrations[0];
+    assert_eq!(asked["token_endpoint_auth_method"], "none");
+    assert_eq!(asked["redirect_uris"], json!(["http://127.0.0.1/callback"]));
+    assert_eq!(
+        asked["grant_types"],
+        json!(["authorization_code", "refresh_token"])
+    );
+    let registered = server.state.registered.lock().unwrap()[0].clone();
+    assert_eq!(server.authorizations()[0]["client_id"], registered);
+    // Another process: the stored login, then a new login with the stored
+    // client, and its refreshes with that client too.
+    let second = layer();
+    assert_eq!(
+        support::send(&second, &server.api_url())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    second.login().await.unwrap();
+    assert!(second.force_renewal());
+    second.token().await.unwrap();
+    assert_eq!(server.registrations().len(), 1);
+    assert_eq!(server.logins(), 2);
+    assert_eq!(server.authorizations()[1]["client_id"], registered);
+    assert!(server
+        .token_forms()
+        .iter()
+        .all(|f| f["client_id"] == registered));
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[tokio::test]
+async fn a_client_metadata_document_s_url_is_the_client_id_where_the_server_takes_one() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let document = format!("{}/clients/agent.json", server.issuer());
+    let build = || {
+        unregistered(&server, agent_login())
+            .client_metadata_url(&document)
+            .build()
+            .unwrap()
+    };
+    // The server does not say it takes one: a registration.
+    build().token().await.unwrap();
+    assert_eq!(server.registrations().len(), 1);
+    server.set_metadata("client_id_metadata_document_supported", json!(true));
+    *server.state.metadata_document.lock().unwrap() = Some(document.clone());
+    build().token().await.unwrap();
+    assert_eq!(server.registrations().len(), 1);
+    assert_eq!(server.authorizations()[1]["client_id"], document);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+    let e = OAuthLayer::builder()
+        .issuer("https://login.example.com")
+        .client_metadata_url("https://agent.example.com/")
+        .login(Login::browser())
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("path"), "{e}");
+}
+
+#[tokio::test]
+async fn hostile_registration_answers_end_the_login_with_a_clear_error() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    for (status, body, says) in [
+        (201, "not json at all".to_owned(), "no JSON object"),
+        (201, r#"{"client_secret":"x"}"#.to_owned(), "no client_id"),
+        (201, r#"{"client_id":""}"#.to_owned(), "empty"),
+        (
+            201,
+            format!(r#"{{"client_id":"{}"}}"#, "a".repeat(5000)),
+            "too long",
+        ),
+        (
+            201,
+            format!(r#"{{"client_id":"{}"}}"#, "a".repeat(200_000)),
+            "registration",
+        ),
+        (
+            400,
+            r#"{"error":"invalid_redirect_uri"}"#.to_owned(),
+            "invalid_redirect_uri",
+        ),
+    ] {
+        *server.state.registration_answer.lock().unwrap() = Some((status, body));
+        let e = unregistered(&server, agent_login())
+            .build()
+            .unwrap()
+            .token()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+        assert!(e.to_string().contains(says), "{says}: {e}");
+    }
+    assert!(server.authorizations().is_empty());
+    // No registration endpoint, no metadata document, no client id.
+    server.set_metadata("registration_endpoint", serde_json::Value::Null);
+    let e = unregistered(&server, agent_login())
+        .build()
+        .unwrap()
+        .token()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("client_id"), "{e}");
 }

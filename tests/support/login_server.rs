@@ -79,6 +79,13 @@ pub struct State {
     pub dpop_proofs: Mutex<Vec<String>>,
     /// Every rule the client broke, described.
     pub violations: Mutex<Vec<String>>,
+    /// Client ids registered (RFC 7591), and the registrations' bodies.
+    pub registered: Mutex<Vec<String>>,
+    pub registrations: Mutex<Vec<Value>>,
+    /// A registration's answer instead of a client: status and body.
+    pub registration_answer: Mutex<Option<(u16, String)>>,
+    /// A client metadata document's URL the server takes as a client id.
+    pub metadata_document: Mutex<Option<String>>,
 }
 
 pub struct LoginServer {
@@ -101,6 +108,7 @@ impl LoginServer {
             "scopes_supported": ["read", "offline_access"],
             "authorization_response_iss_parameter_supported": true,
             "token_endpoint_auth_methods_supported": ["none"],
+            "registration_endpoint": format!("{url}/register"),
         });
         *state.device_answer.lock().unwrap() = json!({
             "user_code": "WDJB-MJHT",
@@ -166,6 +174,10 @@ impl LoginServer {
         self.state.violations.lock().unwrap().clone()
     }
 
+    pub fn registrations(&self) -> Vec<Value> {
+        self.state.registrations.lock().unwrap().clone()
+    }
+
     /// Retires every refresh token: the next refresh is refused.
     pub fn revoke_all(&self) {
         for retired in self.state.refresh.lock().unwrap().values_mut() {
@@ -227,6 +239,14 @@ fn random() -> String {
 }
 
 impl State {
+    /// Whether `id` is a client of this server: the pre-registered one, a
+    /// registered one, or the metadata document's URL it takes.
+    fn knows(&self, id: &str) -> bool {
+        id == CLIENT
+            || self.registered.lock().unwrap().iter().any(|r| r == id)
+            || self.metadata_document.lock().unwrap().as_deref() == Some(id)
+    }
+
     fn violation(&self, what: String) {
         self.violations.lock().unwrap().push(what);
     }
@@ -259,9 +279,30 @@ impl State {
                 }
             }
             "/authorize" => self.authorize(query(&req), &url),
+            "/register" => {
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                let Ok(asked) = serde_json::from_slice::<Value>(&body) else {
+                    self.violation("a registration that is not JSON".into());
+                    return answer(400, json!({"error": "invalid_client_metadata"}));
+                };
+                self.registrations.lock().unwrap().push(asked);
+                if let Some((status, body)) = self.registration_answer.lock().unwrap().clone() {
+                    return http::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                        .unwrap();
+                }
+                let id = format!("registered-{}", random());
+                self.registered.lock().unwrap().push(id.clone());
+                answer(
+                    201,
+                    json!({"client_id": id, "token_endpoint_auth_method": "none"}),
+                )
+            }
             "/device" => {
                 let form = form(req).await;
-                if form.get("client_id").map(String::as_str) != Some(CLIENT) {
+                if !form.get("client_id").is_some_and(|id| self.knows(id)) {
                     self.violation(format!("device request without the client id: {form:?}"));
                 }
                 let code = format!("dc-{}", random());
@@ -305,11 +346,14 @@ impl State {
 
     fn authorize(&self, q: HashMap<String, String>, url: &str) -> Response {
         self.authorizations.lock().unwrap().push(q.clone());
-        for (name, value) in [
-            ("response_type", "code"),
-            ("client_id", CLIENT),
-            ("code_challenge_method", "S256"),
-        ] {
+        if !q.get("client_id").is_some_and(|id| self.knows(id)) {
+            self.violation(format!(
+                "authorization request: client_id is {:?}",
+                q.get("client_id")
+            ));
+            return answer(400, json!({"error": "invalid_client"}));
+        }
+        for (name, value) in [("response_type", "code"), ("code_challenge_method", "S256")] {
             if q.get(name).map(String::as_str) != Some(value) {
                 self.violation(format!(
                     "authorization request: {name} is {:?}",
@@ -356,7 +400,7 @@ impl State {
 
     fn token(&self, form: HashMap<String, String>) -> Response {
         let field = |name: &str| form.get(name).cloned().unwrap_or_default();
-        if field("client_id") != CLIENT {
+        if !self.knows(&field("client_id")) {
             self.violation(format!(
                 "token request without the client id: {:?}",
                 form.get("client_id")

@@ -70,13 +70,8 @@ impl OAuthLayerBuilder {
             ));
         }
         let client_id = match (self.client_id.take(), other_grant) {
-            (None, Some(_)) if login_timeout.is_some() => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::MissingClientId,
-                    "a login needs the client id the authorization server registered for this \
-                     program: give it with client_id",
-                ))
-            }
+            // A login without one takes the metadata document's URL, or
+            // registers (RFC 7591).
             (None, Some(_)) => String::new(),
             (id, _) => required(id, ConfigErrorKind::MissingClientId, "client id")?,
         };
@@ -188,9 +183,26 @@ impl OAuthLayerBuilder {
     /// The login, folded into the grant: a chain that it begins, or the
     /// refresh token's chain that it begins again. Its timeout.
     fn login_grant(&mut self) -> Result<Option<std::time::Duration>, ConfigError> {
-        let Some(login) = self.login.take() else {
-            return Ok(None);
+        let metadata_url = self.client_metadata_url.take();
+        let Some(mut login) = self.login.take() else {
+            return match metadata_url {
+                Some(_) => Err(ConfigError::new(
+                    ConfigErrorKind::Conflicting,
+                    "client_metadata_url was given without a login; it is the client id of a \
+                     person's login (OAuthLayerBuilder::login)",
+                )),
+                None => Ok(None),
+            };
         };
+        if let Some(url) = metadata_url {
+            let parsed = crate::endpoint::checked_url("client_metadata_url", &url, false)?;
+            if parsed.path().trim_matches('/').is_empty() {
+                return Err(invalid_setting(
+                    "client_metadata_url must have a path (the document's own URL, SEP-991)",
+                ));
+            }
+            login.client_metadata_url = Some(url);
+        }
         let timeout = login.timeout;
         self.grant = match &self.grant {
             Grant::ClientCredentials if self.id_jag.is_none() => {

@@ -157,6 +157,9 @@ struct State {
     /// The issuer a person's login was made at, where its refresh tokens go
     /// and nowhere else; empty for a refresh token given.
     issuer: String,
+    /// The client id a login registered (or its metadata document's URL),
+    /// and the issuer it is good at; kept across logins.
+    client: Option<(String, String)>,
     /// What the server said when it refused the current refresh token.
     dead: Option<String>,
     /// Changed since a store last had it.
@@ -175,6 +178,7 @@ impl State {
             login_at,
             seq: 0,
             issuer: String::new(),
+            client: None,
             dead: None,
             unsaved: login_at > 0,
         }
@@ -338,10 +342,29 @@ impl Chain {
         // stepped back.
         let at = at.max(state.login_at + 1);
         let announced = state.announced.clone();
+        let client = state.client.take();
         *state = State {
             announced,
+            client,
             ..State::begin(token, at)
         };
+    }
+
+    /// The client id a login got at `issuer` (registered, or a metadata
+    /// document's URL), if any.
+    pub(crate) fn client_at(&self, issuer: &str) -> Option<String> {
+        match &self.state().client {
+            Some((id, at)) if at == issuer => Some(id.clone()),
+            _ => None,
+        }
+    }
+
+    /// A login got the client id `id` at `issuer`: kept with the chain, in
+    /// memory and in the store, so that no other process registers again.
+    pub(crate) fn set_client(&self, id: &str, issuer: &str) {
+        let mut state = self.state();
+        state.client = Some((id.to_owned(), issuer.to_owned()));
+        state.unsaved = true;
     }
 
     /// Whether the chain has changed since a store last had it: a token a
@@ -366,6 +389,10 @@ impl Chain {
         map.insert("seq".into(), state.seq.into());
         if !state.issuer.is_empty() {
             map.insert("issuer".into(), state.issuer.clone().into());
+        }
+        if let Some((id, issuer)) = &state.client {
+            map.insert("client_id".into(), id.clone().into());
+            map.insert("client_issuer".into(), issuer.clone().into());
         }
         if let Some(why) = &state.dead {
             map.insert("dead".into(), why.clone().into());
@@ -406,9 +433,15 @@ impl Chain {
                 unsaved: false,
                 ..stored
             };
-        } else if *state != stored && !state.unsaved {
-            // This process knows more (a new login here): the store gets it.
-            state.unsaved = stored.login != state.login || stored.seq < state.seq;
+        } else {
+            // A client another process registered serves a new login here.
+            if state.client.is_none() && stored.client.is_some() {
+                state.client = stored.client.clone();
+            }
+            if *state != stored && !state.unsaved {
+                // This process knows more (a new login here): the store gets it.
+                state.unsaved = stored.login != state.login || stored.seq < state.seq;
+            }
         }
     }
 
@@ -435,6 +468,13 @@ impl Chain {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
+            client: match (
+                map.get("client_id").and_then(Value::as_str),
+                map.get("client_issuer").and_then(Value::as_str),
+            ) {
+                (Some(id), Some(issuer)) => Some((id.to_owned(), issuer.to_owned())),
+                _ => None,
+            },
             dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
             unsaved: false,
         })

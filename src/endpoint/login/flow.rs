@@ -10,6 +10,7 @@ use http::Uri;
 use tokio::time::Instant;
 
 use super::authorization::{check_endpoint, read_callback, Callback, Expect, Request, Secrets};
+use super::client::Registration;
 use super::listener::Listener;
 use super::{device, failed, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
 use crate::endpoint::answer::{read, retry_after, status_error};
@@ -46,10 +47,17 @@ impl TokenRequest {
         let scope = self.login_scope(server);
         let answered = match &login.way {
             Way::Device(prompt) => {
+                let registration = Registration {
+                    redirect_uris: Vec::new(),
+                    grant_types: &[device::DEVICE_CODE_GRANT_TYPE, "refresh_token"],
+                };
+                let metadata_url = login.client_metadata_url.as_deref();
+                self.login_client(chain, server, metadata_url, registration)
+                    .await?;
                 device::log_in(self, server, prompt, scope.as_deref(), deadline).await?
             }
             way => {
-                self.code_login(server, login, way, scope.as_deref(), deadline)
+                self.code_login(chain, server, (login, way), scope.as_deref(), deadline)
                     .await?
             }
         };
@@ -66,9 +74,9 @@ impl TokenRequest {
     /// user agent.
     async fn code_login(
         &self,
+        chain: &Chain,
         server: &ServerMetadata,
-        login: &Login,
-        way: &Way,
+        (login, way): (&Login, &Way),
         scope: Option<&str>,
         deadline: Instant,
     ) -> Result<Answered, TokenError> {
@@ -87,21 +95,38 @@ impl TokenRequest {
             issuer: &server.issuer,
             iss_required: server.authorization_response_iss_parameter_supported,
         };
-        let request = |redirect_uri| Request {
+        // The browser's listener first: its port is in the redirect URI a
+        // registration names.
+        let (listener, redirect_uri) = match way {
+            Way::UserAgent(_) => {
+                let uri = login.redirect_uri.as_deref();
+                (None, uri.unwrap_or(DEFAULT_USER_AGENT_REDIRECT).to_owned())
+            }
+            _ => {
+                let listener = Listener::bind(login.redirect_uri.as_deref()).await?;
+                let uri = listener.redirect_uri.clone();
+                (Some(listener), uri)
+            }
+        };
+        let registration = Registration {
+            redirect_uris: vec![&redirect_uri],
+            grant_types: &["authorization_code", "refresh_token"],
+        };
+        let metadata_url = login.client_metadata_url.as_deref();
+        let client_id = self
+            .login_client(chain, server, metadata_url, registration)
+            .await?;
+        let request = Request {
             endpoint,
-            client_id: &self.spec.client_id,
-            redirect_uri,
+            client_id: &client_id,
+            redirect_uri: &redirect_uri,
             scope,
             resources: self.resources(),
             dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
-        let (redirect_uri, code) = match way {
-            Way::UserAgent(agent) => {
-                let redirect_uri = login
-                    .redirect_uri
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_USER_AGENT_REDIRECT.to_owned());
-                let url = request(&redirect_uri).url(&secrets);
+        let url = request.url(&secrets);
+        let code = match (way, listener) {
+            (Way::UserAgent(agent), _) => {
                 let back = tokio::time::timeout_at(deadline, agent(url))
                     .await
                     .map_err(|_| {
@@ -123,17 +148,16 @@ impl TokenRequest {
                              the login is refused",
                         )),
                     };
-                (redirect_uri, code)
+                code
             }
-            _ => {
-                let listener = Listener::bind(login.redirect_uri.as_deref()).await?;
-                let redirect_uri = listener.redirect_uri.clone();
-                open_browser(&request(&redirect_uri).url(&secrets)).await;
+            (_, None) => return Err(failed("the login's listener is missing")),
+            (_, Some(listener)) => {
+                open_browser(&url).await;
                 eprintln!(
                     "Waiting for the browser to come back (at most {}) ...",
                     minutes(login.timeout)
                 );
-                (redirect_uri, listener.code(&expect, deadline).await?)
+                listener.code(&expect, deadline).await?
             }
         };
         let mut pairs = vec![

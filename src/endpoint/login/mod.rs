@@ -7,11 +7,14 @@
 //! fetch's single flight and the store's lock.
 //!
 //! - `authorization`: the authorization request and the callback's checks;
+//! - `client`: which client the login is: given, a metadata document's URL,
+//!   or registered;
 //! - `listener`: the loopback listener the browser comes back to;
 //! - `device`: the device authorization grant;
 //! - `flow`: a login from the server's metadata to its token.
 
 mod authorization;
+mod client;
 mod device;
 mod flow;
 mod listener;
@@ -76,6 +79,8 @@ pub struct Login {
     pub(crate) way: Way,
     pub(crate) timeout: Duration,
     pub(crate) redirect_uri: Option<String>,
+    /// From `OAuthLayerBuilder::client_metadata_url`.
+    pub(crate) client_metadata_url: Option<String>,
 }
 
 /// The ways a person logs in.
@@ -104,6 +109,7 @@ impl Login {
             way: Way::Browser,
             timeout: DEFAULT_LOGIN_TIMEOUT,
             redirect_uri: None,
+            client_metadata_url: None,
         }
     }
 
@@ -123,6 +129,7 @@ impl Login {
             way: Way::UserAgent(Arc::new(f)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
             redirect_uri: None,
+            client_metadata_url: None,
         }
     }
 
@@ -153,6 +160,7 @@ impl Login {
             way: Way::Device(Arc::new(prompt)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
             redirect_uri: None,
+            client_metadata_url: None,
         }
     }
 
