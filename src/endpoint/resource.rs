@@ -212,15 +212,26 @@ impl Resource {
             .unwrap_or_else(PoisonError::into_inner)
             .0
             .take();
-        let url = hint.as_ref().unwrap_or(&self.metadata_url);
         let what = "protected-resource metadata";
+        let (url, doc) = match hint {
+            Some(hint) => {
+                let doc = get_json(&*self.spec.transport, &hint, what).await?;
+                (hint, doc)
+            }
+            None => self.find().await?,
+        };
+        let url = &url;
         let invalid = |m: String| {
             TokenError::new(TokenErrorKind::InvalidResponse)
                 .with_message(format!("{what} at `{url}`: {m}"))
         };
-        let doc = get_json(&*self.spec.transport, url, what).await?;
         let resource = doc.get("resource").and_then(Value::as_str).unwrap_or("");
-        if !same_identifier(resource, &self.url) {
+        // Read at the resource's own well-known URL, the metadata is the
+        // resource's (RFC 9728 section 3.3). Read elsewhere (the origin's
+        // root, a challenge's hint), it may be that of a resource that holds
+        // this one: the same origin, and a path this one's lies under.
+        let own = *url == self.metadata_url;
+        if !same_identifier(resource, &self.url) && (own || !covers(resource, &self.url)) {
             return Err(invalid(format!(
                 "the metadata names the resource `{}`, not `{}` as configured; they must be \
                  identical (RFC 9728 section 3.3), and nothing else in it is used",
@@ -275,6 +286,88 @@ impl Resource {
             stale: false,
             server,
         })
+    }
+
+    /// Where the metadata is, and what it says: at the well-known URL with
+    /// the resource's path, else at the origin's root (RFC 9728 section 3.1),
+    /// else where the resource's own challenge to a request without a token
+    /// says (section 5.1), on its own origin.
+    async fn find(&self) -> Result<(Uri, serde_json::Map<String, Value>), TokenError> {
+        let what = "protected-resource metadata";
+        let transport = &*self.spec.transport;
+        let mut places = vec![self.metadata_url.clone()];
+        let root = metadata_url(
+            &format!(
+                "{}://{}",
+                self.parsed.scheme_str().unwrap_or("https"),
+                self.parsed.authority().map_or("", |a| a.as_str())
+            )
+            .parse()
+            .expect("built from a valid URL"),
+        );
+        if root != self.metadata_url {
+            places.push(root);
+        }
+        let mut first = None;
+        for url in places {
+            match get_json(transport, &url, what).await {
+                Ok(doc) => return Ok((url, doc)),
+                Err(e) if e.status() == Some(http::StatusCode::NOT_FOUND) => {
+                    first.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let first = first.expect("a place was tried");
+        let Some(url) = self.challenged().await else {
+            return Err(first);
+        };
+        tracing::info!(resource = %self.url, metadata = %url, "the resource's challenge names its metadata");
+        let doc = get_json(transport, &url, what).await?;
+        Ok((url, doc))
+    }
+
+    /// The metadata URL the resource's `401` names to a request without a
+    /// token, when it is on the resource's own origin: a `GET`, and where the
+    /// resource has no `GET`, a `POST` of an empty JSON object (an MCP server
+    /// takes only `POST`). Nothing of the client is sent.
+    async fn challenged(&self) -> Option<Uri> {
+        let ask = |method: http::Method| {
+            let body = match method {
+                http::Method::POST => bytes::Bytes::from_static(b"{}"),
+                _ => bytes::Bytes::new(),
+            };
+            let mut request = http::Request::new(body);
+            *request.method_mut() = method;
+            *request.uri_mut() = self.parsed.clone();
+            let headers = request.headers_mut();
+            headers.insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("application/json, text/event-stream"),
+            );
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            self.spec
+                .transport
+                .send(request, crate::endpoint::transport::MAX_RESPONSE_BODY)
+        };
+        let mut response = ask(http::Method::GET).await.ok()?;
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND || status == http::StatusCode::METHOD_NOT_ALLOWED {
+            response = ask(http::Method::POST).await.ok()?;
+        }
+        if response.status() != http::StatusCode::UNAUTHORIZED {
+            return None;
+        }
+        let named = crate::message::challenge::challenges(response.headers())
+            .iter()
+            .find_map(|c| c.param("resource_metadata").map(str::to_owned))?;
+        let url: Uri = named.parse().ok()?;
+        (url.scheme() == self.metadata_url.scheme()
+            && url.authority() == self.metadata_url.authority())
+        .then_some(url)
     }
 
     /// The server this client takes among those the resource names.
@@ -339,6 +432,25 @@ impl Resource {
     }
 }
 
+/// Whether the resource `outer` holds `inner`: the same scheme and
+/// authority, and `inner`'s path is `outer`'s or below it.
+fn covers(outer: &str, inner: &str) -> bool {
+    let (Ok(outer), Ok(inner)) = (outer.parse::<Uri>(), inner.parse::<Uri>()) else {
+        return false;
+    };
+    if outer.scheme() != inner.scheme()
+        || outer.authority() != inner.authority()
+        || outer.query().is_some()
+    {
+        return false;
+    }
+    let base = outer.path().trim_end_matches('/');
+    match inner.path().strip_prefix(base) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
 /// Where a resource publishes its metadata: the well-known part between the
 /// host and the resource's path (RFC 9728 section 3.1).
 fn metadata_url(resource: &Uri) -> Uri {
@@ -377,7 +489,14 @@ impl ResourceSource {
         let mut params = self.params.clone();
         let has = |name: &str| self.params.iter().any(|(n, _)| n == name);
         if !has("resource") {
-            params.push(("resource".to_owned(), self.resource.url.clone()));
+            // The metadata's own, where it names a resource that holds the
+            // one configured.
+            let resource = if same_identifier(&metadata.resource, &self.resource.url) {
+                &self.resource.url
+            } else {
+                &metadata.resource
+            };
+            params.push(("resource".to_owned(), resource.clone()));
         }
         if !has("scope") && !metadata.scopes_supported.is_empty() {
             let scope = metadata.scopes_supported.join(" ");

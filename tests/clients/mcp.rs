@@ -125,23 +125,43 @@ async fn a_scope_the_layer_may_not_add_is_not_asked_for() {
     assert_eq!(servers.issued(), 1, "no token asked for with tools:admin");
 }
 
-/// The MCP project's conformance suite (`@modelcontextprotocol/conformance`,
-/// installed by `.ci/run` under `tests/servers`) against a client built on
-/// `mcp_client`: the three client-credentials scenarios of its auth family
-/// (`client_secret_basic`, `private_key_jwt`, and the enterprise-managed
-/// flow: an ID token exchanged at the IdP for an ID-JAG, then the
-/// JWT-bearer grant) and `tools_call`. The suite starts its own servers on
-/// localhost and runs the client (this test binary, re-entered at
-/// `conformance_client`) with the server's URL and a context of
-/// credentials.
+/// The MCP project's conformance suite (`@modelcontextprotocol/conformance`
+/// 0.2.0-alpha.12, installed by `.ci/run` under `tests/servers`) against a
+/// client built on `mcp_client`: the client-credentials scenarios of its
+/// auth family (`client_secret_basic`, `private_key_jwt`, the
+/// enterprise-managed flow, workload identity with the JWT-bearer grant),
+/// and a person's login in every scenario that passes (discovery variants,
+/// client metadata documents, registration, scopes, `iss`, DPoP), with
+/// `Login::user_agent`: the suite's authorization server approves at once.
+/// The suite starts its own servers on localhost and runs the client (this
+/// test binary, re-entered at `conformance_client`) with the server's URL
+/// and a context of credentials.
 mod conformance {
     use super::*;
     use std::process::Command;
 
-    const SCENARIOS: [&str; 4] = [
-        "auth/client-credentials-basic",
+    const SCENARIOS: &[&str] = &[
+        "auth/metadata-default",
+        "auth/metadata-var1",
+        "auth/metadata-var2",
+        "auth/metadata-var3",
+        "auth/basic-cimd",
+        "auth/scope-from-scopes-supported",
+        "auth/scope-omitted-when-undefined",
+        "auth/scope-retry-limit",
+        "auth/token-endpoint-auth-none",
+        "auth/pre-registration",
+        "auth/resource-mismatch",
+        "auth/iss-supported-missing",
+        "auth/iss-wrong-issuer",
+        "auth/iss-unexpected",
+        "auth/iss-normalized",
+        "auth/metadata-issuer-mismatch",
         "auth/client-credentials-jwt",
-        "auth/cross-app-access-complete-flow",
+        "auth/client-credentials-basic",
+        "auth/enterprise-managed-authorization",
+        "auth/dpop",
+        "auth/wif-jwt-bearer",
         "tools_call",
     ];
 
@@ -165,7 +185,7 @@ mod conformance {
             std::env::current_exe().unwrap().display()
         );
         let results = std::env::temp_dir().join(format!("mcp-conformance-{}", std::process::id()));
-        for scenario in SCENARIOS {
+        for &scenario in SCENARIOS {
             let output = Command::new("node")
                 .arg(&runner)
                 .args(["client", "--command", &client, "--scenario", scenario])
@@ -238,7 +258,7 @@ mod conformance {
             "auth/client-credentials-jwt" => builder.client_auth(ClientAuth::PrivateKeyJwt(
                 SigningKey::from_pem(s("private_key_pem"), Algorithm::Es256).unwrap(),
             )),
-            "auth/cross-app-access-complete-flow" => {
+            "auth/enterprise-managed-authorization" => {
                 let id_token = s("idp_id_token");
                 let id_token =
                     tower_oauth::SubjectToken::from_fn("conformance-id-token", move || {
@@ -257,12 +277,69 @@ mod conformance {
                         .client_id(s("idp_client_id")),
                     )
             }
-            _ => builder
+            "auth/client-credentials-basic" => builder
                 .trusted_issuers([named_server(server).await])
                 .client_secret(s("client_secret"))
                 .client_auth(ClientAuth::Basic),
+            // Workload identity: the platform's JWT, presented with the
+            // JWT-bearer grant.
+            "auth/wif-jwt-bearer" => {
+                let jwt = s("valid_jwt");
+                builder
+                    .trusted_issuers([named_server(server).await])
+                    .jwt_bearer(tower_oauth::JwtBearer::assertion_from(
+                        tower_oauth::SubjectToken::from_fn("conformance-workload", move || {
+                            let jwt = jwt.clone();
+                            Box::pin(async move { Ok(jwt) })
+                        }),
+                    ))
+            }
+
+            // Every other scenario is a person's login, which the suite's
+            // authorization server approves at once.
+            _ => {
+                // The client metadata document the suite's servers know.
+                let mut builder = OAuthLayer::builder()
+                    .protected_resource(server)
+                    .client_metadata_url("https://conformance-test.local/client-metadata.json")
+                    .login(tower_oauth::Login::user_agent(follow_redirect));
+                if !s("client_id").is_empty() {
+                    builder = builder.client_id(s("client_id"));
+                }
+                if !s("client_secret").is_empty() {
+                    builder = builder
+                        .client_secret(s("client_secret"))
+                        .trusted_issuers([named_server(server).await]);
+                }
+                if scenario.starts_with("auth/dpop") {
+                    builder =
+                        builder.dpop(tower_oauth::DpopKey::generate(Algorithm::Es256).unwrap());
+                }
+                builder
+            }
         };
         builder.build().unwrap()
+    }
+
+    /// What a browser does on the suite's authorization server, which
+    /// approves at once: the authorization URL followed, the redirect to
+    /// the client's redirect URI returned.
+    fn follow_redirect(
+        url: String,
+    ) -> tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>> {
+        Box::pin(async move {
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?;
+            let response = client.get(&url).send().await?;
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .ok_or_else(|| {
+                    format!("the authorization server answered {}", response.status())
+                })?;
+            Ok(location.to_str()?.to_owned())
+        })
     }
 
     /// The first authorization server `server`'s RFC 9728 metadata names.

@@ -79,6 +79,9 @@ impl TokenRequest {
         }
         let body = json!({
             "client_name": CLIENT_NAME,
+            // A program on the person's machine (OpenID Connect Dynamic
+            // Client Registration, MCP's SEP-837).
+            "application_type": "native",
             "redirect_uris": registration.redirect_uris,
             "grant_types": registration.grant_types,
             "response_types": response_types,
