@@ -690,3 +690,58 @@ async fn the_middleware_gives_each_protected_resource_its_token() {
     }
     assert_eq!((a.token_requests(), b.token_requests()), (1, 1));
 }
+
+#[tokio::test]
+async fn metadata_at_the_origin_s_root_may_name_a_resource_that_holds_the_api() {
+    let authority = Authority::start(CLIENT_ID, CLIENT_SECRET, HOUR).await;
+    let resource = api(&authority);
+    let root = "/.well-known/oauth-protected-resource";
+    publish_server_metadata(&authority);
+    // At the root, naming another path: not this API's; nothing is sent.
+    authority.publish(
+        root,
+        json!({"resource": format!("{}/other", authority.base_url()),
+               "authorization_servers": [authority.base_url()]})
+        .to_string(),
+    );
+    let oauth = builder(&resource)
+        .trusted_issuers([authority.base_url()])
+        .build()
+        .unwrap();
+    let e = oauth.token().await.unwrap_err();
+    assert!(e.to_string().contains("must be identical"), "{e}");
+    assert_eq!(authority.token_requests(), 0);
+    // At the root, naming the origin, which holds the API: its token asks
+    // for the origin as `resource`.
+    authority.publish(
+        root,
+        json!({"resource": authority.base_url(), "authorization_servers": [authority.base_url()]})
+            .to_string(),
+    );
+    authority.expect(Style::Basic, &[("resource", authority.base_url().as_str())]);
+    let oauth = builder(&resource)
+        .trusted_issuers([authority.base_url()])
+        .build()
+        .unwrap();
+    assert_eq!(
+        send(&oauth, &authority.api_url("/x"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(authority.violations(), Vec::<String>::new());
+    // At the API's own well-known URL, only the API itself counts.
+    publish_resource(
+        &authority,
+        json!({"resource": authority.base_url(), "authorization_servers": [authority.base_url()]}),
+    );
+    let e = builder(&resource)
+        .trusted_issuers([authority.base_url()])
+        .build()
+        .unwrap()
+        .token()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("must be identical"), "{e}");
+}

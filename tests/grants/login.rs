@@ -623,3 +623,36 @@ async fn hostile_registration_answers_end_the_login_with_a_clear_error() {
         .unwrap_err();
     assert!(e.to_string().contains("client_id"), "{e}");
 }
+
+#[tokio::test]
+async fn metadata_only_a_challenge_names_is_read_there_on_the_api_s_own_origin() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let elsewhere = LoginServer::start(Duration::from_secs(60)).await;
+    // Named on another origin: not read, and nothing is sent there.
+    *server.state.metadata_moved_to.lock().unwrap() =
+        Some(format!("{}/moved/prm.json", elsewhere.issuer()));
+    let e = builder(&server, agent_login())
+        .build()
+        .unwrap()
+        .token()
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(http::StatusCode::NOT_FOUND), "{e}");
+    assert!(elsewhere.authorizations().is_empty() && elsewhere.token_forms().is_empty());
+    // Named on the API's own origin: read there, and the login goes on.
+    *server.state.metadata_moved_to.lock().unwrap() =
+        Some(format!("{}/moved/prm.json", server.issuer()));
+    let oauth = builder(&server, agent_login()).build().unwrap();
+    assert_eq!(
+        support::send(&oauth, &server.api_url())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert!(oauth
+        .resource_metadata()
+        .unwrap()
+        .metadata_url
+        .ends_with("/moved/prm.json"));
+}

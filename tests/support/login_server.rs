@@ -86,6 +86,9 @@ pub struct State {
     pub registration_answer: Mutex<Option<(u16, String)>>,
     /// A client metadata document's URL the server takes as a client id.
     pub metadata_document: Mutex<Option<String>>,
+    /// Where the API's metadata is instead of its well-known URL (which then
+    /// answers 404): the URL its 401 names.
+    pub metadata_moved_to: Mutex<Option<String>>,
 }
 
 pub struct LoginServer {
@@ -257,14 +260,20 @@ impl State {
             "/.well-known/oauth-authorization-server" => {
                 answer(200, self.metadata.lock().unwrap().clone())
             }
-            "/.well-known/oauth-protected-resource/api" => answer(
-                200,
-                json!({
-                    "resource": format!("{url}/api"),
-                    "authorization_servers": [url],
-                    "scopes_supported": ["read"],
-                }),
-            ),
+            "/.well-known/oauth-protected-resource/api" | "/moved/prm.json" => {
+                let moved = self.metadata_moved_to.lock().unwrap().is_some();
+                if moved != (req.uri().path() == "/moved/prm.json") {
+                    return answer(404, json!({"error": "not_found"}));
+                }
+                answer(
+                    200,
+                    json!({
+                        "resource": format!("{url}/api"),
+                        "authorization_servers": [url],
+                        "scopes_supported": ["read"],
+                    }),
+                )
+            }
             "/api" => {
                 let ok = self
                     .access
@@ -273,10 +282,16 @@ impl State {
                     .get(bearer(req.headers()))
                     .is_some_and(|until| Instant::now() < *until);
                 if ok {
-                    answer(200, json!({"ok": true}))
-                } else {
-                    answer(401, json!({"error": "invalid_token"}))
+                    return answer(200, json!({"ok": true}));
                 }
+                let mut refused = answer(401, json!({"error": "invalid_token"}));
+                if let Some(moved) = self.metadata_moved_to.lock().unwrap().clone() {
+                    let challenge = format!(r#"Bearer resource_metadata="{moved}""#);
+                    refused
+                        .headers_mut()
+                        .insert("www-authenticate", challenge.parse().unwrap());
+                }
+                refused
             }
             "/authorize" => self.authorize(query(&req), &url),
             "/register" => {
