@@ -72,10 +72,9 @@ impl Prepared {
     pub(crate) fn new(
         spec: &RequestSpec,
         target: &RequestTarget,
-        (client_id, secret): (&str, &str),
+        (client_id, secret, auth): (&str, &str, &ClientAuth),
         version: u64,
     ) -> Self {
-        let auth = &target.auth;
         let url = target.url.to_string();
         let encode = |v: &str| match auth {
             ClientAuth::UnencodedBody => v.to_owned(),

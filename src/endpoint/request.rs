@@ -59,7 +59,8 @@ impl TokenRequest {
     /// `spec` sent to `target`.
     pub(crate) fn new(spec: Arc<RequestSpec>, target: RequestTarget) -> Self {
         let (version, current) = spec.secret.current();
-        let prepared = Prepared::new(&spec, &target, (&spec.client_id, &current), version);
+        let client = (spec.client_id.as_str(), &*current, &target.auth);
+        let prepared = Prepared::new(&spec, &target, client, version);
         TokenRequest {
             spec,
             target,
@@ -70,31 +71,34 @@ impl TokenRequest {
 
     /// The parts made from the secret in use, made again if it changed.
     pub(in crate::endpoint) fn prepared(&self) -> Arc<Prepared> {
-        let client_id = self.client_id();
+        let got = self.client_got();
         let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
-        if prepared.version != self.spec.secret.version() || prepared.client_id != client_id {
+        let client_id = got.as_ref().map_or(&self.spec.client_id, |c| &c.id);
+        if prepared.version != self.spec.secret.version() || prepared.client_id != *client_id {
             let (version, current) = self.spec.secret.current();
-            *prepared = Arc::new(Prepared::new(
-                &self.spec,
-                &self.target,
-                (&client_id, &current),
-                version,
-            ));
+            let (secret, auth) = match got.as_ref().and_then(|c| c.secret.as_ref()) {
+                Some((secret, method)) if method == "client_secret_post" => {
+                    (secret.as_str(), ClientAuth::FormBody)
+                }
+                Some((secret, _)) => (secret.as_str(), ClientAuth::Basic),
+                None => (&*current, self.target.auth.clone()),
+            };
+            let client = (client_id.as_str(), secret, &auth);
+            *prepared = Arc::new(Prepared::new(&self.spec, &self.target, client, version));
         }
         Arc::clone(&prepared)
     }
 
-    /// The client id: the one configured, else the one a login got at this
+    /// Without a configured client id: the client a login got at this
     /// request's server (registered, or a metadata document's URL).
-    pub(in crate::endpoint) fn client_id(&self) -> String {
+    pub(in crate::endpoint) fn client_got(
+        &self,
+    ) -> Option<crate::endpoint::grant::refresh::LoginClient> {
         if !self.spec.client_id.is_empty() {
-            return self.spec.client_id.clone();
+            return None;
         }
-        let chain = self.spec.grant.chain().filter(|c| c.login().is_some());
-        match (chain, self.target.issuer.as_deref()) {
-            (Some(chain), Some(issuer)) => chain.client_at(issuer).unwrap_or_default(),
-            _ => String::new(),
-        }
+        let chain = self.spec.grant.chain().filter(|c| c.login().is_some())?;
+        chain.client_at(self.target.issuer.as_deref()?)
     }
 
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when

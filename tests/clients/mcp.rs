@@ -157,6 +157,13 @@ mod conformance {
         "auth/iss-unexpected",
         "auth/iss-normalized",
         "auth/metadata-issuer-mismatch",
+        "auth/token-endpoint-auth-basic",
+        "auth/token-endpoint-auth-post",
+        "auth/offline-access-scope",
+        "auth/offline-access-not-supported",
+        "auth/authorization-server-migration",
+        "auth/iss-supported",
+        "auth/iss-not-advertised",
         "auth/client-credentials-jwt",
         "auth/client-credentials-basic",
         "auth/enterprise-managed-authorization",
@@ -230,7 +237,18 @@ mod conformance {
                         oauth.mcp_client(reqwest::Client::new()),
                         StreamableHttpClientTransportConfig::with_uri(server.as_str()),
                     );
-                    ClientConfig::default().serve(transport).await.unwrap()
+                    if NEWEST.contains(&scenario.as_str()) {
+                        use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+                        let modern = ClientLifecycleMode::Discover {
+                            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                        };
+                        ClientConfig::default()
+                            .serve_with_lifecycle(transport, modern)
+                            .await
+                            .unwrap()
+                    } else {
+                        ClientConfig::default().serve(transport).await.unwrap()
+                    }
                 }
             };
             let tools = client.list_tools(None).await.unwrap();
@@ -320,6 +338,16 @@ mod conformance {
         };
         builder.build().unwrap()
     }
+
+    /// The scenarios whose MCP server speaks the 2026-07-28 protocol only:
+    /// the client discovers it (no `initialize`).
+    const NEWEST: [&str; 5] = [
+        "auth/offline-access-scope",
+        "auth/offline-access-not-supported",
+        "auth/authorization-server-migration",
+        "auth/iss-supported",
+        "auth/iss-not-advertised",
+    ];
 
     /// What a browser does on the suite's authorization server, which
     /// approves at once: the authorization URL followed, the redirect to

@@ -157,9 +157,9 @@ struct State {
     /// The issuer a person's login was made at, where its refresh tokens go
     /// and nowhere else; empty for a refresh token given.
     issuer: String,
-    /// The client id a login registered (or its metadata document's URL),
-    /// and the issuer it is good at; kept across logins.
-    client: Option<(String, String)>,
+    /// The client a login registered (or its metadata document's URL);
+    /// kept across logins.
+    client: Option<LoginClient>,
     /// What the server said when it refused the current refresh token.
     dead: Option<String>,
     /// Changed since a store last had it.
@@ -182,6 +182,35 @@ impl State {
             dead: None,
             unsaved: login_at > 0,
         }
+    }
+}
+
+/// The client a login got at a server: registered there (RFC 7591), or a
+/// client metadata document's URL it takes.
+#[derive(Clone, PartialEq)]
+pub(crate) struct LoginClient {
+    pub(crate) id: String,
+    /// The issuer it is good at.
+    pub(crate) issuer: String,
+    /// A registration's secret, and the method it goes by
+    /// (`client_secret_basic` or `client_secret_post`); none for a public
+    /// client.
+    pub(crate) secret: Option<(String, String)>,
+}
+
+impl fmt::Debug for LoginClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoginClient")
+            .field("id", &self.id)
+            .field("issuer", &self.issuer)
+            .field(
+                "secret",
+                &self
+                    .secret
+                    .as_ref()
+                    .map(|(_, m)| format!("[redacted], {m}")),
+            )
+            .finish()
     }
 }
 
@@ -350,20 +379,20 @@ impl Chain {
         };
     }
 
-    /// The client id a login got at `issuer` (registered, or a metadata
+    /// The client a login got at `issuer` (registered, or a metadata
     /// document's URL), if any.
-    pub(crate) fn client_at(&self, issuer: &str) -> Option<String> {
+    pub(crate) fn client_at(&self, issuer: &str) -> Option<LoginClient> {
         match &self.state().client {
-            Some((id, at)) if at == issuer => Some(id.clone()),
+            Some(client) if client.issuer == issuer => Some(client.clone()),
             _ => None,
         }
     }
 
-    /// A login got the client id `id` at `issuer`: kept with the chain, in
-    /// memory and in the store, so that no other process registers again.
-    pub(crate) fn set_client(&self, id: &str, issuer: &str) {
+    /// A login got `client`: kept with the chain, in memory and sealed in
+    /// the store, so that no other process registers again.
+    pub(crate) fn set_client(&self, client: LoginClient) {
         let mut state = self.state();
-        state.client = Some((id.to_owned(), issuer.to_owned()));
+        state.client = Some(client);
         state.unsaved = true;
     }
 
@@ -390,9 +419,13 @@ impl Chain {
         if !state.issuer.is_empty() {
             map.insert("issuer".into(), state.issuer.clone().into());
         }
-        if let Some((id, issuer)) = &state.client {
-            map.insert("client_id".into(), id.clone().into());
-            map.insert("client_issuer".into(), issuer.clone().into());
+        if let Some(client) = &state.client {
+            map.insert("client_id".into(), client.id.clone().into());
+            map.insert("client_issuer".into(), client.issuer.clone().into());
+            if let Some((secret, method)) = &client.secret {
+                map.insert("client_secret".into(), secret.clone().into());
+                map.insert("client_auth".into(), method.clone().into());
+            }
         }
         if let Some(why) = &state.dead {
             map.insert("dead".into(), why.clone().into());
@@ -472,7 +505,19 @@ impl Chain {
                 map.get("client_id").and_then(Value::as_str),
                 map.get("client_issuer").and_then(Value::as_str),
             ) {
-                (Some(id), Some(issuer)) => Some((id.to_owned(), issuer.to_owned())),
+                (Some(id), Some(issuer)) => Some(LoginClient {
+                    id: id.to_owned(),
+                    issuer: issuer.to_owned(),
+                    secret: match (
+                        map.get("client_secret").and_then(Value::as_str),
+                        map.get("client_auth").and_then(Value::as_str),
+                    ) {
+                        (Some(secret), Some(method)) => {
+                            Some((secret.to_owned(), method.to_owned()))
+                        }
+                        _ => None,
+                    },
+                }),
                 _ => None,
             },
             dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),

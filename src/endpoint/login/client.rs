@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::failed;
 use crate::endpoint::discovery::ServerMetadata;
-use crate::endpoint::grant::refresh::Chain;
+use crate::endpoint::grant::refresh::{Chain, LoginClient};
 use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError};
@@ -40,11 +40,15 @@ impl TokenRequest {
         if !self.spec.client_id.is_empty() {
             return Ok(self.spec.client_id.clone());
         }
-        if let Some(id) = chain.client_at(&server.issuer) {
-            return Ok(id);
+        if let Some(client) = chain.client_at(&server.issuer) {
+            return Ok(client.id);
         }
         if let (Some(url), true) = (metadata_url, server.client_id_metadata_document_supported) {
-            chain.set_client(url, &server.issuer);
+            chain.set_client(LoginClient {
+                id: url.to_owned(),
+                issuer: server.issuer.clone(),
+                secret: None,
+            });
             return Ok(url.to_owned());
         }
         let Some(endpoint) = server.registration_endpoint.as_deref() else {
@@ -55,18 +59,25 @@ impl TokenRequest {
                 server.issuer
             )));
         };
-        let id = self.register(endpoint, registration).await?;
-        tracing::info!(issuer = %server.issuer, "registered this client (RFC 7591)");
-        chain.set_client(&id, &server.issuer);
+        let method = auth_method(&server.auth_methods);
+        let (id, secret) = self.register(endpoint, registration, method).await?;
+        tracing::info!(issuer = %server.issuer, method, "registered this client (RFC 7591)");
+        chain.set_client(LoginClient {
+            id: id.clone(),
+            issuer: server.issuer.clone(),
+            secret: secret.map(|s| (s, method.to_owned())),
+        });
         Ok(id)
     }
 
-    /// Registers a public client at `endpoint`: its client id.
+    /// Registers a client at `endpoint` that authenticates by `method`: its
+    /// client id, and the secret the server gave it if any.
     async fn register(
         &self,
         endpoint: &str,
         registration: Registration<'_>,
-    ) -> Result<String, TokenError> {
+        method: &str,
+    ) -> Result<(String, Option<String>), TokenError> {
         let url = crate::endpoint::checked_url(
             "registration_endpoint",
             endpoint,
@@ -85,7 +96,7 @@ impl TokenRequest {
             "redirect_uris": registration.redirect_uris,
             "grant_types": registration.grant_types,
             "response_types": response_types,
-            "token_endpoint_auth_method": "none",
+            "token_endpoint_auth_method": method,
         });
         let mut request = http::Request::new(Bytes::from(body.to_string()));
         *request.method_mut() = Method::POST;
@@ -117,18 +128,47 @@ impl TokenRequest {
         let Some(Value::Object(answer)) = answer else {
             return Err(refused("answered with no JSON object".into()));
         };
+        let fits = |v: &str| {
+            !v.is_empty()
+                && v.len() <= MAX_CLIENT_ID
+                && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        };
+        let secret =
+            match answer.get("client_secret").and_then(Value::as_str) {
+                Some(secret) if method != "none" && fits(secret) => Some(secret.to_owned()),
+                Some(_) if method != "none" => return Err(refused(
+                    "answered with a client_secret that is empty, too long or not visible ASCII"
+                        .into(),
+                )),
+                None if method != "none" => {
+                    return Err(refused(format!(
+                        "answered with no client_secret, which {method} needs"
+                    )))
+                }
+                _ => None,
+            };
         match answer.get("client_id").and_then(Value::as_str) {
-            Some(id)
-                if !id.is_empty()
-                    && id.len() <= MAX_CLIENT_ID
-                    && id.bytes().all(|b| (0x20..=0x7e).contains(&b)) =>
-            {
-                Ok(id.to_owned())
-            }
+            Some(id) if fits(id) => Ok((id.to_owned(), secret)),
             Some(_) => Err(refused(
                 "answered with a client_id that is empty, too long or not visible ASCII".into(),
             )),
             None => Err(refused("answered with no client_id".into())),
         }
+    }
+}
+
+/// How a registered client authenticates at a server that lists `methods`:
+/// as a public client where it may (`none`, or nothing listed), else with a
+/// secret, in Basic or in the body.
+fn auth_method(methods: &[String]) -> &'static str {
+    let lists = |m: &str| methods.iter().any(|x| x == m);
+    if methods.is_empty() || lists("none") {
+        "none"
+    } else if lists("client_secret_basic") {
+        "client_secret_basic"
+    } else if lists("client_secret_post") {
+        "client_secret_post"
+    } else {
+        "none"
     }
 }
