@@ -208,8 +208,11 @@ impl TokenRequest {
             // A refresh token goes only to the server its login was made at.
             if let Some(chain) = self.spec.grant.chain() {
                 let elsewhere = chain.issued_elsewhere(self.target.issuer.as_deref());
+                // A scope the login did not ask for (a step-up) needs a new
+                // login with it.
+                let narrow = !chain.covers(self.target.scope());
                 match chain.login() {
-                    Some(login) if elsewhere || chain.needs_login() => {
+                    Some(login) if elsewhere || narrow || chain.needs_login() => {
                         return self.log_in(chain, login).await
                     }
                     None if elsewhere => {

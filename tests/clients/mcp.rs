@@ -146,7 +146,9 @@ mod conformance {
         "auth/metadata-var2",
         "auth/metadata-var3",
         "auth/basic-cimd",
+        "auth/scope-from-www-authenticate",
         "auth/scope-from-scopes-supported",
+        "auth/scope-step-up",
         "auth/scope-omitted-when-undefined",
         "auth/scope-retry-limit",
         "auth/token-endpoint-auth-none",
@@ -258,6 +260,10 @@ mod conformance {
                     .with_arguments(arguments.as_object().cloned().unwrap());
                 let result = client.call_tool(params).await.unwrap();
                 println!("{}", result.content[0].as_text().unwrap().text);
+            } else if let Some(tool) = tools.tools.first() {
+                // A scenario's own tool (a step-up asks for more scope).
+                let params = CallToolRequestParams::new(tool.name.clone());
+                client.call_tool(params).await.unwrap();
             }
             client.cancel().await.unwrap();
         });
@@ -328,6 +334,11 @@ mod conformance {
                     builder = builder
                         .client_secret(s("client_secret"))
                         .trusted_issuers([named_server(server).await]);
+                }
+                // The scopes these servers may ask for more of: the bound
+                // of a step-up login.
+                if scenario.starts_with("auth/scope-") {
+                    builder = builder.step_up_scopes(["mcp:basic", "mcp:write"]);
                 }
                 if scenario.starts_with("auth/dpop") {
                     builder =

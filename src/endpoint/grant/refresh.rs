@@ -160,6 +160,9 @@ struct State {
     /// The client a login registered (or its metadata document's URL);
     /// kept across logins.
     client: Option<LoginClient>,
+    /// The scopes a person's login asked for, space-separated; empty for a
+    /// refresh token given. A token request for more needs a new login.
+    scope: String,
     /// What the server said when it refused the current refresh token.
     dead: Option<String>,
     /// Changed since a store last had it.
@@ -179,6 +182,7 @@ impl State {
             seq: 0,
             issuer: String::new(),
             client: None,
+            scope: String::new(),
             dead: None,
             unsaved: login_at > 0,
         }
@@ -284,9 +288,25 @@ impl Chain {
     /// A login at `issuer` ended with `refresh_token` (none: the server gave
     /// none, and the next token after this one needs a login again): a new
     /// chain, whose refresh tokens go to `issuer` only.
-    pub(crate) fn logged_in(&self, refresh_token: Option<&str>, issuer: &str) {
+    pub(crate) fn logged_in(&self, refresh_token: Option<&str>, issuer: &str, scope: &str) {
         self.replace(refresh_token.unwrap_or_default());
-        self.state().issuer = issuer.to_owned();
+        let mut state = self.state();
+        state.issuer = issuer.to_owned();
+        state.scope = scope.to_owned();
+    }
+
+    /// Whether the chain's login covers `scope`: every scope in it was asked
+    /// for at the login. A refresh token given covers any.
+    pub(crate) fn covers(&self, scope: Option<&str>) -> bool {
+        let state = self.state();
+        if state.issuer.is_empty() {
+            return true;
+        }
+        let granted: Vec<&str> = state.scope.split_whitespace().collect();
+        scope
+            .unwrap_or_default()
+            .split_whitespace()
+            .all(|s| granted.contains(&s))
     }
 
     /// Whether the chain's refresh token was issued by a login at another
@@ -418,6 +438,7 @@ impl Chain {
         map.insert("seq".into(), state.seq.into());
         if !state.issuer.is_empty() {
             map.insert("issuer".into(), state.issuer.clone().into());
+            map.insert("scope".into(), state.scope.clone().into());
         }
         if let Some(client) = &state.client {
             map.insert("client_id".into(), client.id.clone().into());
@@ -498,6 +519,11 @@ impl Chain {
             seq: map.get("seq")?.as_u64()?,
             issuer: map
                 .get("issuer")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            scope: map
+                .get("scope")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),

@@ -61,7 +61,11 @@ impl TokenRequest {
                     .await?
             }
         };
-        chain.logged_in(answered.refresh.as_deref(), &server.issuer);
+        chain.logged_in(
+            answered.refresh.as_deref(),
+            &server.issuer,
+            scope.as_deref().unwrap_or_default(),
+        );
         tracing::info!(
             login = login.name(),
             refresh_token = answered.refresh.is_some(),

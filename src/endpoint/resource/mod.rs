@@ -21,6 +21,10 @@ use crate::support::boxed::BoxFuture;
 use crate::token::params::is_scope_token;
 use crate::token::AccessToken;
 
+mod find;
+
+use self::find::covers;
+
 /// How long protected-resource metadata is used before it is read again.
 const MAX_AGE: Duration = Duration::from_secs(60 * 60);
 
@@ -94,6 +98,9 @@ struct Read {
     stale: bool,
     /// The server metadata of `metadata.issuer`, shared by the caches.
     server: SharedMetadata,
+    /// The scope the resource's challenge to a request without a token
+    /// named, asked for before `scopes_supported` (a login's only).
+    challenge_scope: Option<String>,
 }
 
 impl Resource {
@@ -213,12 +220,21 @@ impl Resource {
             .0
             .take();
         let what = "protected-resource metadata";
+        // A person's login asks for the scope the resource's challenge names
+        // first (the MCP scope selection): the resource is asked once
+        // without a token.
+        let logs_in = self.spec.grant.chain().is_some_and(|c| c.login().is_some());
+        let probed = match logs_in {
+            true => Some(self.challenged().await),
+            false => None,
+        };
+        let challenge_scope = probed.clone().flatten().and_then(|c| c.scope);
         let (url, doc) = match hint {
             Some(hint) => {
                 let doc = get_json(&*self.spec.transport, &hint, what).await?;
                 (hint, doc)
             }
-            None => self.find().await?,
+            None => self.find(probed.as_ref()).await?,
         };
         let url = &url;
         let invalid = |m: String| {
@@ -285,89 +301,8 @@ impl Resource {
             at: Instant::now(),
             stale: false,
             server,
+            challenge_scope,
         })
-    }
-
-    /// Where the metadata is, and what it says: at the well-known URL with
-    /// the resource's path, else at the origin's root (RFC 9728 section 3.1),
-    /// else where the resource's own challenge to a request without a token
-    /// says (section 5.1), on its own origin.
-    async fn find(&self) -> Result<(Uri, serde_json::Map<String, Value>), TokenError> {
-        let what = "protected-resource metadata";
-        let transport = &*self.spec.transport;
-        let mut places = vec![self.metadata_url.clone()];
-        let root = metadata_url(
-            &format!(
-                "{}://{}",
-                self.parsed.scheme_str().unwrap_or("https"),
-                self.parsed.authority().map_or("", |a| a.as_str())
-            )
-            .parse()
-            .expect("built from a valid URL"),
-        );
-        if root != self.metadata_url {
-            places.push(root);
-        }
-        let mut first = None;
-        for url in places {
-            match get_json(transport, &url, what).await {
-                Ok(doc) => return Ok((url, doc)),
-                Err(e) if e.status() == Some(http::StatusCode::NOT_FOUND) => {
-                    first.get_or_insert(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let first = first.expect("a place was tried");
-        let Some(url) = self.challenged().await else {
-            return Err(first);
-        };
-        tracing::info!(resource = %self.url, metadata = %url, "the resource's challenge names its metadata");
-        let doc = get_json(transport, &url, what).await?;
-        Ok((url, doc))
-    }
-
-    /// The metadata URL the resource's `401` names to a request without a
-    /// token, when it is on the resource's own origin: a `GET`, and where the
-    /// resource has no `GET`, a `POST` of an empty JSON object (an MCP server
-    /// takes only `POST`). Nothing of the client is sent.
-    async fn challenged(&self) -> Option<Uri> {
-        let ask = |method: http::Method| {
-            let body = match method {
-                http::Method::POST => bytes::Bytes::from_static(b"{}"),
-                _ => bytes::Bytes::new(),
-            };
-            let mut request = http::Request::new(body);
-            *request.method_mut() = method;
-            *request.uri_mut() = self.parsed.clone();
-            let headers = request.headers_mut();
-            headers.insert(
-                http::header::ACCEPT,
-                http::HeaderValue::from_static("application/json, text/event-stream"),
-            );
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            self.spec
-                .transport
-                .send(request, crate::endpoint::transport::MAX_RESPONSE_BODY)
-        };
-        let mut response = ask(http::Method::GET).await.ok()?;
-        let status = response.status();
-        if status == http::StatusCode::NOT_FOUND || status == http::StatusCode::METHOD_NOT_ALLOWED {
-            response = ask(http::Method::POST).await.ok()?;
-        }
-        if response.status() != http::StatusCode::UNAUTHORIZED {
-            return None;
-        }
-        let named = crate::message::challenge::challenges(response.headers())
-            .iter()
-            .find_map(|c| c.param("resource_metadata").map(str::to_owned))?;
-        let url: Uri = named.parse().ok()?;
-        (url.scheme() == self.metadata_url.scheme()
-            && url.authority() == self.metadata_url.authority())
-        .then_some(url)
     }
 
     /// The server this client takes among those the resource names.
@@ -432,25 +367,6 @@ impl Resource {
     }
 }
 
-/// Whether the resource `outer` holds `inner`: the same scheme and
-/// authority, and `inner`'s path is `outer`'s or below it.
-fn covers(outer: &str, inner: &str) -> bool {
-    let (Ok(outer), Ok(inner)) = (outer.parse::<Uri>(), inner.parse::<Uri>()) else {
-        return false;
-    };
-    if outer.scheme() != inner.scheme()
-        || outer.authority() != inner.authority()
-        || outer.query().is_some()
-    {
-        return false;
-    }
-    let base = outer.path().trim_end_matches('/');
-    match inner.path().strip_prefix(base) {
-        Some(rest) => rest.is_empty() || rest.starts_with('/'),
-        None => false,
-    }
-}
-
 /// Where a resource publishes its metadata: the well-known part between the
 /// host and the resource's path (RFC 9728 section 3.1).
 fn metadata_url(resource: &Uri) -> Uri {
@@ -485,7 +401,8 @@ impl ResourceSource {
     /// The token request's parameters: the cache's, the `resource` (RFC
     /// 8707) unless they name one, the scopes the resource lists unless
     /// they name some.
-    fn params(&self, metadata: &ResourceMetadata) -> Vec<(String, String)> {
+    fn params(&self, read: &Read) -> Vec<(String, String)> {
+        let metadata = &read.metadata;
         let mut params = self.params.clone();
         let has = |name: &str| self.params.iter().any(|(n, _)| n == name);
         if !has("resource") {
@@ -498,8 +415,11 @@ impl ResourceSource {
             };
             params.push(("resource".to_owned(), resource.clone()));
         }
-        if !has("scope") && !metadata.scopes_supported.is_empty() {
-            let scope = metadata.scopes_supported.join(" ");
+        let scope = match &read.challenge_scope {
+            Some(scope) => scope.clone(),
+            None => metadata.scopes_supported.join(" "),
+        };
+        if !has("scope") && !scope.is_empty() {
             let unencoded = self.resource.spec.auth == Some(ClientAuth::UnencodedBody);
             match crate::endpoint::check_param("scope", &scope, unencoded) {
                 Ok(()) => params.push(("scope".to_owned(), scope)),
@@ -516,7 +436,7 @@ impl ResourceSource {
     /// The discovery for what `read` found: the one before when the server
     /// and the parameters are the same.
     fn discovery(&self, read: &Read) -> Arc<Discovery> {
-        let params = self.params(&read.metadata);
+        let params = self.params(read);
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(discovery) = current.as_ref() {
             if discovery.issuer() == read.metadata.issuer && discovery.params() == params {
