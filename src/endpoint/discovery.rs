@@ -30,7 +30,8 @@ pub struct ServerMetadata {
     /// The issuer, as the metadata names it. It is identical to the one
     /// configured, since discovery refuses anything else.
     pub issuer: String,
-    /// Where the metadata was read.
+    /// Where the metadata was read. Empty when a login took the default
+    /// endpoints of an issuer that publishes no metadata (MCP 2025-03-26).
     pub metadata_url: String,
     /// The token endpoint, from `token_endpoint`.
     pub token_endpoint: String,
@@ -178,6 +179,12 @@ impl Discovery {
                 Err(e) => return Err(e),
             }
         }
+        if let Some(metadata) = self.default_endpoints() {
+            let request = Arc::new(self.request_for(&metadata)?);
+            *self.shared() = Some(metadata.clone());
+            *self.lock() = Some((Arc::clone(&request), metadata));
+            return Ok(request);
+        }
         Err(
             TokenError::new(TokenErrorKind::Status).with_message(format!(
                 "discovery found no metadata for issuer `{}`: both `{}` and `{}` answered 404; \
@@ -185,6 +192,40 @@ impl Discovery {
                 self.issuer, not_found[0], not_found[1]
             )),
         )
+    }
+
+    /// For a person's login at an issuer with no metadata and no path: the
+    /// default endpoints MCP's 2025-03-26 revision named (`/authorize`,
+    /// `/token`, `/register` at the issuer). `None` for anything else.
+    fn default_endpoints(&self) -> Option<ServerMetadata> {
+        let logs_in = self.spec.grant.chain().is_some_and(|c| c.login().is_some());
+        let base = self.issuer.trim_end_matches('/');
+        let no_path = self.metadata_urls[1].path() == "/.well-known/openid-configuration";
+        if !logs_in || !no_path {
+            return None;
+        }
+        tracing::info!(
+            issuer = %self.issuer,
+            "the issuer publishes no metadata; a login takes its default endpoints \
+             (/authorize, /token, /register: MCP 2025-03-26)"
+        );
+        Some(ServerMetadata {
+            issuer: self.issuer.clone(),
+            metadata_url: String::new(),
+            token_endpoint: format!("{base}/token"),
+            auth_methods: Vec::new(),
+            client_auth: self.spec.auth.clone().unwrap_or(ClientAuth::None),
+            mtls_token_endpoint: None,
+            dpop_algorithms: Vec::new(),
+            scopes_supported: Vec::new(),
+            grant_types: Vec::new(),
+            authorization_endpoint: Some(format!("{base}/authorize")),
+            device_authorization_endpoint: None,
+            code_challenge_methods: Vec::new(),
+            authorization_response_iss_parameter_supported: false,
+            registration_endpoint: Some(format!("{base}/register")),
+            client_id_metadata_document_supported: false,
+        })
     }
 
     /// Reads and checks the metadata document at `url`.

@@ -159,6 +159,8 @@ mod conformance {
         "auth/iss-unexpected",
         "auth/iss-normalized",
         "auth/metadata-issuer-mismatch",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
         "auth/token-endpoint-auth-basic",
         "auth/token-endpoint-auth-post",
         "auth/offline-access-scope",

@@ -60,11 +60,38 @@ impl Resource {
             None => self.challenged().await,
         };
         let Some(url) = challenged.and_then(|c| c.metadata) else {
-            return Err(first);
+            return self.no_metadata(first);
         };
         tracing::info!(resource = %self.url, metadata = %url, "the resource's challenge names its metadata");
         let doc = get_json(transport, &url, what).await?;
         Ok((url, doc))
+    }
+
+    /// No metadata anywhere: a person's login takes the resource's origin as
+    /// its authorization server, as MCP's 2025-03-26 revision said (servers
+    /// before RFC 9728). Anything else fails with `error`.
+    fn no_metadata(
+        &self,
+        error: TokenError,
+    ) -> Result<(Uri, serde_json::Map<String, Value>), TokenError> {
+        if !self.logs_in() {
+            return Err(error);
+        }
+        let origin = format!(
+            "{}://{}",
+            self.parsed.scheme_str().unwrap_or("https"),
+            self.parsed.authority().map_or("", |a| a.as_str())
+        );
+        tracing::info!(
+            resource = %self.url,
+            issuer = %origin,
+            "the resource publishes no metadata; its origin is taken as its authorization \
+             server (MCP 2025-03-26)"
+        );
+        let mut doc = serde_json::Map::new();
+        doc.insert("resource".into(), self.url.clone().into());
+        doc.insert("authorization_servers".into(), vec![origin].into());
+        Ok((self.metadata_url.clone(), doc))
     }
 
     /// What the resource's `401` says to a request without a token: where its

@@ -145,6 +145,11 @@ impl Resource {
         self.lock().as_ref().map(|read| read.metadata.clone())
     }
 
+    /// Whether the layer logs a person in.
+    fn logs_in(&self) -> bool {
+        self.spec.grant.chain().is_some_and(|c| c.login().is_some())
+    }
+
     /// Read the metadata again at the next token fetch.
     pub(crate) fn mark_stale(&self) {
         if let Some(read) = self.lock().as_mut() {
@@ -223,8 +228,7 @@ impl Resource {
         // A person's login asks for the scope the resource's challenge names
         // first (the MCP scope selection): the resource is asked once
         // without a token.
-        let logs_in = self.spec.grant.chain().is_some_and(|c| c.login().is_some());
-        let probed = match logs_in {
+        let probed = match self.logs_in() {
             true => Some(self.challenged().await),
             false => None,
         };
