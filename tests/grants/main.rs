@@ -8,5 +8,6 @@ mod support;
 mod dpop;
 mod jwt_bearer;
 mod login;
+mod real_browser;
 mod refresh_tokens;
 mod token_exchange;

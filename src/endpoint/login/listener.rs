@@ -90,68 +90,88 @@ impl Listener {
         deadline: Instant,
     ) -> Result<String, TokenError> {
         let (heads, mut read) = mpsc::channel::<(TcpStream, Option<String>)>(MAX_CONNECTIONS);
-        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        let mut readers = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = self.listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let Ok(permit) = std::sync::Arc::clone(&permits).try_acquire_owned() else {
-                        continue;
-                    };
-                    let heads = heads.clone();
-                    readers.spawn(async move {
-                        let _permit = permit;
-                        let mut stream = stream;
-                        let target = tokio::time::timeout(READ_TIMEOUT, request_target(&mut stream))
-                            .await
-                            .ok()
-                            .flatten();
-                        let _ = heads.send((stream, target)).await;
-                    });
+        // Accepting on a task of its own, ended when this login is.
+        let accepting = Accepting(tokio::spawn(accept(self.listener, heads)));
+        let outcome = loop {
+            let Ok(next) = tokio::time::timeout_at(deadline, read.recv()).await else {
+                break Err(failed(
+                    "the browser did not come back before the login's timeout; run the login \
+                     again (the URL is printed to stderr when no browser opens)",
+                ));
+            };
+            let Some((stream, target)) = next else {
+                break Err(failed("the login's listener stopped"));
+            };
+            let query = target.as_deref().and_then(|t| {
+                let (path, query) = t.split_once('?').unwrap_or((t, ""));
+                (path == self.path).then_some(query)
+            });
+            let checked = match query {
+                Some(query) => read_callback(query, expect),
+                None => Ok(Callback::Foreign),
+            };
+            match checked {
+                Ok(Callback::Code(code)) => {
+                    answer(stream, 200, DONE_PAGE).await;
+                    break Ok(code);
                 }
-                Some((stream, target)) = read.recv() => {
-                    let query = target.as_deref().and_then(|t| {
-                        let (path, query) = t.split_once('?').unwrap_or((t, ""));
-                        (path == self.path).then_some(query)
-                    });
-                    let outcome = match query {
-                        Some(query) => read_callback(query, expect),
-                        None => Ok(Callback::Foreign),
-                    };
-                    match outcome {
-                        Ok(Callback::Code(code)) => {
-                            answer(stream, 200, DONE_PAGE).await;
-                            return Ok(code);
-                        }
-                        Ok(Callback::Refused(why)) => {
-                            answer(stream, 200, REFUSED_PAGE).await;
-                            return Err(failed(format!("the authorization server refused the login: {why}")));
-                        }
-                        Ok(Callback::Foreign) => {
-                            tracing::warn!(
-                                "the login's listener got a request without the login's state; \
-                                 ignored"
-                            );
-                            // On its own task: a client that does not read
-                            // holds up nothing.
-                            readers.spawn(answer(stream, 404, FOREIGN_PAGE));
-                        }
-                        Err(e) => {
-                            answer(stream, 400, REFUSED_PAGE).await;
-                            return Err(e);
-                        }
-                    }
+                Ok(Callback::Refused(why)) => {
+                    answer(stream, 200, REFUSED_PAGE).await;
+                    break Err(failed(format!(
+                        "the authorization server refused the login: {why}"
+                    )));
                 }
-                Some(_) = readers.join_next(), if !readers.is_empty() => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    return Err(failed(
-                        "the browser did not come back before the login's timeout; run the login \
-                         again (the URL is printed to stderr when no browser opens)",
-                    ));
+                Ok(Callback::Foreign) => {
+                    tracing::warn!(
+                        "the login's listener got a request without the login's state; ignored"
+                    );
+                    // On its own task, which ends within READ_TIMEOUT: a
+                    // client that does not read holds up nothing.
+                    tokio::spawn(answer(stream, 404, FOREIGN_PAGE));
+                }
+                Err(e) => {
+                    answer(stream, 400, REFUSED_PAGE).await;
+                    break Err(e);
                 }
             }
-        }
+        };
+        drop(accepting);
+        outcome
+    }
+}
+
+/// The accepting task, aborted when dropped: the port closes with the login.
+struct Accepting(tokio::task::JoinHandle<()>);
+
+impl Drop for Accepting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Accepts connections on `listener`, at most `MAX_CONNECTIONS` read at
+/// once, each read on a task of its own within `READ_TIMEOUT`, and sends
+/// each with its request target to `heads`.
+async fn accept(listener: TcpListener, heads: mpsc::Sender<(TcpStream, Option<String>)>) {
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: not a busy loop.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = std::sync::Arc::clone(&permits).try_acquire_owned() else {
+            continue;
+        };
+        let heads = heads.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let target = tokio::time::timeout(READ_TIMEOUT, request_target(&mut stream))
+                .await
+                .ok()
+                .flatten();
+            let _ = heads.send((stream, target)).await;
+        });
     }
 }
 

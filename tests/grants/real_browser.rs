@@ -1,0 +1,209 @@
+//! A person's login in a real browser: headless Chromium (Debian's
+//! `chromium`) driven by puppeteer-core (`tests/servers/browser.mjs`) through
+//! the login, device and consent pages of panva's oidc-provider
+//! (`tests/servers/oidc_provider.mjs`). `Login::browser()` opens Chromium
+//! through `$BROWSER`, so that part runs in a child process with it set.
+//! `.ci/run` installs them; elsewhere the tests skip with a note.
+
+use crate::support;
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tower_oauth::{FileStore, Login, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
+
+/// Set (as `.ci/run` does) to make a missing browser or provider fail.
+const REQUIRE: &str = "TOWER_OAUTH_REQUIRE_THIRD_PARTY";
+
+/// The provider's port, for the child.
+const PORT_VAR: &str = "LOGIN_PROVIDER_PORT";
+
+struct Provider {
+    child: Child,
+    base: String,
+    /// Its output, kept open: a closed pipe would end it at its next line.
+    _output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn browser_script() -> String {
+    root()
+        .join("tests/servers/browser.mjs")
+        .display()
+        .to_string()
+}
+
+/// The provider, if it and Chromium are installed.
+fn provider() -> Option<Provider> {
+    let installed = root()
+        .join("tests/servers/node_modules/oidc-provider")
+        .exists()
+        && root()
+            .join("tests/servers/node_modules/puppeteer-core")
+            .exists()
+        && std::path::Path::new(
+            &std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+        )
+        .exists();
+    if !installed {
+        assert!(
+            std::env::var_os(REQUIRE).is_none(),
+            "chromium or the test servers are missing and {REQUIRE} is set (see .ci/run)"
+        );
+        eprintln!("note: skipped, chromium or oidc-provider is not installed (see .ci/run)");
+        return None;
+    }
+    let mut child = Command::new("node")
+        .arg(root().join("tests/servers/oidc_provider.mjs"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node runs");
+    let mut line = String::new();
+    let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+    output.read_line(&mut line).unwrap();
+    let port = serde_json::from_str::<serde_json::Value>(&line).unwrap()["port"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    Some(Provider {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        _output: output,
+    })
+}
+
+async fn stats(base: &str) -> serde_json::Value {
+    let resp = support::hyper_client()
+        .request(support::get(&format!("{base}/admin/stats")))
+        .await
+        .unwrap();
+    serde_json::from_str(&support::read(resp).await.1).unwrap()
+}
+
+fn layer(base: &str) -> OAuthLayerBuilder {
+    support::with_transport(
+        OAuthLayer::builder()
+            .issuer(base)
+            .scope("openid read")
+            .resource(format!("{base}/api")),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_logs_in_with_chromium_and_on_another_device() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    // The browser login, in a child with $BROWSER set.
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "real_browser::browser_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BROWSER", format!("node {}", browser_script()))
+        .env(PORT_VAR, provider.base.rsplit(':').next().unwrap())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "{stderr}"
+    );
+
+    // The device grant: the prompt hands the code's page to Chromium.
+    let script = browser_script();
+    let device = Login::device(move |prompt| {
+        let page = prompt
+            .verification_uri_complete()
+            .unwrap_or(prompt.verification_uri())
+            .to_owned();
+        let script = script.clone();
+        std::thread::spawn(move || {
+            let _ = Command::new("node").arg(script).arg(page).status();
+        });
+    });
+    let oauth = layer(&provider.base)
+        .client_id("browser-cli")
+        .login(device.timeout(Duration::from_secs(90)))
+        .build()
+        .unwrap();
+    let token = oauth.token().await.unwrap();
+    // The provider grants the resource's scope for its token.
+    assert!(token.scope().unwrap_or_default().contains("read"), "{token:?}");
+    assert_eq!(stats(&provider.base).await["device"], 1);
+}
+
+/// The child of the test above: `Login::browser()` opens Chromium.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_person_logs_in_with_chromium_and_on_another_device"]
+async fn browser_child() {
+    let port = std::env::var(PORT_VAR).expect("run by the parent test");
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = support::scratch("real-browser");
+    let build = |login: Login| {
+        layer(&base)
+            .client_id("browser-cli")
+            .login(login.timeout(Duration::from_secs(90)))
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    };
+    // A burst of 50 shares one login.
+    let oauth = build(Login::browser());
+    let burst: Vec<_> = (0..50)
+        .map(|_| {
+            let oauth = oauth.clone();
+            tokio::spawn(async move { oauth.token().await.map(|t| t.expose_token().to_owned()) })
+        })
+        .collect();
+    for request in burst {
+        request.await.unwrap().unwrap();
+    }
+    assert_eq!(stats(&base).await["codes"], 1);
+    // The refresh token rotates after it.
+    assert!(oauth.force_renewal());
+    oauth.token().await.unwrap();
+    assert_eq!(stats(&base).await["refreshes"], 1);
+    // A second process on the same store does not log in.
+    let second = build(Login::browser());
+    second.token().await.unwrap();
+    assert_eq!(stats(&base).await["codes"], 1);
+    // Without a client id: a registration, then a login as that client.
+    let registered = layer(&base)
+        .login(Login::browser().timeout(Duration::from_secs(90)))
+        .build()
+        .unwrap();
+    registered.token().await.unwrap();
+    let now = stats(&base).await;
+    assert_eq!(
+        (now["registrations"].as_u64(), now["codes"].as_u64()),
+        (Some(1), Some(2))
+    );
+    // A person who cancels: a clear error.
+    std::env::set_var("BROWSER_DENY", "1");
+    let e = layer(&base)
+        .client_id("browser-cli")
+        .login(Login::browser().timeout(Duration::from_secs(90)))
+        .build()
+        .unwrap()
+        .token()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert!(e.to_string().contains("access_denied"), "{e}");
+}

@@ -1,0 +1,69 @@
+// A person in a real browser: headless Chromium (Debian's, $CHROMIUM or
+// /usr/bin/chromium) driven by puppeteer-core through a provider's own pages.
+// It opens the URL given last on the command line, signs in on the login page,
+// confirms a device code and consents where asked; with BROWSER_DENY=1 it
+// cancels at the first page that offers it instead. It stops at the program's
+// loopback page or the provider's success page, and logs each step to stderr.
+// Used as $BROWSER (the webbrowser crate runs it with the URL) and by the
+// device login's prompt.
+import puppeteer from 'puppeteer-core';
+
+const url = process.argv[process.argv.length - 1];
+const deny = process.env.BROWSER_DENY === '1';
+const say = (what) => process.stderr.write(`browser: ${what}\n`);
+
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const timer = setTimeout(() => { say('gave up after 60 s'); process.exit(3); }, 60_000);
+try {
+  const page = await browser.newPage();
+  await page.goto(url, { waitUntil: 'load' });
+  // One step a page: false once the login is over. A page that navigates on
+  // its own (a form that submits itself) throws; it is read again after.
+  const step = async () => {
+    const at = new URL(page.url());
+    const text = await page.evaluate(() => document.body?.innerText ?? '');
+    if (at.hostname === '127.0.0.1' && at.pathname.endsWith('/callback')) {
+      say(`back at the program: ${text.trim().split('\n')[0]}`);
+      return false;
+    }
+    if (/success|signed in/i.test(text) && !(await page.$('form'))) {
+      say(`done: ${text.trim().split('\n')[0]}`);
+      return false;
+    }
+    const abort = await page.$('a[href$="/abort"]');
+    if (deny && abort) {
+      say('cancelling');
+      await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), abort.click()]);
+      return true;
+    }
+    if (await page.$('input[name=login]')) {
+      say('signing in');
+      await page.type('input[name=login]', 'person@example.com');
+      await page.type('input[name=password]', 'any');
+    } else {
+      say(`submitting: ${text.trim().split('\n')[0]}`);
+    }
+    const submit = await page.$('button[type=submit], input[type=submit], button[autofocus], button');
+    if (!submit) {
+      say(`nothing to do on ${at.pathname}: ${text.slice(0, 200)}`);
+      return false;
+    }
+    await Promise.all([page.waitForNavigation({ waitUntil: 'load' }).catch(() => {}), submit.click()]);
+    return true;
+  };
+  for (let tries = 0; tries < 20; tries += 1) {
+    const more = await step().catch((e) => {
+      say(`page moved on (${e.message.split('\n')[0]})`);
+      return 'again';
+    });
+    if (more === false) break;
+    if (more === 'again') await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+} finally {
+  clearTimeout(timer);
+  await browser.close();
+}

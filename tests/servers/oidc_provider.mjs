@@ -1,0 +1,70 @@
+// An OpenID Connect provider (panva's oidc-provider, its own login and consent
+// pages) on 127.0.0.1 for the real-browser login tests: a public native client
+// `browser-cli` (loopback redirects on any port, RFC 8252), PKCE (S256 only),
+// the device flow (RFC 8628), resource indicators (RFC 8707), dynamic
+// registration (RFC 7591) and refresh tokens that rotate. Prints {"port": N}
+// on its first line; GET /admin/stats counts what the provider did.
+import { createServer } from 'node:http';
+import Provider from 'oidc-provider';
+
+const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0 };
+const server = createServer();
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const { port } = server.address();
+const issuer = `http://127.0.0.1:${port}`;
+
+const provider = new Provider(issuer, {
+  clients: [
+    {
+      client_id: 'browser-cli',
+      application_type: 'native',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: ['http://127.0.0.1/callback'],
+      grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+      response_types: ['code'],
+    },
+  ],
+  scopes: ['openid', 'offline_access', 'read'],
+  features: {
+    devInteractions: { enabled: true },
+    deviceFlow: { enabled: true },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => undefined,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (ctx, resource) => ({
+        scope: 'read',
+        audience: resource,
+        accessTokenTTL: 60,
+        accessTokenFormat: 'opaque',
+      }),
+    },
+  },
+  issueRefreshToken: () => true,
+  rotateRefreshToken: () => true,
+  ttl: { AccessToken: 60, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600 },
+});
+provider.proxy = false;
+provider.on('authorization.accepted', () => { stats.authorizations += 1; });
+provider.on('grant.success', (ctx) => {
+  const grant = ctx.oidc.params?.grant_type;
+  if (grant === 'authorization_code') stats.codes += 1;
+  if (grant === 'refresh_token') stats.refreshes += 1;
+  if (grant === 'urn:ietf:params:oauth:grant-type:device_code') stats.device += 1;
+});
+provider.on('registration_create.success', () => { stats.registrations += 1; });
+provider.on('authorization.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
+provider.on('grant.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
+
+const callback = provider.callback();
+server.on('request', (req, res) => {
+  if (req.url === '/admin/stats') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(stats));
+    return;
+  }
+  callback(req, res);
+});
+process.stdout.write(JSON.stringify({ port }) + '\n');
