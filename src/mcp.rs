@@ -69,6 +69,11 @@ use crate::slots::routes::destination_of;
 ///   token. Rmcp reports it as `StreamableHttpError::AuthRequired`. The drop is
 ///   rate-limited, as the layer's own. The call is made once more with a new
 ///   token. A second refusal is returned.
+/// - A `401` that asks for a DPoP nonce (`use_dpop_nonce`, RFC 9449 section 9)
+///   is made once more with the server's nonce in a fresh proof. Rmcp passes on
+///   the challenge but not the `DPoP-Nonce` header beside it, so the client
+///   asks the server for it: the same method and URL with the token, a fresh
+///   proof and an empty JSON body, which the server refuses before it reads.
 /// - A call the server answers with `403 insufficient_scope` is made once more
 ///   with a token that has the scopes asked for. Rmcp reports it as
 ///   `StreamableHttpError::InsufficientScope`. The layer must be allowed to add
@@ -161,6 +166,14 @@ impl OAuthMcpClient {
             if let Ok(challenge) = HeaderValue::from_str(&challenge) {
                 answer.headers_mut().insert(WWW_AUTHENTICATE, challenge);
             }
+            // Rmcp passes on the challenge, not the `DPoP-Nonce` beside it
+            // (RFC 9449 section 9): asked once more, for the nonce alone.
+            let use_nonce = crate::dpop::dpop_error(answer.headers());
+            if first && use_nonce.as_deref() == Some("use_dpop_nonce") {
+                if let Some(nonce) = self.nonce(&cache, &method, &uri, &custom).await {
+                    answer.headers_mut().insert(crate::dpop::DPOP_NONCE, nonce);
+                }
+            }
             let answered = sent.answered(&mut answer);
             if !(first && answered.asks_again()) {
                 return Err(error);
@@ -169,6 +182,42 @@ impl OAuthMcpClient {
             crate::telemetry::unauthorized_retry();
             first = false;
         }
+    }
+}
+
+impl OAuthMcpClient {
+    /// The `DPoP-Nonce` the MCP server sends with its refusal of a request
+    /// to `uri`: asked with the token and a fresh proof without a nonce, and
+    /// an empty JSON body, which the server refuses before it reads it.
+    /// `None` when it sends none, or does not answer within 10 seconds.
+    async fn nonce(
+        &self,
+        cache: &Arc<crate::cache::TokenCache>,
+        method: &Method,
+        uri: &http::Uri,
+        custom: &HashMap<HeaderName, HeaderValue>,
+    ) -> Option<HeaderValue> {
+        let mut req = http::Request::new(());
+        *req.method_mut() = method.clone();
+        *req.uri_mut() = uri.clone();
+        let step = at_hand(cache, &mut req)?;
+        ready_to_send(step, &mut req).await.ok()?;
+        let mut request = self.client.request(method.clone(), uri.to_string());
+        for (name, value) in custom.iter().chain(req.headers()) {
+            request = request.header(name, value);
+        }
+        if method == Method::POST {
+            request = request
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body("{}");
+        }
+        let response = tokio::time::timeout(std::time::Duration::from_secs(10), request.send())
+            .await
+            .ok()?
+            .ok()?;
+        (response.status() == StatusCode::UNAUTHORIZED)
+            .then(|| response.headers().get(crate::dpop::DPOP_NONCE).cloned())
+            .flatten()
     }
 }
 

@@ -25,7 +25,7 @@ use crate::keys::jwk::PublicJwk;
 use crate::keys::{Algorithm, JwsSigner, SigningKey};
 use crate::support::boxed::BoxFuture;
 
-pub(crate) use self::nonces::NonceBook;
+pub(crate) use self::nonces::{dpop_error, NonceBook, DPOP_NONCE};
 pub(crate) use self::proof::Htu;
 
 /// The request header that carries a DPoP proof, from RFC 9449 section 4.1.

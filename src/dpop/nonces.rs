@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use crate::message::challenge::challenges;
 
 /// The response header that carries a server's nonce.
-const DPOP_NONCE: HeaderName = HeaderName::from_static("dpop-nonce");
+pub(crate) const DPOP_NONCE: HeaderName = HeaderName::from_static("dpop-nonce");
 
 /// How many origins' nonces are kept. Past it the one stored longest ago
 /// goes.

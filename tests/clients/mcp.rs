@@ -172,6 +172,7 @@ mod conformance {
         "auth/client-credentials-basic",
         "auth/enterprise-managed-authorization",
         "auth/dpop",
+        "auth/dpop-nonce",
         "auth/wif-jwt-bearer",
         "tools_call",
     ];

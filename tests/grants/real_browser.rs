@@ -144,7 +144,10 @@ async fn a_person_logs_in_with_chromium_and_on_another_device() {
         .unwrap();
     let token = oauth.token().await.unwrap();
     // The provider grants the resource's scope for its token.
-    assert!(token.scope().unwrap_or_default().contains("read"), "{token:?}");
+    assert!(
+        token.scope().unwrap_or_default().contains("read"),
+        "{token:?}"
+    );
     assert_eq!(stats(&provider.base).await["device"], 1);
 }
 
