@@ -54,7 +54,9 @@ async fn main() -> Result<(), BoxError> {
     let oauth = OAuthLayer::builder()
         .protected_resource(&server_url)
         .client_id(mcp_server::LOGIN_CLIENT_ID)
-        .login(Login::user_agent(follow_as_a_browser))
+        // A browser that approves at once: it follows the URL to the
+        // redirect, whose URL (with the code) goes back to the layer.
+        .login(Login::user_agent(mcp_server::follow_redirect))
         .build()?;
     let transport = StreamableHttpClientTransport::with_client(
         oauth.mcp_client(reqwest::Client::new()),
@@ -92,25 +94,6 @@ async fn main() -> Result<(), BoxError> {
     }
     println!("ok");
     Ok(())
-}
-
-/// What a browser does with the login's URL on the offline run: it follows
-/// it to the authorization server, which approves at once and redirects.
-/// The redirect's URL, with the code, goes back to the layer.
-fn follow_as_a_browser(
-    url: String,
-) -> tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>> {
-    Box::pin(async move {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
-        let response = client.get(&url).send().await?;
-        let location = response
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .ok_or("the authorization server did not redirect")?;
-        Ok(location.to_str()?.to_owned())
-    })
 }
 
 /// A person's login at a real MCP server, then its tools.

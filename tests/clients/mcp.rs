@@ -329,7 +329,9 @@ mod conformance {
                 let mut builder = OAuthLayer::builder()
                     .protected_resource(server)
                     .client_metadata_url("https://conformance-test.local/client-metadata.json")
-                    .login(tower_oauth::Login::user_agent(follow_redirect));
+                    .login(tower_oauth::Login::user_agent(
+                        support::mcp_server::follow_redirect,
+                    ));
                 if !s("client_id").is_empty() {
                     builder = builder.client_id(s("client_id"));
                 }
@@ -362,27 +364,6 @@ mod conformance {
         "auth/iss-supported",
         "auth/iss-not-advertised",
     ];
-
-    /// What a browser does on the suite's authorization server, which
-    /// approves at once: the authorization URL followed, the redirect to
-    /// the client's redirect URI returned.
-    fn follow_redirect(
-        url: String,
-    ) -> tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>> {
-        Box::pin(async move {
-            let client = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()?;
-            let response = client.get(&url).send().await?;
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .ok_or_else(|| {
-                    format!("the authorization server answered {}", response.status())
-                })?;
-            Ok(location.to_str()?.to_owned())
-        })
-    }
 
     /// The first authorization server `server`'s RFC 9728 metadata names.
     async fn named_server(server: &str) -> String {

@@ -29,6 +29,20 @@ fn agent_login() -> Login {
     Login::user_agent(LoginServer::user_agent())
 }
 
+/// Layers as `make` builds them, each on its own `FileStore` of the file
+/// in `dir`: the processes of one machine.
+fn processes(
+    make: impl Fn() -> OAuthLayerBuilder,
+    dir: std::path::PathBuf,
+) -> impl Fn() -> OAuthLayer {
+    move || {
+        make()
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    }
+}
+
 /// A user agent that counts its calls before it follows the URL.
 fn counting_agent(calls: &Arc<AtomicUsize>) -> Login {
     let calls = Arc::clone(calls);
@@ -88,12 +102,7 @@ async fn a_burst_of_requests_shares_one_login_and_the_chain_rotates_after_it() {
 async fn a_second_process_on_the_same_file_store_does_not_log_in_again() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
     let dir = support::scratch("login-file-store");
-    let layer = || {
-        builder(&server, agent_login())
-            .token_store(FileStore::new(dir.join("tokens")).unwrap())
-            .build()
-            .unwrap()
-    };
+    let layer = processes(|| builder(&server, agent_login()), dir.clone());
     let first = layer();
     first.login().await.unwrap();
     assert_eq!(server.logins(), 1);
@@ -502,13 +511,10 @@ fn unregistered(server: &LoginServer, login: Login) -> OAuthLayerBuilder {
 #[tokio::test]
 async fn without_a_client_id_the_login_registers_once_for_every_process() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
-    let dir = support::scratch("login-registration");
-    let layer = || {
-        unregistered(&server, agent_login())
-            .token_store(FileStore::new(dir.join("tokens")).unwrap())
-            .build()
-            .unwrap()
-    };
+    let layer = processes(
+        || unregistered(&server, agent_login()),
+        support::scratch("login-registration"),
+    );
     let first = layer();
     assert_eq!(
         support::send(&first, &server.api_url())
@@ -628,16 +634,14 @@ async fn hostile_registration_answers_end_the_login_with_a_clear_error() {
 async fn metadata_only_a_challenge_names_is_read_there_on_the_api_s_own_origin() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
     let elsewhere = LoginServer::start(Duration::from_secs(60)).await;
-    // Named on another origin: not read, and nothing is sent there.
+    // Named on another origin: not read, and nothing is sent there. With no
+    // metadata, the login takes the API's own origin as its server (MCP
+    // 2025-03-26), which this one is.
     *server.state.metadata_moved_to.lock().unwrap() =
         Some(format!("{}/moved/prm.json", elsewhere.issuer()));
-    let e = builder(&server, agent_login())
-        .build()
-        .unwrap()
-        .token()
-        .await
-        .unwrap_err();
-    assert_eq!(e.status(), Some(http::StatusCode::NOT_FOUND), "{e}");
+    let oauth = builder(&server, agent_login()).build().unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(oauth.resource_metadata().unwrap().issuer, server.issuer());
     assert!(elsewhere.authorizations().is_empty() && elsewhere.token_forms().is_empty());
     // Named on the API's own origin: read there, and the login goes on.
     *server.state.metadata_moved_to.lock().unwrap() =
@@ -655,4 +659,59 @@ async fn metadata_only_a_challenge_names_is_read_there_on_the_api_s_own_origin()
         .unwrap()
         .metadata_url
         .ends_with("/moved/prm.json"));
+}
+
+/// A public client's login shared by replicas through a real redis-server,
+/// sealed with the store's own key.
+#[cfg(feature = "redis")]
+mod redis_fleet {
+    use super::*;
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::RedisStore;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_share_one_login_and_its_chain() {
+        if missing() {
+            return;
+        }
+        let redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(60)).await;
+        let key = [7u8; 32];
+        let replica = || {
+            builder(&server, agent_login())
+                .token_store(RedisStore::new(redis.url()).unwrap().encryption_key(key))
+                .build()
+                .unwrap()
+        };
+        let replicas: Vec<OAuthLayer> = (0..3).map(|_| replica()).collect();
+        let mut burst = Vec::new();
+        for oauth in &replicas {
+            for _ in 0..5 {
+                let (oauth, url) = (oauth.clone(), server.api_url());
+                burst.push(tokio::spawn(async move {
+                    support::send(&oauth, &url).await.unwrap().status()
+                }));
+            }
+        }
+        for request in burst {
+            assert_eq!(request.await.unwrap(), 200);
+        }
+        assert_eq!(server.logins(), 1, "one login for the fleet");
+        // Each replica's renewal refreshes with the stored chain: the
+        // server sees no retired refresh token, and no second login.
+        for oauth in &replicas {
+            assert!(oauth.force_renewal());
+            oauth.token().await.unwrap();
+        }
+        assert_eq!(server.logins(), 1);
+        assert!(server.refreshes() >= 1);
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+        // Redis holds no refresh token in clear.
+        let mut con = redis.connection();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        for key in keys {
+            let value: Option<String> = redis::cmd("GET").arg(&key).query(&mut con).unwrap_or(None);
+            assert!(!value.unwrap_or_default().contains("rt-"), "{key}");
+        }
+    }
 }

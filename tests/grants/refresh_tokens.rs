@@ -762,6 +762,16 @@ mod third_party {
         })
     }
 
+    /// The Authlib server, if installed.
+    fn authlib() -> Option<External> {
+        start(
+            "python3",
+            "authlib_refresh_server.py",
+            "target/py-servers/authlib",
+            &[("PYTHONPATH", "target/py-servers")],
+        )
+    }
+
     async fn admin(server: &External, path: &str) -> serde_json::Value {
         let resp = support::hyper_client()
             .request(support::get(&format!("{}{path}", server.base)))
@@ -855,12 +865,7 @@ mod third_party {
     /// refused login ends in `LoginFailed`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authlib_device_grant() {
-        let Some(server) = start(
-            "python3",
-            "authlib_refresh_server.py",
-            "target/py-servers/authlib",
-            &[("PYTHONPATH", "target/py-servers")],
-        ) else {
+        let Some(server) = authlib() else {
             return;
         };
         let login = |deny: bool| {
@@ -913,12 +918,7 @@ mod third_party {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authlib_refresh_token_grant() {
-        let Some(server) = start(
-            "python3",
-            "authlib_refresh_server.py",
-            "target/py-servers/authlib",
-            &[("PYTHONPATH", "target/py-servers")],
-        ) else {
+        let Some(server) = authlib() else {
             return;
         };
         survives_rotation(&server, "authlib").await;

@@ -467,3 +467,22 @@ fn random_hex() -> String {
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).unwrap();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// What a browser does on an authorization server that approves at once:
+/// the authorization URL followed, and the URL it redirected to (not
+/// followed) returned, for `Login::user_agent`.
+pub fn follow_redirect(
+    url: String,
+) -> tower_oauth::BoxFuture<'static, Result<String, tower_oauth::BoxError>> {
+    Box::pin(async move {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let response = client.get(&url).send().await?;
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .ok_or_else(|| format!("the authorization server answered {}", response.status()))?;
+        Ok(location.to_str()?.to_owned())
+    })
+}
