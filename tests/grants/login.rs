@@ -715,3 +715,28 @@ mod redis_fleet {
         }
     }
 }
+
+#[tokio::test]
+async fn token_slots_of_different_scopes_never_take_turns_logging_in() {
+    let server = LoginServer::start(Duration::from_millis(1500)).await;
+    let oauth = builder(&server, agent_login())
+        .refresh_margin(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let read = tower_oauth::TokenParams::new().scope("read");
+    let write = tower_oauth::TokenParams::new().scope("write");
+    oauth.token_for(&read).await.unwrap();
+    oauth.token_for(&write).await.unwrap();
+    // The second login asked for both, so that neither needs another.
+    assert_eq!(server.logins(), 2);
+    let asked = server.authorizations()[1]["scope"].clone();
+    assert!(asked.contains("read") && asked.contains("write"), "{asked}");
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        oauth.token_for(&read).await.unwrap();
+        oauth.token_for(&write).await.unwrap();
+    }
+    assert_eq!(server.logins(), 2);
+    assert_eq!(server.refreshes(), 4);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}

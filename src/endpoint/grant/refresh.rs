@@ -295,6 +295,15 @@ impl Chain {
         state.scope = scope.to_owned();
     }
 
+    /// The scopes the chain's login at `issuer` asked for; empty for none.
+    pub(crate) fn scope_at(&self, issuer: &str) -> String {
+        let state = self.state();
+        match state.issuer == issuer {
+            true => state.scope.clone(),
+            false => String::new(),
+        }
+    }
+
     /// Whether the chain's login covers `scope`: every scope in it was asked
     /// for at the login. A refresh token given covers any.
     pub(crate) fn covers(&self, scope: Option<&str>) -> bool {

@@ -44,7 +44,7 @@ impl TokenRequest {
         };
         let deadline = Instant::now() + login.timeout;
         tracing::info!(login = login.name(), issuer = %server.issuer, "a person's login begins");
-        let scope = self.login_scope(server);
+        let scope = self.login_scope(server, &chain.scope_at(&server.issuer));
         let answered = match &login.way {
             Way::Device(prompt) => {
                 let registration = Registration {
@@ -174,14 +174,21 @@ impl TokenRequest {
             .await
     }
 
-    /// The scope a login asks for: the request's, with `offline_access`
-    /// where the server lists it, for a refresh token.
-    fn login_scope(&self, server: &ServerMetadata) -> Option<String> {
+    /// The scope a login asks for: the request's, with what the chain's
+    /// login at that server asked for (so that token slots of different
+    /// scopes never take turns logging in), and `offline_access` where the
+    /// server lists it, for a refresh token.
+    fn login_scope(&self, server: &ServerMetadata, before: &str) -> Option<String> {
         let mut scopes: Vec<&str> = self
             .target
             .scope()
             .map(|s| s.split_whitespace().collect())
             .unwrap_or_default();
+        for scope in before.split_whitespace() {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
         if server
             .scopes_supported
             .iter()
