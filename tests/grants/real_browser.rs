@@ -1,8 +1,11 @@
 //! A person's login in a real browser: headless Chromium (Debian's
 //! `chromium`) driven by puppeteer-core (`tests/servers/browser.mjs`) through
 //! the login, device and consent pages of panva's oidc-provider
-//! (`tests/servers/oidc_provider.mjs`). `Login::browser()` opens Chromium
-//! through `$BROWSER`, so that part runs in a child process with it set.
+//! (`tests/servers/oidc_provider.mjs`): a burst of 50 sharing one login,
+//! rotation after it, a second process that does not log in, a login from an
+//! API's URL alone with dynamic registration, a person who cancels, and the
+//! device grant. `Login::browser()` opens Chromium through `$BROWSER`, so that
+//! part runs in a child process with it set.
 //! `.ci/run` installs them; elsewhere the tests skip with a note.
 
 use crate::support;
@@ -186,11 +189,15 @@ async fn browser_child() {
     let second = build(Login::browser());
     second.token().await.unwrap();
     assert_eq!(stats(&base).await["codes"], 1);
-    // Without a client id: a registration, then a login as that client.
-    let registered = layer(&base)
-        .login(Login::browser().timeout(Duration::from_secs(90)))
-        .build()
-        .unwrap();
+    // From the API's URL alone, without a client id: the API's metadata
+    // names the provider, a registration, then a login as that client.
+    let registered = support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(format!("{base}/api"))
+            .login(Login::browser().timeout(Duration::from_secs(90))),
+    )
+    .build()
+    .unwrap();
     registered.token().await.unwrap();
     let now = stats(&base).await;
     assert_eq!(

@@ -2,8 +2,10 @@
 // pages) on 127.0.0.1 for the real-browser login tests: a public native client
 // `browser-cli` (loopback redirects on any port, RFC 8252), PKCE (S256 only),
 // the device flow (RFC 8628), resource indicators (RFC 8707), dynamic
-// registration (RFC 7591) and refresh tokens that rotate. Prints {"port": N}
-// on its first line; GET /admin/stats counts what the provider did.
+// registration (RFC 7591) and refresh tokens that rotate. Beside it, the
+// protected-resource metadata (RFC 9728) of an API at /api that names it.
+// Prints {"port": N} on its first line; GET /admin/stats counts what the
+// provider did.
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
 
@@ -60,6 +62,11 @@ provider.on('grant.error', (ctx, error) => { if (error.error === 'access_denied'
 
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  if (req.url === '/.well-known/oauth-protected-resource/api') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ resource: `${issuer}/api`, authorization_servers: [issuer], scopes_supported: ['openid', 'read'] }));
+    return;
+  }
   if (req.url === '/admin/stats') {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(stats));
