@@ -91,9 +91,7 @@ impl TokenRequest {
 
     /// Without a configured client id: the client a login got at this
     /// request's server (registered, or a metadata document's URL).
-    pub(in crate::endpoint) fn client_got(
-        &self,
-    ) -> Option<crate::endpoint::grant::refresh::LoginClient> {
+    pub(in crate::endpoint) fn client_got(&self) -> Option<crate::endpoint::login::LoginClient> {
         if !self.spec.client_id.is_empty() {
             return None;
         }

@@ -29,6 +29,23 @@ fn agent_login() -> Login {
     Login::user_agent(LoginServer::user_agent())
 }
 
+/// `each` requests at once to `url` through every one of `layers`: each
+/// answered 200.
+async fn burst(layers: &[OAuthLayer], each: usize, url: &str) {
+    let mut requests = Vec::new();
+    for oauth in layers {
+        for _ in 0..each {
+            let (oauth, url) = (oauth.clone(), url.to_owned());
+            requests.push(tokio::spawn(async move {
+                support::send(&oauth, &url).await.unwrap().status()
+            }));
+        }
+    }
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+}
+
 /// Layers as `make` builds them, each on its own `FileStore` of the file
 /// in `dir`: the processes of one machine.
 fn processes(
@@ -78,16 +95,7 @@ async fn a_login_from_the_api_s_url_alone_sends_pkce_state_resource_and_scope() 
 async fn a_burst_of_requests_shares_one_login_and_the_chain_rotates_after_it() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
     let oauth = builder(&server, agent_login()).build().unwrap();
-    let mut burst = Vec::new();
-    for _ in 0..50 {
-        let (oauth, url) = (oauth.clone(), server.api_url());
-        burst.push(tokio::spawn(async move {
-            support::send(&oauth, &url).await.unwrap().status()
-        }));
-    }
-    for request in burst {
-        assert_eq!(request.await.unwrap(), 200);
-    }
+    burst(std::slice::from_ref(&oauth), 50, &server.api_url()).await;
     assert_eq!(server.logins(), 1);
     assert_eq!(server.authorizations().len(), 1);
     // A renewal refreshes with the login's refresh token.
@@ -684,18 +692,7 @@ mod redis_fleet {
                 .unwrap()
         };
         let replicas: Vec<OAuthLayer> = (0..3).map(|_| replica()).collect();
-        let mut burst = Vec::new();
-        for oauth in &replicas {
-            for _ in 0..5 {
-                let (oauth, url) = (oauth.clone(), server.api_url());
-                burst.push(tokio::spawn(async move {
-                    support::send(&oauth, &url).await.unwrap().status()
-                }));
-            }
-        }
-        for request in burst {
-            assert_eq!(request.await.unwrap(), 200);
-        }
+        burst(&replicas, 5, &server.api_url()).await;
         assert_eq!(server.logins(), 1, "one login for the fleet");
         // Each replica's renewal refreshes with the stored chain: the
         // server sees no retired refresh token, and no second login.

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use crate::endpoint::login::Login;
+use crate::endpoint::login::{Login, LoginClient};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
 
@@ -186,35 +186,6 @@ impl State {
             dead: None,
             unsaved: login_at > 0,
         }
-    }
-}
-
-/// The client a login got at a server: registered there (RFC 7591), or a
-/// client metadata document's URL it takes.
-#[derive(Clone, PartialEq)]
-pub(crate) struct LoginClient {
-    pub(crate) id: String,
-    /// The issuer it is good at.
-    pub(crate) issuer: String,
-    /// A registration's secret, and the method it goes by
-    /// (`client_secret_basic` or `client_secret_post`); none for a public
-    /// client.
-    pub(crate) secret: Option<(String, String)>,
-}
-
-impl fmt::Debug for LoginClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LoginClient")
-            .field("id", &self.id)
-            .field("issuer", &self.issuer)
-            .field(
-                "secret",
-                &self
-                    .secret
-                    .as_ref()
-                    .map(|(_, m)| format!("[redacted], {m}")),
-            )
-            .finish()
     }
 }
 

@@ -270,3 +270,5 @@ impl DevicePrompt {
 pub(crate) fn failed(message: impl Into<String>) -> TokenError {
     TokenError::new(TokenErrorKind::LoginFailed).with_message(message)
 }
+
+pub(crate) use self::client::LoginClient;
