@@ -39,7 +39,6 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use serde_json::json;
 use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -74,7 +73,7 @@ async fn main() -> Result<(), BoxError> {
     let tools = client.list_tools(None).await?;
     let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_ref()).collect();
     println!("tools:                {names:?}");
-    let sum = call_sum(&client, 2, 3).await?;
+    let sum = mcp_server::call_sum(&client, 2, 3).await?;
     println!("sum(2, 3):            {sum}");
 
     let metadata = oauth.resource_metadata().ok_or("no resource metadata")?;
@@ -89,7 +88,7 @@ async fn main() -> Result<(), BoxError> {
     );
 
     servers.revoke_all();
-    let after = call_sum(&client, 40, 2).await?;
+    let after = mcp_server::call_sum(&client, 40, 2).await?;
     println!("sum(40, 2):           {after} (after a revocation: refused once, new token)");
     println!(
         "token requests:       {} accepted, {} refused; MCP calls refused: {}",
@@ -161,23 +160,4 @@ async fn real_server(server_url: &str) -> Result<(), BoxError> {
     }
     client.cancel().await?;
     Ok(())
-}
-
-/// Calls the `sum` tool and returns its text.
-async fn call_sum(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
-    a: i64,
-    b: i64,
-) -> Result<String, BoxError> {
-    let arguments = json!({"a": a, "b": b});
-    let params = CallToolRequestParams::new("sum")
-        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-    let result = client.call_tool(params).await?;
-    let text = result
-        .content
-        .first()
-        .and_then(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .ok_or("the tool answered no text")?;
-    Ok(text)
 }

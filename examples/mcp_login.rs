@@ -29,11 +29,10 @@ mod mcp_server;
 
 use std::error::Error;
 
-use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::model::ClientConfig;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use serde_json::json;
 use tower_oauth::{FileStore, Login, OAuthLayer};
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -63,9 +62,9 @@ async fn main() -> Result<(), BoxError> {
         StreamableHttpClientTransportConfig::with_uri(server_url.as_str()),
     );
     let client = ClientConfig::default().serve(transport).await?;
-    let sum = call_sum(&client, 2, 3).await?;
+    let sum = mcp_server::call_sum(&client, 2, 3).await?;
     println!("sum(2, 3):            {sum} (after one login)");
-    let again = call_sum(&client, 40, 2).await?;
+    let again = mcp_server::call_sum(&client, 40, 2).await?;
     println!("sum(40, 2):           {again} (the same login)");
     let metadata = oauth.resource_metadata().ok_or("no resource metadata")?;
     println!(
@@ -75,7 +74,7 @@ async fn main() -> Result<(), BoxError> {
 
     // The next token comes from the login's refresh token.
     oauth.force_renewal();
-    let after = call_sum(&client, 1, 1).await?;
+    let after = mcp_server::call_sum(&client, 1, 1).await?;
     println!("sum(1, 1):            {after} (a token from the refresh token)");
     println!(
         "logins: {}, refreshes: {}, refused token requests: {}",
@@ -127,22 +126,4 @@ async fn real_server(server_url: &str) -> Result<(), BoxError> {
     println!("signed in; tools: {names:?}");
     client.cancel().await?;
     Ok(())
-}
-
-/// Calls the `sum` tool and returns its text.
-async fn call_sum(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
-    a: i64,
-    b: i64,
-) -> Result<String, BoxError> {
-    let arguments = json!({"a": a, "b": b});
-    let params = CallToolRequestParams::new("sum")
-        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-    let result = client.call_tool(params).await?;
-    result
-        .content
-        .first()
-        .and_then(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .ok_or_else(|| "the tool answered no text".into())
 }

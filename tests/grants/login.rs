@@ -29,6 +29,14 @@ fn agent_login() -> Login {
     Login::user_agent(LoginServer::user_agent())
 }
 
+/// The status of one GET of the server's API through `oauth`.
+async fn api_status(oauth: &OAuthLayer, server: &LoginServer) -> http::StatusCode {
+    support::send(oauth, &server.api_url())
+        .await
+        .unwrap()
+        .status()
+}
+
 /// `each` requests at once to `url` through every one of `layers`: each
 /// answered 200.
 async fn burst(layers: &[OAuthLayer], each: usize, url: &str) {
@@ -74,8 +82,7 @@ fn counting_agent(calls: &Arc<AtomicUsize>) -> Login {
 async fn a_login_from_the_api_s_url_alone_sends_pkce_state_resource_and_scope() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
     let oauth = builder(&server, agent_login()).build().unwrap();
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!(server.logins(), 1);
     assert!(server.violations().is_empty(), "{:?}", server.violations());
     let asked = &server.authorizations()[0];
@@ -116,8 +123,7 @@ async fn a_second_process_on_the_same_file_store_does_not_log_in_again() {
     assert_eq!(server.logins(), 1);
     // Another process, as a CLI run after it: the stored access token.
     let second = layer();
-    let resp = support::send(&second, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&second, &server).await, 200);
     assert_eq!(server.logins(), 1);
     // Its renewal refreshes with the stored chain, not a new login.
     assert!(second.force_renewal());
@@ -164,8 +170,7 @@ async fn a_login_without_a_refresh_token_logs_in_again_when_its_token_ends() {
         .unwrap();
     oauth.token().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!(server.logins(), 2);
     assert_eq!(server.refreshes(), 0);
 }
@@ -190,8 +195,7 @@ async fn a_request_that_gives_up_does_not_cancel_the_login_others_wait_for() {
     )
     .await;
     assert!(gave_up.is_err(), "the first request gave up");
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!((calls.load(Ordering::SeqCst), server.logins()), (1, 1));
 }
 
@@ -236,8 +240,7 @@ async fn a_short_token_counts_from_its_answer_not_from_the_login_s_start() {
     let oauth = builder(&server, slow).build().unwrap();
     let token = oauth.token().await.unwrap();
     assert!(token.expose_token().starts_with("at-"));
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!(server.logins(), 1);
 }
 
@@ -342,8 +345,7 @@ async fn the_device_grant_prompts_once_polls_at_the_interval_and_slows_down() {
         ));
     });
     let oauth = builder(&server, login).build().unwrap();
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!(
         *prompts.lock().unwrap(),
         [(
@@ -499,8 +501,7 @@ async fn browser_child() {
     let oauth = builder(&server, Login::browser().timeout(Duration::from_secs(30)))
         .build()
         .unwrap();
-    let resp = support::send(&oauth, &server.api_url()).await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert_eq!(server.logins(), 1);
     let asked = &server.authorizations()[0];
     assert!(asked["redirect_uri"].starts_with("http://127.0.0.1:"));
@@ -524,13 +525,7 @@ async fn without_a_client_id_the_login_registers_once_for_every_process() {
         support::scratch("login-registration"),
     );
     let first = layer();
-    assert_eq!(
-        support::send(&first, &server.api_url())
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(api_status(&first, &server).await, 200);
     let registrations = server.registrations();
     assert_eq!(registrations.len(), 1);
     let asked = &registrations[0];
@@ -545,13 +540,7 @@ async fn without_a_client_id_the_login_registers_once_for_every_process() {
     // Another process: the stored login, then a new login with the stored
     // client, and its refreshes with that client too.
     let second = layer();
-    assert_eq!(
-        support::send(&second, &server.api_url())
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(api_status(&second, &server).await, 200);
     second.login().await.unwrap();
     assert!(second.force_renewal());
     second.token().await.unwrap();
@@ -655,13 +644,7 @@ async fn metadata_only_a_challenge_names_is_read_there_on_the_api_s_own_origin()
     *server.state.metadata_moved_to.lock().unwrap() =
         Some(format!("{}/moved/prm.json", server.issuer()));
     let oauth = builder(&server, agent_login()).build().unwrap();
-    assert_eq!(
-        support::send(&oauth, &server.api_url())
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(api_status(&oauth, &server).await, 200);
     assert!(oauth
         .resource_metadata()
         .unwrap()

@@ -486,3 +486,21 @@ pub fn follow_redirect(
         Ok(location.to_str()?.to_owned())
     })
 }
+
+/// Calls the `sum` tool through `client`, and returns its text.
+pub async fn call_sum(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    a: i64,
+    b: i64,
+) -> Result<String, tower_oauth::BoxError> {
+    let arguments = json!({"a": a, "b": b});
+    let params = rmcp::model::CallToolRequestParams::new("sum")
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let result = client.call_tool(params).await?;
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .ok_or_else(|| "the tool answered no text".into())
+}
