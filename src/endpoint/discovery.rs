@@ -198,7 +198,7 @@ impl Discovery {
     /// default endpoints MCP's 2025-03-26 revision named (`/authorize`,
     /// `/token`, `/register` at the issuer). `None` for anything else.
     fn default_endpoints(&self) -> Option<ServerMetadata> {
-        let logs_in = self.spec.grant.chain().is_some_and(|c| c.login().is_some());
+        let logs_in = self.spec.login_chain().is_some();
         let base = self.issuer.trim_end_matches('/');
         let no_path = self.metadata_urls[1].path() == "/.well-known/openid-configuration";
         if !logs_in || !no_path {

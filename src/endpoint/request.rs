@@ -95,7 +95,7 @@ impl TokenRequest {
         if !self.spec.client_id.is_empty() {
             return None;
         }
-        let chain = self.spec.grant.chain().filter(|c| c.login().is_some())?;
+        let chain = self.spec.login_chain()?;
         chain.client_at(self.target.issuer.as_deref()?)
     }
 

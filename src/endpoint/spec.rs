@@ -38,6 +38,16 @@ pub(crate) struct RequestSpec {
     pub(crate) allow_insecure_http: bool,
 }
 
+impl RequestSpec {
+    /// The chain of refresh tokens, when a person's login begins it.
+    pub(crate) fn login_chain(&self) -> Option<&crate::endpoint::Chain> {
+        self.grant
+            .chain()
+            .map(|chain| &**chain)
+            .filter(|chain| chain.login().is_some())
+    }
+}
+
 /// One token request's own part: its URL (configured or discovered), the
 /// client authentication used there, and its parameters.
 pub(crate) struct RequestTarget {

@@ -74,7 +74,7 @@ impl Resource {
         &self,
         error: TokenError,
     ) -> Result<(Uri, serde_json::Map<String, Value>), TokenError> {
-        if !self.logs_in() {
+        if self.spec.login_chain().is_none() {
             return Err(error);
         }
         let origin = format!(

@@ -40,7 +40,9 @@ const MIN_REREAD: Duration = Duration::from_secs(10);
 #[non_exhaustive]
 pub struct ResourceMetadata {
     /// The resource identifier, `resource`. It is identical to the one
-    /// configured, which the layer checks.
+    /// configured, which the layer checks. Read at the origin's root or where
+    /// the API's challenge said, it may name a resource that holds the one
+    /// configured (same origin, a path above it); tokens then ask for it.
     pub resource: String,
     /// Where the metadata was read.
     pub metadata_url: String,
@@ -51,7 +53,8 @@ pub struct ResourceMetadata {
     /// [`trusted_issuers`](crate::OAuthLayerBuilder::trusted_issuers).
     pub issuer: String,
     /// The scopes the resource lists in `scopes_supported`. Requested when the
-    /// layer has no `scope` of its own.
+    /// layer has no `scope` of its own (a person's login asks first for the
+    /// scope the API's challenge names).
     pub scopes_supported: Vec<String>,
     /// Whether the resource takes only DPoP-bound tokens:
     /// `dpop_bound_access_tokens_required`.
@@ -145,11 +148,6 @@ impl Resource {
         self.lock().as_ref().map(|read| read.metadata.clone())
     }
 
-    /// Whether the layer logs a person in.
-    fn logs_in(&self) -> bool {
-        self.spec.grant.chain().is_some_and(|c| c.login().is_some())
-    }
-
     /// Read the metadata again at the next token fetch.
     pub(crate) fn mark_stale(&self) {
         if let Some(read) = self.lock().as_mut() {
@@ -228,7 +226,7 @@ impl Resource {
         // A person's login asks for the scope the resource's challenge names
         // first (the MCP scope selection): the resource is asked once
         // without a token.
-        let probed = match self.logs_in() {
+        let probed = match self.spec.login_chain().is_some() {
             true => Some(self.challenged().await),
             false => None,
         };
