@@ -440,9 +440,9 @@ pub use message::challenge::Challenge;
 pub use middleware::OAuthMiddleware;
 pub use policy::{
     DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME, DEFAULT_EXPIRY_SKEW,
-    DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_LIFETIME, DEFAULT_MAX_BACKOFF,
-    DEFAULT_MIN_BACKOFF, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_REFRESH_MARGIN,
-    DEFAULT_TOKEN_SLOTS, MAX_SETTING,
+    DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_LIFETIME, DEFAULT_MAX_ACCOUNTS,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT,
+    DEFAULT_REFRESH_MARGIN, DEFAULT_TOKEN_SLOTS, MAX_SETTING,
 };
 pub use retry::RetryUnauthorized;
 pub use service::OAuthService;
@@ -450,7 +450,7 @@ pub use service::ResponseFuture;
 pub use source::TokenSource;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
-pub use store::{FetchContext, FileStore, SharedToken, StoreEvent, TokenStore};
+pub use store::{FetchContext, FileStore, SharedToken, SignOutWatcher, StoreEvent, TokenStore};
 pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;

@@ -21,6 +21,8 @@ pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
 pub const DEFAULT_TOKEN_SLOTS: usize = 64;
+/// Default of [`OAuthLayerBuilder::max_accounts`](crate::OAuthLayerBuilder::max_accounts).
+pub const DEFAULT_MAX_ACCOUNTS: usize = 10_000;
 
 /// The lifetime the product-information API gives a token whose response has no usable
 /// `expires_in`: 60 minutes.

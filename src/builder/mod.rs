@@ -97,6 +97,7 @@ pub struct OAuthLayerBuilder {
     dpop_allow_bearer: bool,
     params_for: Option<ParamsFor>,
     max_token_slots: Option<usize>,
+    max_accounts: Option<usize>,
     step_up_scopes: Vec<String>,
 }
 
@@ -154,6 +155,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("dpop_allow_bearer", &self.dpop_allow_bearer)
             .field("params_for", &self.params_for.as_ref().map(|_| "custom"))
             .field("max_token_slots", &self.max_token_slots)
+            .field("max_accounts", &self.max_accounts)
             .field("step_up_scopes", &self.step_up_scopes)
             .finish()
     }

@@ -175,4 +175,21 @@ impl OAuthLayerBuilder {
         self.max_token_slots = Some(max);
         self
     }
+
+    /// How many accounts' tokens the layer keeps in memory, for requests that
+    /// name an [account](crate::TokenParams::account): one per account and
+    /// set of parameters, each with its own single flight and renewal. Past
+    /// that number, the least recently used leave memory (an account's
+    /// slots are kept in shards, and each shard evicts its own). With a
+    /// [token store](Self::token_store), an account that left comes back from
+    /// it at its next request: its tokens and its chain of refresh tokens,
+    /// with no token request while its token is fresh. Without one, it comes
+    /// back without its login, and its person must sign in again.
+    ///
+    /// Default: [`DEFAULT_MAX_ACCOUNTS`](crate::DEFAULT_MAX_ACCOUNTS),
+    /// 10,000. At least 1.
+    pub fn max_accounts(mut self, max: usize) -> Self {
+        self.max_accounts = Some(max);
+        self
+    }
 }

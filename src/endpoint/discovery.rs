@@ -83,6 +83,10 @@ pub struct ServerMetadata {
     /// Whether the server takes a client metadata document's URL as a client
     /// id, `client_id_metadata_document_supported` (MCP's SEP-991).
     pub client_id_metadata_document_supported: bool,
+    /// Where a token is revoked, `revocation_endpoint` by RFC 7009 and RFC
+    /// 8414. [`OAuthLayer::sign_out`](crate::OAuthLayer::sign_out) sends an
+    /// account's refresh token there. `None` when the metadata names none.
+    pub revocation_endpoint: Option<String>,
 }
 
 /// The metadata last found by any discovery of one layer (its default
@@ -145,7 +149,7 @@ impl Discovery {
     }
 
     /// The token request, from the metadata fetched now or before.
-    async fn credentials(&self) -> Result<Arc<TokenRequest>, TokenError> {
+    pub(crate) async fn token_request(&self) -> Result<Arc<TokenRequest>, TokenError> {
         if let Some((request, _)) = self.lock().as_ref() {
             return Ok(Arc::clone(request));
         }
@@ -225,6 +229,7 @@ impl Discovery {
             authorization_response_iss_parameter_supported: false,
             registration_endpoint: Some(format!("{base}/register")),
             client_id_metadata_document_supported: false,
+            revocation_endpoint: None,
         })
     }
 
@@ -284,6 +289,7 @@ impl Discovery {
             ),
             registration_endpoint: endpoint("registration_endpoint"),
             client_id_metadata_document_supported: flag("client_id_metadata_document_supported"),
+            revocation_endpoint: endpoint("revocation_endpoint"),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),
@@ -441,7 +447,7 @@ impl Discovery {
     /// layer with an issuer).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            let request = self.credentials().await?;
+            let request = self.token_request().await?;
             let outcome = request.fetch().await;
             if let Err(e) = &outcome {
                 // The endpoint may have moved: read the metadata again next

@@ -59,10 +59,13 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
-    check_given as check_refresh_token, login_required, Chain, ChainRecord,
+    account_login_required, check_given as check_refresh_token, login_required, Chain, ChainRecord,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
+pub(crate) use self::login::{
+    finish_web_login, foreign_callback, state_of, Pending, PENDING_LOGIN_TTL,
+};
 pub(crate) use self::request::TokenRequest;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub(crate) use self::spec::{RequestSpec, RequestTarget};

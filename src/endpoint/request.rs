@@ -205,6 +205,14 @@ impl TokenRequest {
             // A chain without a refresh token, and a login to begin one.
             // A refresh token goes only to the server its login was made at.
             if let Some(chain) = self.spec.grant.chain() {
+                // A web login's callback came: its code is exchanged. An
+                // account signs out: its refresh token is revoked.
+                if let Some(code) = chain.take_code() {
+                    return self.exchange_code(chain, code).await;
+                }
+                if chain.take_sign_out() {
+                    return Err(self.sign_out(chain).await);
+                }
                 let elsewhere = chain.issued_elsewhere(self.target.issuer.as_deref());
                 // A scope the login did not ask for (a step-up) needs a new
                 // login with it.

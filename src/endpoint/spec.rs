@@ -15,6 +15,7 @@ use crate::endpoint::transport::Transport;
 
 /// What a layer's token requests are made of. A new setting of the token
 /// request is a field here, read where it is used.
+#[derive(Clone)]
 pub(crate) struct RequestSpec {
     pub(crate) client_id: String,
     /// The secret in use (fixed, or read again when it rotates).
@@ -39,6 +40,14 @@ pub(crate) struct RequestSpec {
 }
 
 impl RequestSpec {
+    /// The same requests with `chain` as their grant: an account's.
+    pub(crate) fn with_chain(&self, chain: Arc<crate::endpoint::Chain>) -> RequestSpec {
+        RequestSpec {
+            grant: Grant::Refresh(chain),
+            ..self.clone()
+        }
+    }
+
     /// The chain of refresh tokens, when a person's login begins it.
     pub(crate) fn login_chain(&self) -> Option<&crate::endpoint::Chain> {
         self.grant

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::Uri;
 
 use crate::cache::{Challenges, Placement, StepUp, SupplyForScope, TokenCache, TokenSupply};
+use crate::endpoint::Chain;
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
     TokenRequest,
@@ -16,10 +17,11 @@ use crate::slots::routes::Routes;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
 use crate::store::{StoreUse, TokenStore};
-use crate::token::identity::IdentityBase;
-use crate::token::params::TokenParams;
+use crate::token::identity::{IdentityBase, TokenIdentity};
+use crate::token::params::{AccountDigest, TokenParams};
 
 /// Where the token request goes.
+#[derive(Clone)]
 pub(crate) enum Target {
     /// The token endpoint of this issuer's metadata (as configured, parsed).
     Issuer(String, Uri),
@@ -79,7 +81,7 @@ impl SlotFactory {
     pub(crate) fn layer(
         self: Arc<Self>,
         params_for: Option<ParamsFor>,
-        max_slots: usize,
+        (max_slots, max_accounts): (usize, usize),
     ) -> (Arc<TokenCache>, Slots, Endpoint) {
         let (cache, endpoint) = self.make(&[]);
         let routes: Vec<(String, Uri)> = self
@@ -88,7 +90,14 @@ impl SlotFactory {
             .map(|r| (r.url().to_owned(), r.parsed().clone()))
             .collect();
         let routes = Routes::new(&routes);
-        let slots = Slots::new(Some(Arc::clone(&self)), params_for, max_slots, routes);
+        let accounts = super::accounts::Accounts::new(max_accounts, self.store.is_some());
+        let slots = Slots::new(
+            Some(Arc::clone(&self)),
+            params_for,
+            max_slots,
+            routes,
+            accounts,
+        );
         (cache, slots, endpoint)
     }
 
@@ -97,8 +106,9 @@ impl SlotFactory {
     fn make(self: &Arc<Self>, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
         let params = merged(&self.spec.params, extra);
         let store = self.store_use(&params);
-        let slot =
-            (!extra.is_empty()).then(|| slot_name(extra, &self.identity.with_params(&params)));
+        let account = self.chain().and_then(|chain| chain.account());
+        let slot = (!extra.is_empty() || account.is_some())
+            .then(|| slot_name(extra, account, &self.identity.with_params(&params)));
         let step_up = (!self.step_up_scopes.is_empty()).then(|| {
             let scope = params
                 .iter()
@@ -140,6 +150,70 @@ impl SlotFactory {
         })
     }
 
+    /// The factory of `account`'s tokens: the same settings, with the
+    /// account's own chain of refresh tokens as the grant, and the account's
+    /// digest in every identity, so that no store key or sealed value of
+    /// one account serves another.
+    pub(crate) fn for_account(&self, account: AccountDigest) -> Arc<SlotFactory> {
+        let identity = self.identity.for_account(&account);
+        let chain = Arc::new(Chain::for_account(account));
+        Arc::new(SlotFactory {
+            target: self.target.clone(),
+            from_auth_url: self.from_auth_url,
+            spec: Arc::new(self.spec.with_chain(chain)),
+            store: self.store.clone(),
+            identity,
+            sealing_key: self.sealing_key,
+            metadata: Arc::clone(&self.metadata),
+            resource: self.resource.clone(),
+            policy: self.policy.clone(),
+            placement: self.placement.clone(),
+            step_up_scopes: self.step_up_scopes.clone(),
+            resources: self.resources.clone(),
+        })
+    }
+
+    /// The chain of this factory's grant, if it refreshes one.
+    pub(crate) fn chain(&self) -> Option<&Arc<Chain>> {
+        self.spec.grant.chain()
+    }
+
+    /// The token request of the cache with the layer's own parameters,
+    /// once its server's metadata is read: what a web login is begun with.
+    pub(crate) async fn login_request(self: &Arc<Self>) -> Result<Arc<TokenRequest>, TokenError> {
+        let (_, endpoint) = self.source(self.spec.params.clone());
+        if let Some(discovery) = &endpoint.discovery {
+            return discovery.token_request().await;
+        }
+        if let Some((_, source)) = &endpoint.resource {
+            return source.token_request().await;
+        }
+        Err(TokenError::new(TokenErrorKind::Configuration).with_message(
+            "a web login needs the authorization server's metadata: configure the layer with \
+             issuer or protected_resource",
+        ))
+    }
+
+    /// The store keys of the tokens requested with `extra` (each set of a
+    /// token slot's parameters), for erasing them.
+    pub(crate) fn store_keys(&self, extras: &[TokenParams]) -> Vec<String> {
+        let mut keys: Vec<String> = extras
+            .iter()
+            .map(|extra| {
+                let params = merged(&self.spec.params, extra.pairs());
+                self.identity.with_params(&params).key().to_owned()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// What a pending web login with `state` is kept under.
+    pub(crate) fn pending_login_key(&self, state: &str) -> TokenIdentity {
+        self.identity.pending_login(state)
+    }
+
     /// The cache of a token slot for `params`, which are checked as the
     /// builder checks its own.
     pub(crate) fn slot(
@@ -169,7 +243,7 @@ impl SlotFactory {
                     .find(|r| crate::endpoint::same_identifier(r.url(), url))
             });
         if let Some(resource) = resource {
-            let source = ResourceSource::new(Arc::clone(resource), params);
+            let source = ResourceSource::new(Arc::clone(resource), Arc::clone(&self.spec), params);
             let endpoint = Endpoint {
                 url: None,
                 client_id,
@@ -197,7 +271,8 @@ impl SlotFactory {
             }
             Target::Resource(..) => {
                 let resource = Arc::clone(self.resource.as_ref().expect("made with the target"));
-                let source = ResourceSource::new(Arc::clone(&resource), params);
+                let source =
+                    ResourceSource::new(Arc::clone(&resource), Arc::clone(&self.spec), params);
                 let endpoint = Endpoint {
                     url: None,
                     client_id,
@@ -298,15 +373,19 @@ fn merged(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String,
         .collect()
 }
 
-/// A token slot's name in logs: its parameters' names (never their values,
-/// which may be secret) and the first hex digits of its identity, which
-/// tell apart slots with the same names.
+/// A token slot's name in logs: its account's digest, its parameters' names
+/// (never their values, which may be secret) and the first hex digits of its
+/// identity, which tell apart slots with the same names.
 fn slot_name(
     extra: &[(String, String)],
+    account: Option<&AccountDigest>,
     identity: &crate::token::identity::TokenIdentity,
 ) -> String {
     let names: Vec<&str> = extra.iter().map(|(name, _)| name.as_str()).collect();
-    format!("{} #{}", names.join(","), &identity.key()[..8])
+    let account = account
+        .map(|a| format!("account {a:?} "))
+        .unwrap_or_default();
+    format!("{account}{} #{}", names.join(","), &identity.key()[..8])
 }
 
 #[cfg(test)]

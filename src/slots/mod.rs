@@ -8,6 +8,7 @@
 //! slot, evicting the least recently used; the slot's cache then serves it
 //! as the default cache serves other requests.
 
+pub(crate) mod accounts;
 pub(crate) mod factory;
 pub(crate) mod routes;
 
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use http::Request;
 
+use self::accounts::Accounts;
 use self::factory::SlotFactory;
 use self::routes::{Destination, Routes};
 use crate::cache::CacheRef;
@@ -55,6 +57,8 @@ pub(crate) struct Slots {
     /// The evicted slots' counters, for the totals.
     retired: Mutex<Stats>,
     warned: AtomicBool,
+    /// The accounts' slots, kept apart: many more, each account's together.
+    pub(crate) accounts: Arc<Accounts>,
 }
 
 impl fmt::Debug for Slots {
@@ -62,6 +66,7 @@ impl fmt::Debug for Slots {
         f.debug_struct("Slots")
             .field("slots", &self.map.load().len())
             .field("max", &self.max)
+            .field("account_slots", &self.accounts.len())
             .field("params_for", &self.params_for.is_some())
             .finish()
     }
@@ -71,7 +76,7 @@ impl Slots {
     /// No slots: a layer of one token (from a token source of the user's
     /// own).
     pub(crate) fn none() -> Self {
-        Slots::new(None, None, 0, Routes::default())
+        Slots::new(None, None, 0, Routes::default(), Accounts::new(1, false))
     }
 
     /// Slots made by `factory`, chosen by `params_for`, at most `max` kept.
@@ -80,8 +85,10 @@ impl Slots {
         params_for: Option<ParamsFor>,
         max: usize,
         routes: Routes,
+        accounts: Arc<Accounts>,
     ) -> Self {
         Slots {
+            accounts,
             factory,
             params_for,
             routes,
@@ -144,6 +151,9 @@ impl Slots {
 
     /// The reference to `params`' slot, made if need be.
     pub(crate) fn cache_ref_for(&self, params: &TokenParams) -> Result<Arc<CacheRef>, TokenError> {
+        if params.get_account().is_some() {
+            return self.accounts.cache_ref_for(params, self.factory()?);
+        }
         if let Some(slot) = self.map.load().get(params) {
             // Recency counts in slots made: a store only when one was made
             // since this slot was last used.
@@ -164,12 +174,7 @@ impl Slots {
         if let Some(slot) = self.map.load().get(params) {
             return Ok(Arc::clone(&slot.cache_ref));
         }
-        let factory = self.factory.as_ref().ok_or_else(|| {
-            TokenError::new(TokenErrorKind::InvalidRequest).with_message(
-                "the request carries TokenParams, but the layer takes its token from a token \
-                 source, which has one token",
-            )
-        })?;
+        let factory = self.factory()?;
         let slot = Arc::new(Slot {
             cache_ref: Arc::new(CacheRef::new(factory.slot(params)?)),
             used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
@@ -182,6 +187,16 @@ impl Slots {
         self.map.store(Arc::new(map));
         tracing::debug!(params = ?params, "new token slot");
         Ok(Arc::clone(&slot.cache_ref))
+    }
+
+    /// How slots are made; an error for a layer on a token source.
+    pub(crate) fn factory(&self) -> Result<&Arc<SlotFactory>, TokenError> {
+        self.factory.as_ref().ok_or_else(|| {
+            TokenError::new(TokenErrorKind::InvalidRequest).with_message(
+                "the request carries TokenParams, but the layer takes its token from a token \
+                 source, which has one token",
+            )
+        })
     }
 
     /// Removes the least recently used slot from `map`. Its cache, and any
@@ -237,6 +252,7 @@ impl Slots {
     /// The counters of every slot, live or evicted, summed.
     pub(crate) fn totals(&self) -> Stats {
         let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        total.add(&self.accounts.totals());
         for slot in self.map.load().values() {
             total.add(&slot.cache_ref.cache.stats());
         }

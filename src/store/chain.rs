@@ -114,6 +114,9 @@ where
                 "the token endpoint refused the refresh token: the login has ended, and a new \
                  one is needed (OAuthLayer::replace_refresh_token)"
             );
+            if let Some(account) = chain.account() {
+                return Err(crate::endpoint::account_login_required(account, &why));
+            }
             // The server's words once: in the status part when it answered.
             let required = match error.status() {
                 Some(status) => login_required(None).with_status(

@@ -289,7 +289,72 @@ pub trait TokenStore: Send + Sync + 'static {
     /// The API refused `token`. Forget it if the store still holds that same
     /// token, and not a newer one.
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()>;
+
+    /// Keeps `value` under `key` until `ttl` passes: a web login one replica
+    /// began ([`OAuthLayer::begin_login`](crate::OAuthLayer::begin_login)),
+    /// which its callback may finish on another. The layer sealed `value`.
+    /// Returns whether it was kept.
+    ///
+    /// Default: nothing is kept (`Ok(false)`). The layer then keeps the login
+    /// in its own memory, and its callback must come back to this replica.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not keep it; the login does not begin.
+    fn keep_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        let _ = (key, value, ttl);
+        Box::pin(async { Ok(false) })
+    }
+
+    /// Takes what [`keep_pending_login`](Self::keep_pending_login) kept under
+    /// `key`: returns it and deletes it in one step, so that a replayed
+    /// callback finds nothing.
+    ///
+    /// Default: `Ok(None)`.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not be read; the login does not finish.
+    fn take_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        let _ = key;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// An account signed out
+    /// ([`OAuthLayer::sign_out`](crate::OAuthLayer::sign_out)): delete the
+    /// tokens kept under `identities`, and tell every replica that
+    /// `account` (the account's digest, never its id) signed out, through
+    /// [`watch_sign_outs`](Self::watch_sign_outs). The account's chain of
+    /// refresh tokens is ended by the layer itself, through `get_or_fetch`.
+    ///
+    /// Default: nothing; other replicas see the sign-out when their token
+    /// is renewed.
+    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+        let _ = (account, identities);
+        Box::pin(async {})
+    }
+
+    /// Calls `on_sign_out` with the digest of each account another replica's
+    /// [`signed_out`](Self::signed_out) names, until it returns `false` (its
+    /// layer is gone).
+    ///
+    /// Default: never called.
+    fn watch_sign_outs(&self, on_sign_out: SignOutWatcher) {
+        let _ = on_sign_out;
+    }
 }
+
+/// What [`TokenStore::watch_sign_outs`] calls with an account's digest; it
+/// returns `false` once its layer is gone.
+pub type SignOutWatcher = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// A store behind an `Arc` is a store: one instance can serve several
 /// layers.
@@ -303,6 +368,30 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
 
     fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
         (**self).refused(identity, token)
+    }
+
+    fn keep_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        (**self).keep_pending_login(key, value, ttl)
+    }
+
+    fn take_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        (**self).take_pending_login(key)
+    }
+
+    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+        (**self).signed_out(account, identities)
+    }
+
+    fn watch_sign_outs(&self, on_sign_out: SignOutWatcher) {
+        (**self).watch_sign_outs(on_sign_out)
     }
 }
 
@@ -357,12 +446,14 @@ pub(crate) struct StoreUse {
 
 pub(crate) use self::chain::refresh;
 pub use self::file::FileStore;
+pub(crate) use self::pending::PendingLogins;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
 
 mod chain;
 mod codec;
 mod file;
+mod pending;
 #[cfg(feature = "redis")]
 mod redis;
 mod seal;

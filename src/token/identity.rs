@@ -116,6 +116,24 @@ impl IdentityBase {
 }
 
 impl IdentityBase {
+    /// The identity of an account's tokens: this one, and the account's
+    /// digest (never the id itself, which may be personal data). Two
+    /// accounts share no key and no sealed value, whatever their ids.
+    pub(crate) fn for_account(&self, account: &crate::token::params::AccountDigest) -> Self {
+        let mut encoded = self.encoded.clone();
+        field(&mut encoded, b'A', &account.0);
+        IdentityBase { encoded }
+    }
+
+    /// What a pending web login is kept under in a store: the layer's
+    /// identity and the login's `state`, which only the browser and the
+    /// store know.
+    pub(crate) fn pending_login(&self, state: &str) -> TokenIdentity {
+        let mut encoded = self.encoded.clone();
+        field(&mut encoded, b'l', state);
+        TokenIdentity::from_encoded(encoded)
+    }
+
     /// What a layer's chain of refresh tokens is kept under in a store: the
     /// same for all its token slots, whatever their parameters.
     pub(crate) fn chain(&self) -> TokenIdentity {

@@ -1,10 +1,11 @@
 //! [`TokenParams`]: the parameters that select a token, for a layer that serves
-//! several APIs. They are `resource`, `audience`, `scope` and any others.
+//! several APIs or several people. They are `resource`, `audience`, `scope`,
+//! any others, and the account a token is for.
 
-use std::collections::hash_map::DefaultHasher;
+use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 /// The token request parameters that select a token: RFC 8707 `resource`
 /// values, an `audience`, a `scope`, or any other parameter. A request may
@@ -36,8 +37,12 @@ pub struct TokenParams {
 #[derive(Clone, Default)]
 struct Inner {
     params: Vec<(String, String)>,
-    /// Of `params`, kept up to date: slots are found by it.
+    /// The account whose token this is (see [`TokenParams::account`]).
+    account: Option<Arc<str>>,
+    /// Of `params` and `account`, kept up to date: slots are found by it.
     hash: u64,
+    /// Of `account` alone: an account's slots are kept together by it.
+    account_hash: u64,
 }
 
 impl TokenParams {
@@ -65,6 +70,41 @@ impl TokenParams {
     /// it.
     pub fn scope(self, scope: impl Into<String>) -> Self {
         self.param("scope", scope)
+    }
+
+    /// The account the token is for: a person a web app, gateway or agent host
+    /// acts for. Each account has its own tokens per set of parameters, its
+    /// own chain of refresh tokens and its own login
+    /// ([`OAuthLayer::begin_login`](crate::OAuthLayer::begin_login)). The id
+    /// is opaque to the layer and may be personal data, such as an email: it
+    /// appears in logs, metrics and store keys only as a digest. Setting it
+    /// again replaces it.
+    ///
+    /// ```
+    /// use tower_oauth::TokenParams;
+    ///
+    /// // Once per signed-in person, kept in their session:
+    /// let alice = TokenParams::new().account("alice@example.com");
+    /// let mut request = http::Request::get("https://api.example/v1/me").body(()).unwrap();
+    /// request.extensions_mut().insert(alice.clone());
+    /// assert_eq!(alice.get_account(), Some("alice@example.com"));
+    /// assert!(alice.params().is_empty());
+    /// ```
+    pub fn account(mut self, id: impl Into<String>) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.account = Some(Arc::from(id.into()));
+        inner.rehash();
+        self
+    }
+
+    /// A hash of the account alone, for keeping an account's slots together.
+    pub(crate) fn account_hash(&self) -> u64 {
+        self.inner.account_hash
+    }
+
+    /// The account set with [`account`](Self::account), if any.
+    pub fn get_account(&self) -> Option<&str> {
+        self.inner.account.as_deref()
     }
 
     /// Sets `name=value`, replacing a value of that name. The names the layer
@@ -105,16 +145,36 @@ impl TokenParams {
         &self.inner.params
     }
 
-    /// Whether no parameter is set.
+    /// The same parameters without the account: what selects a token among
+    /// an account's own.
+    pub(crate) fn without_account(&self) -> TokenParams {
+        let mut inner = Inner {
+            params: self.inner.params.clone(),
+            ..Inner::default()
+        };
+        inner.rehash();
+        TokenParams {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Whether neither a parameter nor an account is set: the layer's
+    /// default token.
     pub fn is_empty(&self) -> bool {
-        self.inner.params.is_empty()
+        self.inner.params.is_empty() && self.inner.account.is_none()
     }
 }
 
 impl Inner {
+    /// Hashes with keys drawn once per process: ids and parameters an
+    /// attacker chooses cannot be made to collide and slow the slots' map.
     fn rehash(&mut self) {
-        let mut hasher = DefaultHasher::new();
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        let keys = KEYS.get_or_init(RandomState::new);
+        self.account_hash = keys.hash_one(&self.account);
+        let mut hasher = keys.build_hasher();
         self.params.hash(&mut hasher);
+        hasher.write_u64(self.account_hash);
         self.hash = hasher.finish();
     }
 }
@@ -128,7 +188,9 @@ impl Default for TokenParams {
 impl PartialEq for TokenParams {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
-            || (self.inner.hash == other.inner.hash && self.inner.params == other.inner.params)
+            || (self.inner.hash == other.inner.hash
+                && self.inner.account == other.inner.account
+                && self.inner.params == other.inner.params)
     }
 }
 
@@ -140,15 +202,46 @@ impl Hash for TokenParams {
     }
 }
 
-/// The parameters' names only. A value may be a secret, for a server that takes
-/// a parameter as a credential, and `Debug` output ends up in logs.
+/// The parameters' names only, and the account as a digest. A value may be a
+/// secret, for a server that takes a parameter as a credential, an account id
+/// may be personal data, and `Debug` output ends up in logs.
 impl fmt::Debug for TokenParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.inner.params.iter().map(|(n, _)| n.as_str()).collect();
-        f.debug_struct("TokenParams")
-            .field("names", &names)
-            .finish_non_exhaustive()
+        let mut debug = f.debug_struct("TokenParams");
+        debug.field("names", &names);
+        if let Some(account) = &self.inner.account {
+            debug.field("account", &account_digest(account).short());
+        }
+        debug.finish_non_exhaustive()
     }
+}
+
+/// An account id's digest: SHA-256 of the id, in hex. It is what logs,
+/// metrics and store keys name an account by.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct AccountDigest(pub(crate) String);
+
+impl AccountDigest {
+    /// The first 12 hex digits, for logs.
+    pub(crate) fn short(&self) -> &str {
+        &self.0[..12]
+    }
+}
+
+impl fmt::Debug for AccountDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.short())
+    }
+}
+
+/// The digest of account `id`.
+pub(crate) fn account_digest(id: &str) -> AccountDigest {
+    AccountDigest(crate::token::identity::sha256_hex(
+        [b"tower-oauth account\0", id.as_bytes()]
+            .concat()
+            .as_slice(),
+    ))
 }
 
 /// A hasher for maps keyed by [`TokenParams`], which carry their hash: it
@@ -207,6 +300,25 @@ mod tests {
         assert_eq!(
             format!("{:?}", a.clone().param("api_key", "hunter2")),
             r#"TokenParams { names: ["resource", "scope", "api_key"], .. }"#
+        );
+    }
+
+    #[test]
+    fn accounts_set_tokens_apart_and_show_as_a_digest() {
+        let alice = TokenParams::new().account("alice@example.com");
+        let bob = TokenParams::new().account("bob@example.com");
+        assert_ne!(alice, bob);
+        assert_ne!(alice, TokenParams::new());
+        assert!(!alice.is_empty() && alice.params().is_empty());
+        assert_eq!(alice, TokenParams::new().account("alice@example.com"));
+        assert_eq!(alice.without_account(), TokenParams::new());
+        let shown = format!("{alice:?}");
+        assert!(!shown.contains("alice"), "{shown}");
+        assert!(shown.contains(account_digest("alice@example.com").short()));
+        // The digest is SHA-256 of a tagged id, as `sha256sum` gives it.
+        assert_eq!(
+            account_digest("alice@example.com").0,
+            crate::token::identity::sha256_hex(b"tower-oauth account\0alice@example.com")
         );
     }
 

@@ -22,6 +22,11 @@ use super::serve::{answer, bearer, serve_state, Response};
 
 pub const CLIENT: &str = "login-cli";
 
+/// A web app's confidential client, which authenticates with
+/// `client_secret_basic`.
+pub const WEB_CLIENT: &str = "web-app";
+pub const WEB_SECRET: &str = "web-app-secret";
+
 /// How the authorization endpoint answers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Approve {
@@ -42,6 +47,10 @@ struct Grant {
     challenge: String,
     redirect_uri: String,
     resource: Option<String>,
+    /// The person who signed in (`user` in the authorization request, as
+    /// a test's browser adds it).
+    user: String,
+    client_id: String,
 }
 
 #[derive(Default)]
@@ -61,6 +70,12 @@ pub struct State {
     /// Refresh tokens and whether they are retired.
     refresh: Mutex<HashMap<String, bool>>,
     access: Mutex<HashMap<String, Instant>>,
+    /// The person each access or refresh token was issued for.
+    pub users: Mutex<HashMap<String, String>>,
+    /// The refresh tokens revoked (RFC 7009), and who they were issued for.
+    pub revoked: Mutex<Vec<String>>,
+    /// Refreshes per person.
+    pub refreshes_of: Mutex<HashMap<String, usize>>,
     serial: AtomicU64,
     pub lifetime_ms: AtomicU64,
     /// Whether token answers carry a refresh token.
@@ -110,8 +125,9 @@ impl LoginServer {
             "code_challenge_methods_supported": ["S256"],
             "scopes_supported": ["read", "offline_access"],
             "authorization_response_iss_parameter_supported": true,
-            "token_endpoint_auth_methods_supported": ["none"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
             "registration_endpoint": format!("{url}/register"),
+            "revocation_endpoint": format!("{url}/revoke"),
         });
         *state.device_answer.lock().unwrap() = json!({
             "user_code": "WDJB-MJHT",
@@ -177,11 +193,51 @@ impl LoginServer {
         self.state.violations.lock().unwrap().clone()
     }
 
+    /// The people whose refresh tokens were revoked, in order.
+    pub fn revoked(&self) -> Vec<String> {
+        self.state.revoked.lock().unwrap().clone()
+    }
+
+    /// How many refreshes `user`'s tokens had.
+    pub fn refreshes_of(&self, user: &str) -> usize {
+        self.state
+            .refreshes_of
+            .lock()
+            .unwrap()
+            .get(user)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A browser that signs `user` in: it follows the authorization URL
+    /// (with `user` added, as a login form would take it) and returns the
+    /// URL the server redirected to, the app's callback (not followed).
+    pub async fn sign_in(url: &str, user: &str) -> String {
+        let response = get(&format!("{url}&user={user}")).await.unwrap();
+        response
+            .headers()
+            .get("location")
+            .expect("the authorization endpoint redirects")
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
     pub fn registrations(&self) -> Vec<Value> {
         self.state.registrations.lock().unwrap().clone()
     }
 
     /// Retires every refresh token: the next refresh is refused.
+    /// Retires `user`'s refresh tokens: their next refresh is refused.
+    pub fn retire_refresh_of(&self, user: &str) {
+        let users = self.state.users.lock().unwrap();
+        for (token, retired) in self.state.refresh.lock().unwrap().iter_mut() {
+            if users.get(token).map(String::as_str) == Some(user) {
+                *retired = true;
+            }
+        }
+    }
+
     pub fn revoke_all(&self) {
         for retired in self.state.refresh.lock().unwrap().values_mut() {
             *retired = true;
@@ -246,6 +302,7 @@ impl State {
     /// registered one, or the metadata document's URL it takes.
     fn knows(&self, id: &str) -> bool {
         id == CLIENT
+            || id == WEB_CLIENT
             || self.registered.lock().unwrap().iter().any(|r| r == id)
             || self.metadata_document.lock().unwrap().as_deref() == Some(id)
     }
@@ -282,7 +339,9 @@ impl State {
                     .get(bearer(req.headers()))
                     .is_some_and(|until| Instant::now() < *until);
                 if ok {
-                    return answer(200, json!({"ok": true}));
+                    let token = bearer(req.headers()).to_owned();
+                    let user = self.users.lock().unwrap().get(&token).cloned();
+                    return answer(200, json!({"ok": true, "user": user}));
                 }
                 let mut refused = answer(401, json!({"error": "invalid_token"}));
                 if let Some(moved) = self.metadata_moved_to.lock().unwrap().clone() {
@@ -330,14 +389,33 @@ impl State {
                 body["device_code"] = code.into();
                 answer(200, body)
             }
+            "/revoke" => {
+                let client = basic_client(&req);
+                let form = form(req).await;
+                if client.as_deref() != Some(WEB_CLIENT) {
+                    self.violation("a revocation without the web app's client".into());
+                    return answer(401, json!({"error": "invalid_client"}));
+                }
+                let token = form.get("token").cloned().unwrap_or_default();
+                if let Some(retired) = self.refresh.lock().unwrap().get_mut(&token) {
+                    *retired = true;
+                }
+                let user = self.users.lock().unwrap().get(&token).cloned();
+                self.revoked.lock().unwrap().push(user.unwrap_or_default());
+                answer(200, json!({}))
+            }
             "/token" => {
+                let client = basic_client(&req);
                 let proof = req
                     .headers()
                     .get("dpop")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                let form = form(req).await;
+                let mut form = form(req).await;
                 self.token_forms.lock().unwrap().push(form.clone());
+                if let Some(client) = client {
+                    form.insert("client_id".into(), client);
+                }
                 let mut answer = self.token(form);
                 if let Some(proof) = proof {
                     self.dpop_proofs.lock().unwrap().push(proof);
@@ -401,6 +479,8 @@ impl State {
                 challenge: challenge.clone(),
                 redirect_uri: redirect_uri.clone(),
                 resource: q.get("resource").cloned(),
+                user: q.get("user").cloned().unwrap_or_else(|| "person".into()),
+                client_id: q.get("client_id").cloned().unwrap_or_default(),
             },
         );
         let (state, iss) = match approve {
@@ -444,8 +524,12 @@ impl State {
                 if form.get("resource") != grant.resource.as_ref() {
                     self.violation("the resource differs from the authorization request's".into());
                 }
+                if field("client_id") != grant.client_id {
+                    self.violation("the code was exchanged by another client".into());
+                    return invalid_grant();
+                }
                 self.logins.fetch_add(1, Ordering::SeqCst);
-                self.issue()
+                self.issue(&grant.user)
             }
             "urn:ietf:params:oauth:grant-type:device_code" => {
                 self.polls.fetch_add(1, Ordering::SeqCst);
@@ -464,7 +548,7 @@ impl State {
                         devices.remove(&field("device_code"));
                         drop(devices);
                         self.device_logins.fetch_add(1, Ordering::SeqCst);
-                        self.issue()
+                        self.issue("person")
                     }
                     Some(n) => {
                         *n -= 1;
@@ -477,10 +561,18 @@ impl State {
                 let mut refresh = self.refresh.lock().unwrap();
                 match refresh.get(&sent) {
                     Some(false) => {
-                        refresh.insert(sent, true);
+                        refresh.insert(sent.clone(), true);
                         drop(refresh);
                         self.refreshes.fetch_add(1, Ordering::SeqCst);
-                        self.issue()
+                        let user = self.users.lock().unwrap().get(&sent).cloned();
+                        let user = user.unwrap_or_else(|| "person".into());
+                        *self
+                            .refreshes_of
+                            .lock()
+                            .unwrap()
+                            .entry(user.clone())
+                            .or_default() += 1;
+                        self.issue(&user)
                     }
                     Some(true) => {
                         self.violation("a retired refresh token was sent".into());
@@ -496,7 +588,7 @@ impl State {
         }
     }
 
-    fn issue(&self) -> Response {
+    fn issue(&self, user: &str) -> Response {
         let serial = self.serial.fetch_add(1, Ordering::SeqCst);
         let lifetime = Duration::from_millis(self.lifetime_ms.load(Ordering::SeqCst));
         let access = format!("at-{serial}-{}", random());
@@ -504,6 +596,10 @@ impl State {
             .lock()
             .unwrap()
             .insert(access.clone(), Instant::now() + lifetime);
+        self.users
+            .lock()
+            .unwrap()
+            .insert(access.clone(), user.to_owned());
         let mut body = json!({
             "access_token": access,
             "token_type": "Bearer",
@@ -512,10 +608,27 @@ impl State {
         if self.gives_refresh.load(Ordering::SeqCst) {
             let new = format!("rt-{serial}-{}", random());
             self.refresh.lock().unwrap().insert(new.clone(), false);
+            self.users
+                .lock()
+                .unwrap()
+                .insert(new.clone(), user.to_owned());
             body["refresh_token"] = new.into();
         }
         answer(200, body)
     }
+}
+
+/// The client of a request's `Authorization: Basic` header, if it holds the
+/// web app's id and secret.
+fn basic_client<B>(req: &http::Request<B>) -> Option<String> {
+    let header = req.headers().get("authorization")?.to_str().ok()?;
+    let encoded = header.strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (id, secret) = text.split_once(':')?;
+    (id == WEB_CLIENT && secret == WEB_SECRET).then(|| id.to_owned())
 }
 
 async fn form(req: http::Request<hyper::body::Incoming>) -> HashMap<String, String> {

@@ -176,7 +176,14 @@ impl OAuthLayerBuilder {
             step_up_scopes: self.checked_step_up_scopes()?,
             resources,
         };
-        let (cache, slots, endpoint) = Arc::new(factory).layer(self.params_for.take(), max_slots);
+        let max_accounts = self
+            .max_accounts
+            .unwrap_or(crate::policy::DEFAULT_MAX_ACCOUNTS);
+        if max_accounts == 0 {
+            return Err(invalid_setting("max_accounts must be at least 1"));
+        }
+        let (cache, slots, endpoint) =
+            Arc::new(factory).layer(self.params_for.take(), (max_slots, max_accounts));
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
     }
 

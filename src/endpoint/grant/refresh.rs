@@ -9,14 +9,18 @@
 //! of a chain is a [`ChainRecord`], which the store seals.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::endpoint::login::{Login, LoginClient};
+use crate::endpoint::login::{Code, Login, LoginClient};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
+use crate::token::params::AccountDigest;
+
+mod record;
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -86,6 +90,9 @@ impl RefreshToken {
                 turn: tokio::sync::Mutex::new(()),
                 on_rotation: None,
                 login: None,
+                account: None,
+                code: Mutex::new(None),
+                signing_out: AtomicBool::new(false),
             }),
         }
     }
@@ -133,6 +140,14 @@ pub(crate) struct Chain {
     on_rotation: Option<OnRotation>,
     /// How a person logs in when the chain has no refresh token.
     login: Option<Arc<Login>>,
+    /// The account whose chain this is, when the layer serves many people.
+    account: Option<AccountDigest>,
+    /// A web login's code, from its callback, for the next token request
+    /// to exchange. Never stored: the fetch that exchanges it runs here.
+    code: Mutex<Option<Code>>,
+    /// The account signs out at the next token request, which revokes the
+    /// refresh token the store holds by then.
+    signing_out: AtomicBool,
 }
 
 impl fmt::Debug for Chain {
@@ -219,6 +234,9 @@ impl Chain {
             turn: tokio::sync::Mutex::new(()),
             on_rotation: self.on_rotation.clone(),
             login: self.login.clone(),
+            account: self.account.clone(),
+            code: Mutex::new(None),
+            signing_out: AtomicBool::new(false),
         }
     }
 
@@ -232,7 +250,75 @@ impl Chain {
             turn: tokio::sync::Mutex::new(()),
             on_rotation: None,
             login: Some(Arc::new(login)),
+            account: None,
+            code: Mutex::new(None),
+            signing_out: AtomicBool::new(false),
         }
+    }
+
+    /// An account's chain: no refresh token until the account's web login
+    /// ([`OAuthLayer::finish_login`](crate::OAuthLayer::finish_login)), or
+    /// until a store holds its chain.
+    pub(crate) fn for_account(account: AccountDigest) -> Chain {
+        Chain {
+            configured: "account".to_owned(),
+            initial: String::new(),
+            state: Mutex::new(State::begin("", 0)),
+            turn: tokio::sync::Mutex::new(()),
+            on_rotation: None,
+            login: None,
+            account: Some(account),
+            code: Mutex::new(None),
+            signing_out: AtomicBool::new(false),
+        }
+    }
+
+    /// The account whose chain this is, if any.
+    pub(crate) fn account(&self) -> Option<&AccountDigest> {
+        self.account.as_ref()
+    }
+
+    /// A web login's callback brought `code`: the chain begins anew, and
+    /// its next token request exchanges the code.
+    pub(crate) fn begin_with_code(&self, code: Code) {
+        *self.code.lock().unwrap_or_else(PoisonError::into_inner) = Some(code);
+        self.replace("");
+    }
+
+    /// The code a web login's callback brought, taken: it is exchanged once.
+    pub(crate) fn take_code(&self) -> Option<Code> {
+        self.code
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// The account signs out at the next token request (which reads the
+    /// store's chain first, and takes no token a store shares).
+    pub(crate) fn begin_sign_out(&self) {
+        self.take_code();
+        self.signing_out.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a sign-out waits for the next token request.
+    pub(crate) fn is_signing_out(&self) -> bool {
+        self.signing_out.load(Ordering::SeqCst)
+    }
+
+    /// Whether the account signs out now; it does once.
+    pub(crate) fn take_sign_out(&self) -> bool {
+        self.signing_out.swap(false, Ordering::SeqCst)
+    }
+
+    /// The account signed out: the chain ends, newer than any stored, so
+    /// that every replica that reads it ends it too. The refresh token it
+    /// held, if it was live, for revoking.
+    pub(crate) fn sign_out(&self) -> Option<String> {
+        let live = self.to_send().ok();
+        self.replace("");
+        let mut state = self.state();
+        state.dead = Some("signed out".to_owned());
+        live
     }
 
     /// This chain, which logs in with `login` when it has no refresh token
@@ -252,6 +338,15 @@ impl Chain {
     /// Whether the next token request is a login: there is a login, and no
     /// refresh token to send (none yet, or a refused one).
     pub(crate) fn needs_login(&self) -> bool {
+        if self.signing_out.load(Ordering::SeqCst)
+            || self
+                .code
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        {
+            return true;
+        }
         let state = self.state();
         self.login.is_some() && (state.current.is_empty() || state.dead.is_some())
     }
@@ -329,9 +424,13 @@ impl Chain {
     /// one a login has not begun yet).
     pub(crate) fn to_send(&self) -> Result<String, TokenError> {
         let state = self.state();
+        let required = |why: &str| match &self.account {
+            Some(account) => account_login_required(account, why),
+            None => login_required(Some(why)),
+        };
         match &state.dead {
-            Some(why) => Err(login_required(Some(why))),
-            None if state.current.is_empty() => Err(login_required(Some("no login yet"))),
+            Some(why) => Err(required(why)),
+            None if state.current.is_empty() => Err(required("no login yet")),
             None => Ok(state.current.clone()),
         }
     }
@@ -399,6 +498,9 @@ impl Chain {
     /// Whether the chain has changed since a store last had it: a token a
     /// store shares is not taken meanwhile when a new login began here.
     pub(crate) fn replaced_here(&self) -> bool {
+        if self.signing_out.load(Ordering::SeqCst) {
+            return true;
+        }
         let state = self.state();
         state.unsaved && state.seq == 0 && state.login_at > 0
     }
@@ -406,129 +508,6 @@ impl Chain {
     /// Whether the chain changed since a store last had it.
     pub(crate) fn unsaved(&self) -> bool {
         self.state().unsaved
-    }
-
-    /// The chain as a store keeps it.
-    pub(crate) fn record(&self) -> ChainRecord {
-        let state = self.state();
-        let mut map = Map::new();
-        map.insert("refresh_token".into(), state.current.clone().into());
-        map.insert("login".into(), state.login.clone().into());
-        map.insert("login_at".into(), state.login_at.into());
-        map.insert("seq".into(), state.seq.into());
-        if !state.issuer.is_empty() {
-            map.insert("issuer".into(), state.issuer.clone().into());
-            map.insert("scope".into(), state.scope.clone().into());
-        }
-        if let Some(client) = &state.client {
-            map.insert("client_id".into(), client.id.clone().into());
-            map.insert("client_issuer".into(), client.issuer.clone().into());
-            if let Some((secret, method)) = &client.secret {
-                map.insert("client_secret".into(), secret.clone().into());
-                map.insert("client_auth".into(), method.clone().into());
-            }
-        }
-        if let Some(why) = &state.dead {
-            map.insert("dead".into(), why.clone().into());
-        }
-        ChainRecord(Value::Object(map).to_string().into_bytes())
-    }
-
-    /// `record`, the chain's state when it was read, was stored.
-    pub(crate) fn saved(&self, record: &ChainRecord) {
-        let mut state = self.state();
-        if Self::read(record).is_some_and(|stored| {
-            stored.current == state.current && stored.seq == state.seq && stored.dead == state.dead
-        }) {
-            state.unsaved = false;
-        }
-    }
-
-    /// Takes what a store holds, when it is newer than what this chain knows: a
-    /// later rotation of the same login, or a later login. A record that does
-    /// not read is ignored. The store's next write replaces it.
-    pub(crate) fn adopt(&self, record: &ChainRecord) {
-        let Some(stored) = Self::read(record) else {
-            tracing::warn!(
-                "the token store holds a refresh-token chain that does not read; ignored"
-            );
-            return;
-        };
-        let mut state = self.state();
-        let newer = if stored.login == state.login {
-            stored.seq > state.seq || stored.seq == state.seq && stored.dead.is_some()
-        } else {
-            stored.login_at > state.login_at
-        };
-        if newer {
-            let announced = state.announced.clone();
-            *state = State {
-                announced,
-                unsaved: false,
-                ..stored
-            };
-        } else {
-            // A client another process registered serves a new login here.
-            if state.client.is_none() && stored.client.is_some() {
-                state.client = stored.client.clone();
-            }
-            if *state != stored && !state.unsaved {
-                // This process knows more (a new login here): the store gets it.
-                state.unsaved = stored.login != state.login || stored.seq < state.seq;
-            }
-        }
-    }
-
-    /// A stored record, checked as an answer is: anything else counts as
-    /// no record.
-    fn read(record: &ChainRecord) -> Option<State> {
-        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&record.0) else {
-            return None;
-        };
-        let current = map.get("refresh_token")?.as_str()?.to_owned();
-        // Empty: a login that brought no refresh token.
-        if !current.is_empty() {
-            check_value(&current).ok()?;
-        }
-        let login = map.get("login")?.as_str()?.to_owned();
-        Some(State {
-            current,
-            announced: (String::new(), 0),
-            login,
-            login_at: map.get("login_at")?.as_u64()?,
-            seq: map.get("seq")?.as_u64()?,
-            issuer: map
-                .get("issuer")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            scope: map
-                .get("scope")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            client: match (
-                map.get("client_id").and_then(Value::as_str),
-                map.get("client_issuer").and_then(Value::as_str),
-            ) {
-                (Some(id), Some(issuer)) => Some(LoginClient {
-                    id: id.to_owned(),
-                    issuer: issuer.to_owned(),
-                    secret: match (
-                        map.get("client_secret").and_then(Value::as_str),
-                        map.get("client_auth").and_then(Value::as_str),
-                    ) {
-                        (Some(secret), Some(method)) => {
-                            Some((secret.to_owned(), method.to_owned()))
-                        }
-                        _ => None,
-                    },
-                }),
-                _ => None,
-            },
-            dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
-            unsaved: false,
-        })
     }
 
     /// Calls `on_rotation` with the current refresh token if it is new since
@@ -566,6 +545,14 @@ pub(crate) fn login_required(why: Option<&str>) -> TokenError {
     TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
         "the refresh token was refused{why}: log in again and give the new login's refresh \
          token to OAuthLayer::replace_refresh_token (the refused one is never sent again)"
+    ))
+}
+
+/// The error of an account without a live chain: `why` is what ended it.
+pub(crate) fn account_login_required(account: &AccountDigest, why: &str) -> TokenError {
+    TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
+        "account {account:?} has no login ({why}): sign the person in with \
+         OAuthLayer::begin_login and finish_login; no token request was sent"
     ))
 }
 

@@ -178,7 +178,7 @@ impl TokenRequest {
     /// login at that server asked for (so that token slots of different
     /// scopes never take turns logging in), and `offline_access` where the
     /// server lists it, for a refresh token.
-    fn login_scope(&self, server: &ServerMetadata, before: &str) -> Option<String> {
+    pub(super) fn login_scope(&self, server: &ServerMetadata, before: &str) -> Option<String> {
         let mut scopes: Vec<&str> = self
             .target
             .scope()
@@ -290,7 +290,7 @@ impl TokenRequest {
 
 /// Refuses a server that lists PKCE methods without S256; one that lists
 /// none is warned about (many servers do not list them).
-fn check_pkce(server: &ServerMetadata) -> Result<(), TokenError> {
+pub(super) fn check_pkce(server: &ServerMetadata) -> Result<(), TokenError> {
     let methods = &server.code_challenge_methods;
     if methods.is_empty() {
         tracing::warn!(

@@ -18,6 +18,7 @@ mod client;
 mod device;
 mod flow;
 mod listener;
+mod web;
 
 use std::fmt;
 use std::sync::Arc;
@@ -272,3 +273,7 @@ pub(crate) fn failed(message: impl Into<String>) -> TokenError {
 }
 
 pub(crate) use self::client::LoginClient;
+pub(crate) use self::web::{
+    finish as finish_web_login, foreign as foreign_callback, state_of, Code, Pending,
+    PENDING_LOGIN_TTL,
+};

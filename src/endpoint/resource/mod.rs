@@ -16,6 +16,7 @@ use crate::endpoint::client_auth::ClientAuth;
 use crate::endpoint::discovery::{get_json, texts, Discovery, SharedMetadata};
 use crate::endpoint::spec::RequestSpec;
 use crate::endpoint::url::same_identifier;
+use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::params::is_scope_token;
@@ -385,6 +386,8 @@ fn metadata_url(resource: &Uri) -> Uri {
 /// the `resource` and the scopes.
 pub(crate) struct ResourceSource {
     resource: Arc<Resource>,
+    /// What its token requests are made of: the layer's, or an account's.
+    spec: Arc<RequestSpec>,
     /// The cache's own parameters.
     params: Vec<(String, String)>,
     /// The discovery of the server last chosen.
@@ -392,9 +395,16 @@ pub(crate) struct ResourceSource {
 }
 
 impl ResourceSource {
-    pub(crate) fn new(resource: Arc<Resource>, params: Vec<(String, String)>) -> Arc<Self> {
+    /// The tokens of `resource`, asked with `spec` (the layer's, or an
+    /// account's) and `params`.
+    pub(crate) fn new(
+        resource: Arc<Resource>,
+        spec: Arc<RequestSpec>,
+        params: Vec<(String, String)>,
+    ) -> Arc<Self> {
         Arc::new(ResourceSource {
             resource,
+            spec,
             params,
             current: Mutex::new(None),
         })
@@ -448,7 +458,7 @@ impl ResourceSource {
         let discovery = Discovery::new(
             &read.metadata.issuer,
             &read.issuer,
-            Arc::clone(&self.resource.spec),
+            Arc::clone(&self.spec),
             params,
             Arc::clone(&read.server),
         );
@@ -460,6 +470,12 @@ impl ResourceSource {
     pub(crate) fn server(&self) -> Option<Arc<Discovery>> {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         current.as_ref().map(Arc::clone)
+    }
+
+    /// The token request the server's metadata makes, for a web login.
+    pub(crate) async fn token_request(&self) -> Result<Arc<TokenRequest>, TokenError> {
+        let read = self.resource.current().await?;
+        self.discovery(&read).token_request().await
     }
 
     /// The metadata (read again when need be), then the server's discovery

@@ -4,6 +4,7 @@
 //! fetches, stores and wakes. `scripts` holds its Lua scripts. `connection`
 //! connects to one server, a cluster, or Sentinel's master.
 
+mod accounts;
 mod connection;
 mod protocol;
 mod scripts;
@@ -94,7 +95,7 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 /// # Ok(()) }
 /// ```
 pub struct RedisStore {
-    deployment: Deployment,
+    deployment: std::sync::Arc<Deployment>,
     scripts: Scripts,
     /// Made when first needed. Through Sentinel, made again after an error.
     connection: Mutex<Option<Connection>>,
@@ -113,6 +114,8 @@ pub struct RedisStore {
     /// its sealed value: a refused token is deleted only if Redis still
     /// holds exactly that value.
     handed_out: crate::store::HandedOut,
+    /// The layers that watch sign-outs, and the task that hears them.
+    sign_outs: accounts::SignOuts,
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
@@ -123,7 +126,7 @@ enum Problem {
 
 impl Problem {
     /// What went wrong, as text.
-    fn text(self) -> String {
+    pub(super) fn text(self) -> String {
         match self {
             Problem::Redis(why) => why,
             Problem::Token(e) => e.to_string(),
@@ -266,7 +269,7 @@ impl RedisStore {
 
     fn on(deployment: Deployment) -> Self {
         RedisStore {
-            deployment,
+            deployment: std::sync::Arc::new(deployment),
             scripts: Scripts::new(),
             connection: Mutex::new(None),
             prefix: DEFAULT_REDIS_PREFIX.to_owned(),
@@ -277,6 +280,7 @@ impl RedisStore {
             warned_unopened: AtomicBool::new(false),
             warned_unsealed: AtomicBool::new(false),
             handed_out: Default::default(),
+            sign_outs: Default::default(),
         }
     }
 

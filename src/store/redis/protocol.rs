@@ -38,7 +38,7 @@ const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
 const WAKE_FALLBACK: Duration = Duration::from_millis(500);
 
 impl RedisStore {
-    async fn connection(&self) -> Result<Connection, Problem> {
+    pub(super) async fn connection(&self) -> Result<Connection, Problem> {
         if let Some(c) = self.lock_connection().as_ref() {
             return Ok(c.clone());
         }
@@ -53,7 +53,7 @@ impl RedisStore {
     }
 
     /// Runs one Redis operation, bounded by the store's timeout.
-    async fn bounded<T>(
+    pub(super) async fn bounded<T>(
         &self,
         op: impl Future<Output = Result<T, RedisError>>,
     ) -> Result<T, Problem> {
@@ -518,6 +518,30 @@ impl TokenStore for RedisStore {
                 self.redis_failed(&why);
             }
         })
+    }
+
+    fn keep_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.keep_pending(key, value, ttl))
+    }
+
+    fn take_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(self.take_pending(key))
+    }
+
+    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+        Box::pin(self.erase_and_publish(account, identities))
+    }
+
+    fn watch_sign_outs(&self, on_sign_out: crate::store::SignOutWatcher) {
+        self.watch(on_sign_out);
     }
 }
 

@@ -4,6 +4,8 @@
 //! A layer holds the default token's cache, the token slots, and where
 //! tokens come from.
 
+mod accounts;
+
 use std::fmt;
 use std::sync::Arc;
 

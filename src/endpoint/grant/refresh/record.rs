@@ -1,0 +1,132 @@
+//! A chain as a store keeps it: the [`ChainRecord`] written, read back,
+//! checked as an answer is, and adopted when it is newer.
+
+use serde_json::{Map, Value};
+
+use super::{check_value, Chain, ChainRecord, State};
+use crate::endpoint::login::LoginClient;
+
+impl Chain {
+    /// The chain as a store keeps it.
+    pub(crate) fn record(&self) -> ChainRecord {
+        let state = self.state();
+        let mut map = Map::new();
+        map.insert("refresh_token".into(), state.current.clone().into());
+        map.insert("login".into(), state.login.clone().into());
+        map.insert("login_at".into(), state.login_at.into());
+        map.insert("seq".into(), state.seq.into());
+        if !state.issuer.is_empty() {
+            map.insert("issuer".into(), state.issuer.clone().into());
+            map.insert("scope".into(), state.scope.clone().into());
+        }
+        if let Some(client) = &state.client {
+            map.insert("client_id".into(), client.id.clone().into());
+            map.insert("client_issuer".into(), client.issuer.clone().into());
+            if let Some((secret, method)) = &client.secret {
+                map.insert("client_secret".into(), secret.clone().into());
+                map.insert("client_auth".into(), method.clone().into());
+            }
+        }
+        if let Some(why) = &state.dead {
+            map.insert("dead".into(), why.clone().into());
+        }
+        ChainRecord(Value::Object(map).to_string().into_bytes())
+    }
+
+    /// `record`, the chain's state when it was read, was stored.
+    pub(crate) fn saved(&self, record: &ChainRecord) {
+        let mut state = self.state();
+        if Self::read(record).is_some_and(|stored| {
+            stored.current == state.current && stored.seq == state.seq && stored.dead == state.dead
+        }) {
+            state.unsaved = false;
+        }
+    }
+
+    /// Takes what a store holds, when it is newer than what this chain knows: a
+    /// later rotation of the same login, or a later login. A record that does
+    /// not read is ignored. The store's next write replaces it.
+    pub(crate) fn adopt(&self, record: &ChainRecord) {
+        let Some(stored) = Self::read(record) else {
+            tracing::warn!(
+                "the token store holds a refresh-token chain that does not read; ignored"
+            );
+            return;
+        };
+        let mut state = self.state();
+        let newer = if stored.login == state.login {
+            stored.seq > state.seq || stored.seq == state.seq && stored.dead.is_some()
+        } else {
+            stored.login_at > state.login_at
+        };
+        if newer {
+            let announced = state.announced.clone();
+            *state = State {
+                announced,
+                unsaved: false,
+                ..stored
+            };
+        } else {
+            // A client another process registered serves a new login here.
+            if state.client.is_none() && stored.client.is_some() {
+                state.client = stored.client.clone();
+            }
+            if *state != stored && !state.unsaved {
+                // This process knows more (a new login here): the store gets it.
+                state.unsaved = stored.login != state.login || stored.seq < state.seq;
+            }
+        }
+    }
+
+    /// A stored record, checked as an answer is: anything else counts as
+    /// no record.
+    fn read(record: &ChainRecord) -> Option<State> {
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&record.0) else {
+            return None;
+        };
+        let current = map.get("refresh_token")?.as_str()?.to_owned();
+        // Empty: a login that brought no refresh token.
+        if !current.is_empty() {
+            check_value(&current).ok()?;
+        }
+        let login = map.get("login")?.as_str()?.to_owned();
+        Some(State {
+            current,
+            announced: (String::new(), 0),
+            login,
+            login_at: map.get("login_at")?.as_u64()?,
+            seq: map.get("seq")?.as_u64()?,
+            issuer: map
+                .get("issuer")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            scope: map
+                .get("scope")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            client: match (
+                map.get("client_id").and_then(Value::as_str),
+                map.get("client_issuer").and_then(Value::as_str),
+            ) {
+                (Some(id), Some(issuer)) => Some(LoginClient {
+                    id: id.to_owned(),
+                    issuer: issuer.to_owned(),
+                    secret: match (
+                        map.get("client_secret").and_then(Value::as_str),
+                        map.get("client_auth").and_then(Value::as_str),
+                    ) {
+                        (Some(secret), Some(method)) => {
+                            Some((secret.to_owned(), method.to_owned()))
+                        }
+                        _ => None,
+                    },
+                }),
+                _ => None,
+            },
+            dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
+            unsaved: false,
+        })
+    }
+}

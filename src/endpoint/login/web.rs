@@ -1,0 +1,382 @@
+//! A web app's login for one account: the authorization URL made and the
+//! pending login it leaves; the callback checked against that pending login,
+//! and its code exchanged by the account's next token request; the refresh
+//! token revoked at sign-out (RFC 7009).
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use super::authorization::{
+    check_endpoint, read_callback, Callback, Expect, Request, Secrets, MAX_CALLBACK_LEN,
+};
+use super::failed;
+use super::flow::check_pkce;
+use crate::endpoint::answer::{retry_after, status_error};
+use crate::endpoint::grant::refresh::Chain;
+use crate::endpoint::transport::MAX_RESPONSE_BODY;
+use crate::endpoint::TokenRequest;
+use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::token::params::AccountDigest;
+use crate::token::AccessToken;
+
+/// How long a begun login waits for its callback.
+pub(crate) const PENDING_LOGIN_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// A callback's code, with what its exchange must send: handed to the
+/// account's chain, taken by its next token request.
+pub(crate) struct Code {
+    code: String,
+    verifier: String,
+    redirect_uri: String,
+    issuer: String,
+    scope: String,
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Code")
+            .field("code", &"[redacted]")
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A login begun and not finished, as the layer's store keeps it (sealed)
+/// under its `state`: whose it is, and what its callback and exchange need.
+pub(crate) struct Pending {
+    account: String,
+    verifier: String,
+    redirect_uri: String,
+    issuer: String,
+    iss_required: bool,
+    scope: String,
+    /// Milliseconds since the Unix epoch.
+    expires_at: u64,
+}
+
+impl Pending {
+    /// As the store keeps it, before it is sealed.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let mut map = Map::new();
+        map.insert("account".into(), self.account.clone().into());
+        map.insert("verifier".into(), self.verifier.clone().into());
+        map.insert("redirect_uri".into(), self.redirect_uri.clone().into());
+        map.insert("issuer".into(), self.issuer.clone().into());
+        map.insert("iss_required".into(), self.iss_required.into());
+        map.insert("scope".into(), self.scope.clone().into());
+        map.insert("expires_at".into(), self.expires_at.into());
+        Value::Object(map).to_string().into_bytes()
+    }
+
+    /// Read back from the store, opened; `None` for anything else.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes) else {
+            return None;
+        };
+        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+        Some(Pending {
+            account: text("account")?,
+            verifier: text("verifier")?,
+            redirect_uri: text("redirect_uri")?,
+            issuer: text("issuer")?,
+            iss_required: map.get("iss_required")?.as_bool()?,
+            scope: text("scope")?,
+            expires_at: map.get("expires_at")?.as_u64()?,
+        })
+    }
+
+    /// How long it has left; zero once it expired.
+    pub(crate) fn time_left(&self) -> Duration {
+        Duration::from_millis(self.expires_at.saturating_sub(now_ms()))
+    }
+
+    /// Whether it is `account`'s.
+    pub(crate) fn is_for(&self, account: &AccountDigest) -> bool {
+        self.account == account.0
+    }
+}
+
+/// A login begun: where to send the browser, its `state` (what the pending
+/// login is kept under), and the pending login.
+pub(crate) struct Begun {
+    pub(crate) url: String,
+    pub(crate) state: String,
+    pub(crate) pending: Pending,
+}
+
+impl TokenRequest {
+    /// Begins `account`'s login: the authorization request to the server
+    /// this request's metadata names, with PKCE, `state`, `resource` and the
+    /// scope, and the browser sent back to `redirect_uri`.
+    pub(crate) fn begin_web_login(
+        &self,
+        account: &AccountDigest,
+        redirect_uri: &str,
+    ) -> Result<Begun, TokenError> {
+        let Some(server) = self.target.server.as_deref() else {
+            return Err(failed(
+                "a web login needs the authorization server's metadata, for its \
+                 authorization_endpoint: configure the layer with issuer or protected_resource",
+            ));
+        };
+        if self.spec.client_id.is_empty() {
+            return Err(failed(
+                "a web login needs the web app's own client: configure client_id (and its \
+                 client authentication)",
+            ));
+        }
+        check_endpoint("redirect_uri", redirect_uri).map_err(|_| {
+            failed(format!(
+                "the redirect URI `{}` must be an absolute https URL, or http on loopback, \
+                 without a fragment",
+                clip(redirect_uri)
+            ))
+        })?;
+        let Some(endpoint) = server.authorization_endpoint.as_deref() else {
+            return Err(failed(format!(
+                "the metadata of `{}` names no authorization_endpoint, which a web login needs",
+                server.issuer
+            )));
+        };
+        check_endpoint("authorization_endpoint", endpoint)?;
+        check_pkce(server)?;
+        let secrets = Secrets::new()?;
+        let scope = self.login_scope(server, "");
+        let request = Request {
+            endpoint,
+            client_id: &self.spec.client_id,
+            redirect_uri,
+            scope: scope.as_deref(),
+            resources: self.resources(),
+            dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+        };
+        let url = request.url(&secrets);
+        let ttl = u64::try_from(PENDING_LOGIN_TTL.as_millis()).unwrap_or(u64::MAX);
+        Ok(Begun {
+            url,
+            pending: Pending {
+                account: account.0.clone(),
+                verifier: secrets.verifier,
+                redirect_uri: redirect_uri.to_owned(),
+                issuer: server.issuer.clone(),
+                iss_required: server.authorization_response_iss_parameter_supported,
+                scope: scope.unwrap_or_default(),
+                expires_at: now_ms().saturating_add(ttl),
+            },
+            state: secrets.state,
+        })
+    }
+
+    /// Exchanges a web login's `code` (the authorization code grant, with the
+    /// client's authentication as configured); its refresh token begins
+    /// `chain`. The access token.
+    pub(crate) async fn exchange_code(
+        &self,
+        chain: &Chain,
+        code: Code,
+    ) -> Result<AccessToken, TokenError> {
+        if self.target.issuer.as_deref() != Some(code.issuer.as_str()) {
+            return Err(failed(
+                "the login was begun at another authorization server than the one this \
+                 token request goes to; begin it again",
+            ));
+        }
+        let mut pairs = vec![
+            ("code", code.code.as_str()),
+            ("redirect_uri", code.redirect_uri.as_str()),
+            ("code_verifier", code.verifier.as_str()),
+        ];
+        pairs.extend(self.resources().into_iter().map(|r| ("resource", r)));
+        let answered = self
+            .login_token("authorization_code", &pairs, &[&code.code, &code.verifier])
+            .await?;
+        chain.logged_in(answered.refresh.as_deref(), &code.issuer, &code.scope);
+        tracing::info!(
+            account = ?chain.account(),
+            refresh_token = answered.refresh.is_some(),
+            "an account's login is done"
+        );
+        Ok(answered.token)
+    }
+
+    /// Ends `chain` (an account's) as signed out, and revokes the refresh
+    /// token it held, if it was live. What the sign-out's token request
+    /// answers: [`LoginRequired`](TokenErrorKind::LoginRequired).
+    pub(crate) async fn sign_out(&self, chain: &Chain) -> TokenError {
+        let account = chain
+            .account()
+            .cloned()
+            .unwrap_or_else(|| AccountDigest(String::new()));
+        if let Some(live) = chain.sign_out() {
+            match self.revoke(&live).await {
+                Ok(true) => tracing::info!(account = ?account, "the refresh token was revoked"),
+                Ok(false) => tracing::info!(
+                    account = ?account,
+                    "the server names no revocation_endpoint: the refresh token is forgotten, \
+                     not revoked"
+                ),
+                Err(e) => tracing::warn!(
+                    account = ?account,
+                    error = %e,
+                    "revoking the refresh token failed; it is forgotten all the same"
+                ),
+            }
+        }
+        crate::endpoint::grant::refresh::account_login_required(&account, "signed out")
+    }
+
+    /// Revokes `refresh_token` at the server's `revocation_endpoint` (RFC
+    /// 7009), with the client's authentication. `false` when the server
+    /// names none.
+    pub(crate) async fn revoke(&self, refresh_token: &str) -> Result<bool, TokenError> {
+        let Some(endpoint) = self
+            .target
+            .server
+            .as_deref()
+            .and_then(|s| s.revocation_endpoint.as_deref())
+        else {
+            return Ok(false);
+        };
+        let url = crate::endpoint::checked_url(
+            "revocation_endpoint",
+            endpoint,
+            self.spec.allow_insecure_http,
+        )
+        .map_err(|e| {
+            TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message(format!("the server's revocation_endpoint: {e}"))
+        })?;
+        let pairs = [
+            ("token", refresh_token),
+            ("token_type_hint", "refresh_token"),
+        ];
+        let prepared = self.prepared();
+        let transport = &*self.spec.transport;
+        let (body, mut sent) = prepared.login_body(None, &pairs, transport).await?;
+        sent.secrets.push(refresh_token.to_owned());
+        let request = self.post(&prepared, &url, body, false).await?;
+        let response = transport.send(request, MAX_RESPONSE_BODY).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let redactor = prepared.redactor.and(&sent.secrets);
+            let e = status_error(
+                status,
+                response.body(),
+                retry_after(response.headers()),
+                &redactor,
+            );
+            return Err(e.with_message(format!(
+                "the revocation endpoint answered HTTP {status}; the refresh token may still \
+                 be valid at the server"
+            )));
+        }
+        Ok(true)
+    }
+}
+
+/// The `state` of a callback URL (or its query alone), if it carries one.
+pub(crate) fn state_of(callback: &str) -> Option<String> {
+    let query = query_of(callback)?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "state")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// A callback checked against the pending login its `state` found, for
+/// `account`: its code, with what the exchange needs. An error for another
+/// account's login, an expired one, a wrong `iss`, or the server's refusal.
+pub(crate) fn finish(
+    pending: Pending,
+    state: &str,
+    account: &AccountDigest,
+    callback: &str,
+) -> Result<Code, TokenError> {
+    if !pending.is_for(account) {
+        return Err(foreign());
+    }
+    if pending.time_left().is_zero() {
+        return Err(failed(
+            "the login expired before its callback came; begin it again",
+        ));
+    }
+    let expect = Expect {
+        state,
+        issuer: &pending.issuer,
+        iss_required: pending.iss_required,
+    };
+    match read_callback(query_of(callback).unwrap_or_default(), &expect)? {
+        Callback::Code(code) => Ok(Code {
+            code,
+            verifier: pending.verifier,
+            redirect_uri: pending.redirect_uri,
+            issuer: pending.issuer,
+            scope: pending.scope,
+        }),
+        Callback::Refused(why) => Err(failed(format!(
+            "the authorization server refused the login: {why}"
+        ))),
+        Callback::Foreign => Err(foreign()),
+    }
+}
+
+/// The error of a callback that belongs to no login this account began.
+pub(crate) fn foreign() -> TokenError {
+    failed(
+        "the callback belongs to no login this account began (its state is unknown, used, \
+         expired or another account's); nothing changed",
+    )
+}
+
+/// The query of a callback URL, or the text itself when it is a query alone;
+/// `None` past [`MAX_CALLBACK_LEN`].
+fn query_of(callback: &str) -> Option<&str> {
+    if callback.len() > MAX_CALLBACK_LEN {
+        return None;
+    }
+    let callback = callback.split('#').next().unwrap_or_default();
+    Some(match callback.split_once('?') {
+        Some((_, query)) => query,
+        None => callback,
+    })
+}
+
+fn now_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_login_reads_back_and_refuses_another_account() {
+        let alice = crate::token::params::account_digest("alice");
+        let bob = crate::token::params::account_digest("bob");
+        let pending = Pending {
+            account: alice.0.clone(),
+            verifier: "v".repeat(43),
+            redirect_uri: "https://app.example/callback".into(),
+            issuer: "https://idp.example".into(),
+            iss_required: true,
+            scope: "openid".into(),
+            expires_at: now_ms() + 60_000,
+        };
+        let back = Pending::from_bytes(&pending.to_bytes()).unwrap();
+        assert!(back.is_for(&alice) && !back.is_for(&bob));
+        assert!(back.time_left() > Duration::from_secs(50));
+        assert!(Pending::from_bytes(b"{\"account\":1}").is_none());
+        let callback = "https://app.example/callback?code=c&state=s&iss=https%3A%2F%2Fidp.example";
+        assert_eq!(state_of(callback).as_deref(), Some("s"));
+        let e = finish(back, "s", &bob, callback).unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed);
+        let back = Pending::from_bytes(&pending.to_bytes()).unwrap();
+        let code = finish(back, "s", &alice, callback).unwrap();
+        assert_eq!(code.code, "c");
+        assert!(!format!("{code:?}").contains("\"c\""));
+    }
+}

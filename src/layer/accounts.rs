@@ -1,0 +1,212 @@
+//! The layer's entry points for many people: a web app's login for an account
+//! ([`OAuthLayer::begin_login`], [`OAuthLayer::finish_login`]) and its
+//! sign-out ([`OAuthLayer::sign_out`]).
+
+use std::sync::Arc;
+
+use super::OAuthLayer;
+use crate::endpoint::{
+    finish_web_login as finish, foreign_callback as foreign, state_of, Pending, PENDING_LOGIN_TTL,
+};
+use crate::error::{TokenError, TokenErrorKind};
+use crate::slots::factory::SlotFactory;
+use crate::token::params::{account_digest, TokenParams};
+
+impl OAuthLayer {
+    /// Begins a web login for `account`, and returns the URL to send the
+    /// person's browser to. It is the authorization code grant with PKCE
+    /// (S256), a `state`, the `resource` and scope of the layer's token, and
+    /// `redirect_uri`, the app's own callback route, which the server must
+    /// know. The pending login (its `state`, its PKCE verifier, the account)
+    /// is sealed and kept in the layer's [token
+    /// store](crate::OAuthLayerBuilder::token_store) for 10 minutes, so that
+    /// the callback may come back to any replica. A store that does not keep
+    /// pending logins, or none, keeps it in this process.
+    ///
+    /// The layer needs the server's metadata (configure it with
+    /// [`issuer`](crate::OAuthLayerBuilder::issuer) or
+    /// [`protected_resource`](crate::OAuthLayerBuilder::protected_resource)),
+    /// and the app's own client
+    /// ([`client_id`](crate::OAuthLayerBuilder::client_id) and its
+    /// authentication), which its token requests present.
+    ///
+    /// ```no_run
+    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// // In the app's `/login` route, for the signed-in session's account:
+    /// let url = oauth
+    ///     .begin_login("alice@example.com", "https://app.example/callback")
+    ///     .await?;
+    /// // Redirect the browser to `url`.
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LoginFailed`](TokenErrorKind::LoginFailed) for a redirect URI that is
+    /// neither https nor http on loopback, a server without an
+    /// authorization endpoint or S256, or a layer without a client id;
+    /// [`Configuration`](TokenErrorKind::Configuration) for a layer without
+    /// the server's metadata; the error of reading the metadata; a
+    /// [`Transport`](TokenErrorKind::Transport) error when the store could
+    /// not keep the pending login.
+    pub async fn begin_login(
+        &self,
+        account: impl AsRef<str>,
+        redirect_uri: impl AsRef<str>,
+    ) -> Result<String, TokenError> {
+        let probe = TokenParams::new().account(account.as_ref());
+        let factory = self.account_factory(&probe)?;
+        let request = factory.login_request().await?;
+        let digest = account_digest(account.as_ref());
+        let begun = request.begin_web_login(&digest, redirect_uri.as_ref())?;
+        let key = factory.pending_login_key(&begun.state);
+        self.shared
+            .slots
+            .accounts
+            .pending
+            .keep(
+                factory.store.as_deref(),
+                &key,
+                factory.sealing_key.as_ref(),
+                &begun.pending.to_bytes(),
+                PENDING_LOGIN_TTL,
+            )
+            .await
+            .map_err(|why| {
+                TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                    "the token store could not keep the pending login ({why}); the login did \
+                     not begin"
+                ))
+            })?;
+        tracing::info!(account = ?digest, "an account's login begins");
+        Ok(begun.url)
+    }
+
+    /// Finishes `account`'s web login with the URL its callback route was
+    /// called at (or its query alone): the pending login its `state` names is
+    /// taken from the store (on any replica), checked (the same account,
+    /// not expired, the server's `iss` where it sends one), and its code
+    /// exchanged, with the client's authentication. The refresh token begins
+    /// the account's chain, in memory and in the store, and the account's
+    /// requests get tokens from then on.
+    ///
+    /// A callback whose `state` is another account's, or no pending login's
+    /// (unknown, expired, or used already: a replay), fails and changes
+    /// nothing. Another account's pending login stays as it was.
+    ///
+    /// ```no_run
+    /// # async fn example(oauth: tower_oauth::OAuthLayer, uri: http::Uri) -> Result<(), tower_oauth::TokenError> {
+    /// // In the app's `/callback` route:
+    /// oauth.finish_login("alice@example.com", uri.to_string()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LoginFailed`](TokenErrorKind::LoginFailed) for a callback that
+    /// belongs to no login of this account, one the server refused
+    /// (`error=access_denied`), or a wrong `iss`; the error of the code's
+    /// exchange.
+    pub async fn finish_login(
+        &self,
+        account: impl AsRef<str>,
+        callback_url: impl AsRef<str>,
+    ) -> Result<(), TokenError> {
+        let callback = callback_url.as_ref();
+        let probe = TokenParams::new().account(account.as_ref());
+        let digest = account_digest(account.as_ref());
+        let state = state_of(callback).ok_or_else(foreign)?;
+        let factory = self.account_factory(&probe)?;
+        let key = factory.pending_login_key(&state);
+        let taken = self
+            .shared
+            .slots
+            .accounts
+            .pending
+            .take(factory.store.as_deref(), &key, factory.sealing_key.as_ref())
+            .await
+            .map_err(|why| {
+                TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                    "the token store could not be read for the pending login ({why})"
+                ))
+            })?;
+        let pending = taken
+            .as_deref()
+            .and_then(Pending::from_bytes)
+            .ok_or_else(foreign)?;
+        let code = finish(pending, &state, &digest, callback)?;
+        let chain = factory.chain().ok_or_else(foreign)?;
+        chain.begin_with_code(code);
+        for (_, cache_ref) in self.shared.slots.accounts.of(&probe) {
+            cache_ref.cache.restart();
+        }
+        self.token_for(&probe).await?;
+        Ok(())
+    }
+
+    /// Signs `account` out: its refresh token is revoked at the server (RFC
+    /// 7009) where the server's metadata names a `revocation_endpoint`, with
+    /// the client's authentication; its chain ends, in memory and in the
+    /// store; its tokens are dropped from memory and deleted from the store;
+    /// and the store tells the other replicas, which drop theirs (a
+    /// `RedisStore` does, at once). From then on, the account's requests fail
+    /// with [`LoginRequired`](TokenErrorKind::LoginRequired), and no token
+    /// request is sent, until a new login. Other accounts are untouched.
+    ///
+    /// ```no_run
+    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// oauth.sign_out("alice@example.com").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The error of reading the store's chain (the sign-out did not reach
+    /// the store; try again). A revocation the server refused is logged,
+    /// not returned: the refresh token is forgotten all the same.
+    pub async fn sign_out(&self, account: impl AsRef<str>) -> Result<(), TokenError> {
+        let probe = TokenParams::new().account(account.as_ref());
+        let digest = account_digest(account.as_ref());
+        let factory = self.account_factory(&probe)?;
+        let Some(chain) = factory.chain() else {
+            return Ok(());
+        };
+        chain.begin_sign_out();
+        let slots = &self.shared.slots;
+        let mut params: Vec<TokenParams> = vec![TokenParams::new()];
+        for (extra, cache_ref) in slots.accounts.of(&probe) {
+            cache_ref.cache.restart();
+            params.push(extra);
+        }
+        // The sign-out runs as the account's token request: under the
+        // store's lock, on the chain the store holds. A fetch under way
+        // already ends first; the next one signs out.
+        for _ in 0..2 {
+            match self.token_for(&probe).await {
+                Err(e) if e.kind() == TokenErrorKind::LoginRequired => {}
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+            if !chain.is_signing_out() {
+                break;
+            }
+        }
+        for (extra, cache_ref) in slots.accounts.remove(&probe) {
+            cache_ref.cache.restart();
+            params.push(extra);
+        }
+        if let Some(store) = &factory.store {
+            store
+                .signed_out(&digest.0, &factory.store_keys(&params))
+                .await;
+        }
+        tracing::info!(account = ?digest, "an account signed out");
+        Ok(())
+    }
+
+    /// The factory of the account `probe` names.
+    fn account_factory(&self, probe: &TokenParams) -> Result<Arc<SlotFactory>, TokenError> {
+        let slots = &self.shared.slots;
+        Ok(slots.accounts.factory(probe, slots.factory()?))
+    }
+}

@@ -1,0 +1,297 @@
+//! Accounts: each person's token slots, kept together in shards, each under a
+//! read-write lock; at most `max_accounts` slots in memory, the least recently
+//! used of a full shard evicted. An evicted account comes back from the
+//! layer's store.
+//!
+//! A request for an account: its shard (by the account's hash, with keys
+//! drawn per process), a read lock, a map lookup by the whole
+//! [`TokenParams`], whose equality compares the account id itself. Two
+//! accounts never share a slot, whatever their hashes. An account's slots
+//! share one factory, with the account's chain, while any of them lives.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+
+use super::factory::SlotFactory;
+use crate::cache::CacheRef;
+use crate::error::TokenError;
+use crate::store::PendingLogins;
+use crate::telemetry::stats::Stats;
+use crate::token::params::{account_digest, AccountDigest, CarriedHash, TokenParams};
+
+type Shard = HashMap<TokenParams, Arc<Entry>, BuildHasherDefault<CarriedHash>>;
+
+/// One account's token for one set of parameters.
+struct Entry {
+    cache_ref: Arc<CacheRef>,
+    /// The tick when a request last used it.
+    used: AtomicU64,
+    /// The account's factory: its chain lives as long as its slots.
+    factory: Arc<SlotFactory>,
+}
+
+/// A layer's accounts.
+pub(crate) struct Accounts {
+    shards: Box<[RwLock<Shard>]>,
+    per_shard: usize,
+    /// Counts the slots made: the clock of least-recently-used eviction.
+    tick: AtomicU64,
+    /// Each account's factory while any of its slots lives, so that a new
+    /// slot of the account shares its chain.
+    factories: Mutex<HashMap<AccountDigest, Weak<SlotFactory>>>,
+    /// The evicted slots' counters, for the totals.
+    retired: Mutex<Stats>,
+    /// Whether evicted accounts come back from a store.
+    has_store: bool,
+    warned: AtomicBool,
+    /// The web logins begun and not finished, where the store keeps none.
+    pub(crate) pending: PendingLogins,
+    /// Itself, for the store's watch of sign-outs, begun with the first
+    /// account.
+    this: Weak<Accounts>,
+    watching: AtomicBool,
+}
+
+impl Accounts {
+    /// At most `max` slots in memory (at least one), in shards of at least
+    /// 128 once `max` reaches 256.
+    pub(crate) fn new(max: usize, has_store: bool) -> Arc<Self> {
+        let max = max.max(1);
+        let count = (max / 256).clamp(1, 64).next_power_of_two();
+        Arc::new_cyclic(|this| Accounts {
+            this: Weak::clone(this),
+            watching: AtomicBool::new(false),
+            shards: (0..count).map(|_| RwLock::default()).collect(),
+            per_shard: (max / count).max(1),
+            tick: AtomicU64::new(0),
+            factories: Mutex::default(),
+            retired: Mutex::default(),
+            has_store,
+            warned: AtomicBool::new(false),
+            pending: PendingLogins::default(),
+        })
+    }
+
+    #[inline]
+    fn shard(&self, params: &TokenParams) -> &RwLock<Shard> {
+        // A power of two: the low bits of a keyed hash.
+        let index = params.account_hash() as usize & (self.shards.len() - 1);
+        &self.shards[index]
+    }
+
+    /// The reference to the slot `params` (which name an account) select,
+    /// made from `root` if need be.
+    #[inline]
+    pub(crate) fn cache_ref_for(
+        &self,
+        params: &TokenParams,
+        root: &Arc<SlotFactory>,
+    ) -> Result<Arc<CacheRef>, TokenError> {
+        {
+            let shard = self
+                .shard(params)
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = shard.get(params) {
+                let tick = self.tick.load(Ordering::Relaxed);
+                if entry.used.load(Ordering::Relaxed) != tick {
+                    entry.used.store(tick, Ordering::Relaxed);
+                }
+                return Ok(Arc::clone(&entry.cache_ref));
+            }
+        }
+        self.make(params, root)
+    }
+
+    /// Makes the slot (unless another request just did), evicting the
+    /// least recently used one of a full shard.
+    #[cold]
+    fn make(
+        &self,
+        params: &TokenParams,
+        root: &Arc<SlotFactory>,
+    ) -> Result<Arc<CacheRef>, TokenError> {
+        let factory = self.factory(params, root);
+        let cache = factory.slot(&params.without_account())?;
+        let mut shard = self
+            .shard(params)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = shard.get(params) {
+            return Ok(Arc::clone(&entry.cache_ref));
+        }
+        if shard.len() >= self.per_shard {
+            self.evict(&mut shard);
+        }
+        let entry = Arc::new(Entry {
+            cache_ref: Arc::new(CacheRef::new(cache)),
+            used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
+            factory,
+        });
+        shard.insert(params.clone(), Arc::clone(&entry));
+        Ok(Arc::clone(&entry.cache_ref))
+    }
+
+    /// The factory of the account `params` name: the one its live slots
+    /// share, or a new one (its chain read from the store at its first
+    /// fetch).
+    pub(crate) fn factory(
+        &self,
+        params: &TokenParams,
+        root: &Arc<SlotFactory>,
+    ) -> Arc<SlotFactory> {
+        let digest = account_digest(params.get_account().unwrap_or_default());
+        let mut factories = self
+            .factories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(factory) = factories.get(&digest).and_then(Weak::upgrade) {
+            return factory;
+        }
+        // Dead entries go once they outnumber what memory may hold.
+        if factories.len() >= 2 * self.per_shard * self.shards.len() + 64 {
+            factories.retain(|_, factory| factory.strong_count() > 0);
+        }
+        let factory = root.for_account(digest.clone());
+        factories.insert(digest, Arc::downgrade(&factory));
+        drop(factories);
+        self.watch_sign_outs(root);
+        factory
+    }
+
+    /// Has the layer's store tell of other replicas' sign-outs, once: each
+    /// drops the account's slots from memory. The watch ends with the layer.
+    fn watch_sign_outs(&self, root: &SlotFactory) {
+        let Some(store) = &root.store else {
+            return;
+        };
+        if self.watching.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let this = Weak::clone(&self.this);
+        store.watch_sign_outs(Arc::new(move |digest: &str| {
+            let Some(accounts) = this.upgrade() else {
+                return false;
+            };
+            for cache_ref in accounts.forget(digest) {
+                cache_ref.cache.restart();
+            }
+            true
+        }));
+    }
+
+    /// Removes the least recently used slot of `shard`. Its cache goes when
+    /// the last request using it is done.
+    fn evict(&self, shard: &mut Shard) {
+        let Some(oldest) = shard
+            .iter()
+            .min_by_key(|(_, entry)| entry.used.load(Ordering::Relaxed))
+            .map(|(params, _)| params.clone())
+        else {
+            return;
+        };
+        if let Some(entry) = shard.remove(&oldest) {
+            self.retired
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .add(&entry.cache_ref.cache.stats());
+        }
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            match self.has_store {
+                true => tracing::info!(
+                    evicted = ?oldest,
+                    "more accounts' tokens than max_accounts: the least recently used leave \
+                     memory and come back from the token store (reported once)"
+                ),
+                false => tracing::warn!(
+                    evicted = ?oldest,
+                    "more accounts' tokens than max_accounts, and no token store: an account \
+                     that leaves memory loses its login, and its person must sign in again \
+                     (reported once); give the layer a token store"
+                ),
+            }
+        }
+    }
+
+    /// The account's slots in memory: their parameters (without the
+    /// account) and references.
+    pub(crate) fn of(&self, account: &TokenParams) -> Vec<(TokenParams, Arc<CacheRef>)> {
+        let shard = self
+            .shard(account)
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        shard
+            .iter()
+            .filter(|(params, _)| params.get_account() == account.get_account())
+            .map(|(params, entry)| (params.without_account(), Arc::clone(&entry.cache_ref)))
+            .collect()
+    }
+
+    /// Takes the account's slots out of memory (at its sign-out): what
+    /// [`of`](Self::of) gives.
+    pub(crate) fn remove(&self, account: &TokenParams) -> Vec<(TokenParams, Arc<CacheRef>)> {
+        let mut shard = self
+            .shard(account)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut removed = Vec::new();
+        shard.retain(|params, entry| {
+            let theirs = params.get_account() == account.get_account();
+            if theirs {
+                removed.push((params.without_account(), Arc::clone(&entry.cache_ref)));
+            }
+            !theirs
+        });
+        removed
+    }
+
+    /// Forgets the account of `digest` (another replica signed it out): its
+    /// slots leave memory, and its next request reads its chain from the
+    /// store afresh. Its slots' references, for dropping their tokens.
+    pub(crate) fn forget(&self, digest: &str) -> Vec<Arc<CacheRef>> {
+        let digest = AccountDigest(digest.to_owned());
+        let factory = self
+            .factories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&digest)
+            .and_then(|factory| factory.upgrade());
+        let Some(factory) = factory else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
+            shard.retain(|_, entry| {
+                let theirs = Arc::ptr_eq(&entry.factory, &factory);
+                if theirs {
+                    removed.push(Arc::clone(&entry.cache_ref));
+                }
+                !theirs
+            });
+        }
+        removed
+    }
+
+    /// The counters of every slot, live or evicted, summed.
+    pub(crate) fn totals(&self) -> Stats {
+        let mut total = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        for shard in self.shards.iter() {
+            let shard = shard.read().unwrap_or_else(PoisonError::into_inner);
+            for entry in shard.values() {
+                total.add(&entry.cache_ref.cache.stats());
+            }
+        }
+        total
+    }
+
+    /// How many slots are in memory.
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+}
