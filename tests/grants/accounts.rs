@@ -288,3 +288,193 @@ async fn idle_accounts_leave_memory_and_come_back_from_the_store() {
     let e = api_as(&alone, &server, "x").await.unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
 }
+
+/// Replicas on a real redis-server: a login begun on one and finished on
+/// another, a sign-out on one seen by the others, and many accounts on
+/// three replicas, each refreshed once a lifetime for the fleet.
+#[cfg(feature = "redis")]
+mod redis_fleet {
+    use super::*;
+    use std::sync::Arc;
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::RedisStore;
+
+    fn replicas(
+        server: &LoginServer,
+        redis: &RedisServer,
+        n: usize,
+        max: usize,
+    ) -> Vec<OAuthLayer> {
+        (0..n)
+            .map(|_| {
+                builder(server)
+                    .token_store(RedisStore::new(redis.url()).unwrap())
+                    .max_accounts(max)
+                    .refresh_margin(Duration::from_millis(500))
+                    .build()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_login_begun_on_one_replica_finishes_on_another_and_signs_out_everywhere() {
+        if missing() {
+            return;
+        }
+        let redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(60)).await;
+        let fleet = replicas(&server, &redis, 2, 100);
+        let (a, b) = (&fleet[0], &fleet[1]);
+        sign_in(a, b, "alice", "alice").await;
+        sign_in(b, a, "bob", "bob").await;
+        for oauth in [a, b] {
+            assert_eq!(
+                api_as(oauth, &server, "alice").await.unwrap(),
+                (200, Some("alice".into()))
+            );
+            assert_eq!(
+                api_as(oauth, &server, "bob").await.unwrap(),
+                (200, Some("bob".into()))
+            );
+        }
+        // One exchange each; the other replica took the stored token.
+        assert_eq!(token_requests(&server), 2);
+        // A callback taken on one replica cannot be replayed on the other.
+        let url = a.begin_login("carol", CALLBACK).await.unwrap();
+        let callback = LoginServer::sign_in(&url, "carol").await;
+        b.finish_login("carol", &callback).await.unwrap();
+        let e = a.finish_login("carol", &callback).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed);
+        // Sign-out on B: revoked once, and A stops sending Alice's token.
+        b.sign_out("alice").await.unwrap();
+        assert_eq!(server.revoked(), ["alice"]);
+        let before = token_requests(&server);
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let e = loop {
+            match api_as(a, &server, "alice").await {
+                Err(e) => break e,
+                Ok(_) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(5)).await
+                }
+                Ok(answer) => panic!("replica A still sends Alice's token: {answer:?}"),
+            }
+        };
+        assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+        assert_eq!(
+            api_as(b, &server, "alice").await.unwrap_err().kind(),
+            TokenErrorKind::LoginRequired
+        );
+        assert_eq!(token_requests(&server), before, "no token request");
+        for oauth in [a, b] {
+            assert_eq!(
+                api_as(oauth, &server, "bob").await.unwrap(),
+                (200, Some("bob".into()))
+            );
+        }
+        // Redis holds no account id and no token in clear.
+        let mut con = redis.connection();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        for key in keys {
+            assert!(!key.contains("alice") && !key.contains("bob"), "{key}");
+            let value: Option<String> = redis::cmd("GET").arg(&key).query(&mut con).unwrap_or(None);
+            let value = value.unwrap_or_default();
+            assert!(!value.contains("rt-") && !value.contains("at-"), "{key}");
+            assert!(
+                !value.contains("alice") && !value.contains("verifier"),
+                "{key}"
+            );
+        }
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+    }
+
+    /// `TOWER_OAUTH_ACCOUNTS` accounts (default 2,000; the check
+    /// runs 10,000) on three replicas that each keep at most a quarter in
+    /// memory, for three token lifetimes: every request answered as its own
+    /// person, and at most one refresh per account per lifetime.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_accounts_on_three_replicas_refresh_once_a_lifetime() {
+        if missing() {
+            return;
+        }
+        let accounts: usize = std::env::var("TOWER_OAUTH_ACCOUNTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2_000);
+        let redis = RedisServer::start();
+        let lifetime = Duration::from_secs(4);
+        let server = LoginServer::start(lifetime).await;
+        let fleet = Arc::new(replicas(&server, &redis, 3, accounts / 4));
+        for i in 0..accounts {
+            let (begin, finish) = (&fleet[i % 3], &fleet[(i + 1) % 3]);
+            sign_in(begin, finish, &format!("person-{i}"), &format!("user{i}")).await;
+        }
+        assert_eq!(server.logins(), accounts);
+        let started = std::time::Instant::now();
+        let mut rounds = 0;
+        while started.elapsed() < 3 * lifetime {
+            let mut tasks = Vec::new();
+            for r in 0..3 {
+                let (fleet, api) = (Arc::clone(&fleet), server.api_url());
+                tasks.push(tokio::spawn(async move {
+                    let mut wrong = Vec::new();
+                    for i in (r..accounts).step_by(3) {
+                        let i = (i + rounds) % accounts;
+                        let oauth = &fleet[(r + rounds) % 3];
+                        let account = format!("person-{i}");
+                        match api_via(oauth, &api, &account).await {
+                            Ok(Some(user)) if user == format!("user{i}") => {}
+                            other => wrong.push(format!("{account}: {other:?}")),
+                        }
+                    }
+                    wrong
+                }));
+            }
+            for task in tasks {
+                let wrong = task.await.unwrap();
+                assert!(wrong.is_empty(), "{:?}", &wrong[..wrong.len().min(5)]);
+            }
+            rounds += 1;
+        }
+        let lifetimes = (started.elapsed().as_secs_f64() / lifetime.as_secs_f64()).ceil() as usize;
+        let most = (0..accounts)
+            .map(|i| server.refreshes_of(&format!("user{i}")))
+            .max()
+            .unwrap();
+        assert!(rounds >= 2, "{rounds} rounds");
+        assert!(
+            most <= lifetimes,
+            "an account refreshed {most} times in {lifetimes} lifetimes"
+        );
+        assert!(
+            server.violations().is_empty(),
+            "{:?}",
+            &server.violations()[..1]
+        );
+    }
+
+    /// One GET of the API as `account` through `oauth`: the person the API
+    /// saw.
+    async fn api_via(
+        oauth: &OAuthLayer,
+        api: &str,
+        account: &str,
+    ) -> Result<Option<String>, String> {
+        use tower::ServiceExt;
+        let mut request = support::get(api);
+        request
+            .extensions_mut()
+            .insert(TokenParams::new().account(account));
+        let response = support::client(oauth)
+            .oneshot(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (status, body) = support::read(response).await;
+        if status != 200 {
+            return Err(format!("HTTP {status}"));
+        }
+        Ok(serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v["user"].as_str().map(str::to_owned)))
+    }
+}
