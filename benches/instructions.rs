@@ -23,6 +23,15 @@
 //! Mode `slots8`: requests choose among 8 warm token slots in turn, through
 //! `params_for`.
 //!
+//! Modes `accounts1`, `accounts1000` and `accounts100000`: each request names
+//! an account (`TokenParams::account` in its extensions), the accounts in
+//! turn, every one's token in memory. Modes `bound1`, `bound1000` and
+//! `bound100000`: the same layers, requests through
+//! `OAuthLayer::for_account` of one account. Mode `oauth_tagged` is `oauth` with an
+//! extension of the same cost that the layer ignores: the caller's share of
+//! naming an account. Allocations per request: the same two runs under
+//! `valgrind --tool=memcheck` ("total heap usage").
+//!
 //! Modes `mw_fixed`, `mw_oauth`, `mw_oauth_without_resend`: the reqwest
 //! middleware against a fixed-header one (build with
 //! `--features reqwest-middleware`).
@@ -41,7 +50,7 @@ mod services;
 use std::task::{Context, Waker};
 
 use http::{Request, Response};
-use services::{drive, fixed_header, warm_layer, Noop};
+use services::{drive, drive_with, fixed_header, warm_layer, Noop};
 use tower::{Layer, Service};
 use tower_http::set_header::SetRequestHeaderLayer;
 
@@ -81,6 +90,29 @@ fn main() {
         }
         "oauth" => run(oauth.layer(Noop), n),
         "slots8" => run(services::warm_slots_layer(&rt, 8).layer(Noop), n),
+        "oauth_tagged" => {
+            let tag = services::Tag("person-0@example.com".into());
+            let mut svc = oauth.layer(Noop);
+            let mut cx = Context::from_waker(Waker::noop());
+            for _ in 0..n {
+                drive_with(&mut svc, &mut cx, &tag);
+            }
+        }
+        bound if bound.starts_with("bound") => {
+            let count = bound["bound".len()..].parse().expect("bound<N>");
+            let (layer, _) = services::warm_accounts_layer(&rt, count);
+            let alice = layer.for_account("person-0@example.com").unwrap();
+            run(alice.layer(Noop), n)
+        }
+        accounts if accounts.starts_with("accounts") => {
+            let count = accounts["accounts".len()..].parse().expect("accounts<N>");
+            let (layer, accounts) = services::warm_accounts_layer(&rt, count);
+            let mut svc = layer.layer(Noop);
+            let mut cx = Context::from_waker(Waker::noop());
+            for i in 0..n as usize {
+                drive_with(&mut svc, &mut cx, &accounts[i % count]);
+            }
+        }
         #[cfg(feature = "reqwest")]
         "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
         #[cfg(feature = "reqwest-middleware")]

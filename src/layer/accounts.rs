@@ -137,8 +137,8 @@ impl OAuthLayer {
         let code = finish(pending, &state, &digest, callback)?;
         let chain = factory.chain().ok_or_else(foreign)?;
         chain.begin_with_code(code);
-        for (_, cache_ref) in self.shared.slots.accounts.of(&probe) {
-            cache_ref.cache.restart();
+        for cache in factory.caches() {
+            cache.restart();
         }
         self.token_for(&probe).await?;
         Ok(())
@@ -174,9 +174,11 @@ impl OAuthLayer {
         chain.begin_sign_out();
         let slots = &self.shared.slots;
         let mut params: Vec<TokenParams> = vec![TokenParams::new()];
-        for (extra, cache_ref) in slots.accounts.of(&probe) {
-            cache_ref.cache.restart();
+        for (extra, _) in slots.accounts.of(&probe) {
             params.push(extra);
+        }
+        for cache in factory.caches() {
+            cache.restart();
         }
         // The sign-out runs as the account's token request: under the
         // store's lock, on the chain the store holds. A fetch under way
@@ -191,9 +193,9 @@ impl OAuthLayer {
                 break;
             }
         }
-        for (extra, cache_ref) in slots.accounts.remove(&probe) {
-            cache_ref.cache.restart();
-            params.push(extra);
+        slots.accounts.remove(&probe);
+        for cache in factory.caches() {
+            cache.restart();
         }
         if let Some(store) = &factory.store {
             store
@@ -204,9 +206,47 @@ impl OAuthLayer {
         Ok(())
     }
 
+    /// A layer for `account` alone: its default token is the account's,
+    /// and a request's [`TokenParams`] without an account select the
+    /// account's tokens for those parameters. It serves code that holds one
+    /// person's client, such as a gateway's MCP client per user
+    /// ([`mcp_client`](Self::mcp_client)) or a per-session reqwest client: no
+    /// request needs to name the account, and the warm path is the layer's
+    /// own (no lookup among the accounts). It shares everything else with
+    /// this layer: the account's chain, login, sign-out and tokens, which
+    /// requests naming the account through this layer also use. While it
+    /// lives, the account's chain stays in memory.
+    ///
+    /// ```
+    /// # fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
+    /// let alice = oauth.for_account("alice@example.com")?;
+    /// let client = tower::ServiceBuilder::new().layer(alice).service(tower::service_fn(
+    ///     |req: http::Request<()>| async move { Ok::<_, std::convert::Infallible>(http::Response::new(())) },
+    /// ));
+    /// # let _ = client; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidRequest`](TokenErrorKind::InvalidRequest) for a layer on a
+    /// token source, which has no accounts.
+    pub fn for_account(&self, account: impl AsRef<str>) -> Result<OAuthLayer, TokenError> {
+        let probe = TokenParams::new().account(account.as_ref());
+        let slots = &self.shared.slots;
+        let factory = self.account_factory(&probe)?;
+        let cache_ref = slots.accounts.cache_ref_for(&probe, slots.root()?)?;
+        let bound = slots.bound(Arc::clone(&factory));
+        Ok(OAuthLayer::bound(
+            Arc::clone(&cache_ref.cache),
+            bound,
+            self.shared.endpoint.clone(),
+            factory,
+        ))
+    }
+
     /// The factory of the account `probe` names.
     fn account_factory(&self, probe: &TokenParams) -> Result<Arc<SlotFactory>, TokenError> {
         let slots = &self.shared.slots;
-        Ok(slots.accounts.factory(probe, slots.factory()?))
+        Ok(slots.accounts.factory(probe, slots.root()?))
     }
 }

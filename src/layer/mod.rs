@@ -64,6 +64,9 @@ struct Shared {
     cache_ref: Arc<CacheRef>,
     /// Where tokens come from. None for a layer on a token source.
     endpoint: Option<Endpoint>,
+    /// For a layer bound to an account: the account's factory, which keeps
+    /// its chain in memory while the layer lives.
+    _account: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl OAuthLayer {
@@ -75,6 +78,26 @@ impl OAuthLayer {
                 cache,
                 slots: Arc::new(slots),
                 endpoint,
+                _account: None,
+            }),
+        }
+    }
+
+    /// A layer bound to an account: on `cache`, the account's default
+    /// token, with `slots` made from `account`, its factory.
+    fn bound(
+        cache: Arc<TokenCache>,
+        slots: Slots,
+        endpoint: Option<Endpoint>,
+        account: Arc<crate::slots::factory::SlotFactory>,
+    ) -> Self {
+        OAuthLayer {
+            shared: Arc::new(Shared {
+                cache_ref: Arc::new(CacheRef::new(Arc::clone(&cache))),
+                cache,
+                slots: Arc::new(slots),
+                endpoint,
+                _account: Some(account as Arc<dyn std::any::Any + Send + Sync>),
             }),
         }
     }

@@ -161,18 +161,40 @@ where
         // The usual request: no slot to choose, nothing of its own to
         // keep, the default token before its renewal point, which the
         // instance's view stands for (`TokenCache::check`).
-        if req.extensions().get::<TokenParams>().is_none() {
+        let Some(params) = req.extensions().get::<TokenParams>() else {
             if let Some(header) = self.view.plain_bearer(&mut self.cache_ref, now) {
                 req.headers_mut().insert(AUTHORIZATION, header.clone());
                 let sent = self.view.sent(&self.cache_ref, req.method());
                 return ResponseFuture::bearer(self.inner.call(req), Some(sent));
             }
+            if self.slots.chooses() {
+                return self.call_in_slot(req, now);
+            }
+            return self.call_other(req, now);
+        };
+        // A request that names its parameters (an account, an API): its
+        // slot, found while the extension is at hand.
+        if self.cache_ref.cache.placement().keeps(&req) {
+            return ResponseFuture::bearer(self.inner.call(req), None);
         }
-        if self.slots.wanted(&req) {
-            return self.call_in_slot(req, now);
+        let chosen = self.slots.by_params(params);
+        // The usual case goes on here, with the request where it is.
+        match self.authorize_chosen(&mut req, now, chosen) {
+            Chosen::Step(NextStep::Send(sent)) => {
+                ResponseFuture::calling(self.inner.call(req), Some(sent))
+            }
+            other => self.call_otherwise(req, other),
         }
-        self.call_other(req, now)
     }
+}
+
+/// What a request with a chosen slot does next.
+enum Chosen {
+    /// Its token is on: send it (or prove it first).
+    Step(NextStep),
+    /// No usable token: take the cache's way.
+    Acquire(Arc<CacheRef>),
+    Failed(crate::error::TokenError),
 }
 
 impl<S> OAuthService<S> {
@@ -231,20 +253,46 @@ impl<S> OAuthService<S> {
                 }
             },
         };
+        let chosen = self.authorize_chosen(&mut req, now, chosen);
+        self.call_otherwise(req, chosen)
+    }
+
+    /// A request with its slot `chosen` (`None`: the default token): the
+    /// slot's token put on it if it has one usable now, else what to do.
+    #[inline(never)]
+    fn authorize_chosen<B>(
+        &self,
+        req: &mut Request<B>,
+        now: Instant,
+        chosen: Option<Result<Arc<CacheRef>, crate::error::TokenError>>,
+    ) -> Chosen {
         let cache_ref = match chosen {
             // The default token, through the reference's own load: the slot
             // path's, rather than a second copy of `call`'s.
             None => Arc::clone(&self.cache_ref),
-            Some(Err(error)) => return ResponseFuture::failed(error),
+            Some(Err(error)) => return Chosen::Failed(error),
             Some(Ok(cache_ref)) => cache_ref,
         };
         let current = cache_ref.cache.current().load();
-        if let Some(token) = cache_ref.cache.check(current.as_deref(), now) {
-            let step = authorize(&mut req, Arc::clone(&cache_ref), token);
-            return self.send(step, req);
+        match cache_ref.cache.check(current.as_deref(), now) {
+            Some(token) => Chosen::Step(authorize(req, cache_ref, token)),
+            None => Chosen::Acquire(cache_ref),
         }
-        drop(current);
-        self.acquire_on(cache_ref, req)
+    }
+
+    /// A request [`authorize_chosen`](Self::authorize_chosen) did not send:
+    /// its DPoP proof to make, the fetch to wait for, or its error.
+    #[inline(never)]
+    fn call_otherwise<B, ResB>(&mut self, req: Request<B>, chosen: Chosen) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>, Response = Response<ResB>> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        match chosen {
+            Chosen::Step(step) => self.send(step, req),
+            Chosen::Acquire(cache_ref) => self.acquire_on(cache_ref, req),
+            Chosen::Failed(error) => ResponseFuture::failed(error),
+        }
     }
 
     /// A token from `cache_ref`'s cache at once, an error, or the fetch under way

@@ -1,7 +1,7 @@
 //! Accounts: each person's token slots, kept together in shards, each under a
-//! read-write lock; at most `max_accounts` slots in memory, the least recently
-//! used of a full shard evicted. An evicted account comes back from the
-//! layer's store.
+//! read-write lock; at most `max_accounts` slots in memory: past it, a new
+//! slot evicts the least recently used of its own shard (an approximate LRU,
+//! exact in its bound). An evicted account comes back from the layer's store.
 //!
 //! A request for an account: its shard (by the account's hash, with keys
 //! drawn per process), a read lock, a map lookup by the whole
@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use super::factory::SlotFactory;
@@ -35,7 +35,9 @@ struct Entry {
 /// A layer's accounts.
 pub(crate) struct Accounts {
     shards: Box<[RwLock<Shard>]>,
-    per_shard: usize,
+    /// The most slots in memory, and how many there are.
+    max: usize,
+    len: AtomicUsize,
     /// Counts the slots made: the clock of least-recently-used eviction.
     tick: AtomicU64,
     /// Each account's factory while any of its slots lives, so that a new
@@ -55,8 +57,8 @@ pub(crate) struct Accounts {
 }
 
 impl Accounts {
-    /// At most `max` slots in memory (at least one), in shards of at least
-    /// 128 once `max` reaches 256.
+    /// At most `max` slots in memory (at least one), in up to 64 shards of
+    /// 128 or more slots on average.
     pub(crate) fn new(max: usize, has_store: bool) -> Arc<Self> {
         let max = max.max(1);
         let count = (max / 256).clamp(1, 64).next_power_of_two();
@@ -64,7 +66,8 @@ impl Accounts {
             this: Weak::clone(this),
             watching: AtomicBool::new(false),
             shards: (0..count).map(|_| RwLock::default()).collect(),
-            per_shard: (max / count).max(1),
+            max,
+            len: AtomicUsize::new(0),
             tick: AtomicU64::new(0),
             factories: Mutex::default(),
             retired: Mutex::default(),
@@ -122,9 +125,12 @@ impl Accounts {
         if let Some(entry) = shard.get(params) {
             return Ok(Arc::clone(&entry.cache_ref));
         }
-        if shard.len() >= self.per_shard {
-            self.evict(&mut shard);
+        // Full: the shard's own least recently used goes (an empty shard
+        // of a full layer lets the bound pass by one, rarely).
+        if self.len.load(Ordering::Relaxed) >= self.max && self.evict(&mut shard) {
+            self.len.fetch_sub(1, Ordering::Relaxed);
         }
+        self.len.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(Entry {
             cache_ref: Arc::new(CacheRef::new(cache)),
             used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
@@ -151,7 +157,7 @@ impl Accounts {
             return factory;
         }
         // Dead entries go once they outnumber what memory may hold.
-        if factories.len() >= 2 * self.per_shard * self.shards.len() + 64 {
+        if factories.len() >= 2 * self.max + 64 {
             factories.retain(|_, factory| factory.strong_count() > 0);
         }
         let factory = root.for_account(digest.clone());
@@ -182,15 +188,15 @@ impl Accounts {
         }));
     }
 
-    /// Removes the least recently used slot of `shard`. Its cache goes when
-    /// the last request using it is done.
-    fn evict(&self, shard: &mut Shard) {
+    /// Removes the least recently used slot of `shard`, if it has one. Its
+    /// cache goes when the last request using it is done.
+    fn evict(&self, shard: &mut Shard) -> bool {
         let Some(oldest) = shard
             .iter()
             .min_by_key(|(_, entry)| entry.used.load(Ordering::Relaxed))
             .map(|(params, _)| params.clone())
         else {
-            return;
+            return false;
         };
         if let Some(entry) = shard.remove(&oldest) {
             self.retired
@@ -213,6 +219,7 @@ impl Accounts {
                 ),
             }
         }
+        true
     }
 
     /// The account's slots in memory: their parameters (without the
@@ -244,6 +251,7 @@ impl Accounts {
             }
             !theirs
         });
+        self.len.fetch_sub(removed.len(), Ordering::Relaxed);
         removed
     }
 
@@ -272,6 +280,7 @@ impl Accounts {
                 !theirs
             });
         }
+        self.len.fetch_sub(removed.len(), Ordering::Relaxed);
         removed
     }
 
@@ -289,9 +298,6 @@ impl Accounts {
 
     /// How many slots are in memory.
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        self.len.load(Ordering::Relaxed)
     }
 }

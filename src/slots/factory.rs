@@ -1,7 +1,7 @@
 //! [`SlotFactory`]: what a built layer keeps to make a token cache for a set of
 //! parameters: its default token's, and a slot's for each [`TokenParams`].
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use http::Uri;
 
@@ -73,6 +73,9 @@ pub(crate) struct SlotFactory {
     /// The protected resources whose requests get their own slots
     /// (`protected_resources`), each with its own metadata.
     pub(crate) resources: Vec<Arc<Resource>>,
+    /// An account's factory: the caches it made, so that a login or a
+    /// sign-out reaches each (a layer bound to the account holds one).
+    pub(crate) made: std::sync::Mutex<Vec<std::sync::Weak<TokenCache>>>,
 }
 
 impl SlotFactory {
@@ -137,6 +140,13 @@ impl SlotFactory {
                 resource: self.resource.clone(),
             },
         );
+        if account.is_some() {
+            let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+            if made.len() >= 16 {
+                made.retain(|cache| cache.strong_count() > 0);
+            }
+            made.push(Arc::downgrade(&cache));
+        }
         (cache, endpoint)
     }
 
@@ -170,7 +180,15 @@ impl SlotFactory {
             placement: self.placement.clone(),
             step_up_scopes: self.step_up_scopes.clone(),
             resources: self.resources.clone(),
+            made: Default::default(),
         })
+    }
+
+    /// The live caches an account's factory made.
+    pub(crate) fn caches(&self) -> Vec<Arc<TokenCache>> {
+        let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        made.retain(|cache| cache.strong_count() > 0);
+        made.iter().filter_map(std::sync::Weak::upgrade).collect()
     }
 
     /// The chain of this factory's grant, if it refreshes one.

@@ -2,8 +2,8 @@
 //! selects (by extension or by `params_for`), each with everything the
 //! default token has; at most a set number, the least recently used evicted.
 //!
-//! A request's supply: [`Slots::wanted`] (one branch for a request that selects
-//! nothing), [`Slots::by_params`] or [`Slots::chosen`] (its parameters), then
+//! A request's supply: [`Slots::by_params`] (its extension's parameters),
+//! [`Slots::routed`] or [`Slots::chosen`] (the layer's choice), then
 //! [`Slots::cache_ref_for`]: a map lookup without a lock, or under the lock a new
 //! slot, evicting the least recently used; the slot's cache then serves it
 //! as the default cache serves other requests.
@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
-use http::Request;
 
 use self::accounts::Accounts;
 use self::factory::SlotFactory;
@@ -59,6 +58,8 @@ pub(crate) struct Slots {
     warned: AtomicBool,
     /// The accounts' slots, kept apart: many more, each account's together.
     pub(crate) accounts: Arc<Accounts>,
+    /// The layer's own factory, which makes each account's.
+    root: Option<Arc<SlotFactory>>,
 }
 
 impl fmt::Debug for Slots {
@@ -89,6 +90,7 @@ impl Slots {
     ) -> Self {
         Slots {
             accounts,
+            root: factory.clone(),
             factory,
             params_for,
             routes,
@@ -101,17 +103,26 @@ impl Slots {
         }
     }
 
+    /// The slots of a layer bound to one account, whose factory is
+    /// `account`: the same choices and bounds, and the same accounts; a
+    /// request's parameters without an account select that account's tokens.
+    pub(crate) fn bound(&self, account: Arc<SlotFactory>) -> Slots {
+        Slots {
+            root: self.root.clone(),
+            ..Slots::new(
+                Some(account),
+                self.params_for.clone(),
+                self.max,
+                self.routes.clone(),
+                Arc::clone(&self.accounts),
+            )
+        }
+    }
+
     /// Whether the layer chooses a slot from a request's head or URL
     /// (`params_for`, `protected_resources`): then every request is asked.
     pub(crate) fn chooses(&self) -> bool {
         self.params_for.is_some() || !self.routes.is_empty()
-    }
-
-    /// Whether `req` may select parameters (it carries some, or the layer
-    /// chooses from requests): the one check every request pays.
-    #[inline]
-    pub(crate) fn wanted<B>(&self, req: &Request<B>) -> bool {
-        self.chooses() || req.extensions().get::<TokenParams>().is_some()
     }
 
     /// The slot a request with `params` in its extensions selects: `None`
@@ -152,7 +163,7 @@ impl Slots {
     /// The reference to `params`' slot, made if need be.
     pub(crate) fn cache_ref_for(&self, params: &TokenParams) -> Result<Arc<CacheRef>, TokenError> {
         if params.get_account().is_some() {
-            return self.accounts.cache_ref_for(params, self.factory()?);
+            return self.accounts.cache_ref_for(params, self.root()?);
         }
         if let Some(slot) = self.map.load().get(params) {
             // Recency counts in slots made: a store only when one was made
@@ -189,16 +200,27 @@ impl Slots {
         Ok(Arc::clone(&slot.cache_ref))
     }
 
-    /// How slots are made; an error for a layer on a token source.
-    pub(crate) fn factory(&self) -> Result<&Arc<SlotFactory>, TokenError> {
-        self.factory.as_ref().ok_or_else(|| {
-            TokenError::new(TokenErrorKind::InvalidRequest).with_message(
-                "the request carries TokenParams, but the layer takes its token from a token \
-                 source, which has one token",
-            )
-        })
+    /// The layer's own factory, which makes each account's; an error for a
+    /// layer on a token source.
+    pub(crate) fn root(&self) -> Result<&Arc<SlotFactory>, TokenError> {
+        self.root.as_ref().ok_or_else(no_factory)
     }
 
+    /// How slots are made; an error for a layer on a token source.
+    pub(crate) fn factory(&self) -> Result<&Arc<SlotFactory>, TokenError> {
+        self.factory.as_ref().ok_or_else(no_factory)
+    }
+}
+
+/// The error of a request with parameters, on a layer on a token source.
+fn no_factory() -> TokenError {
+    TokenError::new(TokenErrorKind::InvalidRequest).with_message(
+        "the request carries TokenParams, but the layer takes its token from a token source, \
+         which has one token",
+    )
+}
+
+impl Slots {
     /// Removes the least recently used slot from `map`. Its cache, and any
     /// fetch of it, go when the last request using it is done.
     fn evict(&self, map: &mut SlotMap) {

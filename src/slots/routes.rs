@@ -17,7 +17,7 @@ pub(crate) struct Destination<'a> {
 }
 
 /// One protected resource: where it is, and the parameters of its slot.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Route {
     scheme: String,
     host: String,
@@ -28,7 +28,7 @@ struct Route {
 }
 
 /// A layer's protected resources, by where they are.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Routes(Vec<Route>);
 
 impl Routes {

@@ -186,6 +186,7 @@ impl Default for TokenParams {
 }
 
 impl PartialEq for TokenParams {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
             || (self.inner.hash == other.inner.hash
@@ -197,6 +198,7 @@ impl PartialEq for TokenParams {
 impl Eq for TokenParams {}
 
 impl Hash for TokenParams {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.inner.hash);
     }

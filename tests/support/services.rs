@@ -162,3 +162,81 @@ pub fn warm_dpop_layer(
     rt.block_on(oauth.token()).unwrap();
     oauth
 }
+
+/// A request extension of the size and cost of [`tower_oauth::TokenParams`]
+/// (one reference-counted pointer) that the layer ignores: what a request
+/// that names an account costs its caller, besides the layer.
+#[derive(Clone)]
+pub struct Tag(pub std::sync::Arc<str>);
+
+/// [`drive`], with `extension` cloned into the request's extensions.
+#[inline]
+pub fn drive_with<S, T>(svc: &mut S, cx: &mut Context<'_>, extension: &T)
+where
+    S: Service<Request<()>, Response = Response<()>>,
+    S::Error: std::fmt::Debug,
+    T: Clone + Send + Sync + 'static,
+{
+    use std::future::Future;
+    assert!(svc.poll_ready(cx).is_ready());
+    let mut req = Request::get("http://api.example/products/42")
+        .body(())
+        .unwrap();
+    req.extensions_mut().insert(extension.clone());
+    let fut = std::pin::pin!(svc.call(req));
+    match fut.poll(cx) {
+        Poll::Ready(r) => {
+            std::hint::black_box(r.unwrap());
+        }
+        Poll::Pending => panic!("the warm path must not wait"),
+    }
+}
+
+/// A store that hands out [`FIXED_TOKEN`] for any identity: every account
+/// comes back from it with a token, as from a fleet's Redis.
+pub struct HandingOut;
+
+impl tower_oauth::TokenStore for HandingOut {
+    fn get_or_fetch<'a>(
+        &'a self,
+        _ctx: &'a tower_oauth::FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        Box::pin(async {
+            Ok(tower_oauth::SharedToken {
+                token: AccessToken::new(FIXED_TOKEN).with_expires_in(Duration::from_secs(3600)),
+                usable_for: Duration::from_secs(3600),
+            })
+        })
+    }
+
+    fn refused<'a>(&'a self, _: &'a str, _: &'a AccessToken) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A layer for `n` accounts, every one's token in memory (from
+/// [`HandingOut`]), and the accounts' parameters. Keep `rt` alive while the
+/// layer is used.
+pub fn warm_accounts_layer(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+) -> (tower_oauth::OAuthLayer, Vec<tower_oauth::TokenParams>) {
+    let oauth = tower_oauth::OAuthLayer::builder()
+        .token_url("https://login.example/oauth2/token")
+        .client_id("bench-client")
+        .client_secret("bench-secret")
+        .transport(token_endpoint("Bearer"))
+        .token_store(HandingOut)
+        .max_accounts(n)
+        .build()
+        .unwrap();
+    let accounts: Vec<tower_oauth::TokenParams> = (0..n)
+        .map(|i| tower_oauth::TokenParams::new().account(format!("person-{i}@example.com")))
+        .collect();
+    rt.block_on(async {
+        for account in &accounts {
+            oauth.token_for(account).await.unwrap();
+        }
+    });
+    (oauth, accounts)
+}

@@ -175,6 +175,7 @@ impl OAuthLayerBuilder {
             placement,
             step_up_scopes: self.checked_step_up_scopes()?,
             resources,
+            made: Default::default(),
         };
         let max_accounts = self
             .max_accounts

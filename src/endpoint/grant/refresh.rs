@@ -550,8 +550,12 @@ pub(crate) fn login_required(why: Option<&str>) -> TokenError {
 
 /// The error of an account without a live chain: `why` is what ended it.
 pub(crate) fn account_login_required(account: &AccountDigest, why: &str) -> TokenError {
+    let why = match why {
+        "no login yet" => String::new(),
+        why => format!(" ({why})"),
+    };
     TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
-        "account {account:?} has no login ({why}): sign the person in with \
+        "account {account:?} has no login{why}: sign the person in with \
          OAuthLayer::begin_login and finish_login; no token request was sent"
     ))
 }
