@@ -466,8 +466,14 @@ mod redis_fleet {
             started.elapsed(),
             server.refreshes()
         );
-        assert!(rounds > lifetimes, "more rounds than lifetimes: tokens were reused");
-        assert!(per_account < 4096, "{per_account} bytes an account in Redis");
+        assert!(
+            rounds > lifetimes,
+            "more rounds than lifetimes: tokens were reused"
+        );
+        assert!(
+            per_account < 4096,
+            "{per_account} bytes an account in Redis"
+        );
         assert!(
             most <= lifetimes,
             "an account refreshed {most} times in {lifetimes} lifetimes"

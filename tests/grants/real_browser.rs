@@ -5,7 +5,9 @@
 //! rotation after it, a second process that does not log in, a login from an
 //! API's URL alone with dynamic registration, a person who cancels, and the
 //! device grant. `Login::browser()` opens Chromium through `$BROWSER`, so that
-//! part runs in a child process with it set.
+//! part runs in a child process with it set. And a web app's confidential
+//! client signing two people in through one layer (`begin_login`,
+//! `finish_login`), each with their own token, then one signing out.
 //! `.ci/run` installs them; elsewhere the tests skip with a note.
 
 use crate::support;
@@ -49,6 +51,11 @@ fn browser_script() -> String {
 
 /// The provider, if it and Chromium are installed.
 fn provider() -> Option<Provider> {
+    provider_with(&[])
+}
+
+/// The provider started with `env` set, if it and Chromium are installed.
+fn provider_with(env: &[(&str, &str)]) -> Option<Provider> {
     let installed = root()
         .join("tests/servers/node_modules/oidc-provider")
         .exists()
@@ -69,6 +76,7 @@ fn provider() -> Option<Provider> {
     }
     let mut child = Command::new("node")
         .arg(root().join("tests/servers/oidc_provider.mjs"))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -216,4 +224,99 @@ async fn browser_child() {
         .unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
     assert!(e.to_string().contains("access_denied"), "{e}");
+}
+
+/// A web app's callback route: it keeps the URL each browser came back to.
+async fn callback_route() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let callback = format!("http://{}/callback", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    support::serve::serve_state(listener, std::sync::Arc::clone(&seen), |kept, req| {
+        // Not the browser's other asks, such as `/favicon.ico`.
+        if req.uri().path() == "/callback" {
+            kept.lock().unwrap().push(req.uri().to_string());
+        }
+        async move { support::serve::answer(200, serde_json::json!({"signed_in": true})) }
+    });
+    (callback, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_app_signs_two_people_in_with_chromium_and_one_out() {
+    let (callback, seen) = callback_route().await;
+    let Some(provider) = provider_with(&[("WEB_REDIRECT_URI", &callback)]) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let oauth = layer(&base)
+        .scope("openid read offline_access")
+        .client_id("web-app")
+        .client_secret("web-app-secret")
+        .build()
+        .unwrap();
+    for person in ["alice@example.com", "bob@example.com"] {
+        let url = oauth.begin_login(person, &callback).await.unwrap();
+        let status = tokio::process::Command::new("node")
+            .arg(browser_script())
+            .arg(&url)
+            .env("BROWSER_LOGIN", person)
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+        let back = seen.lock().unwrap().pop().expect("the browser came back");
+        oauth
+            .finish_login(person, format!("http://127.0.0.1{back}"))
+            .await
+            .unwrap();
+    }
+    let whois = |token: String| {
+        let base = base.clone();
+        async move {
+            let url = format!("{base}/admin/whois?token={token}");
+            let resp = support::hyper_client()
+                .request(support::get(&url))
+                .await
+                .unwrap();
+            serde_json::from_str::<serde_json::Value>(&support::read(resp).await.1).unwrap()["sub"]
+                .as_str()
+                .map(str::to_owned)
+        }
+    };
+    let token_of = |person: &str| {
+        let oauth = oauth.clone();
+        let params = tower_oauth::TokenParams::new().account(person);
+        async move { oauth.token_for(&params).await }
+    };
+    let alice = token_of("alice@example.com").await.unwrap();
+    let bob = token_of("bob@example.com").await.unwrap();
+    assert_ne!(alice.expose_token(), bob.expose_token());
+    assert_eq!(
+        whois(alice.expose_token().to_owned()).await.as_deref(),
+        Some("alice@example.com")
+    );
+    assert_eq!(
+        whois(bob.expose_token().to_owned()).await.as_deref(),
+        Some("bob@example.com")
+    );
+    assert_eq!(stats(&base).await["codes"], 2);
+    // Alice signs out: the provider sees the revocation, which ends her
+    // grant (her access token too), and she gets no new token.
+    oauth.sign_out("alice@example.com").await.unwrap();
+    assert_eq!(stats(&base).await["revocations"], 1);
+    assert_eq!(whois(alice.expose_token().to_owned()).await, None);
+    let e = token_of("alice@example.com").await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+    assert_eq!(
+        whois(
+            token_of("bob@example.com")
+                .await
+                .unwrap()
+                .expose_token()
+                .to_owned()
+        )
+        .await
+        .as_deref(),
+        Some("bob@example.com")
+    );
 }

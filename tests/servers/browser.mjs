@@ -2,7 +2,8 @@
 // /usr/bin/chromium) driven by puppeteer-core through a provider's own pages.
 // It opens the URL given last on the command line, signs in on the login page,
 // confirms a device code and consents where asked; with BROWSER_DENY=1 it
-// cancels at the first page that offers it instead. It stops at the program's
+// cancels at the first page that offers it instead. It signs in as
+// BROWSER_LOGIN (default person@example.com). It stops at the program's
 // loopback page or the provider's success page, and logs each step to stderr.
 // Used as $BROWSER (the webbrowser crate runs it with the URL) and by the
 // device login's prompt.
@@ -42,7 +43,7 @@ try {
     }
     if (await page.$('input[name=login]')) {
       say('signing in');
-      await page.type('input[name=login]', 'person@example.com');
+      await page.type('input[name=login]', process.env.BROWSER_LOGIN || 'person@example.com');
       await page.type('input[name=password]', 'any');
     } else {
       say(`submitting: ${text.trim().split('\n')[0]}`);

@@ -4,12 +4,15 @@
 // the device flow (RFC 8628), resource indicators (RFC 8707), dynamic
 // registration (RFC 7591) and refresh tokens that rotate. Beside it, the
 // protected-resource metadata (RFC 9728) of an API at /api that names it.
+// With WEB_REDIRECT_URI set, also a confidential web client `web-app`
+// (client_secret_basic, secret `web-app-secret`) that comes back there.
 // Prints {"port": N} on its first line; GET /admin/stats counts what the
-// provider did.
+// provider did, and GET /admin/whois?token=T names whose access token T is
+// (null once revoked or expired).
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
 
-const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0 };
+const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0 };
 const server = createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
@@ -25,6 +28,15 @@ const provider = new Provider(issuer, {
       grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
       response_types: ['code'],
     },
+    ...(process.env.WEB_REDIRECT_URI ? [{
+      client_id: 'web-app',
+      client_secret: 'web-app-secret',
+      application_type: 'web',
+      token_endpoint_auth_method: 'client_secret_basic',
+      redirect_uris: [process.env.WEB_REDIRECT_URI],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    }] : []),
   ],
   scopes: ['openid', 'offline_access', 'read'],
   features: {
@@ -67,6 +79,15 @@ server.on('request', (req, res) => {
     res.end(JSON.stringify({ resource: `${issuer}/api`, authorization_servers: [issuer], scopes_supported: ['openid', 'read'] }));
     return;
   }
+  if (req.url.startsWith('/admin/whois?')) {
+    const token = new URL(req.url, issuer).searchParams.get('token');
+    provider.AccessToken.find(token).then((found) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ sub: found?.accountId ?? null }));
+    });
+    return;
+  }
+  if (req.method === 'POST' && req.url === '/token/revocation') stats.revocations += 1;
   if (req.url === '/admin/stats') {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(stats));
