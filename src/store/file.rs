@@ -387,6 +387,58 @@ impl TokenStore for FileStore {
             drop(lock);
         })
     }
+
+    fn keep_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            let lock = self.lock(Instant::now() + Duration::from_secs(1)).await?;
+            let kept = Some((value.to_owned(), Some(until_ms(ttl))));
+            self.put(format!("{key}:pending-login"), kept).await?;
+            drop(lock);
+            Ok(true)
+        })
+    }
+
+    fn take_pending_login<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let lock = self.lock(Instant::now() + Duration::from_secs(1)).await?;
+            let key = format!("{key}:pending-login");
+            let entry = self.entries().await?.remove(&key);
+            let now = until_ms(Duration::ZERO);
+            let value = entry
+                .filter(|e| {
+                    e.get("expires_ms")
+                        .and_then(Value::as_u64)
+                        .is_some_and(|at| at > now)
+                })
+                .and_then(|e| e.get("value").and_then(Value::as_str).map(str::to_owned));
+            self.put(key, None).await?;
+            drop(lock);
+            Ok(value)
+        })
+    }
+
+    /// The account's tokens leave the file; the other processes see its
+    /// sign-out at their next refresh of it (the file tells no one).
+    fn signed_out<'a>(&'a self, _account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Ok(lock) = self.lock(Instant::now() + Duration::from_secs(1)).await else {
+                return;
+            };
+            for key in identities {
+                let _ = self.put(key.clone(), None).await;
+                let _ = self.put(failure_key(key), None).await;
+            }
+            drop(lock);
+        })
+    }
 }
 
 impl fmt::Debug for FileStore {

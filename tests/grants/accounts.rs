@@ -289,6 +289,41 @@ async fn idle_accounts_leave_memory_and_come_back_from_the_store() {
     assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
 }
 
+#[tokio::test]
+async fn processes_on_one_file_finish_each_others_logins_and_see_a_sign_out() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let dir = support::scratch("accounts-processes");
+    let process = || {
+        builder(&server)
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (process(), process());
+    sign_in(&a, &b, "alice", "alice").await;
+    assert_eq!(
+        api_as(&a, &server, "alice").await.unwrap(),
+        (200, Some("alice".into()))
+    );
+    // The pending login was taken from the file: no replay on either.
+    let url = a.begin_login("bob", CALLBACK).await.unwrap();
+    let callback = LoginServer::sign_in(&url, "bob").await;
+    b.finish_login("bob", &callback).await.unwrap();
+    for oauth in [&a, &b] {
+        let e = oauth.finish_login("bob", &callback).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed);
+    }
+    assert_eq!(token_requests(&server), 2);
+    // A sign-out on B: a third process, which has nothing in memory, reads
+    // the ended chain and sends nothing.
+    b.sign_out("alice").await.unwrap();
+    let before = token_requests(&server);
+    let e = api_as(&process(), &server, "alice").await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+    assert_eq!(token_requests(&server), before);
+    assert_eq!(server.revoked(), ["alice"]);
+}
+
 /// Replicas on a real redis-server: a login begun on one and finished on
 /// another, a sign-out on one seen by the others, and many accounts on
 /// three replicas, each refreshed once a lifetime for the fleet.
