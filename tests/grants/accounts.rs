@@ -290,6 +290,62 @@ async fn idle_accounts_leave_memory_and_come_back_from_the_store() {
 }
 
 #[tokio::test]
+async fn a_layer_bound_to_an_account_sends_its_token_without_naming_it() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server).build().unwrap();
+    sign_in(&oauth, &oauth, "alice", "alice").await;
+    sign_in(&oauth, &oauth, "bob", "bob").await;
+    let alice = oauth.for_account("alice").unwrap();
+    let plain = |layer: &OAuthLayer| {
+        let (layer, url) = (layer.clone(), server.api_url());
+        async move {
+            let response = support::send(&layer, &url).await;
+            match response {
+                Ok(response) => {
+                    let (status, body) = support::read(response).await;
+                    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+                    Ok((status.as_u16(), v["user"].as_str().map(str::to_owned)))
+                }
+                Err(e) => Err(e.downcast::<TokenError>().unwrap().kind()),
+            }
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(plain(&alice).await, Ok((200, Some("alice".into()))));
+    }
+    // Parameters without an account select the bound account's tokens;
+    // a request that names an account gets that account's.
+    assert_eq!(
+        api_as(&alice, &server, "bob").await.unwrap(),
+        (200, Some("bob".into()))
+    );
+    let token = alice
+        .token_for(&TokenParams::new().resource(server.api_url()))
+        .await
+        .unwrap();
+    assert_eq!(
+        server
+            .state
+            .users
+            .lock()
+            .unwrap()
+            .get(token.expose_token())
+            .cloned(),
+        Some("alice".into())
+    );
+    assert_eq!(server.logins(), 2, "no login but the two");
+    // Signed out through the layer: the bound layer sends nothing more.
+    oauth.sign_out("alice").await.unwrap();
+    let before = token_requests(&server);
+    assert_eq!(plain(&alice).await, Err(TokenErrorKind::LoginRequired));
+    assert_eq!(token_requests(&server), before);
+    assert_eq!(
+        plain(&oauth.for_account("bob").unwrap()).await,
+        Ok((200, Some("bob".into())))
+    );
+}
+
+#[tokio::test]
 async fn processes_on_one_file_finish_each_others_logins_and_see_a_sign_out() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
     let dir = support::scratch("accounts-processes");
