@@ -140,8 +140,13 @@ impl OAuthLayer {
         for cache in factory.caches() {
             cache.restart();
         }
-        self.token_for(&probe).await?;
-        Ok(())
+        // A fetch under way since before the callback ends first; the next
+        // one exchanges the code.
+        let mut exchanged = self.token_for(&probe).await;
+        if exchanged.is_err() && chain.has_code() {
+            exchanged = self.token_for(&probe).await;
+        }
+        exchanged.map(|_| ())
     }
 
     /// Signs `account` out: its refresh token is revoked at the server (RFC
@@ -242,6 +247,13 @@ impl OAuthLayer {
             self.shared.endpoint.clone(),
             factory,
         ))
+    }
+
+    /// How many accounts' tokens are in memory now: one per account and set of
+    /// parameters, at most
+    /// [`max_accounts`](crate::OAuthLayerBuilder::max_accounts).
+    pub fn accounts_in_memory(&self) -> usize {
+        self.shared.slots.accounts.len()
     }
 
     /// The factory of the account `probe` names.

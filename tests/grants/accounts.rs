@@ -345,6 +345,63 @@ async fn a_layer_bound_to_an_account_sends_its_token_without_naming_it() {
     );
 }
 
+/// A store that holds, for each store key, a token named after the key: so
+/// a token shows which identity it was kept under.
+#[derive(Default)]
+struct ByKey(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl tower_oauth::TokenStore for ByKey {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a tower_oauth::FetchContext<'a>,
+    ) -> tower_oauth::BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        self.0.lock().unwrap().insert(ctx.identity().to_owned());
+        let token = tower_oauth::AccessToken::new(format!("for-{}", ctx.identity()))
+            .with_expires_in(Duration::from_secs(3600));
+        Box::pin(async move {
+            Ok(tower_oauth::SharedToken {
+                token,
+                usable_for: Duration::from_secs(3600),
+            })
+        })
+    }
+
+    fn refused<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a tower_oauth::AccessToken,
+    ) -> tower_oauth::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_accounts_stay_within_max_accounts_and_apart() {
+    let store = std::sync::Arc::new(ByKey::default());
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let oauth = builder(&server)
+        .token_store(std::sync::Arc::clone(&store))
+        .max_accounts(1_000)
+        .build()
+        .unwrap();
+    let mut tokens = std::collections::HashMap::new();
+    for i in 0..100_000 {
+        let account = TokenParams::new().account(format!("person-{i}@example.com"));
+        let token = oauth.token_for(&account).await.unwrap();
+        assert!(oauth.accounts_in_memory() <= 1_000);
+        tokens.insert(i, token.expose_token().to_owned());
+    }
+    // 100,000 accounts, 100,000 keys: none shared.
+    assert_eq!(store.0.lock().unwrap().len(), 100_000);
+    // The first ones left memory long ago, and come back with their own.
+    for i in [0, 1, 500, 99_999] {
+        let account = TokenParams::new().account(format!("person-{i}@example.com"));
+        let token = oauth.token_for(&account).await.unwrap();
+        assert_eq!(token.expose_token(), tokens[&i]);
+    }
+    assert_eq!(token_requests(&server), 0);
+}
+
 #[tokio::test]
 async fn processes_on_one_file_finish_each_others_logins_and_see_a_sign_out() {
     let server = LoginServer::start(Duration::from_secs(60)).await;

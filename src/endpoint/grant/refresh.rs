@@ -285,6 +285,14 @@ impl Chain {
         self.replace("");
     }
 
+    /// Whether a web login's code waits for the next token request.
+    pub(crate) fn has_code(&self) -> bool {
+        self.code
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
     /// The code a web login's callback brought, taken: it is exchanged once.
     pub(crate) fn take_code(&self) -> Option<Code> {
         self.code
