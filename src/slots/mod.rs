@@ -128,7 +128,7 @@ impl Slots {
     /// The slot a request with `params` in its extensions selects: `None`
     /// for the default token (empty parameters), else its reference or why
     /// there is none.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn by_params(
         &self,
         params: &TokenParams,
