@@ -27,7 +27,10 @@
 //! an account (`TokenParams::account` in its extensions), the accounts in
 //! turn, every one's token in memory. Modes `bound1`, `bound1000` and
 //! `bound100000`: the same layers, requests through
-//! `OAuthLayer::for_account` of one account. Mode `oauth_tagged` is `oauth` with an
+//! `OAuthLayer::for_account` of one account. Modes `tagged1000` and
+//! `tagged100000`: the same layers, requests with a `Tag` through the layer's
+//! own token (the heap as the accounts left it, without an account's
+//! lookup). Mode `oauth_tagged` is `oauth` with an
 //! extension of the same cost that the layer ignores: the caller's share of
 //! naming an account. Allocations per request: the same two runs under
 //! `valgrind --tool=memcheck` ("total heap usage").
@@ -93,6 +96,17 @@ fn main() {
         "oauth_tagged" => {
             let tag = services::Tag("person-0@example.com".into());
             let mut svc = oauth.layer(Noop);
+            let mut cx = Context::from_waker(Waker::noop());
+            for _ in 0..n {
+                drive_with(&mut svc, &mut cx, &tag);
+            }
+        }
+        tagged if tagged.starts_with("tagged") => {
+            let count = tagged["tagged".len()..].parse().expect("tagged<N>");
+            let (layer, _) = services::warm_accounts_layer(&rt, count);
+            rt.block_on(layer.token()).unwrap();
+            let tag = services::Tag("person-0@example.com".into());
+            let mut svc = layer.layer(Noop);
             let mut cx = Context::from_waker(Waker::noop());
             for _ in 0..n {
                 drive_with(&mut svc, &mut cx, &tag);

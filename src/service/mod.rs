@@ -42,7 +42,7 @@ use tower_service::Service;
 
 use tokio::time::Instant;
 
-use self::authorize::{authorize, put_header, NextStep};
+use self::authorize::{authorize, put_header, NextStep, Sent, SentToken};
 use self::view::View;
 use crate::cache::{Acquire, CacheRef};
 use crate::slots::routes::destination_of;
@@ -182,10 +182,8 @@ where
         let chosen = self.slots.by_params(params);
         // The usual case goes on here, with the request where it is.
         match self.authorize_chosen(&mut req, now, chosen) {
-            Chosen::Step(NextStep::Send(sent)) => {
-                ResponseFuture::calling(self.inner.call(req), Some(sent))
-            }
-            other => self.call_otherwise(req, other),
+            Ok(sent) => ResponseFuture::calling(self.inner.call(req), Some(Sent::Token(sent))),
+            Err(other) => self.call_otherwise(req, other),
         }
     }
 }
@@ -255,30 +253,40 @@ impl<S> OAuthService<S> {
                 }
             },
         };
-        let chosen = self.authorize_chosen(&mut req, now, chosen);
-        self.call_otherwise(req, chosen)
+        match self.authorize_chosen(&mut req, now, chosen) {
+            Ok(sent) => self.send(NextStep::Send(Sent::Token(sent)), req),
+            Err(other) => self.call_otherwise(req, other),
+        }
     }
 
     /// A request with its slot `chosen` (`None`: the default token): the
-    /// slot's token put on it if it has one usable now, else what to do.
+    /// slot's bearer token put on it if it has one usable now (what was sent,
+    /// small enough to come back in registers), else what to do.
     #[inline(never)]
     fn authorize_chosen<B>(
         &self,
         req: &mut Request<B>,
         now: Instant,
         chosen: Option<Result<Arc<CacheRef>, crate::error::TokenError>>,
-    ) -> Chosen {
+    ) -> Result<SentToken, Chosen> {
         let cache_ref = match chosen {
             // The default token, through the reference's own load: the slot
             // path's, rather than a second copy of `call`'s.
             None => Arc::clone(&self.cache_ref),
-            Some(Err(error)) => return Chosen::Failed(error),
+            Some(Err(error)) => return Err(Chosen::Failed(error)),
             Some(Ok(cache_ref)) => cache_ref,
         };
         let current = cache_ref.cache.current().load();
         match cache_ref.cache.check(current.as_deref(), now) {
-            Some(token) => Chosen::Step(authorize(req, cache_ref, token)),
-            None => Chosen::Acquire(cache_ref),
+            // A bearer token in `Authorization`: put on as the usual
+            // request's is.
+            Some(token) if token.ath.is_none() && cache_ref.cache.placement().plain() => {
+                req.headers_mut()
+                    .insert(AUTHORIZATION, token.header.clone());
+                Ok(SentToken::new(cache_ref, token.generation, req.method()))
+            }
+            Some(token) => Err(Chosen::Step(authorize(req, cache_ref, token))),
+            None => Err(Chosen::Acquire(cache_ref)),
         }
     }
 
