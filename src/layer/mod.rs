@@ -72,15 +72,7 @@ struct Shared {
 impl OAuthLayer {
     /// A layer on `cache`, the default token, with its token slots.
     pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
-        OAuthLayer {
-            shared: Arc::new(Shared {
-                cache_ref: Arc::new(CacheRef::new(Arc::clone(&cache))),
-                cache,
-                slots: Arc::new(slots),
-                endpoint,
-                _account: None,
-            }),
-        }
+        OAuthLayer::on(cache, slots, endpoint, None)
     }
 
     /// A layer bound to an account: on `cache`, the account's default
@@ -91,13 +83,23 @@ impl OAuthLayer {
         endpoint: Option<Endpoint>,
         account: Arc<crate::slots::factory::SlotFactory>,
     ) -> Self {
+        let account = account as Arc<dyn std::any::Any + Send + Sync>;
+        OAuthLayer::on(cache, slots, endpoint, Some(account))
+    }
+
+    fn on(
+        cache: Arc<TokenCache>,
+        slots: Slots,
+        endpoint: Option<Endpoint>,
+        account: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) -> Self {
         OAuthLayer {
             shared: Arc::new(Shared {
                 cache_ref: Arc::new(CacheRef::new(Arc::clone(&cache))),
                 cache,
                 slots: Arc::new(slots),
                 endpoint,
-                _account: Some(account as Arc<dyn std::any::Any + Send + Sync>),
+                _account: account,
             }),
         }
     }

@@ -244,12 +244,20 @@ impl Chain {
     /// Every process configured with the same login shares it.
     pub(crate) fn for_login(login: Login) -> Chain {
         Chain {
-            configured: "login".to_owned(),
+            login: Some(Arc::new(login)),
+            ..Chain::empty("login")
+        }
+    }
+
+    /// A chain with no refresh token, told apart by `configured`.
+    fn empty(configured: &str) -> Chain {
+        Chain {
+            configured: configured.to_owned(),
             initial: String::new(),
             state: Mutex::new(State::begin("", 0)),
             turn: tokio::sync::Mutex::new(()),
             on_rotation: None,
-            login: Some(Arc::new(login)),
+            login: None,
             account: None,
             code: Mutex::new(None),
             signing_out: AtomicBool::new(false),
@@ -261,15 +269,8 @@ impl Chain {
     /// until a store holds its chain.
     pub(crate) fn for_account(account: AccountDigest) -> Chain {
         Chain {
-            configured: "account".to_owned(),
-            initial: String::new(),
-            state: Mutex::new(State::begin("", 0)),
-            turn: tokio::sync::Mutex::new(()),
-            on_rotation: None,
-            login: None,
             account: Some(account),
-            code: Mutex::new(None),
-            signing_out: AtomicBool::new(false),
+            ..Chain::empty("account")
         }
     }
 
@@ -616,7 +617,8 @@ pub(crate) fn check_given(token: &str, how: &str) -> Result<(), ConfigError> {
     })
 }
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

@@ -263,28 +263,42 @@ impl TokenRequest {
         url: &Uri,
         pairs: &[(&str, &str)],
     ) -> Result<serde_json::Map<String, serde_json::Value>, TokenError> {
-        let prepared = self.prepared();
-        let transport = &*self.spec.transport;
-        let (body, sent): (Bytes, _) = prepared.login_body(None, pairs, transport).await?;
-        let request = self.post(&prepared, url, body, false).await?;
-        let response = transport.send(request, MAX_RESPONSE_BODY).await?;
-        let status = response.status();
-        if !status.is_success() {
-            let redactor = prepared.redactor.and(&sent.secrets);
-            let e = status_error(
-                status,
-                response.body(),
-                retry_after(response.headers()),
-                &redactor,
-            );
-            let code = e.error_code().map(clip).unwrap_or_default();
-            return Err(e.with_message(format!("`{url}` answered HTTP {status} {code}")));
-        }
+        let response = self.client_send(url, pairs, &[]).await?;
         match serde_json::from_slice(response.body()) {
             Ok(serde_json::Value::Object(map)) => Ok(map),
             _ => Err(TokenError::new(TokenErrorKind::InvalidResponse)
                 .with_message(format!("`{url}` answered with no JSON object"))),
         }
+    }
+
+    /// A form `POST` of `pairs` to another endpoint of the server, with the
+    /// client's authentication: its answer when it is a success, else its
+    /// error, with `secrets` (and the client's) scrubbed from it.
+    pub(super) async fn client_send(
+        &self,
+        url: &Uri,
+        pairs: &[(&str, &str)],
+        secrets: &[&str],
+    ) -> Result<http::Response<Bytes>, TokenError> {
+        let prepared = self.prepared();
+        let transport = &*self.spec.transport;
+        let (body, mut sent) = prepared.login_body(None, pairs, transport).await?;
+        sent.secrets.extend(secrets.iter().map(|s| (*s).to_owned()));
+        let request = self.post(&prepared, url, body, false).await?;
+        let response = transport.send(request, MAX_RESPONSE_BODY).await?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let redactor = prepared.redactor.and(&sent.secrets);
+        let e = status_error(
+            status,
+            response.body(),
+            retry_after(response.headers()),
+            &redactor,
+        );
+        let code = e.error_code().map(clip).unwrap_or_default();
+        Err(e.with_message(format!("`{url}` answered HTTP {status} {code}")))
     }
 }
 

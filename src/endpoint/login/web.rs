@@ -4,7 +4,7 @@
 //! token revoked at sign-out (RFC 7009).
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -13,9 +13,7 @@ use super::authorization::{
 };
 use super::failed;
 use super::flow::check_pkce;
-use crate::endpoint::answer::{retry_after, status_error};
-use crate::endpoint::grant::refresh::Chain;
-use crate::endpoint::transport::MAX_RESPONSE_BODY;
+use crate::endpoint::grant::refresh::{now_ms, Chain};
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::params::AccountDigest;
@@ -229,7 +227,8 @@ impl TokenRequest {
 
     /// Revokes `refresh_token` at the server's `revocation_endpoint` (RFC
     /// 7009), with the client's authentication. `false` when the server
-    /// names none.
+    /// names none; the server's error (the token may still be valid there)
+    /// when it refused.
     pub(crate) async fn revoke(&self, refresh_token: &str) -> Result<bool, TokenError> {
         let Some(endpoint) = self
             .target
@@ -252,26 +251,7 @@ impl TokenRequest {
             ("token", refresh_token),
             ("token_type_hint", "refresh_token"),
         ];
-        let prepared = self.prepared();
-        let transport = &*self.spec.transport;
-        let (body, mut sent) = prepared.login_body(None, &pairs, transport).await?;
-        sent.secrets.push(refresh_token.to_owned());
-        let request = self.post(&prepared, &url, body, false).await?;
-        let response = transport.send(request, MAX_RESPONSE_BODY).await?;
-        let status = response.status();
-        if !status.is_success() {
-            let redactor = prepared.redactor.and(&sent.secrets);
-            let e = status_error(
-                status,
-                response.body(),
-                retry_after(response.headers()),
-                &redactor,
-            );
-            return Err(e.with_message(format!(
-                "the revocation endpoint answered HTTP {status}; the refresh token may still \
-                 be valid at the server"
-            )));
-        }
+        self.client_send(&url, &pairs, &[refresh_token]).await?;
         Ok(true)
     }
 }
@@ -340,13 +320,6 @@ fn query_of(callback: &str) -> Option<&str> {
         Some((_, query)) => query,
         None => callback,
     })
-}
-
-fn now_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
