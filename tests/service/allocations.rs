@@ -151,6 +151,59 @@ fn a_warm_slot_allocates_no_more_than_a_fixed_header() {
     );
 }
 
+/// A request that names a warm account allocates nothing beyond what naming
+/// it costs the caller (the same request with another extension of the same
+/// size), and a layer bound to the account nothing beyond a fixed header.
+#[test]
+fn a_warm_account_allocates_nothing_of_its_own() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (layer, accounts) = services::warm_accounts_layer(&rt, 100);
+    rt.block_on(layer.token()).unwrap();
+    let mut by_account = layer.clone().layer(Noop);
+    let mut tagged = layer.clone().layer(Noop);
+    let tag = services::Tag("person-0@example.com".into());
+    let n = 1000;
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut count = |svc: &mut dyn FnMut(&mut Context<'_>)| {
+        // Warm: a view makes its own copy of the header at its second request.
+        for _ in 0..2 {
+            svc(&mut cx);
+        }
+        let before = allocations();
+        for _ in 0..n {
+            svc(&mut cx);
+        }
+        allocations() - before
+    };
+    let mut i = 0;
+    let ours = count(&mut |cx| {
+        i += 1;
+        services::drive_with(&mut by_account, cx, &accounts[i % accounts.len()]);
+    });
+    let baseline = count(&mut |cx| services::drive_with(&mut tagged, cx, &tag));
+    assert_eq!(
+        ours, baseline,
+        "{n} account requests: {ours} allocations, {baseline} named nothing"
+    );
+    let mut fixed =
+        SetRequestHeaderLayer::overriding(http::header::AUTHORIZATION, fixed_header()).layer(Noop);
+    let mut bound = layer
+        .for_account("person-7@example.com")
+        .unwrap()
+        .layer(Noop);
+    allocations_for(&mut fixed, 1);
+    allocations_for(&mut bound, 2);
+    let baseline = allocations_for(&mut fixed, n);
+    let ours = allocations_for(&mut bound, n);
+    assert_eq!(
+        ours, baseline,
+        "a bound layer: {ours} allocations, fixed header: {baseline}"
+    );
+}
+
 /// A flood of distinct parameters through a layer of 4 slots: memory stops
 /// growing once the slots are full. Every slot made after that evicts one,
 /// and the evicted slot's cache, token and fetch go.

@@ -157,6 +157,33 @@ async fn a_token_failure_does_not_call_the_inner_service() {
     );
 }
 
+#[tokio::test]
+async fn an_account_without_a_login_fails_alone_and_keeps_the_instance_ready() {
+    let authority = started().await;
+    let oauth = builder(&authority).build().unwrap();
+    let (mut svc, mut handle) = mock::spawn_layer::<Req, Resp, _>(oauth);
+    handle.allow(2);
+    assert!(svc.poll_ready().is_ready());
+    let mut req = Request::get("http://a/").body(Full::default()).unwrap();
+    req.extensions_mut()
+        .insert(tower_oauth::TokenParams::new().account("nobody"));
+    let err = svc.call(req).await.unwrap_err();
+    let err = err.downcast_ref::<tower_oauth::TokenError>().unwrap();
+    assert_eq!(err.kind(), tower_oauth::TokenErrorKind::LoginRequired);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), handle.next_request())
+            .await
+            .is_err(),
+        "nothing reached the inner service"
+    );
+    // The instance is ready again, and the layer's own token still flows.
+    assert!(svc.poll_ready().is_ready());
+    let fut = tokio::spawn(svc.call(Request::get("http://a/").body(Full::default()).unwrap()));
+    let (_, send) = handle.next_request().await.unwrap();
+    send.send_response(Response::new(Full::default()));
+    assert_eq!(fut.await.unwrap().unwrap().status(), 200);
+}
+
 #[test]
 fn the_layer_service_and_future_are_send_and_sync_where_the_inner_ones_are() {
     fn send_sync<T: Send + Sync>() {}
