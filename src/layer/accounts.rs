@@ -177,11 +177,6 @@ impl OAuthLayer {
             return Ok(());
         };
         chain.begin_sign_out();
-        let slots = &self.shared.slots;
-        let mut params: Vec<TokenParams> = vec![TokenParams::new()];
-        for (extra, _) in slots.accounts.of(&probe) {
-            params.push(extra);
-        }
         for cache in factory.caches() {
             cache.restart();
         }
@@ -198,7 +193,10 @@ impl OAuthLayer {
                 break;
             }
         }
-        slots.accounts.remove(&probe);
+        // The store keys of the account's tokens this replica knows: its
+        // default token's, and each slot's it held in memory.
+        let mut params = vec![TokenParams::new()];
+        params.extend(self.shared.slots.accounts.remove(&probe));
         for cache in factory.caches() {
             cache.restart();
         }

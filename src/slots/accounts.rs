@@ -14,6 +14,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
+use super::evict_oldest;
 use super::factory::SlotFactory;
 use crate::cache::CacheRef;
 use crate::error::TokenError;
@@ -191,19 +192,11 @@ impl Accounts {
     /// Removes the least recently used slot of `shard`, if it has one. Its
     /// cache goes when the last request using it is done.
     fn evict(&self, shard: &mut Shard) -> bool {
-        let Some(oldest) = shard
-            .iter()
-            .min_by_key(|(_, entry)| entry.used.load(Ordering::Relaxed))
-            .map(|(params, _)| params.clone())
-        else {
+        let Some(oldest) = evict_oldest(shard, &self.retired, |entry| {
+            (&entry.used, &entry.cache_ref)
+        }) else {
             return false;
         };
-        if let Some(entry) = shard.remove(&oldest) {
-            self.retired
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .add(&entry.cache_ref.cache.stats());
-        }
         if !self.warned.swap(true, Ordering::Relaxed) {
             match self.has_store {
                 true => tracing::info!(
@@ -222,32 +215,18 @@ impl Accounts {
         true
     }
 
-    /// The account's slots in memory: their parameters (without the
-    /// account) and references.
-    pub(crate) fn of(&self, account: &TokenParams) -> Vec<(TokenParams, Arc<CacheRef>)> {
-        let shard = self
-            .shard(account)
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        shard
-            .iter()
-            .filter(|(params, _)| params.get_account() == account.get_account())
-            .map(|(params, entry)| (params.without_account(), Arc::clone(&entry.cache_ref)))
-            .collect()
-    }
-
-    /// Takes the account's slots out of memory (at its sign-out): what
-    /// [`of`](Self::of) gives.
-    pub(crate) fn remove(&self, account: &TokenParams) -> Vec<(TokenParams, Arc<CacheRef>)> {
+    /// Takes the account's slots out of memory (at its sign-out): their
+    /// parameters, without the account.
+    pub(crate) fn remove(&self, account: &TokenParams) -> Vec<TokenParams> {
         let mut shard = self
             .shard(account)
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         let mut removed = Vec::new();
-        shard.retain(|params, entry| {
+        shard.retain(|params, _| {
             let theirs = params.get_account() == account.get_account();
             if theirs {
-                removed.push((params.without_account(), Arc::clone(&entry.cache_ref)));
+                removed.push(params.without_account());
             }
             !theirs
         });

@@ -185,7 +185,7 @@ impl Slots {
         if let Some(slot) = self.map.load().get(params) {
             return Ok(Arc::clone(&slot.cache_ref));
         }
-        let factory = self.factory()?;
+        let factory = self.factory.as_ref().ok_or_else(no_factory)?;
         let slot = Arc::new(Slot {
             cache_ref: Arc::new(CacheRef::new(factory.slot(params)?)),
             used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
@@ -206,37 +206,13 @@ impl Slots {
         self.root.as_ref().ok_or_else(no_factory)
     }
 
-    /// How slots are made; an error for a layer on a token source.
-    pub(crate) fn factory(&self) -> Result<&Arc<SlotFactory>, TokenError> {
-        self.factory.as_ref().ok_or_else(no_factory)
-    }
-}
-
-/// The error of a request with parameters, on a layer on a token source.
-fn no_factory() -> TokenError {
-    TokenError::new(TokenErrorKind::InvalidRequest).with_message(
-        "the request carries TokenParams, but the layer takes its token from a token source, \
-         which has one token",
-    )
-}
-
-impl Slots {
     /// Removes the least recently used slot from `map`. Its cache, and any
     /// fetch of it, go when the last request using it is done.
     fn evict(&self, map: &mut SlotMap) {
-        let Some(oldest) = map
-            .iter()
-            .min_by_key(|(_, slot)| slot.used.load(Ordering::Relaxed))
-            .map(|(params, _)| params.clone())
+        let Some(oldest) = evict_oldest(map, &self.retired, |slot| (&slot.used, &slot.cache_ref))
         else {
             return;
         };
-        if let Some(slot) = map.remove(&oldest) {
-            self.retired
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .add(&slot.cache_ref.cache.stats());
-        }
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 max_token_slots = self.max,
@@ -280,4 +256,33 @@ impl Slots {
         }
         total
     }
+}
+
+/// The error of a request with parameters, on a layer on a token source.
+fn no_factory() -> TokenError {
+    TokenError::new(TokenErrorKind::InvalidRequest).with_message(
+        "the request carries TokenParams, but the layer takes its token from a token source, \
+         which has one token",
+    )
+}
+
+/// Removes the least recently used of `map` (by the tick `of` gives for
+/// each), its cache's counters added to `retired`: its parameters, if `map`
+/// had any. The cache goes when the last request using it is done.
+pub(crate) fn evict_oldest<V>(
+    map: &mut HashMap<TokenParams, Arc<V>, BuildHasherDefault<CarriedHash>>,
+    retired: &Mutex<Stats>,
+    of: impl Fn(&V) -> (&AtomicU64, &Arc<CacheRef>),
+) -> Option<TokenParams> {
+    let oldest = map
+        .iter()
+        .min_by_key(|(_, value)| of(value).0.load(Ordering::Relaxed))
+        .map(|(params, _)| params.clone())?;
+    if let Some(value) = map.remove(&oldest) {
+        retired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(&of(&value).1.cache.stats());
+    }
+    Some(oldest)
 }
