@@ -152,25 +152,37 @@ impl FileStore {
         blocking(move || Ok(files.read())).await
     }
 
-    /// Sets (or with `None` removes) the value at `key`, under the lock.
-    async fn put(&self, key: String, value: Option<(String, Option<u64>)>) -> Result<(), String> {
+    /// Sets the value at `key` to `sealed`, expiring at `expires_ms` if
+    /// given, under the lock.
+    async fn put(
+        &self,
+        key: String,
+        sealed: String,
+        expires_ms: Option<u64>,
+    ) -> Result<(), String> {
         let files = Arc::clone(&self.inner);
         blocking(move || {
             let mut entries = files.read();
-            match value {
-                Some((sealed, expires_ms)) => {
-                    let mut entry = Map::new();
-                    entry.insert("value".into(), sealed.into());
-                    if let Some(at) = expires_ms {
-                        entry.insert("expires_ms".into(), at.into());
-                    }
-                    // A token stored ends the failure recorded for it.
-                    entries.remove(&failure_key(&key));
-                    entries.insert(key, Value::Object(entry));
-                }
-                None => {
-                    entries.remove(&key);
-                }
+            let mut entry = Map::new();
+            entry.insert("value".into(), sealed.into());
+            if let Some(at) = expires_ms {
+                entry.insert("expires_ms".into(), at.into());
+            }
+            // A token stored ends the failure recorded for it.
+            entries.remove(&failure_key(&key));
+            entries.insert(key, Value::Object(entry));
+            files.write(&entries).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Removes the values at `keys`, under the lock: one write for all.
+    async fn remove(&self, keys: Vec<String>) -> Result<(), String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut entries = files.read();
+            for key in &keys {
+                entries.remove(key);
             }
             files.write(&entries).map_err(|e| e.to_string())
         })
@@ -273,7 +285,7 @@ impl FileStore {
                     .put(key, shared.token.expose_token(), sealed.clone());
             }
             let expires = until_ms(lasts);
-            let written = self.put(at, Some((sealed, Some(expires)))).await;
+            let written = self.put(at, sealed, Some(expires)).await;
             if let Err(e) = written {
                 tracing::warn!(error = %e, "the token file could not be written");
             }
@@ -304,9 +316,7 @@ impl ChainKeeper for FileChain<'_> {
                 .sealer
                 .seal(self.key, record.as_bytes())
                 .ok_or("the system's random source failed")?;
-            self.store
-                .put(self.key.to_owned(), Some((sealed, None)))
-                .await
+            self.store.put(self.key.to_owned(), sealed, None).await
         })
     }
 }
@@ -381,7 +391,7 @@ impl TokenStore for FileStore {
                     .and_then(|e| e.get("value"))
                     .and_then(Value::as_str);
                 if held == Some(sealed.as_str()) {
-                    let _ = self.put(identity.to_owned(), None).await;
+                    let _ = self.remove(vec![identity.to_owned()]).await;
                 }
             }
             drop(lock);
@@ -396,8 +406,8 @@ impl TokenStore for FileStore {
     ) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
             let lock = self.lock(Instant::now() + Duration::from_secs(1)).await?;
-            let kept = Some((value.to_owned(), Some(until_ms(ttl))));
-            self.put(format!("{key}:pending-login"), kept).await?;
+            let key = format!("{key}:pending-login");
+            self.put(key, value.to_owned(), Some(until_ms(ttl))).await?;
             drop(lock);
             Ok(true)
         })
@@ -413,13 +423,9 @@ impl TokenStore for FileStore {
             let entry = self.entries().await?.remove(&key);
             let now = until_ms(Duration::ZERO);
             let value = entry
-                .filter(|e| {
-                    e.get("expires_ms")
-                        .and_then(Value::as_u64)
-                        .is_some_and(|at| at > now)
-                })
+                .filter(|e| live(e, now))
                 .and_then(|e| e.get("value").and_then(Value::as_str).map(str::to_owned));
-            self.put(key, None).await?;
+            self.remove(vec![key]).await?;
             drop(lock);
             Ok(value)
         })
@@ -432,10 +438,10 @@ impl TokenStore for FileStore {
             let Ok(lock) = self.lock(Instant::now() + Duration::from_secs(1)).await else {
                 return;
             };
-            for key in identities {
-                let _ = self.put(key.clone(), None).await;
-                let _ = self.put(failure_key(key), None).await;
-            }
+            let keys = identities
+                .iter()
+                .flat_map(|key| [key.clone(), failure_key(key)]);
+            let _ = self.remove(keys.collect()).await;
             drop(lock);
         })
     }
@@ -486,11 +492,7 @@ impl Files {
         let now = until_ms(Duration::ZERO);
         let kept: Map<String, Value> = entries
             .iter()
-            .filter(|(_, e)| {
-                e.get("expires_ms")
-                    .and_then(Value::as_u64)
-                    .is_none_or(|at| at > now)
-            })
+            .filter(|(_, e)| live(e, now))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut whole = Map::new();
@@ -514,6 +516,15 @@ impl Files {
         }
         written
     }
+}
+
+/// Whether `entry` has not run out at `now` (ms since the epoch); one
+/// without an expiry never does.
+fn live(entry: &Value, now: u64) -> bool {
+    entry
+        .get("expires_ms")
+        .and_then(Value::as_u64)
+        .is_none_or(|at| at > now)
 }
 
 /// Where the failure of the token at `key` is kept.

@@ -132,19 +132,18 @@ async fn hear(mut pubsub: redis::aio::PubSub, watchers: &Mutex<Vec<SignOutWatche
         if account.len() != 64 || !account.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
         }
+        // Called outside the lock; those whose layer is gone leave.
         let current: Vec<SignOutWatcher> = watchers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let gone: Vec<bool> = current.iter().map(|watch| !watch(&account)).collect();
-        if gone.iter().any(|g| *g) {
+        let gone: Vec<SignOutWatcher> = current
+            .into_iter()
+            .filter(|watch| !watch(&account))
+            .collect();
+        if !gone.is_empty() {
             let mut list = watchers.lock().unwrap_or_else(PoisonError::into_inner);
-            list.retain(|watch| {
-                current
-                    .iter()
-                    .zip(&gone)
-                    .all(|(w, g)| !g || !Arc::ptr_eq(w, watch))
-            });
+            list.retain(|watch| !gone.iter().any(|g| Arc::ptr_eq(g, watch)));
         }
     }
 }
