@@ -188,6 +188,9 @@ struct Inner {
     /// Reported by another replica through a token store, not a token
     /// request of this layer's.
     shared: bool,
+    /// This layer's own answer about a person's login, not a failure of a
+    /// server's: never backed off, never shared through a store.
+    local: bool,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
@@ -218,6 +221,7 @@ impl TokenError {
             message: None,
             backing_off: None,
             shared: false,
+            local: false,
             source: None,
         })
     }
@@ -234,6 +238,7 @@ impl TokenError {
                 message: shared.message.clone(),
                 backing_off: shared.backing_off,
                 shared: shared.shared,
+                local: shared.local,
                 // The source cannot be cloned; keep its text.
                 source: shared
                     .source
@@ -276,6 +281,20 @@ impl TokenError {
     /// Whether this is another replica's failure read from a token store.
     pub(crate) fn is_reported_by_another(&self) -> bool {
         self.inner.shared
+    }
+
+    /// Whether this is the state of a person's login rather than a
+    /// server's failure: "no login"
+    /// ([`LoginRequired`](TokenErrorKind::LoginRequired)), or a callback
+    /// that logged nobody in here. Never backed off, never shared.
+    pub(crate) fn is_login_state(&self) -> bool {
+        self.inner.local || self.inner.kind == TokenErrorKind::LoginRequired
+    }
+
+    /// The same error, marked as the state of a person's login (see
+    /// [`is_login_state`](Self::is_login_state)).
+    pub(crate) fn as_login_state(self) -> Self {
+        self.map_inner(|i| i.local = true)
     }
 
     /// The detail after the kind in `Display`: the message, or else the

@@ -63,7 +63,11 @@ impl Control {
         self.flight = None;
     }
 
-    /// Stops the fetch under supply: its layer is gone.
+    /// Stops the fetch under way, if any: its layer is gone, or a new login
+    /// or a sign-out began, so that nothing it fetched from before is
+    /// installed. Its waiters ask again. A refresh it started goes on to
+    /// the end on its own task (see `Fetcher::fetch_to_end`), so a rotated
+    /// refresh token is stored all the same.
     pub(crate) fn abort(&mut self) {
         if let Some((flight, task)) = self.flight.take() {
             task.abort();
@@ -102,6 +106,15 @@ impl Control {
         now: Instant,
         jitter: f64,
     ) -> (u32, Instant) {
+        if error.is_login_state() {
+            // "No login" is the chain's state, not a server's failure: never
+            // backed off, so that a login finished meanwhile (here, or on
+            // another replica, which the next fetch reads from the store)
+            // serves the next request. Each such fetch is one store read.
+            self.retry_at = None;
+            self.last_error = None;
+            return (self.failures, now);
+        }
         self.last_error = Some(error.clone());
         if error.is_reported_by_another() {
             // Another replica's failure, read back from the store: the

@@ -395,11 +395,14 @@ impl TokenCache {
         Forced::Dropped
     }
 
-    /// Drops the current token and forgets the back-off, whatever caused
-    /// it: a new login began, so the next request fetches at once.
+    /// Drops the current token, forgets the back-off whatever caused it,
+    /// and cuts off the fetch under way: a new login began, or a sign-out,
+    /// so the next request fetches at once, and no fetch begun before
+    /// installs its token afterwards.
     pub(crate) fn restart(&self) {
         let mut ctl = self.control();
         self.set_current(&mut ctl, None);
+        ctl.abort();
         ctl.record_success();
     }
 

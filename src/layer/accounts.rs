@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::OAuthLayer;
 use crate::endpoint::{
-    finish_web_login as finish, foreign_callback as foreign, state_of, Pending, PENDING_LOGIN_TTL,
+    finish_web_login as finish, foreign_callback as foreign, state_of, Callback, Pending, TakeCode,
+    PENDING_LOGIN_TTL,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::slots::factory::SlotFactory;
@@ -112,41 +113,59 @@ impl OAuthLayer {
         account: impl AsRef<str>,
         callback_url: impl AsRef<str>,
     ) -> Result<(), TokenError> {
-        let callback = callback_url.as_ref();
+        let callback = callback_url.as_ref().to_owned();
         let probe = TokenParams::new().account(account.as_ref());
         let digest = account_digest(account.as_ref());
-        let state = state_of(callback).ok_or_else(foreign)?;
+        let state = state_of(&callback).ok_or_else(foreign)?;
         let factory = self.account_factory(&probe)?;
+        let chain = Arc::clone(factory.chain().ok_or_else(foreign)?);
         let key = factory.pending_login_key(&state);
-        let taken = self
-            .shared
-            .slots
-            .accounts
-            .pending
-            .take(factory.store.as_deref(), &key, factory.sealing_key.as_ref())
-            .await
-            .map_err(|why| {
-                TokenError::new(TokenErrorKind::Transport).with_message(format!(
-                    "the token store could not be read for the pending login ({why})"
-                ))
-            })?;
-        let pending = taken
-            .as_deref()
-            .and_then(Pending::from_bytes)
-            .ok_or_else(foreign)?;
-        let code = finish(pending, &state, &digest, callback)?;
-        let chain = factory.chain().ok_or_else(foreign)?;
-        chain.begin_with_code(code);
+        let (accounts, store) = (
+            Arc::clone(&self.shared.slots.accounts),
+            factory.store.clone(),
+        );
+        let sealing_key = factory.sealing_key;
+        // Taken by the account's next token request, under the store's lock
+        // for its chain: of two replicas handed one callback, the other
+        // finds it taken only once this one's login is stored.
+        let take: TakeCode = Box::new(move || {
+            Box::pin(async move {
+                let taken = accounts
+                    .pending
+                    .take(store.as_deref(), &key, sealing_key.as_ref())
+                    .await
+                    .map_err(|why| {
+                        TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                            "the token store could not be read for the pending login ({why})"
+                        ))
+                    })?;
+                let pending = taken
+                    .as_deref()
+                    .and_then(Pending::from_bytes)
+                    .ok_or_else(foreign)?;
+                finish(pending, &state, &digest, &callback)
+            })
+        });
+        let handed = Callback::new(take);
+        chain.hand_callback(Arc::clone(&handed));
+        // No token, back-off or fetch from before the callback stands.
         for cache in factory.caches() {
             cache.restart();
         }
-        // A fetch under way since before the callback ends first; the next
-        // one exchanges the code.
         let mut exchanged = self.token_for(&probe).await;
-        if exchanged.is_err() && chain.has_code() {
+        for _ in 0..2 {
+            if handed.outcome().is_some() {
+                break;
+            }
             exchanged = self.token_for(&probe).await;
         }
-        exchanged.map(|_| ())
+        chain.withdraw(&handed);
+        match (handed.outcome(), exchanged) {
+            (Some(Ok(())), exchanged) => exchanged.map(drop),
+            (Some(Err(e)), _) => Err(e.clone()),
+            (None, Err(e)) => Err(e),
+            (None, Ok(_)) => Err(foreign()),
+        }
     }
 
     /// Signs `account` out: its refresh token is revoked at the server (RFC

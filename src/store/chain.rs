@@ -62,6 +62,12 @@ where
             chain.adopt(record);
         }
     }
+    // Web logins' callbacks take their pending logins here, under the
+    // store's lock: a callback another replica took first is found taken
+    // only once that replica's login is stored.
+    if let Some(refused) = chain.take_callbacks().await {
+        return Err(refused);
+    }
     // Another process's rotation is read again once, before the chain is
     // declared dead. A chain with a login logs in when it has no refresh
     // token, once a fetch at most.

@@ -18,12 +18,19 @@ use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::store::chain::ChainKeeper;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json, until_ms};
 use crate::store::seal::Sealer;
-use crate::store::{FetchContext, HandedOut, SharedToken, StoreEvent, TokenStore};
+use crate::store::{
+    shared_as_failure, FetchContext, HandedOut, SharedToken, StoreEvent, TokenStore,
+};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
 /// The first member of the file: its format and version.
 const FORMAT: &str = "tower-oauth/file-store/1";
+
+tokio::task_local! {
+    /// The lock file the current task holds while it fetches under it.
+    static HOLDING: PathBuf;
+}
 
 /// How often a process waiting for the lock tries it again.
 const LOCK_POLL: Duration = Duration::from_millis(10);
@@ -189,13 +196,21 @@ impl FileStore {
         .await
     }
 
-    /// The file's lock, taken before `deadline`.
-    async fn lock(&self, deadline: Instant) -> Result<File, String> {
+    /// The file's lock, taken before `deadline`; `None` when this task
+    /// holds it already (a web login's callback, taken within a fetch
+    /// under the lock).
+    async fn lock(&self, deadline: Instant) -> Result<Option<File>, String> {
+        if HOLDING
+            .try_with(|held| *held == self.inner.lock_path)
+            .unwrap_or(false)
+        {
+            return Ok(None);
+        }
         let path = self.inner.lock_path.clone();
         let file = blocking(move || owner_only(&path).map_err(|e| e.to_string())).await?;
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(file),
+                Ok(()) => return Ok(Some(file)),
                 Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     tokio::time::sleep(LOCK_POLL).await;
                 }
@@ -228,19 +243,59 @@ impl FileStore {
     }
 
     /// What the file settles for `ctx` now, without a token request: a fresh
-    /// token (counted as taken), or the failure the processes hold back for.
+    /// token (counted as taken), or the failure the processes hold back for;
+    /// outside the lock (`locked` false), also "no login" when the chain
+    /// in the same read says so too and no process holds the lock.
     async fn settled(
         &self,
         key: &str,
         sealer: &Sealer<'_>,
         ctx: &FetchContext<'_>,
+        locked: bool,
     ) -> Option<Result<SharedToken, TokenError>> {
         let entries = self.entries().await.ok()?;
         if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
             ctx.record(StoreEvent::TookShared);
             return Some(Ok(shared));
         }
-        failure(&entries, key, sealer, ctx).map(Err)
+        if let Some(failure) = failure(&entries, key, sealer, ctx) {
+            return Some(Err(failure));
+        }
+        if locked {
+            return None;
+        }
+        self.without_login(&entries, sealer, ctx).await.map(Err)
+    }
+
+    /// "No login" for a chain with nothing to send or begin here, once the
+    /// chain `entries` hold says so too, with no process holding the lock
+    /// (a login may be under way there).
+    async fn without_login(
+        &self,
+        entries: &Map<String, Value>,
+        sealer: &Sealer<'_>,
+        ctx: &FetchContext<'_>,
+    ) -> Option<TokenError> {
+        let (chain, chain_identity) = (ctx.chain?, ctx.chain_identity?);
+        ctx.login_required_now()?;
+        let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
+        if let Some((json, _)) = open_entry(entries, chain_identity.key(), &chain_sealer) {
+            chain.adopt(&ChainRecord::from_bytes(json));
+        }
+        let required = ctx.login_required_now()?;
+        let path = self.inner.lock_path.clone();
+        let free = blocking(move || {
+            let file = owner_only(&path).map_err(|e| e.to_string())?;
+            Ok(match file.try_lock() {
+                Ok(()) => {
+                    let _ = file.unlock();
+                    true
+                }
+                Err(_) => false,
+            })
+        })
+        .await;
+        free.unwrap_or(false).then_some(required)
     }
 
     /// Under the lock: a token another process stored meanwhile, else one
@@ -251,7 +306,7 @@ impl FileStore {
         key: &str,
         sealer: &Sealer<'_>,
     ) -> Result<SharedToken, TokenError> {
-        if let Some(settled) = self.settled(key, sealer, ctx).await {
+        if let Some(settled) = self.settled(key, sealer, ctx, true).await {
             return settled;
         }
         ctx.record(StoreEvent::FetchedForFleet);
@@ -266,9 +321,18 @@ impl FileStore {
             }
             None => ctx.fetch().await,
         };
+        // A callback another process took first: its login's token, stored
+        // before that process let the lock go.
+        if matches!(&outcome, Err(e) if e.is_login_state()) {
+            if let Some(Ok(shared)) = self.settled(key, sealer, ctx, true).await {
+                return Ok(shared);
+            }
+        }
         // The token for the others, or the failure they hold back for (as
-        // long as this process will).
+        // long as this process will). "No login" is the chain's state, read
+        // from the chain itself: no failure to hold back for.
         let (at, json, lasts) = match &outcome {
+            Err(e) if !shared_as_failure(e) => return outcome,
             Ok(shared) => (
                 key.to_owned(),
                 token_json(&shared.token, shared.usable_for),
@@ -352,13 +416,16 @@ impl TokenStore for FileStore {
             };
             let key = ctx.identity();
             let sealer = Sealer::new(sealing_key, ctx.identity.encoded());
-            if let Some(settled) = self.settled(key, &sealer, ctx).await {
+            if let Some(settled) = self.settled(key, &sealer, ctx, false).await {
                 return settled;
             }
             let deadline = Instant::now() + 2 * ctx.fetch_timeout() + Duration::from_secs(1);
             match self.lock(deadline).await {
                 Ok(lock) => {
-                    let outcome = self.fetch_locked(ctx, key, &sealer).await;
+                    let held = self.inner.lock_path.clone();
+                    let outcome = HOLDING
+                        .scope(held, self.fetch_locked(ctx, key, &sealer))
+                        .await;
                     drop(lock);
                     outcome
                 }

@@ -119,6 +119,14 @@ impl<'a> FetchContext<'a> {
             && !self.begins_login()
     }
 
+    /// "No login", when the chain of refresh tokens (an account's, or a
+    /// refused one) has nothing to send and nothing to begin here. A store
+    /// that keeps the chain answers it only after reading the chain once:
+    /// another replica may have logged the person in.
+    pub(crate) fn login_required_now(&self) -> Option<TokenError> {
+        self.chain?.login_required_now()
+    }
+
     /// Whether a new login was handed to this layer and not yet stored:
     /// neither a token nor a failure shared from before applies to it.
     pub(crate) fn begins_login(&self) -> bool {
@@ -393,6 +401,15 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
     fn watch_sign_outs(&self, on_sign_out: SignOutWatcher) {
         (**self).watch_sign_outs(on_sign_out)
     }
+}
+
+/// Whether a store shares `error` with the other replicas, which then hold
+/// back for it. "No login" ([`LoginRequired`](crate::TokenErrorKind::LoginRequired))
+/// is not shared: it is the state of the chain of refresh tokens, which
+/// every replica reads from the chain itself, so that it never stands over
+/// a login finished later.
+pub(crate) fn shared_as_failure(error: &TokenError) -> bool {
+    !error.is_login_state()
 }
 
 /// How many keys' handed-out tokens a store remembers, in [`HandedOut`].

@@ -17,6 +17,12 @@ pub(crate) fn random_u64() -> u64 {
     }
 }
 
+/// 128 random bits as 32 hex digits: a lock value, or a login's id, that
+/// no other process holds.
+pub(crate) fn random_hex() -> String {
+    format!("{:016x}{:016x}", random_u64(), random_u64())
+}
+
 /// A random number in `[0, 1)`.
 pub(crate) fn random_unit() -> f64 {
     (random_u64() >> 11) as f64 / (1u64 << 53) as f64

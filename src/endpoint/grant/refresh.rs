@@ -20,7 +20,10 @@ use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
 use crate::token::params::AccountDigest;
 
+mod callback;
 mod record;
+
+pub(crate) use self::callback::{Callback, TakeCode};
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -92,6 +95,7 @@ impl RefreshToken {
                 login: None,
                 account: None,
                 code: Mutex::new(None),
+                callbacks: Mutex::new(Vec::new()),
                 signing_out: AtomicBool::new(false),
             }),
         }
@@ -145,6 +149,9 @@ pub(crate) struct Chain {
     /// A web login's code, from its callback, for the next token request
     /// to exchange. Never stored: the fetch that exchanges it runs here.
     code: Mutex<Option<Code>>,
+    /// Web logins' callbacks, for the next token request to take under the
+    /// store's lock (see `callback`).
+    callbacks: Mutex<Vec<Arc<Callback>>>,
     /// The account signs out at the next token request, which revokes the
     /// refresh token the store holds by then.
     signing_out: AtomicBool,
@@ -188,7 +195,13 @@ struct State {
 
 impl State {
     fn begin(token: &str, login_at: u64) -> Self {
-        let login = sha256_hex(token.as_bytes());
+        // A login without a refresh token (a sign-out's end, or a server
+        // that gives none) is told apart from every other by an id of its
+        // own; the chain every replica starts with (at 0) is the same.
+        let login = match token.is_empty() && login_at > 0 {
+            true => crate::support::random::random_hex(),
+            false => sha256_hex(token.as_bytes()),
+        };
         State {
             current: token.to_owned(),
             announced: (login.clone(), 0),
@@ -236,6 +249,7 @@ impl Chain {
             login: self.login.clone(),
             account: self.account.clone(),
             code: Mutex::new(None),
+            callbacks: Mutex::new(Vec::new()),
             signing_out: AtomicBool::new(false),
         }
     }
@@ -260,6 +274,7 @@ impl Chain {
             login: None,
             account: None,
             code: Mutex::new(None),
+            callbacks: Mutex::new(Vec::new()),
             signing_out: AtomicBool::new(false),
         }
     }
@@ -279,15 +294,16 @@ impl Chain {
         self.account.as_ref()
     }
 
-    /// A web login's callback brought `code`: the chain begins anew, and
-    /// its next token request exchanges the code.
+    /// A web login's callback brought `code`: the chain's next token
+    /// request exchanges it, and the chain begins anew with its refresh
+    /// token. Until then, the chain is as it was: an exchange that fails
+    /// ends no login.
     pub(crate) fn begin_with_code(&self, code: Code) {
         *self.code.lock().unwrap_or_else(PoisonError::into_inner) = Some(code);
-        self.replace("");
     }
 
     /// Whether a web login's code waits for the next token request.
-    pub(crate) fn has_code(&self) -> bool {
+    fn has_code(&self) -> bool {
         self.code
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -306,6 +322,9 @@ impl Chain {
     /// store's chain first, and takes no token a store shares).
     pub(crate) fn begin_sign_out(&self) {
         self.take_code();
+        self.drop_callbacks(&crate::endpoint::login::failed(
+            "the account signed out before the login's callback was taken; begin it again",
+        ));
         self.signing_out.store(true, Ordering::SeqCst);
     }
 
@@ -347,13 +366,7 @@ impl Chain {
     /// Whether the next token request is a login: there is a login, and no
     /// refresh token to send (none yet, or a refused one).
     pub(crate) fn needs_login(&self) -> bool {
-        if self.signing_out.load(Ordering::SeqCst)
-            || self
-                .code
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some()
-        {
+        if self.begins_here() {
             return true;
         }
         let state = self.state();
@@ -507,11 +520,27 @@ impl Chain {
     /// Whether the chain has changed since a store last had it: a token a
     /// store shares is not taken meanwhile when a new login began here.
     pub(crate) fn replaced_here(&self) -> bool {
-        if self.signing_out.load(Ordering::SeqCst) {
+        if self.begins_here() {
             return true;
         }
         let state = self.state();
         state.unsaved && state.seq == 0 && state.login_at > 0
+    }
+
+    /// Whether the next token request begins something here: a sign-out,
+    /// a code's exchange, or a callback's.
+    fn begins_here(&self) -> bool {
+        self.signing_out.load(Ordering::SeqCst) || self.has_code() || self.has_callbacks()
+    }
+
+    /// The error of a chain with nothing to send and nothing to begin (no
+    /// refresh token, no login of the layer's own, no callback, no
+    /// sign-out): what a token request answers without sending anything.
+    pub(crate) fn login_required_now(&self) -> Option<TokenError> {
+        if self.needs_login() {
+            return None;
+        }
+        self.to_send().err()
     }
 
     /// Whether the chain changed since a store last had it.

@@ -17,8 +17,9 @@ use crate::error::TokenError;
 use crate::store::chain::ChainKeeper;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
-use crate::store::{FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::store::{shared_as_failure, FetchContext, SharedToken, StoreEvent, TokenStore};
 use crate::support::boxed::BoxFuture;
+use crate::support::random::random_hex;
 use crate::token::AccessToken;
 
 /// How often a replica waiting for another one's token looks again when it
@@ -135,6 +136,9 @@ impl RedisStore {
         let lock = format!("{base}:lock");
         let lock_ttl = lock_ttl(ctx);
         let nonce = random_hex();
+        if let Some(e) = self.without_login(ctx, sealer, &base).await? {
+            return Err(Problem::Token(e));
+        }
         let mut waited = false;
         let mut wake: Option<Wake> = None;
         loop {
@@ -194,6 +198,43 @@ impl RedisStore {
         }
     }
 
+    /// "No login" for a chain with nothing to send or begin here, once the
+    /// chain Redis holds under `base` is read (one script) and says so too,
+    /// with no replica holding its lock (a login may be under way there).
+    /// `None`: fetch as usual.
+    async fn without_login(
+        &self,
+        ctx: &FetchContext<'_>,
+        sealer: &Sealer<'_>,
+        base: &str,
+    ) -> Result<Option<TokenError>, Problem> {
+        let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+            return Ok(None);
+        };
+        if ctx.login_required_now().is_none() {
+            return Ok(None);
+        }
+        let key = format!("{base}:chain");
+        let mut con = self.connection().await?;
+        let (record, locked): (Option<String>, i64) = self
+            .bounded(
+                self.scripts
+                    .chain
+                    .key(&key)
+                    .key(format!("{base}:lock"))
+                    .invoke_async(&mut con),
+            )
+            .await?;
+        let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
+        if let Some(record) = record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
+            chain.adopt(&ChainRecord::from_bytes(record));
+        }
+        Ok(match locked {
+            0 => ctx.login_required_now(),
+            _ => None,
+        })
+    }
+
     /// A subscription to `channel`, or `None` (the waiter polls) when
     /// Redis does not give one in time.
     async fn subscribe(&self, channel: &str) -> Option<Wake> {
@@ -229,7 +270,21 @@ impl RedisStore {
             }) if !ctx.begins_login() => Err(failure),
             _ => {
                 ctx.record(StoreEvent::FetchedForFleet);
-                self.fetch_chained(ctx, sealer, base).await
+                match self.fetch_chained(ctx, sealer, base).await {
+                    // A callback another replica took first: its login's
+                    // token, stored before that replica let the lock go.
+                    Err(e) if e.is_login_state() => match self.read(key, sealer).await {
+                        Ok(Shared {
+                            token: Some((shared, (token, sealed))),
+                            ..
+                        }) if ctx.is_fresh(&shared) => {
+                            self.handed_out.put(key, &token, sealed);
+                            Ok(shared)
+                        }
+                        _ => Err(e),
+                    },
+                    outcome => outcome,
+                }
             }
         };
         let mut con = self.connection().await?;
@@ -254,6 +309,16 @@ impl RedisStore {
                         .invoke_async::<()>(&mut con),
                 )
                 .await
+            }
+            // "No login" is the chain's state, which every replica reads
+            // from the chain itself: not a failure to hold back for. The
+            // waiters are woken to read it.
+            Err(e) if !shared_as_failure(e) => {
+                let mut publish = redis::cmd("PUBLISH");
+                publish.arg(landed_channel(base)).arg("failure");
+                self.bounded(publish.query_async::<i64>(&mut con))
+                    .await
+                    .map(drop)
             }
             Err(e) => {
                 // The fleet holds back as long as this replica will.
@@ -404,12 +469,6 @@ impl Wake {
         let next = std::future::poll_fn(|cx| messages.as_mut().poll_next(cx));
         let _ = timeout(fallback, next).await;
     }
-}
-
-/// 128 random bits as hex: a lock value no other replica holds.
-fn random_hex() -> String {
-    use crate::support::random::random_u64;
-    format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 
 /// Whether a fetch whose Redis did not answer may wait and try Redis again

@@ -15,6 +15,13 @@ return {
 }
 "#;
 
+/// Reads a refresh-token chain (`KEYS[1]`) and whether its lock
+/// (`KEYS[2]`, the same hash slot) is held: what an account without a login
+/// reads once before it answers "no login".
+const CHAIN: &str = r#"
+return { redis.call("GET", KEYS[1]), redis.call("EXISTS", KEYS[2]) }
+"#;
+
 /// Stores `ARGV[1]` under `KEYS[1]` for `ARGV[2]` ms, deletes `KEYS[2]` (a
 /// stale failure, when a token is stored) and publishes `ARGV[4]` on the
 /// channel `ARGV[3]`, waking the waiting replicas.
@@ -39,6 +46,7 @@ return 0
 /// The store's Lua scripts, their digests computed once.
 pub(super) struct Scripts {
     pub(super) read: Script,
+    pub(super) chain: Script,
     pub(super) store: Script,
     pub(super) delete_if_equal: Script,
 }
@@ -47,6 +55,7 @@ impl Scripts {
     pub(super) fn new() -> Self {
         Scripts {
             read: Script::new(READ),
+            chain: Script::new(CHAIN),
             store: Script::new(STORE),
             delete_if_equal: Script::new(DELETE_IF_EQUAL),
         }
