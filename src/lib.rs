@@ -450,7 +450,9 @@ pub use service::ResponseFuture;
 pub use source::TokenSource;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
-pub use store::{FetchContext, FileStore, SharedToken, SignOutWatcher, StoreEvent, TokenStore};
+pub use store::{
+    AccountEvent, AccountWatcher, FetchContext, FileStore, SharedToken, StoreEvent, TokenStore,
+};
 pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;

@@ -116,6 +116,7 @@ impl OAuthLayer {
         let callback = callback_url.as_ref().to_owned();
         let probe = TokenParams::new().account(account.as_ref());
         let digest = account_digest(account.as_ref());
+        let digest_of_account = digest.clone();
         let state = state_of(&callback).ok_or_else(foreign)?;
         let factory = self.account_factory(&probe)?;
         let chain = Arc::clone(factory.chain().ok_or_else(foreign)?);
@@ -161,7 +162,13 @@ impl OAuthLayer {
         }
         chain.withdraw(&handed);
         match (handed.outcome(), exchanged) {
-            (Some(Ok(())), exchanged) => exchanged.map(drop),
+            (Some(Ok(())), Ok(_)) => {
+                if let Some(store) = &factory.store {
+                    store.logged_in(&digest_of_account.0).await;
+                }
+                Ok(())
+            }
+            (Some(Ok(())), Err(e)) => Err(e),
             (Some(Err(e)), _) => Err(e.clone()),
             (None, Err(e)) => Err(e),
             (None, Ok(_)) => Err(foreign()),
@@ -196,34 +203,52 @@ impl OAuthLayer {
             return Ok(());
         };
         chain.begin_sign_out();
+        // A fetch under way (a refresh, a code's exchange) is cut off: what
+        // it brings is never installed. Its refresh ends on its own task,
+        // and the sign-out waits for it (the chain's turn).
         for cache in factory.caches() {
             cache.restart();
         }
         // The sign-out runs as the account's token request: under the
-        // store's lock, on the chain the store holds. A fetch under way
-        // already ends first; the next one signs out.
-        for _ in 0..2 {
+        // store's lock, on the chain the store holds.
+        let mut failed = None;
+        for _ in 0..3 {
             match self.token_for(&probe).await {
-                Err(e) if e.kind() == TokenErrorKind::LoginRequired => {}
-                Err(e) => return Err(e),
-                Ok(_) => {}
+                Err(e) if e.kind() != TokenErrorKind::LoginRequired => failed = Some(e),
+                _ => {}
             }
             if !chain.is_signing_out() {
                 break;
             }
         }
+        if chain.is_signing_out() {
+            // Still to do: the account's next token request signs it out.
+            return Err(failed.unwrap_or_else(|| {
+                TokenError::new(TokenErrorKind::Transport)
+                    .with_message("the sign-out's token request did not run; try again")
+            }));
+        }
         // The store keys of the account's tokens this replica knows: its
         // default token's, and each slot's it held in memory.
         let mut params = vec![TokenParams::new()];
         params.extend(self.shared.slots.accounts.remove(&probe));
+        let told = match &factory.store {
+            Some(store) => {
+                store
+                    .signed_out(&digest.0, &factory.store_keys(&params))
+                    .await
+            }
+            None => Ok(()),
+        };
+        // Once the store holds none of its tokens, none is taken here again.
         for cache in factory.caches() {
             cache.restart();
         }
-        if let Some(store) = &factory.store {
-            store
-                .signed_out(&digest.0, &factory.store_keys(&params))
-                .await;
-        }
+        told.map_err(|why| {
+            TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                "the account's chain is ended and its refresh token revoked, but the token                  store did not confirm that every replica dropped its tokens: {why}"
+            ))
+        })?;
         tracing::info!(account = ?digest, "an account signed out");
         Ok(())
     }

@@ -18,7 +18,7 @@ use super::evict_oldest;
 use super::factory::SlotFactory;
 use crate::cache::CacheRef;
 use crate::error::TokenError;
-use crate::store::PendingLogins;
+use crate::store::{AccountEvent, PendingLogins};
 use crate::telemetry::stats::Stats;
 use crate::token::params::{account_digest, AccountDigest, CarriedHash, TokenParams};
 
@@ -164,13 +164,17 @@ impl Accounts {
         let factory = root.for_account(digest.clone());
         factories.insert(digest, Arc::downgrade(&factory));
         drop(factories);
-        self.watch_sign_outs(root);
+        self.watch(root);
         factory
     }
 
-    /// Has the layer's store tell of other replicas' sign-outs, once: each
-    /// drops the account's slots from memory. The watch ends with the layer.
-    fn watch_sign_outs(&self, root: &SlotFactory) {
+    /// Has the layer's store tell of other replicas' sign-outs and logins,
+    /// once. A sign-out: the account's slots leave memory, with their
+    /// tokens, and its chain reads the store's before anything else. A login:
+    /// the account's tokens are dropped, to come from the store. A break in
+    /// the news: every account is forgotten so. The watch ends with the
+    /// layer.
+    fn watch(&self, root: &SlotFactory) {
         let Some(store) = &root.store else {
             return;
         };
@@ -178,15 +182,31 @@ impl Accounts {
             return;
         }
         let this = Weak::clone(&self.this);
-        store.watch_sign_outs(Arc::new(move |digest: &str| {
+        store.watch_accounts(Arc::new(move |event: AccountEvent<'_>| {
             let Some(accounts) = this.upgrade() else {
                 return false;
             };
-            for cache_ref in accounts.forget(digest) {
-                cache_ref.cache.restart();
+            match event {
+                AccountEvent::SignedOut(digest) => accounts.forget(Some(digest)),
+                AccountEvent::LoggedIn(digest) => accounts.restart(digest),
+                AccountEvent::Resync => accounts.forget(None),
             }
             true
         }));
+    }
+
+    /// Drops the tokens of the account of `digest`, on every slot and layer
+    /// bound to it: its next request reads them from the store.
+    fn restart(&self, digest: &str) {
+        let factory = self
+            .factories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&AccountDigest(digest.to_owned()))
+            .and_then(Weak::upgrade);
+        for cache in factory.iter().flat_map(|f| f.caches()) {
+            cache.restart();
+        }
     }
 
     /// Removes the least recently used slot of `shard`, if it has one. Its
@@ -234,33 +254,48 @@ impl Accounts {
         removed
     }
 
-    /// Forgets the account of `digest` (another replica signed it out): its
-    /// slots leave memory, and its next request reads its chain from the
-    /// store afresh. Its slots' references, for dropping their tokens.
-    pub(crate) fn forget(&self, digest: &str) -> Vec<Arc<CacheRef>> {
-        let digest = AccountDigest(digest.to_owned());
-        let factory = self
-            .factories
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&digest)
-            .and_then(|factory| factory.upgrade());
-        let Some(factory) = factory else {
-            return Vec::new();
+    /// Forgets the account of `digest` (another replica signed it out), or
+    /// every account (`None`: news may have been missed). Their slots leave
+    /// memory; their tokens are dropped, on every slot and on the layers
+    /// bound to them; their chains read the store's before anything else.
+    pub(crate) fn forget(&self, digest: Option<&str>) {
+        let factories: Vec<Arc<SlotFactory>> = {
+            let mut factories = self
+                .factories
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match digest {
+                Some(digest) => factories
+                    .remove(&AccountDigest(digest.to_owned()))
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+                None => factories.drain().map(|(_, factory)| factory).collect(),
+            }
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
         };
-        let mut removed = Vec::new();
+        if factories.is_empty() {
+            return;
+        }
+        let mut removed = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
             shard.retain(|_, entry| {
-                let theirs = Arc::ptr_eq(&entry.factory, &factory);
-                if theirs {
-                    removed.push(Arc::clone(&entry.cache_ref));
-                }
+                let theirs = factories.iter().any(|f| Arc::ptr_eq(&entry.factory, f));
+                removed += usize::from(theirs);
                 !theirs
             });
         }
-        self.len.fetch_sub(removed.len(), Ordering::Relaxed);
-        removed
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        for factory in &factories {
+            if let Some(chain) = factory.chain() {
+                chain.mark_unverified();
+            }
+            for cache in factory.caches() {
+                cache.restart();
+            }
+        }
     }
 
     /// The counters of every slot, live or evicted, summed.

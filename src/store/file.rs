@@ -277,6 +277,7 @@ impl FileStore {
         ctx: &FetchContext<'_>,
     ) -> Option<TokenError> {
         let (chain, chain_identity) = (ctx.chain?, ctx.chain_identity?);
+        // (The file tells no news: nothing marks a chain unverified here.)
         ctx.login_required_now()?;
         let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
         if let Some((json, _)) = open_entry(entries, chain_identity.key(), &chain_sealer) {
@@ -498,18 +499,22 @@ impl TokenStore for FileStore {
         })
     }
 
-    /// The account's tokens leave the file; the other processes see its
-    /// sign-out at their next refresh of it (the file tells no one).
-    fn signed_out<'a>(&'a self, _account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+    /// The account's tokens leave the file. The file tells no one: the
+    /// other processes see the sign-out at their next token request for the
+    /// account (its renewal, or after a refusal), from the ended chain.
+    fn signed_out<'a>(
+        &'a self,
+        _account: &'a str,
+        identities: &'a [String],
+    ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let Ok(lock) = self.lock(Instant::now() + Duration::from_secs(1)).await else {
-                return;
-            };
+            let lock = self.lock(Instant::now() + Duration::from_secs(1)).await?;
             let keys = identities
                 .iter()
                 .flat_map(|key| [key.clone(), failure_key(key)]);
-            let _ = self.remove(keys.collect()).await;
+            let removed = self.remove(keys.collect()).await;
             drop(lock);
+            removed
         })
     }
 }

@@ -338,31 +338,75 @@ pub trait TokenStore: Send + Sync + 'static {
 
     /// An account signed out
     /// ([`OAuthLayer::sign_out`](crate::OAuthLayer::sign_out)): delete the
-    /// tokens kept under `identities`, and tell every replica that
-    /// `account` (the account's digest, never its id) signed out, through
-    /// [`watch_sign_outs`](Self::watch_sign_outs). The account's chain of
-    /// refresh tokens is ended by the layer itself, through `get_or_fetch`.
+    /// tokens kept under `identities`, then tell every replica that
+    /// `account` (the account's digest, never its id) signed out
+    /// ([`AccountEvent::SignedOut`], through
+    /// [`watch_accounts`](Self::watch_accounts)), and return once each one
+    /// that watches has dropped the account's tokens. The account's chain of
+    /// refresh tokens is ended by the layer itself, through `get_or_fetch`,
+    /// before this is called.
     ///
-    /// Default: nothing; other replicas see the sign-out when their token
-    /// is renewed.
-    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+    /// Default: nothing is deleted or told; the other replicas see the
+    /// sign-out when their token is renewed.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not delete the tokens, tell the others, or hear
+    /// from each of them in time: the sign-out may not have reached every
+    /// replica yet.
+    fn signed_out<'a>(
+        &'a self,
+        account: &'a str,
+        identities: &'a [String],
+    ) -> BoxFuture<'a, Result<(), String>> {
         let _ = (account, identities);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// An account's web login finished here
+    /// ([`OAuthLayer::finish_login`](crate::OAuthLayer::finish_login)), and
+    /// its tokens are stored: tell every other replica
+    /// ([`AccountEvent::LoggedIn`]), which drops the tokens it held of an
+    /// earlier login. A replica that holds none reads the new login from the
+    /// store anyway before it answers that the account has no login.
+    ///
+    /// Default: nothing.
+    fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
+        let _ = account;
         Box::pin(async {})
     }
 
-    /// Calls `on_sign_out` with the digest of each account another replica's
-    /// [`signed_out`](Self::signed_out) names, until it returns `false` (its
-    /// layer is gone).
+    /// Calls `watcher` with each [`AccountEvent`] of another replica's
+    /// ([`signed_out`](Self::signed_out), [`logged_in`](Self::logged_in)),
+    /// until it returns `false` (its layer is gone).
     ///
     /// Default: never called.
-    fn watch_sign_outs(&self, on_sign_out: SignOutWatcher) {
-        let _ = on_sign_out;
+    fn watch_accounts(&self, watcher: AccountWatcher) {
+        let _ = watcher;
     }
 }
 
-/// What [`TokenStore::watch_sign_outs`] calls with an account's digest; it
+/// What a store tells the layers that watch its accounts
+/// ([`TokenStore::watch_accounts`]). Each names an account by its digest,
+/// never by its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AccountEvent<'a> {
+    /// The account signed out on another replica: drop its tokens, and end
+    /// its chain in memory.
+    SignedOut(&'a str),
+    /// The account's web login finished on another replica: drop the tokens
+    /// of its earlier login, so that the new one's come from the store.
+    LoggedIn(&'a str),
+    /// The store's news may have been missed (its subscription began, or
+    /// began again after a break): forget every account's tokens and chain,
+    /// so that they come back from the store.
+    Resync,
+}
+
+/// What [`TokenStore::watch_accounts`] calls with each [`AccountEvent`]; it
 /// returns `false` once its layer is gone.
-pub type SignOutWatcher = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+pub type AccountWatcher = Arc<dyn Fn(AccountEvent<'_>) -> bool + Send + Sync>;
 
 /// A store behind an `Arc` is a store: one instance can serve several
 /// layers.
@@ -394,12 +438,20 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
         (**self).take_pending_login(key)
     }
 
-    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
+    fn signed_out<'a>(
+        &'a self,
+        account: &'a str,
+        identities: &'a [String],
+    ) -> BoxFuture<'a, Result<(), String>> {
         (**self).signed_out(account, identities)
     }
 
-    fn watch_sign_outs(&self, on_sign_out: SignOutWatcher) {
-        (**self).watch_sign_outs(on_sign_out)
+    fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
+        (**self).logged_in(account)
+    }
+
+    fn watch_accounts(&self, watcher: AccountWatcher) {
+        (**self).watch_accounts(watcher)
     }
 }
 

@@ -97,6 +97,7 @@ impl RefreshToken {
                 code: Mutex::new(None),
                 callbacks: Mutex::new(Vec::new()),
                 signing_out: AtomicBool::new(false),
+                unverified: AtomicBool::new(false),
             }),
         }
     }
@@ -155,6 +156,10 @@ pub(crate) struct Chain {
     /// The account signs out at the next token request, which revokes the
     /// refresh token the store holds by then.
     signing_out: AtomicBool,
+    /// Another replica's news may have changed the chain (a sign-out, or a
+    /// break in the news): the next token request reads the stored chain
+    /// before anything else.
+    unverified: AtomicBool,
 }
 
 impl fmt::Debug for Chain {
@@ -251,6 +256,7 @@ impl Chain {
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
             signing_out: AtomicBool::new(false),
+            unverified: AtomicBool::new(false),
         }
     }
 
@@ -276,6 +282,7 @@ impl Chain {
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
             signing_out: AtomicBool::new(false),
+            unverified: AtomicBool::new(false),
         }
     }
 
@@ -541,6 +548,17 @@ impl Chain {
             return None;
         }
         self.to_send().err()
+    }
+
+    /// Another replica signed the account out, or its news may have been
+    /// missed: the chain's next token request reads the stored chain first.
+    pub(crate) fn mark_unverified(&self) {
+        self.unverified.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the chain must be read from the store first; it is once.
+    pub(crate) fn take_unverified(&self) -> bool {
+        self.unverified.swap(false, Ordering::SeqCst)
     }
 
     /// Whether the chain changed since a store last had it.

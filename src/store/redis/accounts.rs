@@ -1,26 +1,65 @@
 //! What the Redis store does for accounts: pending web logins kept with an
-//! expiry and taken once (`GETDEL`); an account's tokens deleted at its
-//! sign-out, and the sign-out published to every replica, which a task
-//! subscribed to the channel passes to the layers that watch.
+//! expiry and taken once (`GETDEL`); an account's sign-out (its tokens
+//! deleted, the news published, and each watching replica's word that it
+//! dropped them awaited) and its login elsewhere (published); and the task
+//! that hears this news for the layers that watch, keeps the replica in the
+//! list of those that answer, and answers.
+//!
+//! The replicas that watch keep a heartbeat in a sorted set,
+//! `<prefix>{accounts}:watchers`, scored by Redis's own clock (no replica's
+//! clock counts). A sign-out waits until every replica in it has added its
+//! id to the sign-out's own set, or has left the list (its heartbeat
+//! stopped), within [`ACK_WAIT`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
+use super::connection::Connection;
+use super::scripts::Scripts;
 use super::{Problem, RedisStore};
-use crate::store::SignOutWatcher;
+use crate::store::{AccountEvent, AccountWatcher};
+use crate::support::random::random_hex;
 
 /// How long the watch waits before subscribing again after its
 /// subscription ended or failed.
 const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
-/// The layers that watch sign-outs, and the task that hears them.
-#[derive(Default)]
-pub(super) struct SignOuts {
-    watchers: Arc<Mutex<Vec<SignOutWatcher>>>,
+/// How often a watching replica says it still watches.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// How long a replica stays in the list after its last heartbeat: a
+/// replica gone (or cut off from Redis) leaves it by then.
+const WATCH_TTL: Duration = Duration::from_secs(2);
+
+/// The longest a sign-out waits for the watching replicas' word; past
+/// [`WATCH_TTL`], so that a replica that went away meanwhile has left the
+/// list by then.
+const ACK_WAIT: Duration = Duration::from_secs(3);
+
+/// How often a sign-out looks whether every replica answered.
+const ACK_POLL: Duration = Duration::from_millis(5);
+
+/// The layers that watch the accounts' news, the task that hears it, and
+/// this store's id among the replicas.
+pub(super) struct Watch {
+    watchers: Arc<Mutex<Vec<AccountWatcher>>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
+    id: String,
 }
 
-impl Drop for SignOuts {
+impl Default for Watch {
+    fn default() -> Self {
+        Watch {
+            watchers: Arc::default(),
+            task: Mutex::default(),
+            id: random_hex(),
+        }
+    }
+}
+
+impl Drop for Watch {
     fn drop(&mut self) {
         if let Some(task) = self
             .task
@@ -33,9 +72,26 @@ impl Drop for SignOuts {
     }
 }
 
+/// Where the news goes, and what the watch task needs to answer it.
+struct Names {
+    scripts: Scripts,
+    channel: String,
+    watchers_key: String,
+    prefix: String,
+    id: String,
+    timeout: Duration,
+}
+
 impl RedisStore {
-    fn sign_out_channel(&self) -> String {
-        format!("{}sign-out", self.prefix)
+    fn names(&self) -> Names {
+        Names {
+            scripts: self.scripts.clone(),
+            channel: format!("{}accounts", self.prefix),
+            watchers_key: format!("{}{{accounts}}:watchers", self.prefix),
+            prefix: self.prefix.clone(),
+            id: self.watch.id.clone(),
+            timeout: self.timeout,
+        }
     }
 
     pub(super) async fn keep_pending(
@@ -65,52 +121,93 @@ impl RedisStore {
             .map_err(Problem::text)
     }
 
-    pub(super) async fn erase_and_publish(&self, account: &str, identities: &[String]) {
-        let Ok(mut con) = self.connection().await else {
-            tracing::warn!(
-                "the Redis token store did not answer: a sign-out reached only this replica"
-            );
-            return;
-        };
+    /// Deletes the signed-out account's tokens, tells the replicas, and
+    /// waits for each watching one's word that it dropped them.
+    pub(super) async fn sign_out_everywhere(
+        &self,
+        account: &str,
+        identities: &[String],
+    ) -> Result<(), String> {
+        let names = self.names();
+        let mut con = self.connection().await.map_err(Problem::text)?;
         for identity in identities {
             let key = self.key(identity);
             let mut cmd = redis::cmd("DEL");
             cmd.arg(&key).arg(format!("{key}:failure"));
-            if let Err(Problem::Redis(why)) = self.bounded(cmd.query_async::<i64>(&mut con)).await {
-                tracing::warn!(error = %why, "deleting a signed-out account's token failed");
-            }
+            self.bounded(cmd.query_async::<i64>(&mut con))
+                .await
+                .map_err(|e| format!("deleting the account's tokens failed: {}", e.text()))?;
         }
+        let answers = format!("{}{{accounts}}:answers:{}", names.prefix, random_hex());
         let mut cmd = redis::cmd("PUBLISH");
-        cmd.arg(self.sign_out_channel()).arg(account);
-        if let Err(Problem::Redis(why)) = self.bounded(cmd.query_async::<i64>(&mut con)).await {
-            tracing::warn!(error = %why, "publishing a sign-out failed: other replicas see it at their next refresh");
+        cmd.arg(&names.channel)
+            .arg(format!("signed-out {account} {answers}"));
+        self.bounded(cmd.query_async::<i64>(&mut con))
+            .await
+            .map_err(|e| format!("publishing the sign-out failed: {}", e.text()))?;
+        let deadline = Instant::now() + ACK_WAIT;
+        loop {
+            let missing: i64 = self
+                .bounded(
+                    names
+                        .scripts
+                        .unanswered
+                        .key(&names.watchers_key)
+                        .key(&answers)
+                        .invoke_async(&mut con),
+                )
+                .await
+                .map_err(|e| format!("reading the replicas' answers failed: {}", e.text()))?;
+            if missing == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{missing} watching replica(s) did not say within {ACK_WAIT:?} that they \
+                     dropped the account's tokens; they drop them when they hear of it"
+                ));
+            }
+            tokio::time::sleep(ACK_POLL).await;
         }
     }
 
-    pub(super) fn watch(&self, watcher: SignOutWatcher) {
-        let sign_outs = &self.sign_outs;
-        sign_outs
+    /// Tells the other replicas that `account` logged in here.
+    pub(super) async fn publish_login(&self, account: &str) {
+        let names = self.names();
+        let Ok(mut con) = self.connection().await else {
+            return;
+        };
+        let mut cmd = redis::cmd("PUBLISH");
+        cmd.arg(&names.channel)
+            .arg(format!("logged-in {account} {}", names.id));
+        if let Err(Problem::Redis(why)) = self.bounded(cmd.query_async::<i64>(&mut con)).await {
+            tracing::debug!(error = %why, "publishing a login failed: other replicas read it from the store");
+        }
+    }
+
+    pub(super) fn watch(&self, watcher: AccountWatcher) {
+        let watch = &self.watch;
+        watch
             .watchers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(watcher);
-        let mut task = sign_outs
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut task = watch.task.lock().unwrap_or_else(PoisonError::into_inner);
         if task.is_some() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let watchers = Arc::clone(&sign_outs.watchers);
+        let watchers = Arc::clone(&watch.watchers);
         let deployment = Arc::clone(&self.deployment);
-        let (channel, timeout) = (self.sign_out_channel(), self.timeout);
+        let names = self.names();
         let handle = runtime.spawn(async move {
             loop {
-                if let Some(pubsub) = deployment.subscribe(&channel, timeout).await {
-                    hear(pubsub, &watchers).await;
+                if let Some(pubsub) = deployment.subscribe(&names.channel, names.timeout).await {
+                    if let Ok(con) = deployment.connect(names.timeout).await {
+                        hear(pubsub, con, &watchers, &names).await;
+                    }
                 }
                 tokio::time::sleep(RESUBSCRIBE).await;
             }
@@ -119,31 +216,139 @@ impl RedisStore {
     }
 }
 
-/// Passes each sign-out heard on `pubsub` to the watchers still there,
-/// until the subscription ends.
-async fn hear(mut pubsub: redis::aio::PubSub, watchers: &Mutex<Vec<SignOutWatcher>>) {
+/// Hears the accounts' news on `pubsub` until the subscription ends: each
+/// event passed to the watchers still there, each sign-out answered on
+/// `con`, the heartbeat kept. It begins with a heartbeat and a
+/// [`AccountEvent::Resync`]: news published before it may have been missed.
+async fn hear(
+    mut pubsub: redis::aio::PubSub,
+    mut con: Connection,
+    watchers: &Mutex<Vec<AccountWatcher>>,
+    names: &Names,
+) {
     use futures_core::Stream;
+    let Scripts {
+        heartbeat, answer, ..
+    } = &names.scripts;
+    let ttl = u64::try_from(WATCH_TTL.as_millis()).unwrap_or(u64::MAX);
+    let beat = async |con: &mut Connection| {
+        let mut invocation = heartbeat.key(&names.watchers_key);
+        invocation.arg(&names.id).arg(ttl);
+        let beat = invocation.invoke_async::<i64>(con);
+        tokio::time::timeout(names.timeout, beat)
+            .await
+            .is_ok_and(|r| r.is_ok())
+    };
+    if !beat(&mut con).await {
+        return;
+    }
+    tell(watchers, AccountEvent::Resync);
+    let mut next_beat = Instant::now() + HEARTBEAT;
     let mut messages = std::pin::pin!(pubsub.on_message());
-    while let Some(message) = std::future::poll_fn(|cx| messages.as_mut().poll_next(cx)).await {
-        let Ok(account) = message.get_payload::<String>() else {
+    loop {
+        let next = std::future::poll_fn(|cx| messages.as_mut().poll_next(cx));
+        let message = match tokio::time::timeout_at(next_beat, next).await {
+            Err(_) => {
+                // A heartbeat that fails leaves the list in time: sign-outs
+                // do not wait for a replica that cannot answer.
+                beat(&mut con).await;
+                next_beat = Instant::now() + HEARTBEAT;
+                continue;
+            }
+            Ok(None) => return,
+            Ok(Some(message)) => message,
+        };
+        let Ok(text) = message.get_payload::<String>() else {
             continue;
         };
-        // Only a digest of 64 hex digits names an account.
-        if account.len() != 64 || !account.bytes().all(|b| b.is_ascii_hexdigit()) {
-            continue;
+        match read_event(&text, &names.prefix) {
+            Some(Heard::SignedOut(account, answers)) => {
+                tell(watchers, AccountEvent::SignedOut(account));
+                let mut invocation = answer.key(answers);
+                invocation.arg(&names.id).arg(ttl.saturating_mul(30));
+                let answered = invocation.invoke_async::<i64>(&mut con);
+                let _ = tokio::time::timeout(names.timeout, answered).await;
+            }
+            Some(Heard::LoggedIn(account, origin)) if origin != names.id => {
+                tell(watchers, AccountEvent::LoggedIn(account));
+            }
+            _ => {}
         }
-        // Called outside the lock; those whose layer is gone leave.
-        let current: Vec<SignOutWatcher> = watchers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let gone: Vec<SignOutWatcher> = current
-            .into_iter()
-            .filter(|watch| !watch(&account))
-            .collect();
-        if !gone.is_empty() {
-            let mut list = watchers.lock().unwrap_or_else(PoisonError::into_inner);
-            list.retain(|watch| !gone.iter().any(|g| Arc::ptr_eq(g, watch)));
+    }
+}
+
+/// Passes `event` to the watchers still there; those whose layer is gone
+/// leave.
+fn tell(watchers: &Mutex<Vec<AccountWatcher>>, event: AccountEvent<'_>) {
+    // Called outside the lock.
+    let current: Vec<AccountWatcher> = watchers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let gone: Vec<AccountWatcher> = current.into_iter().filter(|w| !w(event)).collect();
+    if !gone.is_empty() {
+        let mut list = watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|watch| !gone.iter().any(|g| Arc::ptr_eq(g, watch)));
+    }
+}
+
+/// One piece of news, as heard.
+#[derive(Debug, PartialEq)]
+enum Heard<'a> {
+    /// An account's digest, and the set its answers go to.
+    SignedOut(&'a str, &'a str),
+    /// An account's digest, and the id of the replica it logged in on.
+    LoggedIn(&'a str, &'a str),
+}
+
+/// Reads a message of the accounts' channel; `None` for anything but
+/// news in the store's own words (a digest of 64 hex digits, ids of 32,
+/// an answers set under `prefix`).
+fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut parts = text.split(' ');
+    let (kind, account, last) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !hex(account, 64) {
+        return None;
+    }
+    match kind {
+        "signed-out" => {
+            let id = last.strip_prefix(prefix)?.strip_prefix("{accounts}:answers:")?;
+            hex(id, 32).then_some(Heard::SignedOut(account, last))
+        }
+        "logged-in" => hex(last, 32).then_some(Heard::LoggedIn(account, last)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_stores_own_news_is_read() {
+        let digest = "a".repeat(64);
+        let id = "b".repeat(32);
+        let answers = format!("tower-oauth:{{accounts}}:answers:{id}");
+        assert_eq!(
+            read_event(&format!("signed-out {digest} {answers}"), "tower-oauth:"),
+            Some(Heard::SignedOut(&digest, &answers))
+        );
+        assert_eq!(
+            read_event(&format!("logged-in {digest} {id}"), "tower-oauth:"),
+            Some(Heard::LoggedIn(&digest, &id))
+        );
+        for hostile in [
+            format!("signed-out {digest} other:{{accounts}}:answers:{id}"),
+            format!("signed-out {digest} tower-oauth:{{accounts}}:answers:{id}x"),
+            format!("signed-out {digest}"),
+            format!("signed-out {} {answers}", "a".repeat(63)),
+            format!("logged-in {digest} {id} extra"),
+            format!("logged-out {digest} {id}"),
+            digest.clone(),
+            String::new(),
+        ] {
+            assert_eq!(read_event(&hostile, "tower-oauth:"), None, "{hostile}");
         }
     }
 }

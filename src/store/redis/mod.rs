@@ -114,8 +114,8 @@ pub struct RedisStore {
     /// its sealed value: a refused token is deleted only if Redis still
     /// holds exactly that value.
     handed_out: crate::store::HandedOut,
-    /// The layers that watch sign-outs, and the task that hears them.
-    sign_outs: accounts::SignOuts,
+    /// The layers that watch the accounts' news, and the task that hears it.
+    watch: accounts::Watch,
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
@@ -280,7 +280,7 @@ impl RedisStore {
             warned_unopened: AtomicBool::new(false),
             warned_unsealed: AtomicBool::new(false),
             handed_out: Default::default(),
-            sign_outs: Default::default(),
+            watch: Default::default(),
         }
     }
 

@@ -201,7 +201,8 @@ impl RedisStore {
     /// "No login" for a chain with nothing to send or begin here, once the
     /// chain Redis holds under `base` is read (one script) and says so too,
     /// with no replica holding its lock (a login may be under way there).
-    /// `None`: fetch as usual.
+    /// `None`: fetch as usual. A chain another replica's news marked is
+    /// read the same way first.
     async fn without_login(
         &self,
         ctx: &FetchContext<'_>,
@@ -211,20 +212,27 @@ impl RedisStore {
         let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
             return Ok(None);
         };
-        if ctx.login_required_now().is_none() {
+        let unverified = chain.take_unverified();
+        if !unverified && ctx.login_required_now().is_none() {
             return Ok(None);
         }
         let key = format!("{base}:chain");
-        let mut con = self.connection().await?;
-        let (record, locked): (Option<String>, i64) = self
-            .bounded(
+        let read = async {
+            let mut con = self.connection().await?;
+            self.bounded(
                 self.scripts
                     .chain
                     .key(&key)
                     .key(format!("{base}:lock"))
-                    .invoke_async(&mut con),
+                    .invoke_async::<(Option<String>, i64)>(&mut con),
             )
-            .await?;
+            .await
+        };
+        let (record, locked) = read.await.inspect_err(|_| {
+            if unverified {
+                chain.mark_unverified();
+            }
+        })?;
         let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
         if let Some(record) = record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
             chain.adopt(&ChainRecord::from_bytes(record));
@@ -595,12 +603,20 @@ impl TokenStore for RedisStore {
         Box::pin(self.take_pending(key))
     }
 
-    fn signed_out<'a>(&'a self, account: &'a str, identities: &'a [String]) -> BoxFuture<'a, ()> {
-        Box::pin(self.erase_and_publish(account, identities))
+    fn signed_out<'a>(
+        &'a self,
+        account: &'a str,
+        identities: &'a [String],
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.sign_out_everywhere(account, identities))
     }
 
-    fn watch_sign_outs(&self, on_sign_out: crate::store::SignOutWatcher) {
-        self.watch(on_sign_out);
+    fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.publish_login(account))
+    }
+
+    fn watch_accounts(&self, watcher: crate::store::AccountWatcher) {
+        self.watch(watcher);
     }
 }
 

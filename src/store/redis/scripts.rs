@@ -43,12 +43,48 @@ end
 return 0
 "#;
 
+/// Puts `ARGV[1]` in the list `KEYS[1]` until `ARGV[2]` ms from now, by
+/// Redis's clock.
+const HEARTBEAT: &str = r#"
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("ZADD", KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"#;
+
+/// Adds `ARGV[1]` to the answers `KEYS[1]`, which expire `ARGV[2]` ms
+/// from now.
+const ANSWER: &str = r#"
+redis.call("SADD", KEYS[1], ARGV[1])
+redis.call("PEXPIRE", KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// How many replicas in the list `KEYS[1]` (those whose heartbeat has not
+/// run out) have not answered in `KEYS[2]`.
+const UNANSWERED: &str = r#"
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+local missing = 0
+for _, id in ipairs(redis.call("ZRANGE", KEYS[1], 0, -1)) do
+    if redis.call("SISMEMBER", KEYS[2], id) == 0 then
+        missing = missing + 1
+    end
+end
+return missing
+"#;
+
 /// The store's Lua scripts, their digests computed once.
+#[derive(Clone)]
 pub(super) struct Scripts {
     pub(super) read: Script,
     pub(super) chain: Script,
     pub(super) store: Script,
     pub(super) delete_if_equal: Script,
+    pub(super) heartbeat: Script,
+    pub(super) answer: Script,
+    pub(super) unanswered: Script,
 }
 
 impl Scripts {
@@ -58,6 +94,9 @@ impl Scripts {
             chain: Script::new(CHAIN),
             store: Script::new(STORE),
             delete_if_equal: Script::new(DELETE_IF_EQUAL),
+            heartbeat: Script::new(HEARTBEAT),
+            answer: Script::new(ANSWER),
+            unanswered: Script::new(UNANSWERED),
         }
     }
 }
