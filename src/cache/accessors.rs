@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{cut_off, Acquire, FetchOutcome, FetchResult, Flight, TokenCache, Waiter};
+use super::{cut_off, Acquire, FetchOutcome, FetchResult, Flight, Reason, TokenCache, Waiter};
 use crate::error::{TokenError, TokenErrorKind};
 
 impl TokenCache {
@@ -106,6 +106,34 @@ impl TokenCache {
 }
 
 /// How `flight` finishes, waited for.
+impl TokenCache {
+    /// The outcome of the fetch under way, or of one started now whatever
+    /// the back-off (a person finished a login): the caller asks again when
+    /// the one it waited for began too early for what it needed. The token
+    /// in hand serves meanwhile, and stays if the fetch fails. `None`: cut
+    /// off.
+    pub(crate) async fn fetch_now(self: &Arc<Self>) -> Option<FetchResult> {
+        let flight = {
+            let mut ctl = self.control();
+            let now = Instant::now();
+            match ctl.under_way(now) {
+                Some(flight) => Arc::clone(flight),
+                None => {
+                    ctl.record_success();
+                    match self.start_fetch(&mut ctl, Reason::Login, None, now) {
+                        Ok(flight) => flight,
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+            }
+        };
+        match outcome_of(flight).await {
+            FetchOutcome::Done(outcome) => Some(outcome),
+            FetchOutcome::CutOff => None,
+        }
+    }
+}
+
 async fn outcome_of(flight: Arc<Flight>) -> FetchOutcome {
     let mut waiter = Waiter::new(flight);
     std::future::poll_fn(|cx| waiter.poll(cx).map(FetchOutcome::clone)).await

@@ -73,6 +73,8 @@ enum Reason {
     NoToken,
     RenewAhead,
     Refused,
+    /// A web login's callback came.
+    Login,
 }
 
 /// The shared state behind one `OAuthLayer` and every service built from

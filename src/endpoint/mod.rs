@@ -59,8 +59,8 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
-    account_login_required, check_given as check_refresh_token, login_required, Callback, Chain,
-    ChainRecord, TakeCode,
+    account_login_required, check_given as check_refresh_token, login_required, Chain, ChainRecord,
+    HandedCallback, TakeCode,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;

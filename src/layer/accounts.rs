@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::OAuthLayer;
 use crate::endpoint::{
-    finish_web_login as finish, foreign_callback as foreign, state_of, Callback, Pending, TakeCode,
-    PENDING_LOGIN_TTL,
+    finish_web_login as finish, foreign_callback as foreign, state_of, HandedCallback, Pending,
+    TakeCode, PENDING_LOGIN_TTL,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::slots::factory::SlotFactory;
@@ -93,7 +93,11 @@ impl OAuthLayer {
     ///
     /// A callback whose `state` is another account's, or no pending login's
     /// (unknown, expired, or used already: a replay), fails and changes
-    /// nothing. Another account's pending login stays as it was.
+    /// nothing. Another account's pending login stays as it was. The pending
+    /// login is taken by the account's token request, under the store's lock:
+    /// of one callback handed to two replicas at once (a browser that submits
+    /// twice), one logs the person in, and the other fails only once that
+    /// login is stored, and serves it from then on.
     ///
     /// ```no_run
     /// # async fn example(oauth: tower_oauth::OAuthLayer, uri: http::Uri) -> Result<(), tower_oauth::TokenError> {
@@ -147,31 +151,40 @@ impl OAuthLayer {
                 finish(pending, &state, &digest, &callback)
             })
         });
-        let handed = Callback::new(take);
+        let handed = HandedCallback::new(take);
         chain.hand_callback(Arc::clone(&handed));
-        // No token, back-off or fetch from before the callback stands.
-        for cache in factory.caches() {
-            cache.restart();
-        }
-        let mut exchanged = self.token_for(&probe).await;
-        for _ in 0..2 {
-            if handed.outcome().is_some() {
-                break;
+        // A fetch that begins now takes it (or one under way that has not
+        // reached the chain yet). The token in hand serves meanwhile, and
+        // stays if the callback logs nobody in.
+        let cache = self.cache_for(&probe)?;
+        let mut fetched = None;
+        for _ in 0..3 {
+            fetched = cache.fetch_now().await;
+            match (handed.outcome(), &fetched) {
+                // Not taken yet; or taken, and the fetch cut off (its login
+                // goes on to the end on its own task): asked again.
+                (None, _) | (Some(Ok(())), None) => {}
+                _ => break,
             }
-            exchanged = self.token_for(&probe).await;
         }
         chain.withdraw(&handed);
-        match (handed.outcome(), exchanged) {
-            (Some(Ok(())), Ok(_)) => {
+        match (handed.outcome(), fetched) {
+            (Some(Ok(())), Some(Ok(_))) => {
+                // The new login's tokens, not the earlier one's, from now on.
+                for other in factory.caches() {
+                    if !Arc::ptr_eq(&other, &cache) {
+                        other.restart();
+                    }
+                }
                 if let Some(store) = &factory.store {
                     store.logged_in(&digest_of_account.0).await;
                 }
                 Ok(())
             }
-            (Some(Ok(())), Err(e)) => Err(e),
+            (Some(Ok(())), Some(Err(e))) => Err(e),
             (Some(Err(e)), _) => Err(e.clone()),
-            (None, Err(e)) => Err(e),
-            (None, Ok(_)) => Err(foreign()),
+            (_, Some(Err(e))) => Err(e),
+            (_, _) => Err(crate::cache::cut_off()),
         }
     }
 
@@ -179,10 +192,15 @@ impl OAuthLayer {
     /// 7009) where the server's metadata names a `revocation_endpoint`, with
     /// the client's authentication; its chain ends, in memory and in the
     /// store; its tokens are dropped from memory and deleted from the store;
-    /// and the store tells the other replicas, which drop theirs (a
-    /// `RedisStore` does, at once). From then on, the account's requests fail
-    /// with [`LoginRequired`](TokenErrorKind::LoginRequired), and no token
-    /// request is sent, until a new login. Other accounts are untouched.
+    /// and the store tells the other replicas, which drop theirs. Whatever
+    /// was under way (a refresh, a code's exchange), nothing fetched before
+    /// is presented after: a fetch under way is cut off, and the sign-out
+    /// waits for a refresh to end and revokes what it brought. With a
+    /// `RedisStore`, `Ok` means every replica that watches the store's news
+    /// has dropped the account's tokens. From then on, the account's
+    /// requests fail with [`LoginRequired`](TokenErrorKind::LoginRequired),
+    /// and no token request is sent, until a new login, begun and finished
+    /// on any replicas. Other accounts are untouched.
     ///
     /// ```no_run
     /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
@@ -193,8 +211,12 @@ impl OAuthLayer {
     /// # Errors
     ///
     /// The error of reading the store's chain (the sign-out did not reach
-    /// the store; try again). A revocation the server refused is logged,
-    /// not returned: the refresh token is forgotten all the same.
+    /// the store, and the account's next token request signs it out; try
+    /// again); a [`Transport`](TokenErrorKind::Transport) error when the
+    /// chain is ended but the store could not delete the tokens, or did not
+    /// hear within 3 s from every replica that they dropped theirs (they drop
+    /// them when they hear). A revocation the server refused is logged, not
+    /// returned: the refresh token is forgotten all the same.
     pub async fn sign_out(&self, account: impl AsRef<str>) -> Result<(), TokenError> {
         let probe = TokenParams::new().account(account.as_ref());
         let digest = account_digest(account.as_ref());

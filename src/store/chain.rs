@@ -65,6 +65,7 @@ where
     // Web logins' callbacks take their pending logins here, under the
     // store's lock: a callback another replica took first is found taken
     // only once that replica's login is stored.
+    // A store's caller reads the token the other's login stored.
     if let Some(refused) = chain.take_callbacks().await {
         return Err(refused);
     }

@@ -33,6 +33,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn hex_values_are_128_bits_and_differ() {
+        let (a, b) = (random_hex(), random_hex());
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
     fn draws_differ_and_stay_in_range() {
         let draws: std::collections::HashSet<u64> = (0..1000).map(|_| random_u64()).collect();
         assert_eq!(draws.len(), 1000);

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod account_replicas;
 mod accounts;
 mod dpop;
 mod jwt_bearer;

@@ -104,6 +104,8 @@ pub struct State {
     /// Where the API's metadata is instead of its well-known URL (which then
     /// answers 404): the URL its 401 names.
     pub metadata_moved_to: Mutex<Option<String>>,
+    /// How long the token endpoint takes to answer, in ms.
+    pub token_delay_ms: AtomicU64,
 }
 
 pub struct LoginServer {
@@ -221,6 +223,24 @@ impl LoginServer {
             .to_str()
             .unwrap()
             .to_owned()
+    }
+
+    /// The serial the next token issued gets: every token issued so far
+    /// has a lower one.
+    pub fn next_serial(&self) -> u64 {
+        self.state.serial.load(Ordering::SeqCst)
+    }
+
+    /// Every access and refresh token issued so far.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.state.users.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Makes the token endpoint take `delay` to answer.
+    pub fn delay_tokens(&self, delay: Duration) {
+        self.state
+            .token_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     pub fn registrations(&self) -> Vec<Value> {
@@ -341,7 +361,9 @@ impl State {
                 if ok {
                     let token = bearer(req.headers()).to_owned();
                     let user = self.users.lock().unwrap().get(&token).cloned();
-                    return answer(200, json!({"ok": true, "user": user}));
+                    // The token's serial: which were issued before an instant.
+                    let serial = serial_of(&token);
+                    return answer(200, json!({"ok": true, "user": user, "serial": serial}));
                 }
                 let mut refused = answer(401, json!({"error": "invalid_token"}));
                 if let Some(moved) = self.metadata_moved_to.lock().unwrap().clone() {
@@ -405,6 +427,10 @@ impl State {
                 answer(200, json!({}))
             }
             "/token" => {
+                let delay = self.token_delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
                 let client = basic_client(&req);
                 let proof = req
                     .headers()
@@ -616,6 +642,11 @@ impl State {
         }
         answer(200, body)
     }
+}
+
+/// The serial of a token this server issued (`at-<serial>-<random>`).
+fn serial_of(token: &str) -> Option<u64> {
+    token.strip_prefix("at-")?.split('-').next()?.parse().ok()
 }
 
 /// The client of a request's `Authorization: Basic` header, if it holds the

@@ -135,6 +135,11 @@ impl RefreshServer {
         self.state.issued.lock().unwrap().clone()
     }
 
+    /// Every access token issued so far.
+    pub fn issued_access(&self) -> Vec<String> {
+        self.state.access.lock().unwrap().keys().cloned().collect()
+    }
+
     pub fn sent(&self) -> Vec<String> {
         self.state.sent.lock().unwrap().clone()
     }

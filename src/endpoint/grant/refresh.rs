@@ -9,7 +9,7 @@
 //! of a chain is a [`ChainRecord`], which the store seals.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -20,10 +20,10 @@ use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::token::identity::sha256_hex;
 use crate::token::params::AccountDigest;
 
-mod callback;
+mod account;
 mod record;
 
-pub(crate) use self::callback::{Callback, TakeCode};
+pub(crate) use self::account::{HandedCallback, TakeCode};
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -152,7 +152,7 @@ pub(crate) struct Chain {
     code: Mutex<Option<Code>>,
     /// Web logins' callbacks, for the next token request to take under the
     /// store's lock (see `callback`).
-    callbacks: Mutex<Vec<Arc<Callback>>>,
+    callbacks: Mutex<Vec<Arc<HandedCallback>>>,
     /// The account signs out at the next token request, which revokes the
     /// refresh token the store holds by then.
     signing_out: AtomicBool,
@@ -294,66 +294,6 @@ impl Chain {
             account: Some(account),
             ..Chain::empty("account")
         }
-    }
-
-    /// The account whose chain this is, if any.
-    pub(crate) fn account(&self) -> Option<&AccountDigest> {
-        self.account.as_ref()
-    }
-
-    /// A web login's callback brought `code`: the chain's next token
-    /// request exchanges it, and the chain begins anew with its refresh
-    /// token. Until then, the chain is as it was: an exchange that fails
-    /// ends no login.
-    pub(crate) fn begin_with_code(&self, code: Code) {
-        *self.code.lock().unwrap_or_else(PoisonError::into_inner) = Some(code);
-    }
-
-    /// Whether a web login's code waits for the next token request.
-    fn has_code(&self) -> bool {
-        self.code
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
-    }
-
-    /// The code a web login's callback brought, taken: it is exchanged once.
-    pub(crate) fn take_code(&self) -> Option<Code> {
-        self.code
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-
-    /// The account signs out at the next token request (which reads the
-    /// store's chain first, and takes no token a store shares).
-    pub(crate) fn begin_sign_out(&self) {
-        self.take_code();
-        self.drop_callbacks(&crate::endpoint::login::failed(
-            "the account signed out before the login's callback was taken; begin it again",
-        ));
-        self.signing_out.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether a sign-out waits for the next token request.
-    pub(crate) fn is_signing_out(&self) -> bool {
-        self.signing_out.load(Ordering::SeqCst)
-    }
-
-    /// Whether the account signs out now; it does once.
-    pub(crate) fn take_sign_out(&self) -> bool {
-        self.signing_out.swap(false, Ordering::SeqCst)
-    }
-
-    /// The account signed out: the chain ends, newer than any stored, so
-    /// that every replica that reads it ends it too. The refresh token it
-    /// held, if it was live, for revoking.
-    pub(crate) fn sign_out(&self) -> Option<String> {
-        let live = self.to_send().ok();
-        self.replace("");
-        let mut state = self.state();
-        state.dead = Some("signed out".to_owned());
-        live
     }
 
     /// This chain, which logs in with `login` when it has no refresh token
@@ -532,33 +472,6 @@ impl Chain {
         }
         let state = self.state();
         state.unsaved && state.seq == 0 && state.login_at > 0
-    }
-
-    /// Whether the next token request begins something here: a sign-out,
-    /// a code's exchange, or a callback's.
-    fn begins_here(&self) -> bool {
-        self.signing_out.load(Ordering::SeqCst) || self.has_code() || self.has_callbacks()
-    }
-
-    /// The error of a chain with nothing to send and nothing to begin (no
-    /// refresh token, no login of the layer's own, no callback, no
-    /// sign-out): what a token request answers without sending anything.
-    pub(crate) fn login_required_now(&self) -> Option<TokenError> {
-        if self.needs_login() {
-            return None;
-        }
-        self.to_send().err()
-    }
-
-    /// Another replica signed the account out, or its news may have been
-    /// missed: the chain's next token request reads the stored chain first.
-    pub(crate) fn mark_unverified(&self) {
-        self.unverified.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether the chain must be read from the store first; it is once.
-    pub(crate) fn take_unverified(&self) -> bool {
-        self.unverified.swap(false, Ordering::SeqCst)
     }
 
     /// Whether the chain changed since a store last had it.

@@ -313,7 +313,9 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
     }
     match kind {
         "signed-out" => {
-            let id = last.strip_prefix(prefix)?.strip_prefix("{accounts}:answers:")?;
+            let id = last
+                .strip_prefix(prefix)?
+                .strip_prefix("{accounts}:answers:")?;
             hex(id, 32).then_some(Heard::SignedOut(account, last))
         }
         "logged-in" => hex(last, 32).then_some(Heard::LoggedIn(account, last)),

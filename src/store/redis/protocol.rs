@@ -619,15 +619,3 @@ impl TokenStore for RedisStore {
         self.watch(watcher);
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_values_differ() {
-        let (a, b) = (random_hex(), random_hex());
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-    }
-}

@@ -1,0 +1,255 @@
+//! The file itself: read whole, replaced whole (a temporary file beside it,
+//! synced, renamed over it), owner only; its lock, taken across processes
+//! and once per task; its own sealing key; blocking work off the runtime.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::{failure_key, FileStore};
+use crate::store::codec::until_ms;
+
+/// The first member of the file: its format and version.
+pub(super) const FORMAT: &str = "tower-oauth/file-store/1";
+
+tokio::task_local! {
+    /// The lock file the current task holds while it fetches under it.
+    pub(super) static HOLDING: PathBuf;
+}
+
+/// How often a process waiting for the lock tries it again.
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// The largest file read: far above what a few hundred tokens take.
+const MAX_FILE: u64 = 16 * 1024 * 1024;
+
+/// The store's file and its lock file.
+pub(super) struct Files {
+    pub(super) path: PathBuf,
+    pub(super) lock_path: PathBuf,
+    /// Warned that the file did not read.
+    pub(super) warned_unreadable: AtomicBool,
+}
+
+impl FileStore {
+    /// The file's values.
+    pub(super) async fn entries(&self) -> Result<Map<String, Value>, String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || Ok(files.read())).await
+    }
+
+    /// Sets the value at `key` to `sealed`, expiring at `expires_ms` if
+    /// given, under the lock.
+    pub(super) async fn put(
+        &self,
+        key: String,
+        sealed: String,
+        expires_ms: Option<u64>,
+    ) -> Result<(), String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut entries = files.read();
+            let mut entry = Map::new();
+            entry.insert("value".into(), sealed.into());
+            if let Some(at) = expires_ms {
+                entry.insert("expires_ms".into(), at.into());
+            }
+            // A token stored ends the failure recorded for it.
+            entries.remove(&failure_key(&key));
+            entries.insert(key, Value::Object(entry));
+            files.write(&entries).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Removes the values at `keys`, under the lock: one write for all.
+    pub(super) async fn remove(&self, keys: Vec<String>) -> Result<(), String> {
+        let files = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut entries = files.read();
+            for key in &keys {
+                entries.remove(key);
+            }
+            files.write(&entries).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// The file's lock, taken before `deadline`; `None` when this task
+    /// holds it already (a web login's callback, taken within a fetch
+    /// under the lock).
+    pub(super) async fn lock(&self, deadline: Instant) -> Result<Option<File>, String> {
+        if HOLDING
+            .try_with(|held| *held == self.inner.lock_path)
+            .unwrap_or(false)
+        {
+            return Ok(None);
+        }
+        let path = self.inner.lock_path.clone();
+        let file = blocking(move || owner_only(&path).map_err(|e| e.to_string())).await?;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(file)),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    tokio::time::sleep(LOCK_POLL).await;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err("another process held the lock too long".into())
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+impl Files {
+    /// The values in the file. None when it is missing, too large, or does
+    /// not read (said once: the next write replaces it).
+    pub(super) fn read(&self) -> Map<String, Value> {
+        let text = match std::fs::metadata(&self.path) {
+            Ok(meta) if meta.len() > MAX_FILE => None,
+            Ok(_) => std::fs::read(&self.path).ok(),
+            Err(_) => return Map::new(),
+        };
+        let entries = text
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .filter(|v| v.get("format").and_then(Value::as_str) == Some(FORMAT))
+            .and_then(|mut v| match v.get_mut("entries").map(Value::take) {
+                Some(Value::Object(entries)) => Some(entries),
+                _ => None,
+            });
+        match entries {
+            Some(entries) => entries,
+            None => {
+                if !self.warned_unreadable.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        file = %self.path.display(),
+                        "the token file does not read; it counts as empty, and the next write \
+                         replaces it (reported once)"
+                    );
+                }
+                Map::new()
+            }
+        }
+    }
+
+    /// Replaces the file with `entries` (less those that ran out): written
+    /// beside it, synced, renamed over it.
+    pub(super) fn write(&self, entries: &Map<String, Value>) -> std::io::Result<()> {
+        let now = until_ms(Duration::ZERO);
+        let kept: Map<String, Value> = entries
+            .iter()
+            .filter(|(_, e)| live(e, now))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut whole = Map::new();
+        whole.insert("format".into(), FORMAT.into());
+        whole.insert("entries".into(), Value::Object(kept));
+        let mut temp = self.path.clone().into_os_string();
+        temp.push(format!(
+            ".{}.{:016x}.tmp",
+            std::process::id(),
+            crate::support::random::random_u64()
+        ));
+        let temp = PathBuf::from(temp);
+        let written = (|| {
+            let mut file = owner_only(&temp)?;
+            file.write_all(Value::Object(whole).to_string().as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
+    }
+}
+
+/// Whether `entry` has not run out at `now` (ms since the epoch); one
+/// without an expiry never does.
+pub(super) fn live(entry: &Value, now: u64) -> bool {
+    entry
+        .get("expires_ms")
+        .and_then(Value::as_u64)
+        .is_none_or(|at| at > now)
+}
+
+/// Opens `path` for writing, made if missing, readable and writable by its
+/// owner only where the system says so.
+pub(super) fn owner_only(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+impl FileStore {
+    /// The file's own sealing key, for layers whose client has no credential
+    /// to derive one from: 32 random bytes in `<path>.key`, made once, owner
+    /// only. Two processes that make it at once keep the first one linked.
+    pub(super) async fn own_key(&self) -> Result<[u8; 32], String> {
+        if let Some(key) = self.own_key.get() {
+            return Ok(*key);
+        }
+        let mut path = self.inner.path.clone().into_os_string();
+        path.push(".key");
+        let path = PathBuf::from(path);
+        let key = blocking(move || {
+            let read = |path: &Path| -> Result<Option<[u8; 32]>, String> {
+                match std::fs::read(path) {
+                    Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice())
+                        .map(Some)
+                        .map_err(|_| format!("`{}` does not hold a key", path.display())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(format!("`{}`: {e}", path.display())),
+                }
+            };
+            if let Some(key) = read(&path)? {
+                return Ok(key);
+            }
+            let mut key = [0u8; 32];
+            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+                .map_err(|_| "the system's random source failed".to_owned())?;
+            let mut temp = path.clone().into_os_string();
+            temp.push(format!(
+                ".{}.{}",
+                std::process::id(),
+                crate::support::random::random_u64()
+            ));
+            let temp = PathBuf::from(temp);
+            let made = (|| {
+                let mut file = owner_only(&temp)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                // Linked only where no key is: the first process's stays.
+                std::fs::hard_link(&temp, &path)
+            })();
+            let _ = std::fs::remove_file(&temp);
+            match made {
+                Ok(()) => Ok(key),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    read(&path)?.ok_or_else(|| format!("`{}` vanished", path.display()))
+                }
+                Err(e) => Err(format!("`{}` cannot be made: {e}", path.display())),
+            }
+        })
+        .await?;
+        Ok(*self.own_key.get_or_init(|| key))
+    }
+}
+
+/// Runs `f` off the runtime's workers (file I/O and its syncs).
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(format!("the file task failed: {e}")))
+}
