@@ -293,7 +293,7 @@ impl TokenError {
 
     /// The same error, marked as the state of a person's login (see
     /// [`is_login_state`](Self::is_login_state)).
-    pub(crate) fn as_login_state(self) -> Self {
+    pub(crate) fn marked_login_state(self) -> Self {
         self.map_inner(|i| i.local = true)
     }
 

@@ -320,6 +320,40 @@ async fn failures_back_off_exponentially_and_fail_fast_meanwhile() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn no_login_is_never_backed_off_and_a_login_serves_the_next_request() {
+    let no_login =
+        || TokenError::new(TokenErrorKind::LoginRequired).with_message("account abc has no login");
+    let script = Script::default()
+        .then_err(no_login())
+        .then_err(no_login())
+        .then_err(no_login())
+        .then_ok(HOUR);
+    let account = cache(&script);
+    // Each "no login" is asked anew, at once: never a back-off, and no
+    // failure count that grows.
+    for n in 1..=3 {
+        let err = get(&account).await.unwrap_err();
+        assert_eq!(err.kind(), TokenErrorKind::LoginRequired);
+        assert_eq!(err.backing_off(), None);
+        assert_eq!(script.calls(), n);
+        assert_eq!(account.stats().backing_off, None);
+    }
+    // The person logged in meanwhile: the very next request is served.
+    get(&account).await.unwrap();
+    assert_eq!(script.calls(), 4);
+    // A server's failure after it still backs off as ever, from 1 s.
+    let failing = Script::default()
+        .then_err(no_login())
+        .then_err(status_error(500, None));
+    let other = cache(&failing);
+    get(&other).await.unwrap_err();
+    get(&other).await.unwrap_err();
+    let left = get(&other).await.unwrap_err().backing_off().unwrap();
+    assert!(left <= Duration::from_millis(1500), "{left:?}");
+    assert_eq!(failing.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured() {
     let script = Script::default()
         .then_err(status_error(429, Some(Duration::from_secs(30))))

@@ -209,7 +209,7 @@ impl Chain {
                 self.begin_with_code(code);
                 None
             }
-            None => refused.map(TokenError::as_login_state),
+            None => refused.map(TokenError::marked_login_state),
         }
     }
 
