@@ -268,7 +268,8 @@ impl OAuthLayer {
         }
         told.map_err(|why| {
             TokenError::new(TokenErrorKind::Transport).with_message(format!(
-                "the account's chain is ended and its refresh token revoked, but the token                  store did not confirm that every replica dropped its tokens: {why}"
+                "the account's chain is ended and its refresh token revoked, but the token \
+                 store did not confirm that every replica dropped its tokens: {why}"
             ))
         })?;
         tracing::info!(account = ?digest, "an account signed out");
