@@ -19,7 +19,7 @@ use serde_json::Value;
 use support::login_server::{Approve, LoginServer};
 use tower_oauth::{FileStore, OAuthLayer, TokenErrorKind, TokenParams};
 
-use super::accounts::{builder, sign_in, token_requests, CALLBACK};
+use super::accounts::{builder, on_one_file, sign_in, token_requests, CALLBACK};
 
 /// What a page's request through `oauth` as `account` got: the person the
 /// API saw and the serial of the token it carried, or the layer's error.
@@ -255,13 +255,7 @@ async fn sign_outs_and_sign_ins(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_on_one_file_serve_a_login_finished_in_the_other_at_once() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
-    let dir = support::scratch("account-replicas-file");
-    let process = || {
-        builder(&server)
-            .token_store(FileStore::new(dir.join("tokens")).unwrap())
-            .build()
-            .unwrap()
-    };
+    let process = on_one_file(&server, "account-replicas-file");
     let (a, b) = (process(), process());
     a_page_polls_while_the_person_logs_in(&a, &b, &server).await;
     for person in ["carol", "dave", "erin"] {

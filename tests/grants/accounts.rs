@@ -58,6 +58,18 @@ async fn api_as(
     Ok((status.as_u16(), user))
 }
 
+/// Layers that share one `FileStore` file (in a scratch folder `name`)
+/// and nothing else, as processes do.
+pub(super) fn on_one_file<'a>(server: &'a LoginServer, name: &str) -> impl Fn() -> OAuthLayer + 'a {
+    let file = support::scratch(name).join("tokens");
+    move || {
+        builder(server)
+            .token_store(FileStore::new(&file).unwrap())
+            .build()
+            .unwrap()
+    }
+}
+
 pub(super) fn token_requests(server: &LoginServer) -> usize {
     server.token_forms().len()
 }
@@ -409,13 +421,7 @@ async fn a_hundred_thousand_accounts_stay_within_max_accounts_and_apart() {
 #[tokio::test]
 async fn processes_on_one_file_finish_each_others_logins_and_see_a_sign_out() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
-    let dir = support::scratch("accounts-processes");
-    let process = || {
-        builder(&server)
-            .token_store(FileStore::new(dir.join("tokens")).unwrap())
-            .build()
-            .unwrap()
-    };
+    let process = on_one_file(&server, "accounts-processes");
     let (a, b) = (process(), process());
     sign_in(&a, &b, "alice", "alice").await;
     assert_eq!(
