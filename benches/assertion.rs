@@ -13,7 +13,7 @@ mod raw_signature;
 use criterion::{criterion_group, criterion_main, Criterion};
 use keys::{Kind, TestKey};
 use raw_signature::raw_signer;
-use tower_oauth::{Algorithm, ClientAssertion, SigningKey};
+use tower_oauth::client_auth::{Algorithm, ClientAssertion, SigningKey};
 
 fn assertions(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()

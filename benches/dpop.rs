@@ -23,7 +23,7 @@ use raw_signature::raw_signer;
 use services::{drive, warm_dpop_layer, warm_layer, Noop, FIXED_TOKEN};
 use threads::{on_two_threads, requests};
 use tower::Layer;
-use tower_oauth::{Algorithm, DpopKey};
+use tower_oauth::{client_auth::Algorithm, dpop::DpopKey};
 
 const KEYS: [(Kind, Algorithm); 4] = [
     (Kind::P256, Algorithm::Es256),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use authority::Authority;
 use redis_server::RedisServer;
-use tower_oauth::{OAuthLayer, RedisStore};
+use tower_oauth::{store::RedisStore, OAuthLayer};
 
 /// The Redis the fleet shares through.
 enum Redis {

@@ -191,7 +191,9 @@ mod dpop {
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
             base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
         );
-        let key = tower_oauth::DpopKey::from_pem(pem, tower_oauth::Algorithm::Es256).unwrap();
+        let key =
+            tower_oauth::dpop::DpopKey::from_pem(pem, tower_oauth::client_auth::Algorithm::Es256)
+                .unwrap();
         if mode == "dpop" {
             return super::run(warm_dpop_layer(rt, key).layer(Noop), n);
         }

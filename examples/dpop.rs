@@ -26,7 +26,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
-use tower_oauth::{Algorithm, DpopKey, OAuthLayer, RetryUnauthorized};
+use tower_oauth::{client_auth::Algorithm, dpop::DpopKey, OAuthLayer, RetryUnauthorized};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {

@@ -39,7 +39,10 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+use tower_oauth::{
+    client_auth::{Algorithm, ClientAuth, SigningKey},
+    OAuthLayer,
+};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 

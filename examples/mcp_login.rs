@@ -33,7 +33,7 @@ use rmcp::model::ClientConfig;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use tower_oauth::{FileStore, Login, OAuthLayer};
+use tower_oauth::{login::Login, store::FileStore, OAuthLayer};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 

@@ -23,7 +23,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
-use tower_oauth::{ClientAuth, OAuthLayer};
+use tower_oauth::{client_auth::ClientAuth, OAuthLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {

@@ -1,7 +1,8 @@
 //! Guides: the longer explanations of what the layer does, each a page of
 //! its own. They are the repository's `docs/*.md`. Their examples that can
 //! run offline run as doctests. The README is the front door. These are the
-//! rooms behind it.
+//! rooms behind it. The guides to a person's login and to DPoP are the pages
+//! of their modules, [`login`](crate::login) and [`dpop`](crate::dpop).
 
 #[doc = include_str!("../docs/settings.md")]
 pub mod settings {}
@@ -21,9 +22,6 @@ pub mod many_tokens {}
 #[doc = include_str!("../docs/resources.md")]
 pub mod resources {}
 
-#[doc = include_str!("../docs/dpop.md")]
-pub mod dpop {}
-
 #[doc = include_str!("../docs/replicas.md")]
 pub mod replicas {}
 
@@ -32,6 +30,3 @@ pub mod failures {}
 
 #[doc = include_str!("../docs/refresh_tokens.md")]
 pub mod refresh_tokens {}
-
-#[doc = include_str!("../docs/login.md")]
-pub mod login {}

@@ -43,7 +43,7 @@ pub enum TokenErrorKind {
     /// for any failure, and a usable token keeps serving meanwhile.
     Panic,
     /// A client assertion or a DPoP proof could not be signed: a
-    /// [`JwsSigner`](crate::JwsSigner), such as a KMS or an HSM, failed.
+    /// [`JwsSigner`](crate::client_auth::JwsSigner), such as a KMS or an HSM, failed.
     /// Retrying later can help.
     Signing,
     /// This request cannot carry the token as it is, and fails alone. The layer
@@ -71,16 +71,16 @@ pub enum TokenErrorKind {
     /// missing. Retrying does not help until the settings, or the resource's
     /// metadata, change.
     Configuration,
-    /// The login behind the layer's [refresh token](crate::RefreshToken) has
+    /// The login behind the layer's [refresh token](crate::grant::RefreshToken) has
     /// ended. The token endpoint refused the refresh token as expired, revoked,
     /// or used before. No newer one is at hand, in memory or in the token
     /// store. The message says what the server said. A new login is needed:
     /// give its refresh token to
     /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
     /// The refused refresh token is never sent again, so retrying does not help
-    /// until then. A layer with a [`Login`](crate::Login) logs in instead.
+    /// until then. A layer with a [`Login`](crate::login::Login) logs in instead.
     LoginRequired,
-    /// A person's [`Login`](crate::Login) did not end with a token. The person
+    /// A person's [`Login`](crate::login::Login) did not end with a token. The person
     /// refused it, it timed out, or the server cannot be used for it: no
     /// authorization endpoint, PKCE without S256, an endpoint a browser may not
     /// be sent to. Or a callback failed a check, such as a wrong `iss`. The
@@ -523,14 +523,14 @@ pub enum ConfigErrorKind {
     InsecureUrl,
     /// The client id holds a character the unencoded request body cannot carry:
     /// `&`, whitespace, or a control character. See
-    /// [`ClientAuth`](crate::ClientAuth).
+    /// [`ClientAuth`](crate::client_auth::ClientAuth).
     InvalidClientId,
     /// The client secret holds a character the unencoded request body cannot
     /// carry: `&`, whitespace, or a control character. See
-    /// [`ClientAuth`](crate::ClientAuth).
+    /// [`ClientAuth`](crate::client_auth::ClientAuth).
     InvalidClientSecret,
     /// An extra token request parameter has an empty or reserved name, or a
-    /// name or value the chosen [`ClientAuth`](crate::ClientAuth) cannot carry.
+    /// name or value the chosen [`ClientAuth`](crate::client_auth::ClientAuth) cannot carry.
     /// The reserved names are `grant_type`, `client_id`, `client_secret`,
     /// `client_assertion` and `client_assertion_type`.
     InvalidParameter,

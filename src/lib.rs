@@ -97,7 +97,7 @@
 //!    authentication interface is the first server this crate was written
 //!    for. The request it takes is [below](#the-product-information-apis-token-endpoint).
 //! 3. **reqwest**: with feature `reqwest-middleware`, `oauth.middleware()`
-//!    is an [`OAuthMiddleware`] for reqwest-middleware ([`docs::reqwest`]).
+//!    is an [`OAuthMiddleware`](middleware::OAuthMiddleware) for reqwest-middleware ([`docs::reqwest`]).
 //! 4. **MCP servers, and APIs that name their server**:
 //!    [`protected_resource`](OAuthLayerBuilder::protected_resource) takes the
 //!    API's URL and reads which authorization server its metadata names
@@ -105,9 +105,9 @@
 //!    ([`docs::resources`]).
 //! 5. **A person's login, and refresh tokens that rotate**:
 //!    [`login`](OAuthLayerBuilder::login) signs a person in, in the browser
-//!    or with the device grant ([`docs::login`]), and
-//!    [`refresh_token`](OAuthLayerBuilder::refresh_token) takes a login made
-//!    elsewhere. A rotated refresh token is kept, in a [`FileStore`] or a
+//!    or with the device grant ([`login`]), and
+//!    [`refresh_token`](crate::OAuthLayerBuilder::refresh_token) takes a login made
+//!    elsewhere. A rotated refresh token is kept, in a [`FileStore`](store::FileStore) or a
 //!    Redis store when processes share it ([`docs::refresh_tokens`]).
 //!
 //! # How a request flows
@@ -129,7 +129,7 @@
 //!    request. The inner service is then called, and the API's answer tells
 //!    the cache whether the token was refused.
 //! 4. A fetch runs on its own task, bounded by the fetch timeout. It goes
-//!    through the [`TokenStore`] when there is one, keyed by the token's
+//!    through the [`TokenStore`](store::TokenStore) when there is one, keyed by the token's
 //!    identity. Otherwise it asks the [`TokenSource`]. The built-in source
 //!    is the token request of `endpoint`: client authentication, discovery,
 //!    the answer read, the transport. Keys, JWKs and DPoP sit below it, in
@@ -350,7 +350,7 @@
 //! - **Standard servers by their token endpoint.** With
 //!   [`token_url`](OAuthLayerBuilder::token_url), the client authenticates
 //!   with HTTP Basic, which every server must support, encoded so that any
-//!   secret reads back exactly. [`ClientAuth`] chooses another method: a
+//!   secret reads back exactly. [`ClientAuth`](client_auth::ClientAuth) chooses another method: a
 //!   form-urlencoded body, Basic without encoding, or the
 //!   product-information API's unencoded body, the default with `auth_url`.
 //!   [`scope`](OAuthLayerBuilder::scope),
@@ -365,7 +365,7 @@
 //!   settings from the environment. [`OAuthLayer::token`] and
 //!   [`OAuthLayer::force_renewal`] serve code outside a Tower stack.
 //!   [`RetryUnauthorized`] resends a request refused with 401.
-//! - **Fleets.** A [`TokenStore`], set with
+//! - **Fleets.** A [`TokenStore`](store::TokenStore), set with
 //!   [`token_store`](OAuthLayerBuilder::token_store), is shared by replicas.
 //!   With feature `redis`, `RedisStore` makes one token request per lifetime
 //!   for a whole fleet. It works on one server, on a Redis Cluster with
@@ -375,17 +375,17 @@
 //! # Cargo features
 //!
 //! Client authentication with keys (`private_key_jwt`, `client_secret_jwt`),
-//! DPoP, mutual TLS, refresh tokens and [`FileStore`] are always built. The
+//! DPoP, mutual TLS, refresh tokens and [`FileStore`](store::FileStore) are always built. The
 //! table is `Cargo.toml`'s features, each with its `##` comment's meaning (a
 //! test keeps the two alike).
 //!
 //! | feature | default | what it does |
 //! |---|---|---|
 //! | `reqwest` | yes | carries the token request with reqwest (rustls, webpki roots), and mutual TLS for it (`client_identity`). Without it, give a [`transport`](OAuthLayerBuilder::transport). |
-//! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`]) |
+//! | `redis` | no | `RedisStore`: replicas share one token, and one token request, through Redis (see [`TokenStore`](store::TokenStore)) |
 //! | `redis-cluster` | no | `RedisStore::cluster`: the same through a Redis Cluster; implies `redis` |
 //! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
-//! | `reqwest-middleware` | no | [`OAuthMiddleware`]: the layer's tokens for reqwest through reqwest-middleware 0.5; implies `reqwest` |
+//! | `reqwest-middleware` | no | [`OAuthMiddleware`](middleware::OAuthMiddleware): the layer's tokens for reqwest through reqwest-middleware 0.5; implies `reqwest` |
 //! | `mcp` | no | `tower_oauth::mcp::OAuthMcpClient`: the layer's tokens for MCP clients on rmcp's Streamable HTTP transport; implies `reqwest` |
 //! | `metrics` | no | metrics through the [`metrics`](https://docs.rs/metrics) facade, to whichever recorder the program installs: `oauth.client.token.requests` (counter; `outcome`, and `error.type` on failure), `oauth.client.token.request.duration` (histogram, seconds; `outcome`), `oauth.client.token.renewals` (counter; `reason`: `ahead` or `refused`), `oauth.client.token.waits` and `oauth.client.unauthorized.retries` (counters). Labels take a few fixed values, never a token, secret or request value. |
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -403,7 +403,7 @@
 mod builder;
 mod cache;
 pub mod docs;
-mod dpop;
+pub mod dpop;
 mod endpoint;
 mod error;
 mod keys;
@@ -412,53 +412,103 @@ mod layer;
 pub mod mcp;
 mod message;
 #[cfg(feature = "reqwest-middleware")]
-mod middleware;
+pub mod middleware;
 mod policy;
 mod retry;
 mod service;
 mod slots;
 mod source;
-mod store;
+pub mod store;
 mod support;
 mod telemetry;
 mod token;
 
 pub use builder::OAuthLayerBuilder;
-pub use dpop::{DpopKey, DPOP_PROOF_TYPE};
-pub use endpoint::{ClientAssertion, CLIENT_AUTHENTICATION_JWT_TYPE};
-pub use endpoint::{
-    ClientAuth, DevicePrompt, IdentityAssertion, JwtBearer, Login, RefreshToken, ResourceMetadata,
-    ServerMetadata, SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE,
-    ID_TOKEN_TYPE, JWT_BEARER_ASSERTION_TYPE, JWT_BEARER_GRANT_TYPE, JWT_TOKEN_TYPE,
-    KUBERNETES_TOKEN_FILE, TOKEN_EXCHANGE_GRANT_TYPE,
-};
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-pub use keys::{Algorithm, JwsSigner, SigningKey};
 pub use layer::OAuthLayer;
-pub use message::challenge::Challenge;
-#[cfg(feature = "reqwest-middleware")]
-pub use middleware::OAuthMiddleware;
-pub use policy::{
-    DEFAULT_ASSERTION_CLOCK_SKEW, DEFAULT_ASSERTION_LIFETIME, DEFAULT_EXPIRY_SKEW,
-    DEFAULT_FETCH_TIMEOUT, DEFAULT_FORCED_RENEWAL_INTERVAL, DEFAULT_LIFETIME, DEFAULT_MAX_ACCOUNTS,
-    DEFAULT_MAX_BACKOFF, DEFAULT_MIN_BACKOFF, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT,
-    DEFAULT_REFRESH_MARGIN, DEFAULT_TOKEN_SLOTS, MAX_SETTING,
-};
 pub use retry::RetryUnauthorized;
-pub use service::OAuthService;
-pub use service::ResponseFuture;
+pub use service::{OAuthService, ResponseFuture};
 pub use source::TokenSource;
-#[cfg(feature = "redis")]
-pub use store::RedisStore;
-pub use store::{
-    AccountEvent, AccountWatcher, FetchContext, FileStore, SharedToken, StoreEvent, TokenStore,
-};
 pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;
 pub use token::{AccessToken, UsableToken};
 
+#[doc = include_str!("../docs/login.md")]
+pub mod login {
+    pub use crate::endpoint::{DevicePrompt, Login};
+}
+
+pub mod grant {
+    //! The grants beyond client credentials, and the URNs that name them: the
+    //! JWT-bearer grant ([`JwtBearer`], RFC 7523), token exchange
+    //! ([`TokenExchange`], RFC 8693) with the tokens it trades
+    //! ([`SubjectToken`]), refresh tokens that rotate ([`RefreshToken`]), and
+    //! enterprise-managed authorization ([`IdentityAssertion`]).
+    //!
+    //! Give one with [`OAuthLayerBuilder::jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer),
+    //! [`token_exchange`](crate::OAuthLayerBuilder::token_exchange),
+    //! [`refresh_token`](crate::OAuthLayerBuilder::refresh_token) or
+    //! [`identity_assertion`](crate::OAuthLayerBuilder::identity_assertion). The guides:
+    //! [`docs::credentials`](crate::docs::credentials) and
+    //! [`docs::refresh_tokens`](crate::docs::refresh_tokens).
+
+    pub use crate::endpoint::{
+        IdentityAssertion, JwtBearer, RefreshToken, SubjectToken, TokenExchange,
+    };
+
+    pub mod grant_type {
+        //! The `grant_type` URNs of the grants beyond client credentials, in
+        //! the style of `http::header`.
+
+        pub use crate::endpoint::{
+            JWT_BEARER_GRANT_TYPE as JWT_BEARER, TOKEN_EXCHANGE_GRANT_TYPE as TOKEN_EXCHANGE,
+        };
+    }
+
+    pub mod token_type {
+        //! The token type URNs of token exchange (RFC 8693 section 3), for a
+        //! [`SubjectToken`](super::SubjectToken)'s type and the token asked for.
+
+        pub use crate::endpoint::{
+            ACCESS_TOKEN_TYPE as ACCESS_TOKEN, ID_JAG_TOKEN_TYPE as ID_JAG,
+            ID_TOKEN_TYPE as ID_TOKEN, JWT_TOKEN_TYPE as JWT,
+        };
+    }
+}
+
+pub mod client_auth {
+    //! How the client proves itself at the token endpoint ([`ClientAuth`]), and
+    //! the key material it signs with: client assertions ([`ClientAssertion`]),
+    //! keys ([`SigningKey`], [`Algorithm`]) and signers of your own, such as a
+    //! KMS ([`JwsSigner`]). The guide:
+    //! [`docs::credentials`](crate::docs::credentials).
+
+    pub use crate::endpoint::{ClientAssertion, ClientAuth};
+    pub use crate::keys::{Algorithm, JwsSigner, SigningKey};
+
+    pub use crate::endpoint::CLIENT_AUTHENTICATION_JWT_TYPE as CLIENT_ASSERTION_TYP;
+
+    pub mod assertion_type {
+        //! The `client_assertion_type` URNs (RFC 7521), in the style of
+        //! `http::header`.
+
+        pub use crate::endpoint::JWT_BEARER_ASSERTION_TYPE as JWT_BEARER;
+    }
+}
+
+pub mod metadata {
+    //! What servers say about themselves: an authorization server's metadata
+    //! ([`ServerMetadata`], RFC 8414), a protected resource's
+    //! ([`ResourceMetadata`], RFC 9728), and an API's `WWW-Authenticate`
+    //! challenge ([`Challenge`]). The guide:
+    //! [`docs::resources`](crate::docs::resources).
+
+    pub use crate::endpoint::{ResourceMetadata, ServerMetadata};
+    pub use crate::message::challenge::Challenge;
+}
+
 /// The README's examples, compiled as doctests so that they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+struct ReadmeDoctests;

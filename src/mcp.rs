@@ -17,7 +17,7 @@
 //! ```no_run
 //! use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 //! use rmcp::transport::StreamableHttpClientTransport;
-//! use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+//! use tower_oauth::{OAuthLayer, client_auth::{Algorithm, ClientAuth, SigningKey}};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let key = SigningKey::from_pem(std::fs::read("client-key.pem")?, Algorithm::Es256)?;

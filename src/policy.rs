@@ -8,46 +8,46 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Default of [`OAuthLayerBuilder::refresh_margin`](crate::OAuthLayerBuilder::refresh_margin).
-pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+pub(crate) const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 /// Default of [`OAuthLayerBuilder::expiry_skew`](crate::OAuthLayerBuilder::expiry_skew).
-pub const DEFAULT_EXPIRY_SKEW: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_EXPIRY_SKEW: Duration = Duration::from_secs(10);
 /// Default of [`OAuthLayerBuilder::fetch_timeout`](crate::OAuthLayerBuilder::fetch_timeout).
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`OAuthLayerBuilder::forced_renewal_interval`](crate::OAuthLayerBuilder::forced_renewal_interval).
-pub const DEFAULT_FORCED_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_FORCED_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
 /// Default of [`OAuthLayerBuilder::min_backoff`](crate::OAuthLayerBuilder::min_backoff).
-pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
 /// Default of [`OAuthLayerBuilder::max_backoff`](crate::OAuthLayerBuilder::max_backoff).
-pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default of [`OAuthLayerBuilder::max_token_slots`](crate::OAuthLayerBuilder::max_token_slots).
-pub const DEFAULT_TOKEN_SLOTS: usize = 64;
+pub(crate) const DEFAULT_TOKEN_SLOTS: usize = 64;
 /// Default of [`OAuthLayerBuilder::max_accounts`](crate::OAuthLayerBuilder::max_accounts).
-pub const DEFAULT_MAX_ACCOUNTS: usize = 10_000;
+pub(crate) const DEFAULT_MAX_ACCOUNTS: usize = 10_000;
 
 /// The lifetime the product-information API gives a token whose response has no usable
 /// `expires_in`: 60 minutes.
-pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
+pub(crate) const DEFAULT_LIFETIME: Duration = Duration::from_secs(60 * 60);
 
-/// Default of [`ClientAssertion::lifetime`](crate::ClientAssertion::lifetime) and
+/// Default of [`ClientAssertion::lifetime`](crate::client_auth::ClientAssertion::lifetime) and
 /// [`OAuthLayerBuilder::assertion_lifetime`](crate::OAuthLayerBuilder::assertion_lifetime):
 /// 60 seconds.
-pub const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
 
-/// Default of [`ClientAssertion::clock_skew`](crate::ClientAssertion::clock_skew) and
+/// Default of [`ClientAssertion::clock_skew`](crate::client_auth::ClientAssertion::clock_skew) and
 /// [`OAuthLayerBuilder::assertion_clock_skew`](crate::OAuthLayerBuilder::assertion_clock_skew):
 /// 5 seconds.
-pub const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5);
 
 /// Default of `RedisStore::prefix`, with feature `redis`: `tower-oauth:`.
-pub const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
+pub(crate) const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
 
 /// Default of `RedisStore::timeout`, with feature `redis`: 250 ms.
-pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// The longest any duration setting is taken to be: 24 hours. A longer one,
 /// even `Duration::MAX`, is cut to this, so that no instant computed from a
 /// setting can overflow.
-pub const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// While a renewal is under way, a request past the renewal point looks this
 /// often whether the renewal is still alive. Its runtime may have shut down

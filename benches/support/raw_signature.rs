@@ -5,7 +5,7 @@ use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, RsaKeyPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::PrivateKeyDer;
-use tower_oauth::Algorithm;
+use tower_oauth::client_auth::Algorithm;
 
 /// Signs a message, returning the signature's length.
 pub type Sign = Box<dyn Fn(&[u8]) -> usize + Send + Sync>;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use tower::BoxError;
-use tower_oauth::{ClientAuth, OAuthLayer, ServerMetadata, TokenError};
+use tower_oauth::{client_auth::ClientAuth, metadata::ServerMetadata, OAuthLayer, TokenError};
 
 use super::{authority, refusal_hint, Settings};
 

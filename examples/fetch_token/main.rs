@@ -69,8 +69,8 @@ use std::time::{Duration, SystemTime};
 
 use tower::BoxError;
 use tower_oauth::{
-    AccessToken, ClientAuth, ConfigError, ConfigErrorKind, OAuthLayer, OAuthLayerBuilder,
-    TokenError, TokenErrorKind,
+    client_auth::ClientAuth, AccessToken, ConfigError, ConfigErrorKind, OAuthLayer,
+    OAuthLayerBuilder, TokenError, TokenErrorKind,
 };
 
 const FLAGS: [&str; 18] = [
@@ -134,7 +134,7 @@ async fn main() -> Result<(), BoxError> {
     }
     let diagnosing = args.iter().any(|a| a == "--diagnose");
     let login = if args.iter().any(|a| a == "--device") {
-        Some(tower_oauth::Login::device(|prompt| {
+        Some(tower_oauth::login::Login::device(|prompt| {
             eprintln!(
                 "To sign in, open {} and enter the code {}",
                 prompt.verification_uri(),
@@ -149,7 +149,7 @@ async fn main() -> Result<(), BoxError> {
             );
         }))
     } else if args.iter().any(|a| a == "--login") {
-        Some(tower_oauth::Login::browser())
+        Some(tower_oauth::login::Login::browser())
     } else {
         None
     };
@@ -317,7 +317,7 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
     let rotated = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let refresh = either("--refresh-token", "OAUTH_REFRESH_TOKEN").map(|token| {
         let seen = std::sync::Arc::clone(&rotated);
-        tower_oauth::RefreshToken::new(token)
+        tower_oauth::grant::RefreshToken::new(token)
             .on_rotation(move |_| seen.store(true, std::sync::atomic::Ordering::SeqCst))
     });
     if let Some(refresh) = refresh {
@@ -325,7 +325,7 @@ fn from_args(args: &[String]) -> Result<Settings, String> {
     }
     let store_file = flag("--store-file");
     if let Some(path) = &store_file {
-        let store = tower_oauth::FileStore::new(path).map_err(|e| e.message().to_owned())?;
+        let store = tower_oauth::store::FileStore::new(path).map_err(|e| e.message().to_owned())?;
         b = b.token_store(store);
     }
     let mut chosen = None;
@@ -401,13 +401,15 @@ fn with_keys(
 ) -> Result<OAuthLayerBuilder, String> {
     if let Some(path) = flag("--private-key") {
         {
-            let algorithm: tower_oauth::Algorithm = flag("--key-alg")
+            let algorithm: tower_oauth::client_auth::Algorithm = flag("--key-alg")
                 .unwrap_or_else(|| "ES256".into())
                 .parse()
                 .map_err(|e: ConfigError| e.message().to_owned())?;
-            let mut key =
-                tower_oauth::SigningKey::from_pem(read_file("--private-key", &path)?, algorithm)
-                    .map_err(|e| format!("--private-key {path}: {}", e.message()))?;
+            let mut key = tower_oauth::client_auth::SigningKey::from_pem(
+                read_file("--private-key", &path)?,
+                algorithm,
+            )
+            .map_err(|e| format!("--private-key {path}: {}", e.message()))?;
             if let Some(kid) = flag("--key-id") {
                 key = key.key_id(kid);
             }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tower_oauth::{Challenge, OAuthLayer};
+use tower_oauth::{metadata::Challenge, OAuthLayer};
 
 use super::Settings;
 

@@ -16,7 +16,7 @@
 
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use tower_oauth::Challenge;
+use tower_oauth::metadata::Challenge;
 
 fuzz_target!(|data: &[u8]| {
     let mut headers = HeaderMap::new();

@@ -50,7 +50,7 @@ impl OAuthLayerBuilder {
     /// [`ConfigError`](crate::ConfigError) that names the file, never its
     /// content. A file that cannot be read later keeps the secret in use, and a
     /// warning names the file. With a token store, tokens are sealed only under
-    /// an [`encryption_key`](crate::RedisStore::encryption_key) of yours. A
+    /// an [`encryption_key`](crate::store::RedisStore::encryption_key) of yours. A
     /// secret that changes cannot be the replicas' common key.
     ///
     /// Default: none.
@@ -127,7 +127,7 @@ impl OAuthLayerBuilder {
     /// Default: none.
     ///
     /// ```no_run
-    /// use tower_oauth::{Algorithm, OAuthLayer};
+    /// use tower_oauth::{OAuthLayer, client_auth::Algorithm};
     ///
     /// let oauth = OAuthLayer::builder()
     ///     .issuer("https://login.example.com")
@@ -166,8 +166,7 @@ impl OAuthLayerBuilder {
     /// How long a client assertion is valid after it is made: `exp - iat`.
     /// Between 1 second and 1 hour. Each token request makes a new one.
     ///
-    /// Default:
-    /// [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME), 60 s.
+    /// Default: 60 s.
     pub fn assertion_lifetime(mut self, lifetime: Duration) -> Self {
         self.assertion_lifetime = Some(lifetime);
         self
@@ -178,9 +177,7 @@ impl OAuthLayerBuilder {
     /// takes them. `exp` stays [`assertion_lifetime`](Self::assertion_lifetime)
     /// after that moment. At most 5 minutes.
     ///
-    /// Default:
-    /// [`DEFAULT_ASSERTION_CLOCK_SKEW`](crate::DEFAULT_ASSERTION_CLOCK_SKEW), 5
-    /// s.
+    /// Default: 5 s.
     pub fn assertion_clock_skew(mut self, skew: Duration) -> Self {
         self.assertion_clock_skew = Some(skew);
         self
@@ -190,7 +187,7 @@ impl OAuthLayerBuilder {
     /// to a server that refuses a `typ` it does not know.
     ///
     /// Default:
-    /// `Some(`[`CLIENT_AUTHENTICATION_JWT_TYPE`](crate::CLIENT_AUTHENTICATION_JWT_TYPE)`)`,
+    /// `Some(`[`CLIENT_ASSERTION_TYP`](crate::client_auth::CLIENT_ASSERTION_TYP)`)`,
     /// that is `client-authentication+jwt`. The 2026 update of RFC 7523
     /// recommends this explicit type. Servers that predate it ignore it.
     pub fn assertion_typ(mut self, typ: Option<&str>) -> Self {
@@ -216,7 +213,7 @@ impl OAuthLayerBuilder {
     /// Default: client credentials.
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, JwtBearer, OAuthLayer, SigningKey};
+    /// use tower_oauth::{OAuthLayer, client_auth::{Algorithm, SigningKey}, grant::JwtBearer};
     ///
     /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
     /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?;
@@ -275,7 +272,7 @@ impl OAuthLayerBuilder {
     /// A new refresh token in an answer replaces the current one everywhere the
     /// chain is kept: in the layer, in its token slots, which refresh one at a
     /// time, and in the [token store](Self::token_store).
-    /// [`FileStore`](crate::FileStore) keeps it for the processes of one
+    /// [`FileStore`](crate::store::FileStore) keeps it for the processes of one
     /// machine, and `RedisStore` for a fleet. A refused refresh token ends the
     /// chain. Requests then fail with
     /// [`TokenErrorKind::LoginRequired`](crate::TokenErrorKind::LoginRequired)
@@ -287,7 +284,7 @@ impl OAuthLayerBuilder {
     /// Default: client credentials.
     ///
     /// ```
-    /// use tower_oauth::{FileStore, OAuthLayer, RefreshToken};
+    /// use tower_oauth::{OAuthLayer, grant::RefreshToken, store::FileStore};
     ///
     /// # let dir = std::env::temp_dir().join(format!("doc-refresh-{}", std::process::id()));
     /// # std::fs::create_dir_all(&dir).unwrap();
@@ -310,7 +307,7 @@ impl OAuthLayerBuilder {
     /// begins the layer's chain of refresh tokens, kept as
     /// [`refresh_token`](Self::refresh_token)'s is, in memory or in the token
     /// store. With `refresh_token` too, the chain begins with that one, and a
-    /// login runs when it ends. See the [login guide](crate::docs::login).
+    /// login runs when it ends. See the [login guide](crate::login).
     ///
     /// The layer finds the authorization server from
     /// [`issuer`](Self::issuer) or [`protected_resource`](Self::protected_resource),
@@ -322,7 +319,7 @@ impl OAuthLayerBuilder {
     /// Default: no login.
     ///
     /// ```
-    /// use tower_oauth::{Login, OAuthLayer};
+    /// use tower_oauth::{OAuthLayer, login::Login};
     ///
     /// let oauth = OAuthLayer::builder()
     ///     .protected_resource("https://mcp.example.com/mcp")
@@ -352,7 +349,7 @@ impl OAuthLayerBuilder {
     /// Default: none, so a login without a client id registers.
     ///
     /// ```
-    /// use tower_oauth::{Login, OAuthLayer};
+    /// use tower_oauth::{OAuthLayer, login::Login};
     ///
     /// let oauth = OAuthLayer::builder()
     ///     .protected_resource("https://mcp.example.com/mcp")

@@ -98,7 +98,7 @@ impl OAuthLayerBuilder {
     /// [`OAuthLayer::resource_metadata`](crate::OAuthLayer::resource_metadata).
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+    /// use tower_oauth::{OAuthLayer, client_auth::{Algorithm, ClientAuth, SigningKey}};
     ///
     /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
     /// let key = SigningKey::from_pem(pem, Algorithm::EdDsa)?.key_id("client-key-1");

@@ -13,8 +13,8 @@ impl OAuthLayerBuilder {
     ///   `OAUTH_CLIENT_SECRET`, or `OAUTH_CLIENT_SECRET_FILE` as
     ///   [`client_secret_file`](Self::client_secret_file) reads it, or
     ///   `OAUTH_CLIENT_ASSERTION_FILE` as [`ClientAuth::AssertionFile`] reads
-    ///   it. For the last, the word `kubernetes` stands for
-    ///   [`KUBERNETES_TOKEN_FILE`](crate::KUBERNETES_TOKEN_FILE).
+    ///   it. For the last, the word `kubernetes` stands for the pod's
+    ///   service account token, `/var/run/secrets/kubernetes.io/serviceaccount/token`.
     /// - Optionally `OAUTH_CLIENT_AUTH`: `basic`, `form`, `basic-unencoded` or
     ///   `unencoded`, as [`ClientAuth`] says.
     /// - Optionally `OAUTH_SCOPE`, and `OAUTH_RESOURCE`: one or more resource

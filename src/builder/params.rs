@@ -9,9 +9,9 @@ use super::OAuthLayerBuilder;
 /// request, and the token slots that requests choose parameters for.
 impl OAuthLayerBuilder {
     /// Requests this `scope`, as space-separated scopes.
-    /// [`ClientAuth::UnencodedBody`](crate::ClientAuth::UnencodedBody), the
+    /// [`ClientAuth::UnencodedBody`](crate::client_auth::ClientAuth::UnencodedBody), the
     /// default for [`auth_url`](Self::auth_url), cannot carry a value with
-    /// spaces. Use another [`ClientAuth`](crate::ClientAuth) for one.
+    /// spaces. Use another [`ClientAuth`](crate::client_auth::ClientAuth) for one.
     ///
     /// Default: none, so the parameter is not sent.
     pub fn scope(self, scope: impl Into<String>) -> Self {
@@ -169,8 +169,7 @@ impl OAuthLayerBuilder {
     /// and tasks are freed once no request uses it. So a caller that puts
     /// per-request values into the parameters cannot grow memory without bound.
     ///
-    /// Default: [`DEFAULT_TOKEN_SLOTS`](crate::DEFAULT_TOKEN_SLOTS), 64. At
-    /// least 1.
+    /// Default: 64. At least 1.
     pub fn max_token_slots(mut self, max: usize) -> Self {
         self.max_token_slots = Some(max);
         self
@@ -186,8 +185,7 @@ impl OAuthLayerBuilder {
     /// with no token request while its token is fresh. Without one, it comes
     /// back without its login, and its person must sign in again.
     ///
-    /// Default: [`DEFAULT_MAX_ACCOUNTS`](crate::DEFAULT_MAX_ACCOUNTS),
-    /// 10,000. At least 1.
+    /// Default: 10,000. At least 1.
     pub fn max_accounts(mut self, max: usize) -> Self {
         self.max_accounts = Some(max);
         self

@@ -71,7 +71,7 @@ impl OAuthLayerBuilder {
     /// file, with [`DpopKey::from_pem`](crate::dpop::DpopKey::from_pem).
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, DpopKey, OAuthLayer};
+    /// use tower_oauth::{OAuthLayer, client_auth::Algorithm, dpop::DpopKey};
     ///
     /// let oauth = OAuthLayer::builder()
     ///     .token_url("https://login.example.com/oauth2/token")

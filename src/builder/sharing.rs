@@ -10,8 +10,8 @@ use super::OAuthLayerBuilder;
 /// your own.
 impl OAuthLayerBuilder {
     /// Shares tokens, and token requests, with other processes or replicas
-    /// through `store`: [`FileStore`](crate::FileStore) for the processes
-    /// of one machine, [`RedisStore`](crate::RedisStore) (feature `redis`)
+    /// through `store`: [`FileStore`](crate::store::FileStore) for the processes
+    /// of one machine, [`RedisStore`](crate::store::RedisStore) (feature `redis`)
     /// for a fleet. Both also keep a [refresh token](Self::refresh_token)'s
     /// chain, so that none of them sends a refresh token another rotated.
     /// Layers with the same token URL (or issuer), client id, client

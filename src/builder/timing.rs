@@ -6,15 +6,14 @@ use super::OAuthLayerBuilder;
 
 /// When tokens are renewed and how long a token request may take. How
 /// failures back off. Every duration is taken up to
-/// [`MAX_SETTING`](crate::MAX_SETTING).
+/// 24 hours.
 impl OAuthLayerBuilder {
     /// How long before expiry a request starts renewing the token in the
     /// background. The request goes on at once with the current token. A small
     /// random part, up to a tenth of the margin, is added, so that many clients
     /// do not renew in step. Honoured up to half the token's lifetime.
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 5 minutes.
     pub fn refresh_margin(mut self, refresh_margin: Duration) -> Self {
@@ -26,8 +25,7 @@ impl OAuthLayerBuilder {
     /// clock drift and the request's time in flight. Honoured up to a tenth of
     /// the token's lifetime.
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn expiry_skew(mut self, expiry_skew: Duration) -> Self {
@@ -39,8 +37,7 @@ impl OAuthLayerBuilder {
     /// last byte of the answer. Separate from any time-out on the requests it
     /// serves. Must be more than zero.
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn fetch_timeout(mut self, fetch_timeout: Duration) -> Self {
@@ -55,8 +52,7 @@ impl OAuthLayerBuilder {
     /// not one per request. That happens, for instance, when the application is
     /// not subscribed to the API.
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 10 seconds.
     pub fn forced_renewal_interval(mut self, interval: Duration) -> Self {
@@ -73,8 +69,7 @@ impl OAuthLayerBuilder {
     /// 429, time-outs and transport errors. A `Retry-After` from the endpoint
     /// takes precedence, up to one hour. Must be more than zero.
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 1 second.
     pub fn min_backoff(mut self, delay: Duration) -> Self {
@@ -85,8 +80,7 @@ impl OAuthLayerBuilder {
     /// The longest delay between failed token requests, without
     /// `Retry-After`. Must be at least [`min_backoff`](Self::min_backoff).
     ///
-    /// Anything longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is
-    /// taken as 24 hours.
+    /// Anything longer than 24 hours is taken as 24 hours.
     ///
     /// Default: 60 seconds.
     pub fn max_backoff(mut self, delay: Duration) -> Self {

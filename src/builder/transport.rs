@@ -59,7 +59,7 @@ impl OAuthLayerBuilder {
     /// PEM.
     ///
     /// It authenticates the client with
-    /// [`ClientAuth::TlsClientAuth`](crate::ClientAuth::TlsClientAuth).
+    /// [`ClientAuth::TlsClientAuth`](crate::client_auth::ClientAuth::TlsClientAuth).
     /// Discovery chooses that when no secret is given and the server lists
     /// `tls_client_auth` or `self_signed_tls_client_auth`. It also lets the
     /// server bind tokens to the certificate, in `cnf.x5t#S256`, with any

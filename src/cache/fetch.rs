@@ -1,4 +1,4 @@
-//! [`Fetcher`]: one token request as the fetch task makes it: from the
+//! [`Fetcher`]: one token request as the fetch task ([`FetchTask`]) makes it: from the
 //! token source, or through the token store, bounded by the fetch timeout,
 //! and with a panic in either turned into an error rather than a task that
 //! dies without a word.
@@ -8,6 +8,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
+use std::sync::Weak;
+
+use super::{FetchOutcome, Flight, Reason, TokenCache};
 use crate::endpoint::Chain;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
@@ -138,5 +141,40 @@ impl Fetcher {
             })
         })
         .await
+    }
+}
+
+/// One fetch, on its own task.
+pub(super) struct FetchTask {
+    pub(super) cache: Weak<TokenCache>,
+    pub(super) flight: Arc<Flight>,
+    pub(super) reason: Reason,
+}
+
+impl FetchTask {
+    pub(super) async fn run(self, fetcher: Arc<Fetcher>, refused: Option<AccessToken>) {
+        let sent_at = Instant::now();
+        // Until when the token in hand serves, asked anew each time: a
+        // token refused meanwhile serves no more.
+        let cache = Weak::clone(&self.cache);
+        let serving_until = move || {
+            let token = cache.upgrade()?.serving(Instant::now())?;
+            Some(token.timings.usable_until)
+        };
+        let outcome = fetcher.fetch_to_end(refused, serving_until).await;
+        if let Some(cache) = self.cache.upgrade() {
+            cache.finish(&self.flight, outcome, self.reason, sent_at);
+        }
+    }
+}
+
+impl Drop for FetchTask {
+    /// Finishes the flight as cut off if the task ends without an outcome (its
+    /// runtime shut down, its layer was dropped), so that nobody waits for
+    /// it. The cache forgets a finished flight the next time it looks
+    /// ([`Control::under_way`]). The lock is not taken here: a task can be
+    /// dropped inside `spawn`, which runs under it.
+    fn drop(&mut self) {
+        self.flight.finish(FetchOutcome::CutOff);
     }
 }

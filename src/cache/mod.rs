@@ -37,7 +37,7 @@ mod step_up;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -47,8 +47,8 @@ use tracing::Instrument;
 pub(crate) use self::cached::{CacheRef, CachedToken};
 use self::control::Control;
 use self::fetch::Fetched;
-use self::fetch::Fetcher;
 pub(crate) use self::fetch::TokenSupply;
+use self::fetch::{FetchTask, Fetcher};
 pub(crate) use self::flight::{FetchOutcome, FetchResult, Flight, Waiter};
 pub(crate) use self::placement::{shared_bytes, Placement};
 pub(crate) use self::step_up::{Challenges, StepUp, SupplyForScope};
@@ -69,7 +69,7 @@ pub(crate) enum Acquire {
 
 /// Why a fetch was started. For logs.
 #[derive(Clone, Copy, Debug)]
-enum Reason {
+pub(super) enum Reason {
     NoToken,
     RenewAhead,
     Refused,
@@ -597,41 +597,6 @@ enum Forced {
     /// A token was dropped within the forced renewal interval: this one
     /// stays for `.0` more.
     RateLimited(Duration),
-}
-
-/// One fetch, on its own task.
-struct FetchTask {
-    cache: Weak<TokenCache>,
-    flight: Arc<Flight>,
-    reason: Reason,
-}
-
-impl FetchTask {
-    async fn run(self, fetcher: Arc<Fetcher>, refused: Option<AccessToken>) {
-        let sent_at = Instant::now();
-        // Until when the token in hand serves, asked anew each time: a
-        // token refused meanwhile serves no more.
-        let cache = Weak::clone(&self.cache);
-        let serving_until = move || {
-            let token = cache.upgrade()?.serving(Instant::now())?;
-            Some(token.timings.usable_until)
-        };
-        let outcome = fetcher.fetch_to_end(refused, serving_until).await;
-        if let Some(cache) = self.cache.upgrade() {
-            cache.finish(&self.flight, outcome, self.reason, sent_at);
-        }
-    }
-}
-
-impl Drop for FetchTask {
-    /// Finishes the flight as cut off if the task ends without an outcome (its
-    /// runtime shut down, its layer was dropped), so that nobody waits for
-    /// it. The cache forgets a finished flight the next time it looks
-    /// ([`Control::under_way`]). The lock is not taken here: a task can be
-    /// dropped inside `spawn`, which runs under it.
-    fn drop(&mut self) {
-        self.flight.finish(FetchOutcome::CutOff);
-    }
 }
 
 /// The error for a request whose fetches were cut off again and again.

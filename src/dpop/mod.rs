@@ -1,15 +1,16 @@
-//! DPoP, by RFC 9449: the [`DpopKey`] that binds tokens to the client, and the
-//! layer's DPoP state. The state holds the key, the nonces servers gave, and
-//! whether a bearer token may stand in.
-//!
-//! A request's way through it:
-//!
-//! 1. `service::authorize` calls [`Dpop::prove`] when the token is DPoP-bound.
-//! 2. It finds the request's `htu`, with [`proof::Htu`].
-//! 3. It looks up the nonce of the request's origin, in [`nonces::NonceBook`].
-//! 4. It signs a proof, in [`proof`].
-//! 5. When the answer comes back, [`Dpop::answered`] keeps a new nonce. It
-//!    tells a nonce challenge from a refused token.
+//! DPoP (RFC 9449): tokens bound to a key the client holds, with [`DpopKey`].
+#![doc = ""]
+#![doc = include_str!("../../docs/dpop.md")]
+
+// Inside, the layer's DPoP state holds the key, the nonces servers gave,
+// and whether a bearer token may stand in. A request's way through it:
+//
+// 1. `service::authorize` calls `Dpop::prove` when the token is DPoP-bound.
+// 2. It finds the request's `htu`, with `proof::Htu`.
+// 3. It looks up the nonce of the request's origin, in `nonces::NonceBook`.
+// 4. It signs a proof, in `proof`.
+// 5. When the answer comes back, `Dpop::answered` keeps a new nonce. It
+//    tells a nonce challenge from a refused token.
 
 mod nonces;
 mod proof;
@@ -32,7 +33,7 @@ pub(crate) use self::proof::Htu;
 pub(crate) const DPOP: http::HeaderName = http::HeaderName::from_static("dpop");
 
 /// The `typ` of a DPoP proof, from RFC 9449 section 4.2.
-pub const DPOP_PROOF_TYPE: &str = "dpop+jwt";
+pub const PROOF_TYP: &str = "dpop+jwt";
 
 /// The key that binds the layer's tokens to this client, with DPoP, by RFC
 /// 9449. The token endpoint issues a token bound to its public key: the token's
@@ -46,7 +47,7 @@ pub const DPOP_PROOF_TYPE: &str = "dpop+jwt";
 /// and thumbprint, never key material.
 ///
 /// ```
-/// use tower_oauth::{Algorithm, DpopKey};
+/// use tower_oauth::{client_auth::Algorithm, dpop::DpopKey};
 ///
 /// let key = DpopKey::generate(Algorithm::Es256)?;
 /// assert_eq!(key.algorithm(), Algorithm::Es256);
@@ -83,22 +84,22 @@ impl DpopKey {
     }
 
     /// Reads a private key from PEM, as
-    /// [`SigningKey::from_pem`](crate::SigningKey::from_pem) does: PKCS #8
+    /// [`SigningKey::from_pem`](crate::client_auth::SigningKey::from_pem) does: PKCS #8
     /// for every algorithm, PKCS #1 for RSA, SEC 1 for P-256.
     ///
     /// # Errors
     ///
-    /// As [`SigningKey::from_pem`](crate::SigningKey::from_pem).
+    /// As [`SigningKey::from_pem`](crate::client_auth::SigningKey::from_pem).
     pub fn from_pem(pem: impl AsRef<[u8]>, algorithm: Algorithm) -> Result<Self, ConfigError> {
         Self::new(SigningKey::from_pem(pem, algorithm)?)
     }
 
     /// Reads a private key from a JWK, as
-    /// [`SigningKey::from_jwk`](crate::SigningKey::from_jwk) does.
+    /// [`SigningKey::from_jwk`](crate::client_auth::SigningKey::from_jwk) does.
     ///
     /// # Errors
     ///
-    /// As [`SigningKey::from_jwk`](crate::SigningKey::from_jwk).
+    /// As [`SigningKey::from_jwk`](crate::client_auth::SigningKey::from_jwk).
     pub fn from_jwk(jwk: impl AsRef<str>) -> Result<Self, ConfigError> {
         Self::new(SigningKey::from_jwk(jwk)?)
     }
@@ -122,7 +123,7 @@ impl DpopKey {
     fn new(key: SigningKey) -> Result<Self, ConfigError> {
         let jwk = key.jwk()?;
         let header = format!(
-            r#"{{"typ":"{DPOP_PROOF_TYPE}","alg":"{}","jwk":{}}}"#,
+            r#"{{"typ":"{PROOF_TYP}","alg":"{}","jwk":{}}}"#,
             key.algorithm().name(),
             jwk.json()
         );
@@ -162,7 +163,7 @@ impl DpopKey {
     /// `DPoP-Nonce`.
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, DpopKey};
+    /// use tower_oauth::{client_auth::Algorithm, dpop::DpopKey};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), tower_oauth::BoxError> {

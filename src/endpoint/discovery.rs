@@ -70,7 +70,7 @@ pub struct ServerMetadata {
     /// metadata names none.
     pub device_authorization_endpoint: Option<String>,
     /// The PKCE methods the server lists, `code_challenge_methods_supported`.
-    /// A [`Login`](crate::Login) refuses a server that lists some without
+    /// A [`Login`](crate::login::Login) refuses a server that lists some without
     /// `S256`.
     pub code_challenge_methods: Vec<String>,
     /// Whether the server puts its issuer in every authorization response,

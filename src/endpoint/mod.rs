@@ -36,7 +36,7 @@ mod transport;
 mod url;
 
 pub use self::client_auth::assertion::ClientAssertion;
-pub use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
+pub(crate) use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
 pub use self::client_auth::{
     ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, JWT_BEARER_ASSERTION_TYPE,
 };

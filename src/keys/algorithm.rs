@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::error::{ConfigError, ConfigErrorKind};
 
-/// A JWS signature algorithm (RFC 7518) for a [`SigningKey`](crate::SigningKey).
+/// A JWS signature algorithm (RFC 7518) for a [`SigningKey`](crate::client_auth::SigningKey).
 ///
 /// | algorithm | key | signature |
 /// |---|---|---|

@@ -44,7 +44,7 @@ impl PublicJwk {
         ))
     }
 
-    /// Reads the public JWK a [`JwsSigner`](crate::JwsSigner) gives, for a
+    /// Reads the public JWK a [`JwsSigner`](crate::client_auth::JwsSigner) gives, for a
     /// key that signs `algorithm`; members beyond the required ones (`kid`,
     /// `alg`, `use`) are dropped.
     pub(crate) fn parse(text: &str, algorithm: Algorithm) -> Result<Self, ConfigError> {

@@ -28,7 +28,7 @@ use crate::support::boxed::{BoxError, BoxFuture};
 /// other.
 ///
 /// ```
-/// use tower_oauth::{Algorithm, BoxError, BoxFuture, JwsSigner, SigningKey};
+/// use tower_oauth::{BoxError, BoxFuture, client_auth::{Algorithm, JwsSigner, SigningKey}};
 ///
 /// /// A key in a KMS (here a stand-in that refuses).
 /// struct Kms {
@@ -81,7 +81,7 @@ pub trait JwsSigner: Send + Sync + 'static {
 
     /// The public key as a JWK, in the JSON text of RFC 7517, such as
     /// `{"kty":"EC","crv":"P-256","x":"...","y":"..."}`. A
-    /// [`DpopKey`](crate::DpopKey) needs it, since its proofs carry it. Members
+    /// [`DpopKey`](crate::dpop::DpopKey) needs it, since its proofs carry it. Members
     /// beyond the key's own, such as `kid`, `alg` and `use`, are ignored.
     ///
     /// Default: none, which is enough for client assertions.
@@ -91,7 +91,7 @@ pub trait JwsSigner: Send + Sync + 'static {
 }
 
 /// A private key that signs JWTs: the client's key for
-/// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt).
+/// [`ClientAuth::PrivateKeyJwt`](crate::client_auth::ClientAuth::PrivateKeyJwt).
 ///
 /// Build it from a PEM file with [`from_pem`](Self::from_pem), from a JWK with
 /// [`from_jwk`](Self::from_jwk), or from a signer of your own with
@@ -99,7 +99,7 @@ pub trait JwsSigner: Send + Sync + 'static {
 /// the algorithm and key id, never key material.
 ///
 /// ```
-/// use tower_oauth::{Algorithm, ConfigErrorKind, SigningKey};
+/// use tower_oauth::{ConfigErrorKind, client_auth::{Algorithm, SigningKey}};
 ///
 /// let err = SigningKey::from_pem("not a key", Algorithm::Es256).unwrap_err();
 /// assert_eq!(err.kind(), ConfigErrorKind::InvalidKey);
@@ -128,7 +128,7 @@ impl SigningKey {
     /// certificates and comments, is skipped.
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, SigningKey};
+    /// use tower_oauth::client_auth::{Algorithm, SigningKey};
     ///
     /// // openssl genpkey -algorithm ed25519
     /// let pem = "-----BEGIN PRIVATE KEY-----

@@ -319,7 +319,7 @@ impl OAuthLayer {
         self.shared.cache.force_renewal(None)
     }
 
-    /// Runs a person's [`Login`](crate::Login) now, and returns its access
+    /// Runs a person's [`Login`](crate::login::Login) now, and returns its access
     /// token. It serves a CLI's `login` command, or an app that signs a
     /// person in at start. A login runs even when the layer or its token store
     /// holds one from before: the new one replaces it, here and, through the
@@ -471,12 +471,6 @@ impl<S> OAuthService<S> {
             Arc::clone(&shared.slots),
         )
     }
-
-    /// The same layer as [`OAuthLayer`]. It is here for symmetry with tower's
-    /// middleware, such as `Timeout::layer`.
-    pub fn layer(layer: OAuthLayer) -> OAuthLayer {
-        layer
-    }
 }
 
 impl fmt::Debug for OAuthLayer {
@@ -500,7 +494,7 @@ impl From<&OAuthLayer> for crate::endpoint::SubjectToken {
     /// gives it as much life as it can.
     ///
     /// ```
-    /// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
+    /// use tower_oauth::{OAuthLayer, grant::{SubjectToken, TokenExchange}};
     ///
     /// let upstream = OAuthLayer::builder()
     ///     .token_url("https://idp.example.com/token")

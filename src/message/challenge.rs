@@ -28,7 +28,7 @@ const MAX_PARAMS: usize = 32;
 ///
 /// ```
 /// use http::HeaderMap;
-/// use tower_oauth::Challenge;
+/// use tower_oauth::metadata::Challenge;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::endpoint::{login_required, Chain, ChainRecord};
 use crate::error::{TokenError, TokenErrorKind};
-use crate::store::{FetchContext, SharedToken};
+use crate::store::{FetchContext, StoredToken};
 use crate::support::boxed::BoxFuture;
 
 /// How often a failed write of a rotated refresh token is tried again, and
@@ -35,7 +35,7 @@ impl FetchContext<'_> {
     pub(crate) async fn fetch_kept(
         &self,
         keeper: Option<&dyn ChainKeeper>,
-    ) -> Result<SharedToken, TokenError> {
+    ) -> Result<StoredToken, TokenError> {
         match self.chain {
             Some(chain) => refresh(chain, keeper, || self.fetch_once()).await,
             None => self.fetch_once().await,

@@ -1,15 +1,19 @@
-//! Where tokens live beyond one process.
-//!
-//! This folder holds the [`TokenStore`] seam, [`FileStore`] for the processes
-//! of one machine, and [`RedisStore`] with feature `redis`. `seal` says how
-//! they keep values sealed, and `codec` how they keep them as text. `chain`
-//! keeps a refresh-token chain through a store.
+//! Where tokens live beyond one process: the [`TokenStore`] seam,
+//! [`FileStore`] for the processes of one machine, and `RedisStore` with
+//! feature `redis`, for replicas.
 //!
 //! Without a store, the default, each layer keeps its token in memory and
-//! fetches its own. With one, every fetch of the layer goes through the store:
-//! the first token, a renewal ahead, and a renewal after a refusal. The store
-//! may hand out a token another replica fetched, or make sure only one replica
-//! fetches.
+//! fetches its own. With one, given with
+//! [`token_store`](crate::OAuthLayerBuilder::token_store), every fetch of the
+//! layer goes through the store: the first token, a renewal ahead, and a
+//! renewal after a refusal. The store may hand out a token another replica
+//! fetched, or make sure only one replica fetches. What it keeps is sealed,
+//! and a refresh token's chain is kept there too. The guide:
+//! [`docs::replicas`](crate::docs::replicas).
+
+// Inside: `seal` says how values are sealed, `codec` how they are kept as
+// text, `chain` how a refresh-token chain goes through a store, `pending`
+// where web logins wait for their callback.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +34,7 @@ pub(crate) type ServingUntil<'a> = dyn Fn() -> Option<tokio::time::Instant> + Se
 /// A token as a store hands it out: the token, and how much longer it may be
 /// presented.
 #[derive(Clone, Debug)]
-pub struct SharedToken {
+pub struct StoredToken {
     /// The token, with the lifetime it was first announced with.
     pub token: AccessToken,
     /// How much longer it may be presented: its remaining usable time.
@@ -71,7 +75,7 @@ impl<'a> FetchContext<'a> {
     /// bounds it, and a panic of the token source is an error. Returns the
     /// token and how long it may be presented from now.
     ///
-    /// With a [refresh token](crate::RefreshToken), the chain is kept in the
+    /// With a [refresh token](crate::grant::RefreshToken), the chain is kept in the
     /// layer's memory only. A store of your own that processes share must make
     /// sure that one of them refreshes at a time. The layers of one process
     /// already do. Even so, they may send a refresh token another one rotated.
@@ -82,12 +86,12 @@ impl<'a> FetchContext<'a> {
     /// The token request's [`TokenError`];
     /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired) when the
     /// refresh token was refused.
-    pub async fn fetch(&self) -> Result<SharedToken, TokenError> {
+    pub async fn fetch(&self) -> Result<StoredToken, TokenError> {
         self.fetch_kept(None).await
     }
 
     /// One token request, without the chain's bookkeeping.
-    pub(crate) async fn fetch_once(&self) -> Result<SharedToken, TokenError> {
+    pub(crate) async fn fetch_once(&self) -> Result<StoredToken, TokenError> {
         let started = tokio::time::Instant::now();
         let token = crate::source::ask_counted(
             self.source,
@@ -98,7 +102,7 @@ impl<'a> FetchContext<'a> {
         // A login's token counts from its own request.
         let started = token.sent_at.unwrap_or(started).max(started);
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());
-        Ok(SharedToken { token, usable_for })
+        Ok(StoredToken { token, usable_for })
     }
 
     /// How long a token of `lifetime`, fetched `elapsed` ago, may be
@@ -113,7 +117,7 @@ impl<'a> FetchContext<'a> {
     /// renewal point yet. A token shared before a new login was handed to this
     /// layer is not fresh: it may be another user's. See
     /// [`OAuthLayer::replace_refresh_token`](crate::OAuthLayer::replace_refresh_token).
-    pub fn is_fresh(&self, shared: &SharedToken) -> bool {
+    pub fn is_fresh(&self, shared: &StoredToken) -> bool {
         self.policy
             .is_fresh(shared.token.lifetime(), shared.usable_for)
             && !self.begins_login()
@@ -135,7 +139,7 @@ impl<'a> FetchContext<'a> {
 
     /// A key for sealing what the store keeps, derived with HKDF-SHA256. It
     /// comes from the client's credential: its secret, its private key, or its
-    /// TLS client key. With a [refresh token](crate::RefreshToken), it also
+    /// TLS client key. With a [refresh token](crate::grant::RefreshToken), it also
     /// comes from the refresh token the layer was configured with. So it is the
     /// same on every replica configured alike. It is `None` when the layer has
     /// neither, as with a key in a KMS or a token source. It is never derived
@@ -240,7 +244,7 @@ impl fmt::Debug for FetchContext<'_> {
 /// ```
 /// use std::sync::Mutex;
 /// use std::time::Instant;
-/// use tower_oauth::{AccessToken, BoxFuture, FetchContext, SharedToken, TokenError, TokenStore};
+/// use tower_oauth::{AccessToken, BoxFuture, TokenError, store::{FetchContext, StoredToken, TokenStore}};
 ///
 /// #[derive(Default)]
 /// struct InProcess(Mutex<Option<(AccessToken, Instant)>>);
@@ -249,11 +253,11 @@ impl fmt::Debug for FetchContext<'_> {
 ///     fn get_or_fetch<'a>(
 ///         &'a self,
 ///         ctx: &'a FetchContext<'a>,
-///     ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+///     ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
 ///         Box::pin(async move {
 ///             let held = self.0.lock().unwrap().clone();
 ///             if let Some((token, until)) = held {
-///                 let shared = SharedToken {
+///                 let shared = StoredToken {
 ///                     token,
 ///                     usable_for: until.saturating_duration_since(Instant::now()),
 ///                 };
@@ -292,7 +296,7 @@ pub trait TokenStore: Send + Sync + 'static {
     fn get_or_fetch<'a>(
         &'a self,
         ctx: &'a FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<SharedToken, TokenError>>;
+    ) -> BoxFuture<'a, Result<StoredToken, TokenError>>;
 
     /// The API refused `token`. Forget it if the store still holds that same
     /// token, and not a newer one.
@@ -414,7 +418,7 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
     fn get_or_fetch<'a>(
         &'a self,
         ctx: &'a FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+    ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
         (**self).get_or_fetch(ctx)
     }
 

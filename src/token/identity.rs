@@ -1,6 +1,6 @@
 //! [`TokenIdentity`]: what makes two tokens interchangeable, in one place.
 //!
-//! Two layers may share a token through a [`TokenStore`](crate::TokenStore)
+//! Two layers may share a token through a [`TokenStore`](crate::store::TokenStore)
 //! exactly when their identities are equal. They need the same origin: issuer,
 //! token endpoint or token source. They need the same client, client
 //! authentication and signing key, DPoP key and parameters. The identity is
@@ -42,7 +42,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) origin: Origin<'a>,
     pub(crate) client_id: &'a str,
     /// The client authentication's stable name
-    /// ([`ClientAuth::identity_name`](crate::ClientAuth)); `None`: chosen
+    /// ([`ClientAuth::identity_name`](crate::client_auth::ClientAuth)); `None`: chosen
     /// by discovery.
     pub(crate) client_auth: Option<&'a str>,
     /// What of the client's credential sets its tokens apart beyond the

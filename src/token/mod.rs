@@ -42,7 +42,7 @@ impl UsableToken {
     /// or it uses the layer's
     /// [`auth_scheme`](crate::OAuthLayerBuilder::auth_scheme). For a DPoP-bound
     /// token, it is `DPoP <token>`, and each request also needs a proof of its
-    /// own, from [`DpopKey::proof`](crate::DpopKey::proof).
+    /// own, from [`DpopKey::proof`](crate::dpop::DpopKey::proof).
     pub fn header_value(&self) -> &http::HeaderValue {
         &self.header
     }

@@ -14,7 +14,10 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use support::mcp_server::{McpServers, CLIENT_ID, SCOPE};
-use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+use tower_oauth::{
+    client_auth::{Algorithm, ClientAuth, SigningKey},
+    OAuthLayer,
+};
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
@@ -288,7 +291,7 @@ mod conformance {
             "auth/enterprise-managed-authorization" => {
                 let id_token = s("idp_id_token");
                 let id_token =
-                    tower_oauth::SubjectToken::from_fn("conformance-id-token", move || {
+                    tower_oauth::grant::SubjectToken::from_fn("conformance-id-token", move || {
                         let id_token = id_token.clone();
                         Box::pin(async move { Ok(id_token) })
                     });
@@ -297,7 +300,7 @@ mod conformance {
                     .client_secret(s("client_secret"))
                     .client_auth(ClientAuth::Basic)
                     .identity_assertion(
-                        tower_oauth::IdentityAssertion::token_url(
+                        tower_oauth::grant::IdentityAssertion::token_url(
                             s("idp_token_endpoint"),
                             id_token,
                         )
@@ -314,11 +317,14 @@ mod conformance {
                 let jwt = s("valid_jwt");
                 builder
                     .trusted_issuers([named_server(server).await])
-                    .jwt_bearer(tower_oauth::JwtBearer::assertion_from(
-                        tower_oauth::SubjectToken::from_fn("conformance-workload", move || {
-                            let jwt = jwt.clone();
-                            Box::pin(async move { Ok(jwt) })
-                        }),
+                    .jwt_bearer(tower_oauth::grant::JwtBearer::assertion_from(
+                        tower_oauth::grant::SubjectToken::from_fn(
+                            "conformance-workload",
+                            move || {
+                                let jwt = jwt.clone();
+                                Box::pin(async move { Ok(jwt) })
+                            },
+                        ),
                     ))
             }
 
@@ -329,7 +335,7 @@ mod conformance {
                 let mut builder = OAuthLayer::builder()
                     .protected_resource(server)
                     .client_metadata_url("https://conformance-test.local/client-metadata.json")
-                    .login(tower_oauth::Login::user_agent(
+                    .login(tower_oauth::login::Login::user_agent(
                         support::mcp_server::follow_redirect,
                     ));
                 if !s("client_id").is_empty() {
@@ -346,8 +352,8 @@ mod conformance {
                     builder = builder.step_up_scopes(["mcp:basic", "mcp:write"]);
                 }
                 if scenario.starts_with("auth/dpop") {
-                    builder =
-                        builder.dpop(tower_oauth::DpopKey::generate(Algorithm::Es256).unwrap());
+                    builder = builder
+                        .dpop(tower_oauth::dpop::DpopKey::generate(Algorithm::Es256).unwrap());
                 }
                 builder
             }

@@ -381,7 +381,7 @@ mod signed {
     use super::support::keys::{Kind, TestKey};
     use super::*;
     use jsonwebtoken::Algorithm as Jose;
-    use tower_oauth::{Algorithm, ClientAuth, SigningKey};
+    use tower_oauth::client_auth::{Algorithm, ClientAuth, SigningKey};
 
     #[tokio::test]
     async fn a_signed_assertion_goes_to_the_server_the_resource_names() {

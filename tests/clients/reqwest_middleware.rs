@@ -51,7 +51,7 @@ async fn the_layer_and_the_middleware_share_one_token() {
     assert_eq!(send(&oauth, &url).await.unwrap().status(), 200);
     let response = client(&oauth).get(&url).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    let from_middleware = tower_oauth::OAuthMiddleware::from(oauth.clone());
+    let from_middleware = tower_oauth::middleware::OAuthMiddleware::from(oauth.clone());
     let other = ClientBuilder::new(reqwest_client())
         .with(from_middleware)
         .build();
@@ -121,7 +121,7 @@ async fn token_params_in_the_extensions_select_a_slot() {
 #[tokio::test]
 async fn dpop_proofs_and_nonces_go_with_every_request() {
     use support::dpop_server::{DpopServer, Nonces};
-    use tower_oauth::{Algorithm, DpopKey};
+    use tower_oauth::{client_auth::Algorithm, dpop::DpopKey};
     // Two origins: the API's nonce is not the token endpoint's.
     let server = DpopServer::start(2, Nonces::Strict, 3600).await;
     let key = DpopKey::generate(Algorithm::Es256).unwrap();

@@ -12,7 +12,10 @@ use crate::support;
 use jsonwebtoken::Algorithm as Jose;
 use support::assertion_endpoint::{AssertionEndpoint, Check};
 use support::keys::{Kind, TestKey};
-use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey, TokenErrorKind, TokenParams};
+use tower_oauth::{
+    client_auth::{Algorithm, ClientAuth, SigningKey},
+    OAuthLayer, TokenErrorKind, TokenParams,
+};
 
 const CLIENT: &str = "audience-client";
 const SECRET: &str = "an HMAC secret of at least thirty-two bytes";

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::{replace, scratch};
-use tower_oauth::{ClientAuth, OAuthLayer, TokenErrorKind};
+use tower_oauth::{client_auth::ClientAuth, OAuthLayer, TokenErrorKind};
 
 const CLIENT: &str = "federated-client";
 

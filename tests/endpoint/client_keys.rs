@@ -13,8 +13,8 @@ use jsonwebtoken::Algorithm as Jose;
 use support::assertion_endpoint::{AssertionEndpoint, Check};
 use support::keys::{Kind, TestKey};
 use tower_oauth::{
-    Algorithm, BoxError, BoxFuture, ClientAuth, ConfigErrorKind, JwsSigner, OAuthLayer, SigningKey,
-    TokenErrorKind,
+    client_auth::{Algorithm, ClientAuth, JwsSigner, SigningKey},
+    BoxError, BoxFuture, ConfigErrorKind, OAuthLayer, TokenErrorKind,
 };
 
 const CLIENT: &str = "key-client";

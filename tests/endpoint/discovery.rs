@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use support::authority::Style;
 use support::*;
-use tower_oauth::{ClientAuth, OAuthLayer, TokenErrorKind};
+use tower_oauth::{client_auth::ClientAuth, OAuthLayer, TokenErrorKind};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -106,7 +106,7 @@ async fn a_narrower_scope_than_requested_is_reported() {
             .auth_url(authority.base_url())
             .client_id(CLIENT_ID)
             .client_secret(CLIENT_SECRET)
-            .client_auth(tower_oauth::ClientAuth::FormBody)
+            .client_auth(tower_oauth::client_auth::ClientAuth::FormBody)
             .scope("read:orders write:orders"),
     )
     .build()

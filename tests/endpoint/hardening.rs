@@ -126,7 +126,7 @@ mod fleet {
     use super::*;
     use redis::Commands;
     use support::redis_server::RedisServer;
-    use tower_oauth::RedisStore;
+    use tower_oauth::store::RedisStore;
 
     /// A token source that always gives the same token.
     struct Fixed(&'static str);
@@ -335,7 +335,7 @@ mod fleet {
 async fn replicas_with_different_certificates_do_not_share_tokens() {
     use support::mtls::{MtlsAuthority, Pki};
     use support::redis_server::RedisServer;
-    use tower_oauth::{ClientAuth, RedisStore};
+    use tower_oauth::{client_auth::ClientAuth, store::RedisStore};
     if support::redis_server::missing() {
         return;
     }
@@ -430,7 +430,7 @@ async fn a_secret_echoed_back_in_any_encoding_is_scrubbed() {
                 .token_url(authority.token_url())
                 .client_id(CLIENT_ID)
                 .client_secret(secret)
-                .client_auth(tower_oauth::ClientAuth::FormBody),
+                .client_auth(tower_oauth::client_auth::ClientAuth::FormBody),
         )
         .build()
         .unwrap();

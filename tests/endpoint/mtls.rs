@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use support::mtls::{MtlsAuthority, Pki};
 use tower::ServiceExt;
-use tower_oauth::{ClientAuth, ConfigErrorKind, OAuthLayer};
+use tower_oauth::{client_auth::ClientAuth, ConfigErrorKind, OAuthLayer};
 
 const CLIENT: &str = "mtls-client";
 

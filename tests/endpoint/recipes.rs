@@ -16,7 +16,10 @@ use jsonwebtoken::{Algorithm as Jose, DecodingKey, EncodingKey, Validation};
 use serde_json::{json, Value};
 use support::keys::{Kind, TestKey};
 use support::provider::{Provider, Refusal, TokenRequest};
-use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey, TokenErrorKind};
+use tower_oauth::{
+    client_auth::{Algorithm, ClientAuth, SigningKey},
+    OAuthLayer, TokenErrorKind,
+};
 
 const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::authority::{Authority, Style};
 use support::{replace, scratch};
-use tower_oauth::{ClientAuth, ConfigErrorKind, OAuthLayer, TokenErrorKind};
+use tower_oauth::{client_auth::ClientAuth, ConfigErrorKind, OAuthLayer, TokenErrorKind};
 
 const CLIENT: &str = "rotating-client";
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::login_server::{Approve, LoginServer};
-use tower_oauth::{FileStore, OAuthLayer, TokenErrorKind, TokenParams};
+use tower_oauth::{store::FileStore, OAuthLayer, TokenErrorKind, TokenParams};
 
 use super::accounts::{builder, on_one_file, sign_in, token_requests, CALLBACK};
 
@@ -373,7 +373,7 @@ async fn in_one_layer_a_callback_submitted_twice_logs_in_once() {
 mod on_redis {
     use super::*;
     use support::redis_server::{missing, RedisServer};
-    use tower_oauth::RedisStore;
+    use tower_oauth::store::RedisStore;
 
     fn replicas(server: &LoginServer, redis: &RedisServer) -> (OAuthLayer, OAuthLayer) {
         let replica = || {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::login_server::{LoginServer, WEB_CLIENT, WEB_SECRET};
 use tower_oauth::{
-    FileStore, OAuthLayer, OAuthLayerBuilder, TokenError, TokenErrorKind, TokenParams,
+    store::FileStore, OAuthLayer, OAuthLayerBuilder, TokenError, TokenErrorKind, TokenParams,
 };
 
 pub(super) const CALLBACK: &str = "http://127.0.0.1:9/callback";
@@ -366,16 +366,16 @@ async fn a_layer_bound_to_an_account_sends_its_token_without_naming_it() {
 #[derive(Default)]
 struct ByKey(std::sync::Mutex<std::collections::HashSet<String>>);
 
-impl tower_oauth::TokenStore for ByKey {
+impl tower_oauth::store::TokenStore for ByKey {
     fn get_or_fetch<'a>(
         &'a self,
-        ctx: &'a tower_oauth::FetchContext<'a>,
-    ) -> tower_oauth::BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        ctx: &'a tower_oauth::store::FetchContext<'a>,
+    ) -> tower_oauth::BoxFuture<'a, Result<tower_oauth::store::StoredToken, TokenError>> {
         self.0.lock().unwrap().insert(ctx.identity().to_owned());
         let token = tower_oauth::AccessToken::new(format!("for-{}", ctx.identity()))
             .with_expires_in(Duration::from_secs(3600));
         Box::pin(async move {
-            Ok(tower_oauth::SharedToken {
+            Ok(tower_oauth::store::StoredToken {
                 token,
                 usable_for: Duration::from_secs(3600),
             })
@@ -455,7 +455,7 @@ mod redis_fleet {
     use super::*;
     use std::sync::Arc;
     use support::redis_server::{missing, RedisServer};
-    use tower_oauth::RedisStore;
+    use tower_oauth::store::RedisStore;
 
     fn replicas(
         server: &LoginServer,

@@ -22,8 +22,10 @@ use support::keys::{Kind, TestKey};
 use tower::retry::{Retry, RetryLayer};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_oauth::{
-    Algorithm, BoxError, BoxFuture, ConfigErrorKind, DpopKey, JwsSigner, OAuthLayer,
-    OAuthLayerBuilder, OAuthService, RetryUnauthorized, TokenError, TokenErrorKind,
+    client_auth::{Algorithm, JwsSigner},
+    dpop::DpopKey,
+    BoxError, BoxFuture, ConfigErrorKind, OAuthLayer, OAuthLayerBuilder, OAuthService,
+    RetryUnauthorized, TokenError, TokenErrorKind,
 };
 
 fn builder(server: &DpopServer, key: DpopKey) -> OAuthLayerBuilder {
@@ -705,7 +707,7 @@ async fn a_store_shares_tokens_only_among_replicas_with_the_same_key() {
     let replica = |key: DpopKey| {
         builder(&server, key)
             .token_store(
-                tower_oauth::RedisStore::new(redis.url())
+                tower_oauth::store::RedisStore::new(redis.url())
                     .unwrap()
                     .prefix("dpop:"),
             )
@@ -873,7 +875,9 @@ async fn refreshes_prove_the_same_key_for_every_token() {
             .token_url(server.token_url())
             .client_id(CLIENT_ID)
             .client_secret(CLIENT_SECRET)
-            .refresh_token(tower_oauth::RefreshToken::new("dpop-bound-refresh-token"))
+            .refresh_token(tower_oauth::grant::RefreshToken::new(
+                "dpop-bound-refresh-token",
+            ))
             .dpop(key),
     )
     .build()

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use support::keys::{Kind, TestKey};
 use support::serve::{answer, serve_state, Response};
 use tokio::net::TcpListener;
-use tower_oauth::{ConfigErrorKind, JwtBearer, OAuthLayer, TokenErrorKind};
+use tower_oauth::{grant::JwtBearer, ConfigErrorKind, OAuthLayer, TokenErrorKind};
 
 const EMAIL: &str = "reports@my-project.iam.gserviceaccount.com";
 const KID: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -249,9 +249,12 @@ async fn a_signed_grant_with_a_subject_and_the_client_s_own_authentication() {
             json!({"access_token": "granted", "token_type": "Bearer", "expires_in": 600}),
         )
     });
-    let signing = tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256)
-        .unwrap()
-        .key_id("grant-key");
+    let signing = tower_oauth::client_auth::SigningKey::from_pem(
+        &key.pkcs8,
+        tower_oauth::client_auth::Algorithm::Es256,
+    )
+    .unwrap()
+    .key_id("grant-key");
     let oauth = support::with_transport(
         OAuthLayer::builder()
             .token_url(&url)
@@ -293,8 +296,11 @@ async fn a_signed_grant_with_a_subject_and_the_client_s_own_authentication() {
 #[test]
 fn grant_settings_are_checked() {
     let key = TestKey::new(Kind::P256);
-    let signing =
-        tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256).unwrap();
+    let signing = tower_oauth::client_auth::SigningKey::from_pem(
+        &key.pkcs8,
+        tower_oauth::client_auth::Algorithm::Es256,
+    )
+    .unwrap();
     let err = OAuthLayer::builder()
         .auth_url("https://auth.example.com")
         .jwt_bearer(JwtBearer::signed(signing, "me"))
@@ -304,7 +310,7 @@ fn grant_settings_are_checked() {
     let err = OAuthLayer::builder()
         .token_url("https://idp.example.com/token")
         .client_id("c")
-        .client_auth(tower_oauth::ClientAuth::None)
+        .client_auth(tower_oauth::client_auth::ClientAuth::None)
         .build()
         .unwrap_err();
     assert_eq!(err.kind(), ConfigErrorKind::Conflicting);
@@ -352,8 +358,11 @@ async fn with_an_issuer_the_grant_s_audience_is_learnt_once_per_layer() {
             "/.well-known/oauth-authorization-server",
             json!({"issuer": provider.base, "token_endpoint": provider.url("/oauth2/token")}),
         );
-        let signing =
-            tower_oauth::SigningKey::from_pem(&key.pkcs8, tower_oauth::Algorithm::Es256).unwrap();
+        let signing = tower_oauth::client_auth::SigningKey::from_pem(
+            &key.pkcs8,
+            tower_oauth::client_auth::Algorithm::Es256,
+        )
+        .unwrap();
         let oauth = support::with_transport(
             OAuthLayer::builder()
                 .issuer(&provider.base)
@@ -464,9 +473,9 @@ async fn an_assertion_from_another_layer_or_a_function() {
     let oauth = support::with_transport(
         OAuthLayer::builder()
             .token_url(format!("{base}/token"))
-            .jwt_bearer(JwtBearer::assertion_from(tower_oauth::SubjectToken::from(
-                &upstream,
-            ))),
+            .jwt_bearer(JwtBearer::assertion_from(
+                tower_oauth::grant::SubjectToken::from(&upstream),
+            )),
     )
     .build()
     .unwrap();
@@ -475,7 +484,7 @@ async fn an_assertion_from_another_layer_or_a_function() {
     let get = |name: &str| form.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     assert_eq!(
         get("grant_type").as_deref(),
-        Some(tower_oauth::JWT_BEARER_GRANT_TYPE)
+        Some(tower_oauth::grant::grant_type::JWT_BEARER)
     );
     assert_eq!(
         get("assertion").as_deref(),
@@ -491,7 +500,7 @@ async fn an_assertion_from_another_layer_or_a_function() {
         OAuthLayer::builder()
             .token_url(format!("{base}/token"))
             .jwt_bearer(JwtBearer::assertion_from(
-                tower_oauth::SubjectToken::from_fn("workload-idp", || {
+                tower_oauth::grant::SubjectToken::from_fn("workload-idp", || {
                     Box::pin(async { Ok("refused-assertion-value".to_owned()) })
                 }),
             )),
@@ -508,7 +517,7 @@ async fn an_assertion_from_another_layer_or_a_function() {
         OAuthLayer::builder()
             .token_url(format!("{base}/token"))
             .jwt_bearer(JwtBearer::assertion_from(
-                tower_oauth::SubjectToken::from_fn("blank", || {
+                tower_oauth::grant::SubjectToken::from_fn("blank", || {
                     Box::pin(async { Ok("  ".to_owned()) })
                 }),
             )),
@@ -537,7 +546,7 @@ async fn an_assertion_from_another_layer_or_a_function() {
             OAuthLayer::builder()
                 .token_url(format!("{base}/token"))
                 .jwt_bearer(JwtBearer::assertion_from(
-                    tower_oauth::SubjectToken::from_fn("stale", move || {
+                    tower_oauth::grant::SubjectToken::from_fn("stale", move || {
                         let jwt = jwt.clone();
                         Box::pin(async move { Ok(jwt) })
                     }),
@@ -563,7 +572,10 @@ mod id_jag {
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
-    use tower_oauth::{IdentityAssertion, OAuthLayerBuilder, SubjectToken};
+    use tower_oauth::{
+        grant::{IdentityAssertion, SubjectToken},
+        OAuthLayerBuilder,
+    };
 
     const ID_TOKEN: &str = "eyJ.employee-id-token.sig";
     const IDP_KEY: &[u8] = b"the identity provider's signing key, shared with the server";
@@ -632,7 +644,7 @@ mod id_jag {
                     json!({
                         "issuer": self.auth(),
                         "token_endpoint": format!("{}/token", self.auth()),
-                        "grant_types_supported": [tower_oauth::JWT_BEARER_GRANT_TYPE],
+                        "grant_types_supported": [tower_oauth::grant::grant_type::JWT_BEARER],
                         "token_endpoint_auth_methods_supported": ["client_secret_basic"],
                     }),
                 ),
@@ -641,13 +653,16 @@ mod id_jag {
                     let expected = [
                         (
                             "grant_type",
-                            tower_oauth::TOKEN_EXCHANGE_GRANT_TYPE.to_owned(),
+                            tower_oauth::grant::grant_type::TOKEN_EXCHANGE.to_owned(),
                         ),
                         ("subject_token", ID_TOKEN.to_owned()),
-                        ("subject_token_type", tower_oauth::ID_TOKEN_TYPE.to_owned()),
+                        (
+                            "subject_token_type",
+                            tower_oauth::grant::token_type::ID_TOKEN.to_owned(),
+                        ),
                         (
                             "requested_token_type",
-                            tower_oauth::ID_JAG_TOKEN_TYPE.to_owned(),
+                            tower_oauth::grant::token_type::ID_JAG.to_owned(),
                         ),
                         ("audience", self.auth()),
                         ("resource", self.resource()),
@@ -684,7 +699,7 @@ mod id_jag {
                     .unwrap();
                     answer(
                         200,
-                        json!({"access_token": jag, "issued_token_type": tower_oauth::ID_JAG_TOKEN_TYPE, "token_type": "N_A"}),
+                        json!({"access_token": jag, "issued_token_type": tower_oauth::grant::token_type::ID_JAG, "token_type": "N_A"}),
                     )
                 }
                 ("auth", "/token") => {
@@ -696,7 +711,9 @@ mod id_jag {
                     if basic.as_deref() != Some(expected.as_str()) {
                         return answer(401, json!({"error": "invalid_client"}));
                     }
-                    if get("grant_type").as_deref() != Some(tower_oauth::JWT_BEARER_GRANT_TYPE) {
+                    if get("grant_type").as_deref()
+                        != Some(tower_oauth::grant::grant_type::JWT_BEARER)
+                    {
                         return answer(400, json!({"error": "unsupported_grant_type"}));
                     }
                     let mut validation = Validation::new(Algorithm::HS256);

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::login_server::{Approve, LoginServer, CLIENT};
-use tower_oauth::{FileStore, Login, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
+use tower_oauth::{login::Login, store::FileStore, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
 
 fn builder(server: &LoginServer, login: Login) -> OAuthLayerBuilder {
     support::with_transport(
@@ -207,7 +207,8 @@ async fn a_request_that_gives_up_does_not_cancel_the_login_others_wait_for() {
 async fn a_dpop_login_binds_the_code_to_the_key_s_thumbprint() {
     use base64::Engine;
     let server = LoginServer::start(Duration::from_secs(60)).await;
-    let key = tower_oauth::DpopKey::generate(tower_oauth::Algorithm::Es256).unwrap();
+    let key =
+        tower_oauth::dpop::DpopKey::generate(tower_oauth::client_auth::Algorithm::Es256).unwrap();
     let oauth = builder(&server, agent_login()).dpop(key).build().unwrap();
     let token = oauth.token().await.unwrap();
     assert_eq!(token.token_type(), Some("DPoP"));
@@ -662,7 +663,7 @@ async fn metadata_only_a_challenge_names_is_read_there_on_the_api_s_own_origin()
 mod redis_fleet {
     use super::*;
     use support::redis_server::{missing, RedisServer};
-    use tower_oauth::RedisStore;
+    use tower_oauth::store::RedisStore;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicas_share_one_login_and_its_chain() {

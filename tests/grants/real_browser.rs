@@ -16,7 +16,7 @@ use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tower_oauth::{FileStore, Login, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
+use tower_oauth::{login::Login, store::FileStore, OAuthLayer, OAuthLayerBuilder, TokenErrorKind};
 
 /// Set (as `.ci/run` does) to make a missing browser or provider fail.
 const REQUIRE: &str = "TOWER_OAUTH_REQUIRE_THIRD_PARTY";

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use support::refresh_server::{Answer, RefreshServer};
 use tower::ServiceExt;
 use tower_oauth::{
-    ClientAuth, FileStore, OAuthLayer, OAuthLayerBuilder, RefreshToken, TokenErrorKind, TokenParams,
+    client_auth::ClientAuth, grant::RefreshToken, store::FileStore, OAuthLayer, OAuthLayerBuilder,
+    TokenErrorKind, TokenParams,
 };
 
 const CLIENT: &str = "cli-app";
@@ -588,7 +589,7 @@ mod file_store {
 mod redis_fleet {
     use super::*;
     use support::redis_server::{missing, RedisServer};
-    use tower_oauth::RedisStore;
+    use tower_oauth::store::RedisStore;
 
     /// Three replicas refreshing `initial` through `redis`, each set up by
     /// `tweak` too.
@@ -876,7 +877,7 @@ mod third_party {
         };
         let login = |deny: bool| {
             let base = server.base.clone();
-            tower_oauth::Login::device(move |prompt| {
+            tower_oauth::login::Login::device(move |prompt| {
                 let url = format!(
                     "{base}/admin/approve?user_code={}{}",
                     prompt.user_code(),

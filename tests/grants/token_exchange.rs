@@ -18,7 +18,9 @@ use support::serve::{answer, bearer, has_basic, serve_state, Response};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_oauth::{
-    OAuthLayer, SubjectToken, TokenErrorKind, TokenExchange, TokenParams, ACCESS_TOKEN_TYPE,
+    grant::token_type,
+    grant::{SubjectToken, TokenExchange},
+    OAuthLayer, TokenErrorKind, TokenParams,
 };
 
 const GATEWAY: (&str, &str) = ("gateway", "gateway-secret");
@@ -80,7 +82,7 @@ impl Sts {
         let mut body =
             json!({"access_token": token, "token_type": "Bearer", "expires_in": lifetime});
         if exchanged {
-            body["issued_token_type"] = json!(ACCESS_TOKEN_TYPE);
+            body["issued_token_type"] = json!(token_type::ACCESS_TOKEN);
         }
         answer(200, body)
     }
@@ -144,7 +146,7 @@ impl Sts {
         get: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(String, Duration), String> {
         let subject = get("subject_token").ok_or("no subject_token")?;
-        if get("subject_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
+        if get("subject_token_type").as_deref() != Some(token_type::ACCESS_TOKEN) {
             return Err(format!(
                 "subject_token_type {:?}",
                 get("subject_token_type")
@@ -158,7 +160,7 @@ impl Sts {
             // Echoed, as some servers do: the layer must scrub it.
             _ => return Err(format!("the subject token {subject} is not one of ours")),
         };
-        if get("requested_token_type").as_deref() != Some(ACCESS_TOKEN_TYPE) {
+        if get("requested_token_type").as_deref() != Some(token_type::ACCESS_TOKEN) {
             return Err("requested_token_type".into());
         }
         if subject_left.is_zero() {
@@ -187,7 +189,9 @@ fn exchanging(sts: &Sts, subject: SubjectToken) -> tower_oauth::OAuthLayerBuilde
             .token_url(sts.url("/token"))
             .client_id(ORDERS.0)
             .client_secret(ORDERS.1)
-            .token_exchange(TokenExchange::new(subject).requested_token_type(ACCESS_TOKEN_TYPE)),
+            .token_exchange(
+                TokenExchange::new(subject).requested_token_type(token_type::ACCESS_TOKEN),
+            ),
     )
 }
 
@@ -370,7 +374,7 @@ async fn exchanged_tokens_start_with_a_fresh_subject() {
 mod platforms {
     use super::*;
     use std::collections::HashMap;
-    use tower_oauth::{ClientAuth, JwtBearer, JWT_TOKEN_TYPE};
+    use tower_oauth::{client_auth::ClientAuth, grant::token_type, grant::JwtBearer};
 
     #[derive(Default)]
     struct Platforms {
@@ -558,7 +562,7 @@ mod platforms {
             claims(&platforms.last("subject_token"))["sub"],
             "repo:acme/app@sts.example.com"
         );
-        assert_eq!(platforms.last("subject_token_type"), JWT_TOKEN_TYPE);
+        assert_eq!(platforms.last("subject_token_type"), token_type::JWT);
         // Kept until shortly before its `exp`: a renewal asks GitHub no more.
         let asked = platforms.asked("github");
         assert!(exchange.force_renewal());
@@ -593,7 +597,7 @@ mod platforms {
         );
         assert_eq!(
             platforms.last("client_assertion_type"),
-            tower_oauth::JWT_BEARER_ASSERTION_TYPE
+            tower_oauth::client_auth::assertion_type::JWT_BEARER
         );
         std::env::remove_var("IDENTITY_ENDPOINT");
         std::env::remove_var("IDENTITY_HEADER");

@@ -260,8 +260,11 @@ fn a_dpop_request_allocates_only_its_proof() {
         .unwrap();
     let mut bearer = warm_layer(&rt).layer(Noop);
     allocations_for(&mut bearer, 2);
-    for algorithm in [tower_oauth::Algorithm::Es256, tower_oauth::Algorithm::EdDsa] {
-        let key = tower_oauth::DpopKey::generate(algorithm).unwrap();
+    for algorithm in [
+        tower_oauth::client_auth::Algorithm::Es256,
+        tower_oauth::client_auth::Algorithm::EdDsa,
+    ] {
+        let key = tower_oauth::dpop::DpopKey::generate(algorithm).unwrap();
         let mut dpop = services::warm_dpop_layer(&rt, key).layer(Noop);
         allocations_for(&mut dpop, 1);
         let n = 1000;

@@ -15,8 +15,8 @@ use support::*;
 use tower::retry::RetryLayer;
 use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
 use tower_oauth::{
-    AccessToken, BoxFuture, ClientAuth, ConfigErrorKind, OAuthLayer, OAuthLayerBuilder,
-    RetryUnauthorized, TokenError, TokenErrorKind, TokenSource,
+    client_auth::ClientAuth, AccessToken, BoxFuture, ConfigErrorKind, OAuthLayer,
+    OAuthLayerBuilder, RetryUnauthorized, TokenError, TokenErrorKind, TokenSource,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -510,15 +510,15 @@ struct InProcess {
     fetches: AtomicUsize,
 }
 
-impl tower_oauth::TokenStore for InProcess {
+impl tower_oauth::store::TokenStore for InProcess {
     fn get_or_fetch<'a>(
         &'a self,
-        ctx: &'a tower_oauth::FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        ctx: &'a tower_oauth::store::FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<tower_oauth::store::StoredToken, TokenError>> {
         Box::pin(async move {
             let held = self.held.lock().unwrap().clone();
             if let Some((token, until)) = held {
-                let shared = tower_oauth::SharedToken {
+                let shared = tower_oauth::store::StoredToken {
                     token,
                     usable_for: until.saturating_duration_since(std::time::Instant::now()),
                 };

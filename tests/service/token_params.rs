@@ -370,7 +370,7 @@ async fn a_fleet_shares_each_slots_token_through_redis() {
             builder(&server)
                 .params_for(by_path(&names))
                 .token_store(
-                    tower_oauth::RedisStore::new(redis.url())
+                    tower_oauth::store::RedisStore::new(redis.url())
                         .unwrap()
                         .prefix("slots:"),
                 )

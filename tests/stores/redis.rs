@@ -13,7 +13,7 @@ use support::fleet::{reported, tokens_at_once};
 use support::redis_server::RedisServer;
 use support::*;
 use tower::ServiceExt;
-use tower_oauth::{OAuthLayer, RedisStore};
+use tower_oauth::{store::RedisStore, OAuthLayer};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -14,7 +14,7 @@ use support::fleet::{reported, tokens_at_once};
 use support::redis_cluster::RedisCluster;
 use support::*;
 use tower::ServiceExt;
-use tower_oauth::{ConfigErrorKind, OAuthLayer, RedisStore};
+use tower_oauth::{store::RedisStore, ConfigErrorKind, OAuthLayer};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -390,7 +390,7 @@ async fn replicas_share_a_refresh_token_chain_through_a_cluster() {
                 OAuthLayer::builder()
                     .token_url(server.token_url())
                     .client_id("cli-app")
-                    .refresh_token(tower_oauth::RefreshToken::new(initial.clone()))
+                    .refresh_token(tower_oauth::grant::RefreshToken::new(initial.clone()))
                     .token_store(RedisStore::cluster(cluster.urls()).unwrap().prefix("rt:")),
             )
             .build()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use support::redis_sentinel::{RedisSentinel, MASTER_NAME};
 use support::*;
-use tower_oauth::{ConfigErrorKind, OAuthLayer, RedisStore};
+use tower_oauth::{store::RedisStore, ConfigErrorKind, OAuthLayer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_follows_the_master_sentinel_names_through_a_failover() {

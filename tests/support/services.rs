@@ -149,7 +149,7 @@ pub fn warm_slots_layer(rt: &tokio::runtime::Runtime, n: usize) -> tower_oauth::
 #[cfg(feature = "reqwest")]
 pub fn warm_dpop_layer(
     rt: &tokio::runtime::Runtime,
-    key: tower_oauth::DpopKey,
+    key: tower_oauth::dpop::DpopKey,
 ) -> tower_oauth::OAuthLayer {
     let oauth = tower_oauth::OAuthLayer::builder()
         .token_url("https://login.example/oauth2/token")
@@ -196,13 +196,13 @@ where
 /// comes back from it with a token, as from a fleet's Redis.
 pub struct HandingOut;
 
-impl tower_oauth::TokenStore for HandingOut {
+impl tower_oauth::store::TokenStore for HandingOut {
     fn get_or_fetch<'a>(
         &'a self,
-        _ctx: &'a tower_oauth::FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<tower_oauth::SharedToken, TokenError>> {
+        _ctx: &'a tower_oauth::store::FetchContext<'a>,
+    ) -> BoxFuture<'a, Result<tower_oauth::store::StoredToken, TokenError>> {
         Box::pin(async {
-            Ok(tower_oauth::SharedToken {
+            Ok(tower_oauth::store::StoredToken {
                 token: AccessToken::new(FIXED_TOKEN).with_expires_in(Duration::from_secs(3600)),
                 usable_for: Duration::from_secs(3600),
             })

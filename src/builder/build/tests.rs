@@ -324,7 +324,7 @@ fn workload_identity_presets_come_from_the_environment() {
     assert_eq!(
         b.client_auth,
         Some(ClientAuth::AssertionFile(
-            crate::KUBERNETES_TOKEN_FILE.into()
+            crate::endpoint::KUBERNETES_TOKEN_FILE.into()
         ))
     );
     // A secret file; and never two credentials.

@@ -29,12 +29,12 @@ use crate::keys::SigningKey;
 /// - `jti` is 128 random bits.
 ///
 /// Each [`sign`](Self::sign) makes a new one. The layer makes these itself for
-/// [`ClientAuth::PrivateKeyJwt`](crate::ClientAuth::PrivateKeyJwt). This type
+/// [`ClientAuth::PrivateKeyJwt`](crate::client_auth::ClientAuth::PrivateKeyJwt). This type
 /// serves code that needs an assertion elsewhere, such as another grant or a
 /// token exchange.
 ///
 /// ```
-/// use tower_oauth::{Algorithm, ClientAssertion, SigningKey};
+/// use tower_oauth::client_auth::{Algorithm, ClientAssertion, SigningKey};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tower_oauth::BoxError> {
@@ -82,10 +82,9 @@ impl ClientAssertion {
     /// rounded up to whole seconds. A server whose clock runs that much behind
     /// still takes the assertion as valid now. `exp` stays
     /// [`lifetime`](Self::lifetime) after the moment it is made. Anything
-    /// longer than [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as
-    /// 24 hours.
+    /// longer than 24 hours is taken as 24 hours.
     ///
-    /// Default: [`DEFAULT_ASSERTION_CLOCK_SKEW`], 5 s.
+    /// Default: 5 s.
     pub fn clock_skew(mut self, skew: Duration) -> Self {
         self.clock_skew = skew.min(crate::policy::MAX_SETTING);
         self
@@ -93,9 +92,9 @@ impl ClientAssertion {
 
     /// How long after its making the assertion is valid: `exp - iat`, rounded
     /// up to whole seconds. Anything longer than
-    /// [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as 24 hours.
+    /// 24 hours is taken as 24 hours.
     ///
-    /// Default: [`DEFAULT_ASSERTION_LIFETIME`], 60 s.
+    /// Default: 60 s.
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         self.lifetime = lifetime.min(crate::policy::MAX_SETTING);
         self

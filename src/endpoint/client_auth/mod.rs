@@ -25,14 +25,14 @@ use crate::error::{ConfigError, ConfigErrorKind};
 /// `basic-unencoded` and `unencoded`:
 ///
 /// ```
-/// use tower_oauth::ClientAuth;
+/// use tower_oauth::client_auth::ClientAuth;
 ///
 /// assert_eq!("client_secret_post".parse::<ClientAuth>().unwrap(), ClientAuth::FormBody);
 /// assert!("magic".parse::<ClientAuth>().is_err());
 /// ```
 ///
 /// ```
-/// use tower_oauth::{ClientAuth, OAuthLayer};
+/// use tower_oauth::{OAuthLayer, client_auth::ClientAuth};
 ///
 /// let oauth = OAuthLayer::builder()
 ///     .token_url("https://idp.example.com/oauth2/token")
@@ -72,7 +72,7 @@ pub enum ClientAuth {
     BasicUnencoded,
     /// `private_key_jwt`, by RFC 7523 section 2.2 and OpenID Connect Core
     /// section 9. It needs no secret. Each token request carries a fresh
-    /// [`ClientAssertion`](crate::ClientAssertion) signed with the key,
+    /// [`ClientAssertion`](crate::client_auth::ClientAssertion) signed with the key,
     /// form-urlencoded as `client_assertion_type` and `client_assertion`, with
     /// `client_id`. With [`issuer`](crate::OAuthLayerBuilder::issuer), the
     /// assertion's `aud` is the issuer, then the token endpoint's URL if the
@@ -81,7 +81,7 @@ pub enum ClientAuth {
     /// overrides both.
     ///
     /// ```
-    /// use tower_oauth::{Algorithm, ClientAuth, OAuthLayer, SigningKey};
+    /// use tower_oauth::{OAuthLayer, client_auth::{Algorithm, ClientAuth, SigningKey}};
     ///
     /// # let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIL4vcREMaCdcc23IpMLEj8G1E4riNufMcCy2f9FRUTr8\n-----END PRIVATE KEY-----\n";
     /// // let pem = std::fs::read("/run/secrets/client-key.pem")?;
@@ -123,11 +123,11 @@ pub enum ClientAuth {
     /// not a JWT or past its `exp` gives a [`TokenError`](crate::TokenError) of
     /// kind [`Credential`](crate::TokenErrorKind::Credential). It names the
     /// file, never its content. With a token store, tokens are sealed only
-    /// under an [`encryption_key`](crate::RedisStore::encryption_key) of yours.
+    /// under an [`encryption_key`](crate::store::RedisStore::encryption_key) of yours.
     /// The file is no secret the replicas share.
     ///
     /// ```
-    /// use tower_oauth::{ClientAuth, OAuthLayer};
+    /// use tower_oauth::{OAuthLayer, client_auth::ClientAuth};
     ///
     /// let oauth = OAuthLayer::builder()
     ///     .token_url("https://login.microsoftonline.com/my-tenant/oauth2/v2.0/token")
@@ -139,13 +139,13 @@ pub enum ClientAuth {
     /// ```
     AssertionFile(std::path::PathBuf),
     /// `private_key_jwt` with a client assertion from any
-    /// [`SubjectToken`](crate::SubjectToken) source, asked at each token
+    /// [`SubjectToken`](crate::grant::SubjectToken) source, asked at each token
     /// request. The source may be a platform's identity token (GitHub Actions',
     /// GCP's, or Azure managed identity's), a function, or another layer.
     /// Otherwise it is the same as [`AssertionFile`](Self::AssertionFile).
     ///
     /// ```
-    /// use tower_oauth::{ClientAuth, OAuthLayer, SubjectToken};
+    /// use tower_oauth::{OAuthLayer, client_auth::ClientAuth, grant::SubjectToken};
     ///
     /// // A GitHub Actions job to an Entra ID app with a federated credential.
     /// let oauth = OAuthLayer::builder()
@@ -278,7 +278,7 @@ pub const JWT_BEARER_ASSERTION_TYPE: &str =
 
 /// The explicit `typ` of a client authentication JWT:
 /// `client-authentication+jwt`. It is the default of
-/// [`ClientAssertion::typ`](crate::ClientAssertion::typ). The 2026 update of
+/// [`ClientAssertion::typ`](crate::client_auth::ClientAssertion::typ). The 2026 update of
 /// RFC 7523, draft-ietf-oauth-rfc7523bis, registers it. It recommends it, so
 /// that the JWT cannot be taken for another kind.
 pub const CLIENT_AUTHENTICATION_JWT_TYPE: &str = "client-authentication+jwt";

@@ -16,7 +16,8 @@ use crate::support::boxed::BoxError;
 /// `OAUTH_CLIENT_ASSERTION_FILE=kubernetes` stands for in
 /// [`from_env`](crate::OAuthLayerBuilder::from_env). A token for another
 /// audience (a projected volume) lives where the pod's spec puts it.
-pub const KUBERNETES_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+pub(crate) const KUBERNETES_TOKEN_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /// Whether `error` is a token endpoint's refusal of the client's
 /// authentication: 401 or 403 (but for a scope or a DPoP proof), or 400 with

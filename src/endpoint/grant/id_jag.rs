@@ -19,8 +19,8 @@ use crate::endpoint::grant::token_exchange::SubjectToken;
 /// provider (IdP). For each token the layer needs, it
 ///
 /// 1. exchanges the ID token at the IdP (RFC 8693) for an ID-JAG: a short
-///    JWT with `requested_token_type` [`ID_JAG_TOKEN_TYPE`](crate::ID_JAG_TOKEN_TYPE),
-///    `subject_token_type` [`ID_TOKEN_TYPE`](crate::ID_TOKEN_TYPE), `audience`
+///    JWT with `requested_token_type` [`ID_JAG_TOKEN_TYPE`](crate::grant::token_type::ID_JAG),
+///    `subject_token_type` [`ID_TOKEN_TYPE`](crate::grant::token_type::ID_TOKEN), `audience`
 ///    the issuer of the authorization server the resource names (chosen by
 ///    the trust rule), `resource` the resource, and the layer's `scope`,
 ///    with the IdP client's own authentication;
@@ -34,7 +34,7 @@ use crate::endpoint::grant::token_exchange::SubjectToken;
 /// names the step, the server and what was asked, never a token.
 ///
 /// ```
-/// use tower_oauth::{IdentityAssertion, OAuthLayer, SubjectToken};
+/// use tower_oauth::{OAuthLayer, grant::{IdentityAssertion, SubjectToken}};
 ///
 /// let id_token = SubjectToken::from_fn("employee-id-token", || {
 ///     Box::pin(async { Ok(std::fs::read_to_string("/run/agent/id_token")?) })

@@ -37,14 +37,14 @@ const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 ///   and the header's `typ` is `JWT`.
 /// - A platform writes and renews it in a file, read with
 ///   [`from_file`](Self::from_file) as for
-///   [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile).
+///   [`ClientAuth::AssertionFile`](crate::client_auth::ClientAuth::AssertionFile).
 ///
 /// The client needs no other authentication. Without a client secret, the
 /// request carries no client credential, and `client_id` only when one is
 /// given. With one, the client authenticates as usual.
 ///
 /// ```no_run
-/// use tower_oauth::{JwtBearer, OAuthLayer};
+/// use tower_oauth::{OAuthLayer, grant::JwtBearer};
 ///
 /// let oauth = OAuthLayer::builder()
 ///     .jwt_bearer(JwtBearer::google_service_account_file("/run/secrets/service-account.json")?)
@@ -128,8 +128,7 @@ impl JwtBearer {
     /// second and 1 hour, the most Google takes. Ignored for an assertion [from
     /// a file](Self::from_file).
     ///
-    /// Default:
-    /// [`DEFAULT_ASSERTION_LIFETIME`](crate::DEFAULT_ASSERTION_LIFETIME), 60 s.
+    /// Default: 60 s.
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         if let Source::Signed(signed) = &mut self.source {
             signed.lifetime = lifetime.clamp(Duration::from_secs(1), Duration::from_secs(3600));
@@ -138,7 +137,7 @@ impl JwtBearer {
     }
 
     /// An assertion a platform writes to `path` and renews, read at each token
-    /// request. [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile)
+    /// request. [`ClientAuth::AssertionFile`](crate::client_auth::ClientAuth::AssertionFile)
     /// says how it is read and what its errors say.
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
         JwtBearer {
@@ -155,7 +154,7 @@ impl JwtBearer {
     /// assertion.
     ///
     /// ```
-    /// use tower_oauth::{JwtBearer, OAuthLayer, SubjectToken};
+    /// use tower_oauth::{OAuthLayer, grant::{JwtBearer, SubjectToken}};
     ///
     /// // A CI platform's OIDC token, handed over by code of yours.
     /// let grant = JwtBearer::assertion_from(SubjectToken::from_fn("ci-oidc", || {

@@ -45,8 +45,8 @@ type OnRotation = Arc<dyn Fn(&str) + Send + Sync>;
 /// A server that rotates refresh tokens answers a refresh with a new one. The
 /// new one replaces the current one, and the old one is never sent again. Not
 /// by this layer, not by its token slots, and not by another process or replica
-/// that shares a [`TokenStore`](crate::TokenStore), such as
-/// [`FileStore`](crate::FileStore) or `RedisStore`. A new refresh token is
+/// that shares a [`TokenStore`](crate::store::TokenStore), such as
+/// [`FileStore`](crate::store::FileStore) or `RedisStore`. A new refresh token is
 /// stored before the access token that came with it is handed out.
 ///
 /// A chain is told apart by the layer's token endpoint, client and parameters,
@@ -59,7 +59,7 @@ type OnRotation = Arc<dyn Fn(&str) + Send + Sync>;
 /// metrics or errors, and stores keep it sealed.
 ///
 /// ```
-/// use tower_oauth::{OAuthLayer, RefreshToken};
+/// use tower_oauth::{OAuthLayer, grant::RefreshToken};
 ///
 /// // The refresh token a CLI's login stored.
 /// let refresh_token = "8xLOxBtZp8".to_owned();

@@ -75,7 +75,7 @@ pub(crate) struct ForRequest {
 /// authenticates as usual, or not at all without a secret.
 ///
 /// ```
-/// use tower_oauth::{OAuthLayer, SubjectToken, TokenExchange};
+/// use tower_oauth::{OAuthLayer, grant::{SubjectToken, TokenExchange}};
 ///
 /// // Trade the pod's Kubernetes token for one the billing API takes.
 /// let oauth = OAuthLayer::builder()
@@ -167,7 +167,7 @@ impl SubjectToken {
     /// A JWT a platform writes to `path` and renews, such as a Kubernetes
     /// projected service account token or a SPIFFE JWT-SVID. It is read at each
     /// token request, as
-    /// [`ClientAuth::AssertionFile`](crate::ClientAuth::AssertionFile) reads
+    /// [`ClientAuth::AssertionFile`](crate::client_auth::ClientAuth::AssertionFile) reads
     /// its file. Errors name the file, never its content.
     pub fn file(path: impl Into<PathBuf>) -> Self {
         SubjectToken(SubjectFrom::File(path.into()))
@@ -179,7 +179,7 @@ impl SubjectToken {
     /// every replica for the same subject, and another for another.
     ///
     /// ```
-    /// use tower_oauth::SubjectToken;
+    /// use tower_oauth::grant::SubjectToken;
     ///
     /// let subject = SubjectToken::from_fn("ci-oidc", || {
     ///     Box::pin(async { Ok(std::env::var("CI_JOB_JWT")?) })
@@ -195,12 +195,21 @@ impl SubjectToken {
         })
     }
 
+    /// The Kubernetes pod's service account token, which the kubelet keeps
+    /// at `/var/run/secrets/kubernetes.io/serviceaccount/token` and renews:
+    /// [`file`](Self::file) of that path. Its audience is the API server's;
+    /// a token for another audience (a projected volume) lives where the
+    /// pod's spec puts it, for [`file`](Self::file).
+    pub fn kubernetes() -> Self {
+        Self::file(crate::endpoint::KUBERNETES_TOKEN_FILE)
+    }
+
     /// GitHub Actions' OIDC token for `audience`. It is asked at
     /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`,
     /// which a job with `permissions: id-token: write` has. Kept until a minute
     /// before its `exp`. It is a JWT, for a token exchange, a JWT-bearer grant,
     /// or a client assertion such as
-    /// [`ClientAuth::Assertion`](crate::ClientAuth::Assertion) for Entra ID's
+    /// [`ClientAuth::Assertion`](crate::client_auth::ClientAuth::Assertion) for Entra ID's
     /// federated credentials.
     pub fn github_actions(audience: impl Into<String>) -> Self {
         Self::platform(crate::endpoint::grant::platform::Platform::GithubActions {

@@ -61,7 +61,7 @@ type Prompt = Arc<dyn Fn(&DevicePrompt) + Send + Sync>;
 /// logs.
 ///
 /// ```no_run
-/// use tower_oauth::{FileStore, Login, OAuthLayer};
+/// use tower_oauth::{OAuthLayer, login::Login, store::FileStore};
 ///
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 /// let oauth = OAuthLayer::builder()
@@ -145,7 +145,7 @@ impl Login {
     /// nothing the server sends can drive a terminal.
     ///
     /// ```
-    /// use tower_oauth::Login;
+    /// use tower_oauth::login::Login;
     ///
     /// let login = Login::device(|prompt| {
     ///     eprintln!(

@@ -17,7 +17,7 @@ use crate::store::chain::ChainKeeper;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json, until_ms};
 use crate::store::seal::Sealer;
 use crate::store::{
-    shared_as_failure, FetchContext, HandedOut, SharedToken, StoreEvent, TokenStore,
+    shared_as_failure, FetchContext, HandedOut, StoreEvent, StoredToken, TokenStore,
 };
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
@@ -35,7 +35,7 @@ mod files;
 /// on a file beside it, `<path>.lock`, which the system releases when a process
 /// dies. The process then reads again, fetches, and writes the token before it
 /// lets go. So the processes make one token request between them. With a
-/// [refresh token](crate::RefreshToken), the chain's current refresh token is
+/// [refresh token](crate::grant::RefreshToken), the chain's current refresh token is
 /// kept in the file too. It is read under the lock before each refresh, and
 /// written back before the new access token is handed out. So none of the
 /// processes sends a rotated refresh token again.
@@ -46,17 +46,17 @@ mod files;
 /// value is sealed with AES-256-GCM, as `RedisStore` seals its own. The key is
 /// derived from the client's credential, and with a refresh token from the
 /// refresh token the layer was configured with. A client with no credential,
-/// such as a public client's [login](crate::Login), seals with the file's own
+/// such as a public client's [login](crate::login::Login), seals with the file's own
 /// key: 32 random bytes in `<path>.key`, made once, owner only. `SECURITY.md`
 /// has the details. The file alone gives away no token.
 ///
 /// A process that waits for the lock longer than two fetch timeouts and a
 /// second fetches on its own. A refresh fails instead, since a refresh token is
-/// never sent outside the lock. With a [login](crate::Login), the wait is
+/// never sent outside the lock. With a [login](crate::login::Login), the wait is
 /// longer by the login's timeout: another process may be logging a person in.
 ///
 /// ```no_run
-/// use tower_oauth::{FileStore, OAuthLayer, RefreshToken};
+/// use tower_oauth::{OAuthLayer, grant::RefreshToken, store::FileStore};
 ///
 /// # fn main() -> Result<(), tower_oauth::ConfigError> {
 /// let oauth = OAuthLayer::builder()
@@ -140,11 +140,11 @@ impl FileStore {
         key: &str,
         sealer: &Sealer<'_>,
         ctx: &FetchContext<'_>,
-    ) -> Option<SharedToken> {
+    ) -> Option<StoredToken> {
         let (json, sealed) = open_entry(entries, key, sealer)?;
         let usable_for = time_left(&json, Duration::MAX)?;
         let token = AccessToken::from_json(&json).ok()?;
-        let shared = SharedToken { token, usable_for };
+        let shared = StoredToken { token, usable_for };
         if !ctx.is_fresh(&shared) {
             return None;
         }
@@ -163,7 +163,7 @@ impl FileStore {
         sealer: &Sealer<'_>,
         ctx: &FetchContext<'_>,
         locked: bool,
-    ) -> Option<Result<SharedToken, TokenError>> {
+    ) -> Option<Result<StoredToken, TokenError>> {
         let entries = self.entries().await.ok()?;
         if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
             ctx.record(StoreEvent::TookShared);
@@ -217,7 +217,7 @@ impl FileStore {
         ctx: &FetchContext<'_>,
         key: &str,
         sealer: &Sealer<'_>,
-    ) -> Result<SharedToken, TokenError> {
+    ) -> Result<StoredToken, TokenError> {
         if let Some(settled) = self.settled(key, sealer, ctx, true).await {
             return settled;
         }
@@ -301,7 +301,7 @@ impl TokenStore for FileStore {
     fn get_or_fetch<'a>(
         &'a self,
         ctx: &'a FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+    ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
         Box::pin(async move {
             // Without a credential to derive it from (a public client's
             // login, a key in a KMS), the file's own key.

@@ -83,7 +83,7 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 /// it to [`from_client`](RedisStore::from_client).
 ///
 /// ```no_run
-/// use tower_oauth::{OAuthLayer, RedisStore};
+/// use tower_oauth::{OAuthLayer, store::RedisStore};
 ///
 /// # fn main() -> Result<(), tower_oauth::ConfigError> {
 /// let oauth = OAuthLayer::builder()
@@ -191,7 +191,7 @@ impl RedisStore {
     /// made until a token is needed.
     ///
     /// ```no_run
-    /// use tower_oauth::{OAuthLayer, RedisStore};
+    /// use tower_oauth::{OAuthLayer, store::RedisStore};
     ///
     /// # fn main() -> Result<(), tower_oauth::ConfigError> {
     /// let store = RedisStore::cluster([
@@ -230,7 +230,7 @@ impl RedisStore {
     /// fetches alone. No connection is made until a token is needed.
     ///
     /// ```no_run
-    /// use tower_oauth::RedisStore;
+    /// use tower_oauth::store::RedisStore;
     ///
     /// # fn main() -> Result<(), tower_oauth::ConfigError> {
     /// let store = RedisStore::sentinel(
@@ -323,8 +323,8 @@ impl RedisStore {
     }
 
     /// The longest one Redis operation may take before the replica stops
-    /// waiting for Redis and fetches on its own. Anything longer than
-    /// [`MAX_SETTING`](crate::MAX_SETTING), 24 hours, is taken as 24 hours.
+    /// waiting for Redis and fetches on its own. Anything longer than 24
+    /// hours is taken as 24 hours.
     ///
     /// Default: 250 ms.
     #[must_use]

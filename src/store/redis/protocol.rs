@@ -17,7 +17,7 @@ use crate::error::TokenError;
 use crate::store::chain::ChainKeeper;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
-use crate::store::{shared_as_failure, FetchContext, SharedToken, StoreEvent, TokenStore};
+use crate::store::{shared_as_failure, FetchContext, StoreEvent, StoredToken, TokenStore};
 use crate::support::boxed::BoxFuture;
 use crate::support::random::random_hex;
 use crate::token::AccessToken;
@@ -91,7 +91,7 @@ impl RedisStore {
                 let usable_for = time_left(&json, Duration::from_millis(ms))?;
                 let token = AccessToken::from_json(&json).ok()?;
                 let sealed = (token.expose_token().to_owned(), value);
-                Some((SharedToken { token, usable_for }, sealed))
+                Some((StoredToken { token, usable_for }, sealed))
             }),
             _ => None,
         };
@@ -125,7 +125,7 @@ impl RedisStore {
         ctx: &FetchContext<'_>,
         sealer: &Sealer<'_>,
         give_up: Instant,
-    ) -> Result<SharedToken, Problem> {
+    ) -> Result<StoredToken, Problem> {
         let key = self.key(ctx.identity());
         // A refresh-token chain is refreshed by one replica at a time for
         // all the layer's token slots: its lock and news are the chain's.
@@ -260,7 +260,7 @@ impl RedisStore {
         (key, base): (&str, &str),
         lock: &str,
         nonce: &str,
-    ) -> Result<SharedToken, Problem> {
+    ) -> Result<StoredToken, Problem> {
         // Another replica may have stored a token, or a failure, just before
         // we locked.
         let outcome = match self.read(key, sealer).await {
@@ -372,7 +372,7 @@ impl RedisStore {
         ctx: &FetchContext<'_>,
         sealer: &Sealer<'_>,
         base: &str,
-    ) -> Result<SharedToken, TokenError> {
+    ) -> Result<StoredToken, TokenError> {
         let Some(chain_identity) = ctx.chain_identity else {
             return ctx.fetch().await;
         };
@@ -450,7 +450,7 @@ impl ChainKeeper for RedisChain<'_> {
 /// What Redis holds for one identity.
 struct Shared {
     /// The token, with the token itself and the sealed value it came in.
-    token: Option<(SharedToken, (String, String))>,
+    token: Option<(StoredToken, (String, String))>,
     failure: Option<TokenError>,
 }
 
@@ -501,7 +501,7 @@ impl TokenStore for RedisStore {
     fn get_or_fetch<'a>(
         &'a self,
         ctx: &'a FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<SharedToken, TokenError>> {
+    ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
         Box::pin(async move {
             let Some(key) = self.sealing.as_ref().or(ctx.sealing_key()) else {
                 if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
