@@ -1,4 +1,6 @@
-//! OAuth 2.0 client-credentials authentication for any Tower HTTP client.
+//! OAuth 2.0 tokens for any Tower HTTP client: for machines (client
+//! credentials, keys, platform identity, token exchange) and for people (a
+//! login in the browser or on another device, and a web app's many users).
 //!
 //! Add one [`OAuthLayer`] to a client stack (hyper, tonic, anything that is a
 //! `tower::Service<http::Request<B>>`) and every request carries
