@@ -93,13 +93,11 @@ impl SlotFactory {
             .map(|r| (r.url().to_owned(), r.parsed().clone()))
             .collect();
         let routes = Routes::new(&routes);
-        let accounts = super::accounts::Accounts::new(max_accounts, self.store.is_some());
         let slots = Slots::new(
             Some(Arc::clone(&self)),
             params_for,
-            max_slots,
+            (max_slots, max_accounts),
             routes,
-            accounts,
         );
         (cache, slots, endpoint)
     }

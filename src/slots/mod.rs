@@ -77,11 +77,22 @@ impl Slots {
     /// No slots: a layer of one token (from a token source of the user's
     /// own).
     pub(crate) fn none() -> Self {
-        Slots::new(None, None, 0, Routes::default(), Accounts::new(1, false))
+        Slots::new(None, None, (0, 1), Routes::default())
     }
 
     /// Slots made by `factory`, chosen by `params_for`, at most `max` kept.
     pub(crate) fn new(
+        factory: Option<Arc<SlotFactory>>,
+        params_for: Option<ParamsFor>,
+        (max, max_accounts): (usize, usize),
+        routes: Routes,
+    ) -> Self {
+        let has_store = factory.as_ref().is_some_and(|f| f.store.is_some());
+        let accounts = Accounts::new(max_accounts, has_store);
+        Slots::with_accounts(factory, params_for, max, routes, accounts)
+    }
+
+    fn with_accounts(
         factory: Option<Arc<SlotFactory>>,
         params_for: Option<ParamsFor>,
         max: usize,
@@ -109,7 +120,7 @@ impl Slots {
     pub(crate) fn bound(&self, account: Arc<SlotFactory>) -> Slots {
         Slots {
             root: self.root.clone(),
-            ..Slots::new(
+            ..Slots::with_accounts(
                 Some(account),
                 self.params_for.clone(),
                 self.max,

@@ -1,7 +1,8 @@
 //! The encodings the token request needs, from the crates everyone uses for
 //! them: `application/x-www-form-urlencoded` for bodies (RFC 6749 appendix
 //! B), percent-encoding for HTTP Basic credentials, base64, and reading a
-//! JWT's claims (unverified: the client reads, never trusts, a JWT).
+//! JWT's claims (unverified: the client reads, never trusts, a JWT), and SHA-256
+//! in hex.
 
 use base64::Engine;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -71,6 +72,19 @@ fn jwt_part(
         .decode(part.trim_end_matches('='))
         .map_err(|_| why[0])?;
     serde_json::from_slice(&json).map_err(|_| why[1])
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::support::encoding::sha256_hex;
+
 /// The first bytes of every encoding: the format and its version.
 const VERSION: &[u8] = b"tower-oauth/token-identity/2";
 
@@ -185,19 +187,6 @@ impl fmt::Debug for TokenIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.key())
     }
-}
-
-/// SHA-256 of `bytes`, lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
 }
 
 #[cfg(test)]

@@ -239,7 +239,7 @@ impl fmt::Debug for AccountDigest {
 
 /// The digest of account `id`.
 pub(crate) fn account_digest(id: &str) -> AccountDigest {
-    AccountDigest(crate::token::identity::sha256_hex(
+    AccountDigest(crate::support::encoding::sha256_hex(
         [b"tower-oauth account\0", id.as_bytes()]
             .concat()
             .as_slice(),
@@ -320,7 +320,7 @@ mod tests {
         // The digest is SHA-256 of a tagged id, as `sha256sum` gives it.
         assert_eq!(
             account_digest("alice@example.com").0,
-            crate::token::identity::sha256_hex(b"tower-oauth account\0alice@example.com")
+            crate::support::encoding::sha256_hex(b"tower-oauth account\0alice@example.com")
         );
     }
 

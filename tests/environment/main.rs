@@ -6,6 +6,7 @@
 mod support;
 
 mod architecture;
+mod file_imports;
 mod from_env;
 mod msrv;
 mod proxy;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::endpoint::login::{Code, Login, LoginClient};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-use crate::token::identity::sha256_hex;
+use crate::support::encoding::sha256_hex;
 use crate::token::params::AccountDigest;
 
 mod account;

@@ -201,7 +201,7 @@ impl SubjectToken {
     /// a token for another audience (a projected volume) lives where the
     /// pod's spec puts it, for [`file`](Self::file).
     pub fn kubernetes() -> Self {
-        Self::file(crate::endpoint::KUBERNETES_TOKEN_FILE)
+        Self::file(crate::endpoint::client_auth::secret::KUBERNETES_TOKEN_FILE)
     }
 
     /// GitHub Actions' OIDC token for `audience`. It is asked at

@@ -8,8 +8,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
-use super::flow::Answered;
-use super::{failed, DevicePrompt, Prompt};
+use super::{failed, Answered, DevicePrompt, Prompt};
 use crate::endpoint::discovery::ServerMetadata;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};

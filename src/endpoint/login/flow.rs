@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::authorization::{check_endpoint, read_callback, Callback, Expect, Request, Secrets};
 use super::client::Registration;
 use super::listener::Listener;
-use super::{device, failed, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
+use super::{device, failed, Answered, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
 use crate::endpoint::answer::{read, retry_after, status_error};
 use crate::endpoint::discovery::ServerMetadata;
 use crate::endpoint::grant::refresh::{answered_refresh_token, Chain};
@@ -20,12 +20,6 @@ use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
-
-/// A login's token answer: the access token, and the refresh token if any.
-pub(super) struct Answered {
-    pub(super) token: AccessToken,
-    pub(super) refresh: Option<String>,
-}
 
 impl TokenRequest {
     /// A person's login, `login`, at the server this request's metadata

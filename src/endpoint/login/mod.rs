@@ -26,6 +26,13 @@ use std::time::Duration;
 
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::support::boxed::{BoxError, BoxFuture};
+use crate::token::AccessToken;
+
+/// A login's token answer: the access token, and the refresh token if any.
+pub(crate) struct Answered {
+    pub(crate) token: AccessToken,
+    pub(crate) refresh: Option<String>,
+}
 
 /// How long a login may take by default: a person reads, types and approves.
 pub(crate) const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
