@@ -410,6 +410,7 @@ mod endpoint;
 mod error;
 mod keys;
 mod layer;
+pub mod login;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod message;
@@ -424,6 +425,7 @@ pub mod store;
 mod support;
 mod telemetry;
 mod token;
+mod transport;
 
 pub use builder::OAuthLayerBuilder;
 pub use error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
@@ -435,11 +437,6 @@ pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;
 pub use token::{AccessToken, UsableToken};
-
-#[doc = include_str!("../docs/login.md")]
-pub mod login {
-    pub use crate::endpoint::{DevicePrompt, Login};
-}
 
 pub mod grant {
     //! The grants beyond client credentials, and the URNs that name them: the

@@ -328,7 +328,7 @@ impl OAuthLayerBuilder {
     ///     .build()?;
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
-    pub fn login(mut self, login: crate::endpoint::Login) -> Self {
+    pub fn login(mut self, login: crate::login::Login) -> Self {
         self.login = Some(login);
         self
     }

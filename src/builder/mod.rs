@@ -21,10 +21,10 @@ use std::time::Duration;
 use http::HeaderName;
 
 use crate::endpoint::ClientAuth;
-use crate::endpoint::Transport;
 use crate::slots::ParamsFor;
 use crate::source::TokenSource;
 use crate::store::TokenStore;
+use crate::transport::Transport;
 
 /// Configures an [`OAuthLayer`](crate::OAuthLayer).
 ///
@@ -68,7 +68,7 @@ pub struct OAuthLayerBuilder {
     /// Enterprise-managed authorization, assembled into `grant` at build.
     id_jag: Option<crate::endpoint::IdentityAssertion>,
     /// A person's login, assembled into `grant` at build.
-    login: Option<crate::endpoint::Login>,
+    login: Option<crate::login::Login>,
     /// The login's client id where the server takes a metadata document.
     client_metadata_url: Option<String>,
     params: Vec<(String, String)>,
@@ -92,7 +92,7 @@ pub struct OAuthLayerBuilder {
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
-    tls: crate::endpoint::TransportSettings,
+    tls: crate::transport::TransportSettings,
     dpop: Option<crate::dpop::DpopKey>,
     dpop_allow_bearer: bool,
     params_for: Option<ParamsFor>,

@@ -1,7 +1,7 @@
 //! The builder's settings: what carries the token request.
 
-use crate::endpoint::TowerTransport;
 use crate::support::boxed::BoxError;
+use crate::transport::TowerTransport;
 use bytes::Bytes;
 use std::sync::Arc;
 use tower_service::Service;

@@ -172,7 +172,7 @@ impl Drop for FetchTask {
     /// Finishes the flight as cut off if the task ends without an outcome (its
     /// runtime shut down, its layer was dropped), so that nobody waits for
     /// it. The cache forgets a finished flight the next time it looks
-    /// ([`Control::under_way`]). The lock is not taken here: a task can be
+    /// ([`Control::under_way`](super::control::Control::under_way)). The lock is not taken here: a task can be
     /// dropped inside `spawn`, which runs under it.
     fn drop(&mut self) {
         self.flight.finish(FetchOutcome::CutOff);

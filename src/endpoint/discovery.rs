@@ -15,11 +15,11 @@ use crate::endpoint::answer::{retry_after, status_error};
 use crate::endpoint::client_auth::ClientAuth;
 use crate::endpoint::redact::Redactor;
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
-use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
+use crate::transport::MAX_RESPONSE_BODY;
 
 /// What discovery found at an issuer, as
 /// [`OAuthLayer::server_metadata`](crate::OAuthLayer::server_metadata) gives
@@ -337,7 +337,7 @@ impl Discovery {
 /// redirect followed, the body capped as a token response's; `what` begins
 /// every message (`discovery`, `protected-resource metadata`).
 pub(crate) async fn get_json(
-    transport: &dyn crate::endpoint::Transport,
+    transport: &dyn crate::transport::Transport,
     url: &Uri,
     what: &str,
 ) -> Result<serde_json::Map<String, Value>, TokenError> {

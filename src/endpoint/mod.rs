@@ -13,8 +13,8 @@
 //!   client assertions, and secrets that change.
 //! - `grant/`: which grant a request asks with. These are client credentials,
 //!   JWT-bearer, token exchange, and the refresh token with its chain.
-//! - `login/`: a person's login, which begins a chain: in a browser, a user
-//!   agent, or on another device.
+//!   A person's login, which begins a chain, is `crate::login`, above this
+//!   folder: it wraps the token request.
 //! - `discovery`: the endpoint and client authentication, from an issuer's RFC
 //!   8414 metadata.
 //! - `resource`: the server, `resource` and scopes, from a protected resource's
@@ -26,13 +26,11 @@ mod answer;
 mod client_auth;
 mod discovery;
 mod grant;
-mod login;
 mod prepared;
 mod redact;
 mod request;
 mod resource;
 mod spec;
-mod transport;
 mod url;
 
 pub use self::client_auth::assertion::ClientAssertion;
@@ -48,10 +46,9 @@ pub use self::grant::token_exchange::{
     SubjectToken, TokenExchange, ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
     JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
-pub use self::login::{DevicePrompt, Login};
 pub use self::resource::ResourceMetadata;
 
-pub(crate) use self::answer::check_token;
+pub(crate) use self::answer::{check_token, read as read_answer, retry_after, status_error};
 pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretSource};
 pub(crate) use self::client_auth::{
     check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
@@ -59,20 +56,12 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
-    account_login_required, check_given as check_refresh_token, login_required, Chain, ChainRecord,
-    HandedCallback, TakeCode,
+    account_login_required, answered_refresh_token, check_given as check_refresh_token,
+    login_required, now_ms, Chain, ChainRecord, Code, HandedCallback, LoginClient, TakeCode,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
-pub(crate) use self::login::{
-    finish_web_login, foreign_callback, state_of, Pending, PENDING_LOGIN_TTL,
-};
-pub(crate) use self::request::TokenRequest;
+pub(crate) use self::request::{Requests, TokenRequest};
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub(crate) use self::spec::{RequestSpec, RequestTarget};
-#[cfg(feature = "reqwest")]
-pub(crate) use self::transport::{
-    reqwest_transport::ReqwestTransport, settings::TransportSettings,
-};
-pub(crate) use self::transport::{TowerTransport, Transport};
 pub(crate) use self::url::{checked_url, same_identifier};

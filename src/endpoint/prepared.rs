@@ -180,7 +180,7 @@ impl Prepared {
         &self,
         other_audience: bool,
         other_grant_audience: bool,
-        transport: &dyn crate::endpoint::transport::Transport,
+        transport: &dyn crate::transport::Transport,
     ) -> Result<(Bytes, SentProof), TokenError> {
         let mut sent = SentProof::default();
         let mut body = self
@@ -213,7 +213,7 @@ impl Prepared {
         &self,
         grant_type: Option<&str>,
         pairs: &[(&str, &str)],
-        transport: &dyn crate::endpoint::transport::Transport,
+        transport: &dyn crate::transport::Transport,
     ) -> Result<(Bytes, SentProof), TokenError> {
         let mut body = match grant_type {
             Some(grant_type) => format!("grant_type={}", form_urlencode(grant_type)),
@@ -237,7 +237,7 @@ impl Prepared {
         &self,
         base: Bytes,
         other_audience: bool,
-        transport: &dyn crate::endpoint::transport::Transport,
+        transport: &dyn crate::transport::Transport,
         sent: &mut SentProof,
     ) -> Result<Bytes, TokenError> {
         Ok(match &self.proof {

@@ -14,16 +14,16 @@ use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
 use crate::endpoint::client_auth::{check_unencoded, ClientAuth};
 use crate::endpoint::prepared::{Prepared, SentProof};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
-use crate::endpoint::transport::MAX_RESPONSE_BODY;
 use crate::error::{ConfigErrorKind, TokenError};
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
+use crate::transport::MAX_RESPONSE_BODY;
 
 /// One token request to the token endpoint, for any grant: the layer's
 /// [`RequestSpec`] sent to one [`RequestTarget`].
 pub(crate) struct TokenRequest {
-    pub(in crate::endpoint) spec: Arc<RequestSpec>,
-    pub(in crate::endpoint) target: RequestTarget,
+    pub(crate) spec: Arc<RequestSpec>,
+    pub(crate) target: RequestTarget,
     /// The parts made from the secret in use.
     prepared: Mutex<Arc<Prepared>>,
     /// What to suggest when the URL turns out not to be a token endpoint.
@@ -70,7 +70,7 @@ impl TokenRequest {
     }
 
     /// The parts made from the secret in use, made again if it changed.
-    pub(in crate::endpoint) fn prepared(&self) -> Arc<Prepared> {
+    pub(crate) fn prepared(&self) -> Arc<Prepared> {
         let got = self.client_got();
         let mut prepared = self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
         let client_id = got.as_ref().map_or(&self.spec.client_id, |c| &c.id);
@@ -91,7 +91,7 @@ impl TokenRequest {
 
     /// Without a configured client id: the client a login got at this
     /// request's server (registered, or a metadata document's URL).
-    pub(in crate::endpoint) fn client_got(&self) -> Option<crate::endpoint::login::LoginClient> {
+    pub(crate) fn client_got(&self) -> Option<crate::endpoint::grant::refresh::LoginClient> {
         if !self.spec.client_id.is_empty() {
             return None;
         }
@@ -170,7 +170,7 @@ impl TokenRequest {
 
     /// A form `POST` of `body` to `url` with the client's `Basic` header when
     /// it has one, and with `proof` a DPoP proof of the layer's key.
-    pub(in crate::endpoint) async fn post(
+    pub(crate) async fn post(
         &self,
         prepared: &Prepared,
         url: &http::Uri,
@@ -197,36 +197,49 @@ impl TokenRequest {
     }
 }
 
+/// Where a layer's token requests come from: one configured, or the one an
+/// issuer's or a protected resource's metadata makes (read when first
+/// needed, and again when it moved).
+#[derive(Clone, Debug)]
+pub(crate) enum Requests {
+    Direct(Arc<TokenRequest>),
+    Discovered(Arc<crate::endpoint::Discovery>),
+    Resource(Arc<crate::endpoint::ResourceSource>),
+}
+
+impl Requests {
+    /// The token request as it stands now, its metadata read if need be.
+    pub(crate) async fn token_request(&self) -> Result<Arc<TokenRequest>, TokenError> {
+        match self {
+            Requests::Direct(request) => Ok(Arc::clone(request)),
+            Requests::Discovered(discovery) => discovery.token_request().await,
+            Requests::Resource(source) => source.token_request().await,
+        }
+    }
+
+    /// One token request of the grant, with what each way does when it
+    /// fails (the metadata read again).
+    pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        match self {
+            Requests::Direct(request) => request.fetch(),
+            Requests::Discovered(discovery) => discovery.fetch(),
+            Requests::Resource(source) => source.fetch(),
+        }
+    }
+}
+
 impl TokenRequest {
     /// One token request, and its answer read (the
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).
     pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
         Box::pin(async move {
-            // A chain without a refresh token, and a login to begin one.
             // A refresh token goes only to the server its login was made at.
+            // (A person's login there is the login's own token source's.)
             if let Some(chain) = self.spec.grant.chain() {
-                // A web login's callback came: its code is exchanged. An
-                // account signs out: its refresh token is revoked.
-                if let Some(code) = chain.take_code() {
-                    return self.exchange_code(chain, code).await;
-                }
-                if chain.take_sign_out() {
-                    return Err(self.sign_out(chain).await);
-                }
-                let elsewhere = chain.issued_elsewhere(self.target.issuer.as_deref());
-                // A scope the login did not ask for (a step-up) needs a new
-                // login with it.
-                let narrow = !chain.covers(self.target.scope());
-                match chain.login() {
-                    Some(login) if elsewhere || narrow || chain.needs_login() => {
-                        return self.log_in(chain, login).await
-                    }
-                    None if elsewhere => {
-                        return Err(crate::endpoint::login_required(Some(
-                            "the refresh token was issued by another authorization server",
-                        )))
-                    }
-                    _ => {}
+                if !chain.logs_in() && chain.issued_elsewhere(self.target.issuer.as_deref()) {
+                    return Err(crate::endpoint::login_required(Some(
+                        "the refresh token was issued by another authorization server",
+                    )));
                 }
             }
             let mut retried = Retried::default();
@@ -499,7 +512,7 @@ impl TokenRequest {
     }
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.
-    pub(in crate::endpoint) fn asks_for_nonce(&self, error: &TokenError) -> bool {
+    pub(crate) fn asks_for_nonce(&self, error: &TokenError) -> bool {
         self.spec.dpop.is_some() && crate::dpop::asks_for_nonce(error)
     }
 }

@@ -11,7 +11,7 @@ use http::Uri;
 use crate::endpoint::client_auth::secret::ClientSecret;
 use crate::endpoint::client_auth::{AssertionSettings, ClientAuth};
 use crate::endpoint::grant::Grant;
-use crate::endpoint::transport::Transport;
+use crate::transport::Transport;
 
 /// What a layer's token requests are made of. A new setting of the token
 /// request is a field here, read where it is used.
@@ -53,7 +53,7 @@ impl RequestSpec {
         self.grant
             .chain()
             .map(|chain| &**chain)
-            .filter(|chain| chain.login().is_some())
+            .filter(|chain| chain.logs_in())
     }
 }
 

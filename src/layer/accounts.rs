@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::OAuthLayer;
-use crate::endpoint::{
-    finish_web_login as finish, foreign_callback as foreign, state_of, HandedCallback, Pending,
-    TakeCode, PENDING_LOGIN_TTL,
-};
+use crate::endpoint::{HandedCallback, TakeCode};
 use crate::error::{TokenError, TokenErrorKind};
+use crate::login::{
+    finish_web_login as finish, foreign_callback as foreign, state_of, Pending, PENDING_LOGIN_TTL,
+};
 use crate::slots::factory::SlotFactory;
 use crate::token::params::{account_digest, TokenParams};
 
@@ -214,7 +214,7 @@ impl OAuthLayer {
     /// the store, and the account's next token request signs it out; try
     /// again); a [`Transport`](TokenErrorKind::Transport) error when the
     /// chain is ended but the store could not delete the tokens, or did not
-    /// hear within 3 s from every replica that they dropped theirs (they drop
+    /// hear within 8 s from every replica that they dropped theirs (they drop
     /// them when they hear). A revocation the server refused is logged, not
     /// returned: the refresh token is forgotten all the same.
     pub async fn sign_out(&self, account: impl AsRef<str>) -> Result<(), TokenError> {

@@ -341,7 +341,7 @@ impl OAuthLayer {
     /// [`Configuration`](crate::TokenErrorKind::Configuration) when the layer
     /// was built without [`login`](OAuthLayerBuilder::login).
     pub async fn login(&self) -> Result<AccessToken, TokenError> {
-        let Some(chain) = self.shared.slots.chain().filter(|c| c.login().is_some()) else {
+        let Some(chain) = self.shared.slots.chain().filter(|c| c.logs_in()) else {
             return Err(
                 TokenError::new(crate::error::TokenErrorKind::Configuration).with_message(
                     "OAuthLayer::login: this layer was built without a login \

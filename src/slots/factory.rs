@@ -8,10 +8,11 @@ use http::Uri;
 use crate::cache::{Challenges, Placement, StepUp, SupplyForScope, TokenCache, TokenSupply};
 use crate::endpoint::Chain;
 use crate::endpoint::{
-    ClientAuth, Discovery, RequestSpec, RequestTarget, Resource, ResourceSource, SharedMetadata,
-    TokenRequest,
+    ClientAuth, Discovery, RequestSpec, RequestTarget, Requests, Resource, ResourceSource,
+    SharedMetadata, TokenRequest,
 };
 use crate::error::{TokenError, TokenErrorKind};
+use crate::login::Person;
 use crate::policy::Policy;
 use crate::slots::routes::Routes;
 use crate::slots::{ParamsFor, Slots};
@@ -46,6 +47,8 @@ pub(crate) struct Endpoint {
     /// The protected resource, and the default token's source, when the
     /// layer was configured with one.
     pub(crate) resource: Option<(Arc<Resource>, Arc<ResourceSource>)>,
+    /// Where the token requests come from; none without an endpoint.
+    pub(crate) requests: Option<Requests>,
 }
 
 /// Everything checked by the builder that a token cache is made from.
@@ -73,6 +76,8 @@ pub(crate) struct SlotFactory {
     /// The protected resources whose requests get their own slots
     /// (`protected_resources`), each with its own metadata.
     pub(crate) resources: Vec<Arc<Resource>>,
+    /// How a person logs in, when the layer acts for one.
+    pub(crate) login: Option<Arc<crate::login::Login>>,
     /// An account's factory: the caches it made, so that a login or a
     /// sign-out reaches each (a layer bound to the account holds one).
     pub(crate) made: std::sync::Mutex<Vec<std::sync::Weak<TokenCache>>>,
@@ -178,6 +183,7 @@ impl SlotFactory {
             placement: self.placement.clone(),
             step_up_scopes: self.step_up_scopes.clone(),
             resources: self.resources.clone(),
+            login: None,
             made: Default::default(),
         })
     }
@@ -246,7 +252,22 @@ impl SlotFactory {
         Ok(self.make(params.pairs()).0)
     }
 
+    /// The token source for `params`, and where its requests go. A person's
+    /// chain (a login's, an account's) has the login's own requests come
+    /// first ([`Person`]).
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
+        let (source, endpoint) = self.endpoint_source(params);
+        if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), &endpoint.requests) {
+            if chain.logs_in() || chain.account().is_some() {
+                let person = Person::new(requests.clone(), Arc::clone(chain), self.login.clone());
+                return (Arc::new(person), endpoint);
+            }
+        }
+        (source, endpoint)
+    }
+
+    /// The endpoint's own token source for `params`, and where it goes.
+    fn endpoint_source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
         let client_id = self.spec.client_id.clone();
         // A slot of one of the protected resources: that resource's own
         // metadata and server.
@@ -265,6 +286,7 @@ impl SlotFactory {
                 client_id,
                 discovery: None,
                 resource: Some((Arc::clone(resource), Arc::clone(&source))),
+                requests: Some(Requests::Resource(Arc::clone(&source))),
             };
             return (source, endpoint);
         }
@@ -282,6 +304,7 @@ impl SlotFactory {
                     client_id,
                     discovery: Some(Arc::clone(&discovery)),
                     resource: None,
+                    requests: Some(Requests::Discovered(Arc::clone(&discovery))),
                 };
                 (discovery, endpoint)
             }
@@ -294,6 +317,7 @@ impl SlotFactory {
                     client_id,
                     discovery: None,
                     resource: Some((resource, Arc::clone(&source))),
+                    requests: Some(Requests::Resource(Arc::clone(&source))),
                 };
                 (source, endpoint)
             }
@@ -303,6 +327,7 @@ impl SlotFactory {
                     client_id,
                     discovery: None,
                     resource: None,
+                    requests: None,
                 };
                 let names: Vec<&str> = self.resources.iter().map(|r| r.url()).collect();
                 (Arc::new(NoDefaultToken(names.join(", "))), endpoint)
@@ -320,13 +345,15 @@ impl SlotFactory {
                 if self.from_auth_url {
                     source = source.built_from_auth_url();
                 }
+                let source = Arc::new(source);
                 let endpoint = Endpoint {
                     url: Some(url.clone()),
                     client_id,
                     discovery: None,
                     resource: None,
+                    requests: Some(Requests::Direct(Arc::clone(&source))),
                 };
-                (Arc::new(source), endpoint)
+                (source, endpoint)
             }
         }
     }

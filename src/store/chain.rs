@@ -108,7 +108,7 @@ where
                 _ => error.to_string(),
             };
             chain.refused(&sent, &why);
-            if chain.login().is_some() && !logged_in {
+            if chain.logs_in() && !logged_in {
                 tracing::warn!(
                     error = %error,
                     "the token endpoint refused the refresh token: the login has ended, and a \

@@ -531,9 +531,12 @@ mod file_store {
                 .to_owned();
             let parts: Vec<u64> = line.split(' ').map(|n| n.parse().unwrap()).collect();
             assert_eq!(parts[1], 0, "a process had refused requests");
+            // Every process asked (how many times is the machine's speed,
+            // not the promise).
+            assert!(parts[0] > 0, "a process made no request");
             total += parts[0];
         }
-        assert!(total > 300, "{total} requests");
+        println!("{total} requests from three processes");
         assert_eq!(server.reuses(), 0);
         assert!(!server.is_revoked(&initial));
         // About one refresh per renewal (half a lifetime) for the three.

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use crate::endpoint::{
     Asking, ForRequest, Grant, IdentityAssertion, Idp, JwtBearer, SubjectToken, TokenExchange,
-    Transport, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
+    ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE,
 };
 use crate::error::ConfigError;
 use crate::layer::OAuthLayer;
 use crate::token::params::TokenParams;
+use crate::transport::Transport;
 
 use super::super::OAuthLayerBuilder;
 

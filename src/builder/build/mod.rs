@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::ClientAuth;
-use crate::endpoint::Transport;
 use crate::endpoint::{check_param, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::{ClientSecret, RotatingSecret};
 use crate::endpoint::{Grant, RequestSpec};
@@ -19,6 +18,7 @@ use crate::slots::Slots;
 use crate::source::TokenSource;
 use crate::store::StoreUse;
 use crate::token::identity::{IdentityBase, Origin, Parts};
+use crate::transport::Transport;
 
 use super::OAuthLayerBuilder;
 
@@ -49,7 +49,8 @@ impl OAuthLayerBuilder {
         if let Some(source) = self.source.take() {
             return self.build_on_source(source, policy, placement);
         }
-        let login_timeout = self.login_grant()?;
+        let login = self.login_grant()?;
+        let login_timeout = login.as_ref().map(|login| login.timeout);
         let other_grant = self.checked_grant()?;
         let resources = self.checked_resources()?;
         let only_resources =
@@ -175,6 +176,7 @@ impl OAuthLayerBuilder {
             placement,
             step_up_scopes: self.checked_step_up_scopes()?,
             resources,
+            login,
             made: Default::default(),
         };
         let max_accounts = self
@@ -188,9 +190,9 @@ impl OAuthLayerBuilder {
         Ok(OAuthLayer::new(cache, slots, Some(endpoint)))
     }
 
-    /// The login, folded into the grant: a chain that it begins, or the
-    /// refresh token's chain that it begins again. Its timeout.
-    fn login_grant(&mut self) -> Result<Option<std::time::Duration>, ConfigError> {
+    /// The login, checked and folded into the grant: a chain that it begins,
+    /// or the refresh token's chain that it begins again.
+    fn login_grant(&mut self) -> Result<Option<Arc<crate::login::Login>>, ConfigError> {
         let metadata_url = self.client_metadata_url.take();
         let Some(mut login) = self.login.take() else {
             return match metadata_url {
@@ -211,12 +213,12 @@ impl OAuthLayerBuilder {
             }
             login.client_metadata_url = Some(url);
         }
-        let timeout = login.timeout;
+        login.check()?;
         self.grant = match &self.grant {
             Grant::ClientCredentials if self.id_jag.is_none() => {
-                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login(login)))
+                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login()))
             }
-            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login(login))),
+            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login())),
             _ => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
@@ -226,7 +228,7 @@ impl OAuthLayerBuilder {
                 ))
             }
         };
-        Ok(Some(timeout))
+        Ok(Some(Arc::new(login)))
     }
 
     /// How many token slots are kept: at least 1.
@@ -526,7 +528,7 @@ impl OAuthLayerBuilder {
         &self,
         fetch_timeout: Duration,
     ) -> Result<Arc<dyn Transport>, ConfigError> {
-        Ok(Arc::new(crate::endpoint::ReqwestTransport::new(
+        Ok(Arc::new(crate::transport::ReqwestTransport::new(
             fetch_timeout,
             &self.tls,
         )?))

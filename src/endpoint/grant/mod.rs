@@ -15,9 +15,9 @@ use self::token_exchange::{Asking, TokenExchange, TOKEN_EXCHANGE_GRANT_TYPE};
 use crate::endpoint::client_auth::secret::AssertionFile;
 use crate::endpoint::client_auth::AssertionSettings;
 use crate::endpoint::grant::jwt_bearer::{JwtBearer, Source, JWT_BEARER_GRANT_TYPE};
-use crate::endpoint::transport::Transport;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::support::encoding::form_urlencode;
+use crate::transport::Transport;
 
 /// The grant of a layer's token requests.
 #[derive(Clone, Debug, Default)]

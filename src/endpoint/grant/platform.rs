@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 
-use crate::endpoint::transport::{Transport, MAX_RESPONSE_BODY};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::support::encoding::form_urlencode;
+use crate::transport::{Transport, MAX_RESPONSE_BODY};
 
 /// How long before its `exp` a platform token is asked for again.
 const RENEW_BEFORE: Duration = Duration::from_secs(60);

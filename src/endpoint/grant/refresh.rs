@@ -15,15 +15,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::endpoint::login::{Code, Login, LoginClient};
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::support::encoding::sha256_hex;
 use crate::token::params::AccountDigest;
 
 mod account;
+mod kept;
 mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
+pub(crate) use self::kept::{Code, LoginClient};
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -92,7 +93,7 @@ impl RefreshToken {
                 state: Mutex::new(State::begin(&initial, 0)),
                 turn: tokio::sync::Mutex::new(()),
                 on_rotation: None,
-                login: None,
+                logs_in: false,
                 account: None,
                 code: Mutex::new(None),
                 callbacks: Mutex::new(Vec::new()),
@@ -143,8 +144,9 @@ pub(crate) struct Chain {
     /// time.
     turn: tokio::sync::Mutex<()>,
     on_rotation: Option<OnRotation>,
-    /// How a person logs in when the chain has no refresh token.
-    login: Option<Arc<Login>>,
+    /// A person logs in when the chain has no refresh token (the layer's
+    /// `Login`, which the login's token source holds).
+    logs_in: bool,
     /// The account whose chain this is, when the layer serves many people.
     account: Option<AccountDigest>,
     /// A web login's code, from its callback, for the next token request
@@ -251,7 +253,7 @@ impl Chain {
             state: Mutex::new(self.state().clone()),
             turn: tokio::sync::Mutex::new(()),
             on_rotation: self.on_rotation.clone(),
-            login: self.login.clone(),
+            logs_in: self.logs_in,
             account: self.account.clone(),
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
@@ -262,9 +264,9 @@ impl Chain {
 
     /// A chain that a person's login begins: no refresh token until then.
     /// Every process configured with the same login shares it.
-    pub(crate) fn for_login(login: Login) -> Chain {
+    pub(crate) fn for_login() -> Chain {
         Chain {
-            login: Some(Arc::new(login)),
+            logs_in: true,
             ..Chain::empty("login")
         }
     }
@@ -277,7 +279,7 @@ impl Chain {
             state: Mutex::new(State::begin("", 0)),
             turn: tokio::sync::Mutex::new(()),
             on_rotation: None,
-            login: None,
+            logs_in: false,
             account: None,
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
@@ -296,18 +298,18 @@ impl Chain {
         }
     }
 
-    /// This chain, which logs in with `login` when it has no refresh token
-    /// or its refresh token was refused.
-    pub(crate) fn with_login(&self, login: Login) -> Chain {
+    /// This chain, which logs a person in when it has no refresh token or
+    /// its refresh token was refused.
+    pub(crate) fn with_login(&self) -> Chain {
         Chain {
-            login: Some(Arc::new(login)),
+            logs_in: true,
             ..self.copy()
         }
     }
 
-    /// How a person logs in, if the layer has a login.
-    pub(crate) fn login(&self) -> Option<&Login> {
-        self.login.as_deref()
+    /// Whether a person logs in when the chain has no refresh token.
+    pub(crate) fn logs_in(&self) -> bool {
+        self.logs_in
     }
 
     /// Whether the next token request is a login: there is a login, and no
@@ -317,7 +319,7 @@ impl Chain {
             return true;
         }
         let state = self.state();
-        self.login.is_some() && (state.current.is_empty() || state.dead.is_some())
+        self.logs_in && (state.current.is_empty() || state.dead.is_some())
     }
 
     /// A login at `issuer` ended with `refresh_token` (none: the server gave
@@ -373,13 +375,10 @@ impl Chain {
         &self.initial
     }
 
-    /// Checks the configured refresh token, and the login's settings.
+    /// Checks the configured refresh token (none for a login's chain).
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        if let Some(login) = &self.login {
-            login.check()?;
-            if self.initial.is_empty() {
-                return Ok(());
-            }
+        if self.logs_in && self.initial.is_empty() {
+            return Ok(());
         }
         check_given(&self.initial, "given to RefreshToken::new")
     }

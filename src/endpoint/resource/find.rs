@@ -119,7 +119,7 @@ impl Resource {
             );
             self.spec
                 .transport
-                .send(request, crate::endpoint::transport::MAX_RESPONSE_BODY)
+                .send(request, crate::transport::MAX_RESPONSE_BODY)
         };
         let mut response = ask(http::Method::GET).await.ok()?;
         let status = response.status();

@@ -27,16 +27,22 @@ use crate::support::random::random_hex;
 const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
 /// How often a watching replica says it still watches.
-const HEARTBEAT: Duration = Duration::from_millis(500);
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How long a replica stays in the list after its last heartbeat: a
-/// replica gone (or cut off from Redis) leaves it by then.
-const WATCH_TTL: Duration = Duration::from_secs(2);
+/// replica gone (or cut off from Redis) leaves it by then. Six beats: a
+/// replica that is slow for a while (a busy machine) stays listed, so a
+/// sign-out waits for its word.
+const WATCH_TTL: Duration = Duration::from_secs(6);
 
 /// The longest a sign-out waits for the watching replicas' word; past
 /// [`WATCH_TTL`], so that a replica that went away meanwhile has left the
 /// list by then.
-const ACK_WAIT: Duration = Duration::from_secs(3);
+const ACK_WAIT: Duration = Duration::from_secs(8);
+
+/// The least time the watch's own operations (its heartbeat, its answers)
+/// are given, whatever the store's timeout: they hold up no request.
+const WATCH_OP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often a sign-out looks whether every replica answered.
 const ACK_POLL: Duration = Duration::from_millis(5);
@@ -204,8 +210,9 @@ impl RedisStore {
         let names = self.names();
         let handle = runtime.spawn(async move {
             loop {
-                if let Some(pubsub) = deployment.subscribe(&names.channel, names.timeout).await {
-                    if let Ok(con) = deployment.connect(names.timeout).await {
+                let patience = names.timeout.max(WATCH_OP_TIMEOUT);
+                if let Some(pubsub) = deployment.subscribe(&names.channel, patience).await {
+                    if let Ok(con) = deployment.connect(patience).await {
                         hear(pubsub, con, &watchers, &names).await;
                     }
                 }
@@ -218,8 +225,9 @@ impl RedisStore {
 
 /// Hears the accounts' news on `pubsub` until the subscription ends: each
 /// event passed to the watchers still there, each sign-out answered on
-/// `con`, the heartbeat kept. It begins with a heartbeat and a
-/// [`AccountEvent::Resync`]: news published before it may have been missed.
+/// `con`, the heartbeat kept. It begins with an [`AccountEvent::Resync`]
+/// (news published before it may have been missed) and a heartbeat, tried
+/// again at each beat until it lands.
 async fn hear(
     mut pubsub: redis::aio::PubSub,
     mut con: Connection,
@@ -235,14 +243,15 @@ async fn hear(
         let mut invocation = heartbeat.key(&names.watchers_key);
         invocation.arg(&names.id).arg(ttl);
         let beat = invocation.invoke_async::<i64>(con);
-        tokio::time::timeout(names.timeout, beat)
+        let landed = tokio::time::timeout(names.timeout.max(WATCH_OP_TIMEOUT), beat)
             .await
-            .is_ok_and(|r| r.is_ok())
+            .is_ok_and(|r| r.is_ok());
+        if !landed {
+            tracing::debug!("the accounts' watch could not say it still watches; trying again");
+        }
     };
-    if !beat(&mut con).await {
-        return;
-    }
     tell(watchers, AccountEvent::Resync);
+    beat(&mut con).await;
     let mut next_beat = Instant::now() + HEARTBEAT;
     let mut messages = std::pin::pin!(pubsub.on_message());
     loop {
@@ -265,9 +274,10 @@ async fn hear(
             Some(Heard::SignedOut(account, answers)) => {
                 tell(watchers, AccountEvent::SignedOut(account));
                 let mut invocation = answer.key(answers);
-                invocation.arg(&names.id).arg(ttl.saturating_mul(30));
+                invocation.arg(&names.id).arg(ttl.saturating_mul(10));
                 let answered = invocation.invoke_async::<i64>(&mut con);
-                let _ = tokio::time::timeout(names.timeout, answered).await;
+                let patience = names.timeout.max(WATCH_OP_TIMEOUT);
+                let _ = tokio::time::timeout(patience, answered).await;
             }
             Some(Heard::LoggedIn(account, origin)) if origin != names.id => {
                 tell(watchers, AccountEvent::LoggedIn(account));

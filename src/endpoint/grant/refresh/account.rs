@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::Chain;
-use crate::endpoint::login::Code;
-use crate::error::TokenError;
+use super::Code;
+use crate::error::{TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::params::AccountDigest;
 
@@ -111,7 +111,7 @@ impl Chain {
     /// store's chain first, and takes no token a store shares).
     pub(crate) fn begin_sign_out(&self) {
         self.take_code();
-        self.drop_callbacks(&crate::endpoint::login::failed(
+        self.drop_callbacks(&TokenError::new(TokenErrorKind::LoginFailed).with_message(
             "the account signed out before the login's callback was taken; begin it again",
         ));
         self.signing_out.store(true, Ordering::SeqCst);

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use super::LoginClient;
 use super::{check_value, Chain, ChainRecord, State};
-use crate::endpoint::login::LoginClient;
 
 impl Chain {
     /// The chain as a store keeps it.

@@ -1,4 +1,5 @@
-//! How the token request travels.
+//! How a token request travels: reqwest, or any Tower service (it knows
+//! nothing of the token request itself).
 //!
 //! The built-in transport is reqwest (feature `reqwest`, on by default), set
 //! up so that it never follows a redirect: a redirect must not carry the
@@ -7,6 +8,8 @@
 
 #[cfg(feature = "reqwest")]
 pub(crate) mod settings;
+#[cfg(feature = "reqwest")]
+pub(crate) use self::{reqwest_transport::ReqwestTransport, settings::TransportSettings};
 
 use std::future::poll_fn;
 use std::marker::PhantomData;
@@ -126,7 +129,7 @@ pub(crate) mod reqwest_transport {
     impl ReqwestTransport {
         pub(crate) fn new(
             connect_timeout: Duration,
-            tls: &crate::endpoint::TransportSettings,
+            tls: &crate::transport::TransportSettings,
         ) -> Result<Self, ConfigError> {
             let builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())

@@ -1,24 +1,32 @@
-//! [`Login`]: how a person logs in, so that a refresh-token chain can begin.
-//!
-//! A login is the authorization code grant with PKCE, in the system browser
-//! or a user agent of the caller's (RFC 6749 section 4.1, RFC 7636, RFC
-//! 8252), or the device authorization grant (RFC 8628). It runs inside a
-//! token fetch, when the layer's chain has no refresh token, so with the
-//! fetch's single flight and the store's lock.
-//!
-//! - `authorization`: the authorization request and the callback's checks;
-//! - `client`: which client the login is: given, a metadata document's URL,
-//!   or registered;
-//! - `listener`: the loopback listener the browser comes back to;
-//! - `device`: the device authorization grant;
-//! - `flow`: a login from the server's metadata to its token.
+//! A person's login ([`Login`], [`DevicePrompt`]), which begins a chain of
+//! refresh tokens, and a web app's login for many people.
+#![doc = ""]
+#![doc = include_str!("../../docs/login.md")]
+
+// Inside: a login is the authorization code grant with PKCE, in the system
+// browser or a user agent of the caller's (RFC 6749 section 4.1, RFC 7636,
+// RFC 8252), or the device authorization grant (RFC 8628). It runs inside a
+// token fetch, when the layer's chain has no refresh token, so with the
+// fetch's single flight and the store's lock: `person` is the token source
+// of such a chain, around the layer's token requests.
+//
+// - `authorization`: the authorization request and the callback's checks;
+// - `client`: which client the login is: given, a metadata document's URL,
+//   or registered;
+// - `listener`: the loopback listener the browser comes back to;
+// - `device`: the device authorization grant;
+// - `flow`: a login from the server's metadata to its token;
+// - `web`: a web app's login for an account, and its sign-out's revocation.
 
 mod authorization;
 mod client;
 mod device;
 mod flow;
 mod listener;
+mod person;
 mod web;
+
+pub(crate) use self::person::Person;
 
 use std::fmt;
 use std::sync::Arc;
@@ -279,8 +287,6 @@ pub(crate) fn failed(message: impl Into<String>) -> TokenError {
     TokenError::new(TokenErrorKind::LoginFailed).with_message(message)
 }
 
-pub(crate) use self::client::LoginClient;
 pub(crate) use self::web::{
-    finish as finish_web_login, foreign as foreign_callback, state_of, Code, Pending,
-    PENDING_LOGIN_TTL,
+    finish as finish_web_login, foreign as foreign_callback, state_of, Pending, PENDING_LOGIN_TTL,
 };

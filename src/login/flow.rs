@@ -13,13 +13,13 @@ use super::authorization::{check_endpoint, read_callback, Callback, Expect, Requ
 use super::client::Registration;
 use super::listener::Listener;
 use super::{device, failed, Answered, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
-use crate::endpoint::answer::{read, retry_after, status_error};
-use crate::endpoint::discovery::ServerMetadata;
-use crate::endpoint::grant::refresh::{answered_refresh_token, Chain};
-use crate::endpoint::transport::MAX_RESPONSE_BODY;
+use crate::endpoint::ServerMetadata;
 use crate::endpoint::TokenRequest;
+use crate::endpoint::{answered_refresh_token, Chain};
+use crate::endpoint::{read_answer as read, retry_after, status_error};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
+use crate::transport::MAX_RESPONSE_BODY;
 
 impl TokenRequest {
     /// A person's login, `login`, at the server this request's metadata

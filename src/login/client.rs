@@ -3,48 +3,18 @@
 //! client registered at the server's `registration_endpoint` (RFC 7591),
 //! kept with the chain so that no other process registers again.
 
-use std::fmt;
-
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Method};
 use serde_json::{json, Value};
 
 use super::failed;
-use crate::endpoint::discovery::ServerMetadata;
-use crate::endpoint::grant::refresh::Chain;
-use crate::endpoint::transport::MAX_RESPONSE_BODY;
+use crate::endpoint::Chain;
+use crate::endpoint::LoginClient;
+use crate::endpoint::ServerMetadata;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError};
-
-/// The client a login got at a server: registered there (RFC 7591), or a
-/// client metadata document's URL it takes.
-#[derive(Clone, PartialEq)]
-pub(crate) struct LoginClient {
-    pub(crate) id: String,
-    /// The issuer it is good at.
-    pub(crate) issuer: String,
-    /// A registration's secret, and the method it goes by
-    /// (`client_secret_basic` or `client_secret_post`); none for a public
-    /// client.
-    pub(crate) secret: Option<(String, String)>,
-}
-
-impl fmt::Debug for LoginClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LoginClient")
-            .field("id", &self.id)
-            .field("issuer", &self.issuer)
-            .field(
-                "secret",
-                &self
-                    .secret
-                    .as_ref()
-                    .map(|(_, m)| format!("[redacted], {m}")),
-            )
-            .finish()
-    }
-}
+use crate::transport::MAX_RESPONSE_BODY;
 
 /// The longest client id taken from a registration.
 const MAX_CLIENT_ID: usize = 1024;

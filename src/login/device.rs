@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
 use super::{failed, Answered, DevicePrompt, Prompt};
-use crate::endpoint::discovery::ServerMetadata;
+use crate::endpoint::ServerMetadata;
 use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 

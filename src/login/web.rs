@@ -3,7 +3,6 @@
 //! and its code exchanged by the account's next token request; the refresh
 //! token revoked at sign-out (RFC 7009).
 
-use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -13,33 +12,14 @@ use super::authorization::{
 };
 use super::failed;
 use super::flow::check_pkce;
-use crate::endpoint::grant::refresh::{now_ms, Chain};
 use crate::endpoint::TokenRequest;
+use crate::endpoint::{now_ms, Chain, Code};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::params::AccountDigest;
 use crate::token::AccessToken;
 
 /// How long a begun login waits for its callback.
 pub(crate) const PENDING_LOGIN_TTL: Duration = Duration::from_secs(10 * 60);
-
-/// A callback's code, with what its exchange must send: handed to the
-/// account's chain, taken by its next token request.
-pub(crate) struct Code {
-    code: String,
-    verifier: String,
-    redirect_uri: String,
-    issuer: String,
-    scope: String,
-}
-
-impl fmt::Debug for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Code")
-            .field("code", &"[redacted]")
-            .field("issuer", &self.issuer)
-            .finish_non_exhaustive()
-    }
-}
 
 /// A login begun and not finished, as the layer's store keeps it (sealed)
 /// under its `state`: whose it is, and what its callback and exchange need.
@@ -222,7 +202,7 @@ impl TokenRequest {
                 ),
             }
         }
-        crate::endpoint::grant::refresh::account_login_required(&account, "signed out")
+        crate::endpoint::account_login_required(&account, "signed out")
     }
 
     /// Revokes `refresh_token` at the server's `revocation_endpoint` (RFC

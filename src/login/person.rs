@@ -1,0 +1,63 @@
+//! [`Person`]: the token source of a chain a person's login begins. Before
+//! the grant's token request, it makes the login's own: a web login's code
+//! exchanged, a sign-out's revocation, or a login when the chain has no
+//! refresh token (or one for another server, or too narrow a scope).
+
+use std::sync::Arc;
+
+use super::Login;
+use crate::endpoint::{Chain, Requests};
+use crate::error::TokenError;
+use crate::source::TokenSource;
+use crate::support::boxed::BoxFuture;
+use crate::token::AccessToken;
+
+/// A person's chain around the layer's token requests.
+pub(crate) struct Person {
+    requests: Requests,
+    chain: Arc<Chain>,
+    /// How the person logs in; none for an account, whose web login the
+    /// app's routes run.
+    login: Option<Arc<Login>>,
+}
+
+impl Person {
+    pub(crate) fn new(requests: Requests, chain: Arc<Chain>, login: Option<Arc<Login>>) -> Self {
+        Person {
+            requests,
+            chain,
+            login,
+        }
+    }
+
+    /// The login's own request when the chain needs one, else the grant's.
+    pub(crate) async fn fetch(&self) -> Result<AccessToken, TokenError> {
+        let chain = &self.chain;
+        let request = self.requests.token_request().await?;
+        // A web login's callback came: its code is exchanged. An account
+        // signs out: its refresh token is revoked.
+        if let Some(code) = chain.take_code() {
+            return request.exchange_code(chain, code).await;
+        }
+        if chain.take_sign_out() {
+            return Err(request.sign_out(chain).await);
+        }
+        if let Some(login) = &self.login {
+            // A refresh token goes only to the server its login was made
+            // at; a scope the login did not ask for (a step-up) needs a new
+            // login with it.
+            let elsewhere = chain.issued_elsewhere(request.target.issuer.as_deref());
+            let narrow = !chain.covers(request.target.scope());
+            if elsewhere || narrow || chain.needs_login() {
+                return request.log_in(chain, login).await;
+            }
+        }
+        self.requests.fetch().await
+    }
+}
+
+impl TokenSource for Person {
+    fn fetch_token(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
+        Box::pin(self.fetch())
+    }
+}
