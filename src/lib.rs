@@ -404,16 +404,19 @@
 
 mod builder;
 mod cache;
+pub mod client_auth;
 pub mod docs;
 pub mod dpop;
 mod endpoint;
 mod error;
+pub mod grant;
 mod keys;
 mod layer;
 pub mod login;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod message;
+pub mod metadata;
 #[cfg(feature = "reqwest-middleware")]
 pub mod middleware;
 mod policy;
@@ -437,75 +440,6 @@ pub use support::boxed::{BoxError, BoxFuture};
 pub use telemetry::stats::Stats;
 pub use token::params::TokenParams;
 pub use token::{AccessToken, UsableToken};
-
-pub mod grant {
-    //! The grants beyond client credentials, and the URNs that name them: the
-    //! JWT-bearer grant ([`JwtBearer`], RFC 7523), token exchange
-    //! ([`TokenExchange`], RFC 8693) with the tokens it trades
-    //! ([`SubjectToken`]), refresh tokens that rotate ([`RefreshToken`]), and
-    //! enterprise-managed authorization ([`IdentityAssertion`]).
-    //!
-    //! Give one with [`OAuthLayerBuilder::jwt_bearer`](crate::OAuthLayerBuilder::jwt_bearer),
-    //! [`token_exchange`](crate::OAuthLayerBuilder::token_exchange),
-    //! [`refresh_token`](crate::OAuthLayerBuilder::refresh_token) or
-    //! [`identity_assertion`](crate::OAuthLayerBuilder::identity_assertion). The guides:
-    //! [`docs::credentials`](crate::docs::credentials) and
-    //! [`docs::refresh_tokens`](crate::docs::refresh_tokens).
-
-    pub use crate::endpoint::{
-        IdentityAssertion, JwtBearer, RefreshToken, SubjectToken, TokenExchange,
-    };
-
-    pub mod grant_type {
-        //! The `grant_type` URNs of the grants beyond client credentials, in
-        //! the style of `http::header`.
-
-        pub use crate::endpoint::{
-            JWT_BEARER_GRANT_TYPE as JWT_BEARER, TOKEN_EXCHANGE_GRANT_TYPE as TOKEN_EXCHANGE,
-        };
-    }
-
-    pub mod token_type {
-        //! The token type URNs of token exchange (RFC 8693 section 3), for a
-        //! [`SubjectToken`](super::SubjectToken)'s type and the token asked for.
-
-        pub use crate::endpoint::{
-            ACCESS_TOKEN_TYPE as ACCESS_TOKEN, ID_JAG_TOKEN_TYPE as ID_JAG,
-            ID_TOKEN_TYPE as ID_TOKEN, JWT_TOKEN_TYPE as JWT,
-        };
-    }
-}
-
-pub mod client_auth {
-    //! How the client proves itself at the token endpoint ([`ClientAuth`]), and
-    //! the key material it signs with: client assertions ([`ClientAssertion`]),
-    //! keys ([`SigningKey`], [`Algorithm`]) and signers of your own, such as a
-    //! KMS ([`JwsSigner`]). The guide:
-    //! [`docs::credentials`](crate::docs::credentials).
-
-    pub use crate::endpoint::{ClientAssertion, ClientAuth};
-    pub use crate::keys::{Algorithm, JwsSigner, SigningKey};
-
-    pub use crate::endpoint::CLIENT_AUTHENTICATION_JWT_TYPE as CLIENT_ASSERTION_TYP;
-
-    pub mod assertion_type {
-        //! The `client_assertion_type` URNs (RFC 7521), in the style of
-        //! `http::header`.
-
-        pub use crate::endpoint::JWT_BEARER_ASSERTION_TYPE as JWT_BEARER;
-    }
-}
-
-pub mod metadata {
-    //! What servers say about themselves: an authorization server's metadata
-    //! ([`ServerMetadata`], RFC 8414), a protected resource's
-    //! ([`ResourceMetadata`], RFC 9728), and an API's `WWW-Authenticate`
-    //! challenge ([`Challenge`]). The guide:
-    //! [`docs::resources`](crate::docs::resources).
-
-    pub use crate::endpoint::{ResourceMetadata, ServerMetadata};
-    pub use crate::message::challenge::Challenge;
-}
 
 /// The README's examples, compiled as doctests so that they cannot rot.
 #[cfg(doctest)]

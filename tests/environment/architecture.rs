@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 /// layer and its builder, which know each other.
 const LEVELS: &[(&str, u32)] = &[
     ("middleware", 100),
+    ("grant", 100),
+    ("client_auth", 100),
+    ("metadata", 100),
     ("mcp", 100),
     ("layer", 90),
     ("builder", 90),
