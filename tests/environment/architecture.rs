@@ -65,7 +65,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The lines of `text` before its unit tests (a `#[cfg(test)]` followed by
 /// `mod tests`); none for a file of tests.
-fn code_lines(path: &Path, text: &str) -> Vec<String> {
+pub(crate) fn code_lines(path: &Path, text: &str) -> Vec<String> {
     if path.file_name().is_some_and(|n| n == "tests.rs") {
         return Vec::new();
     }

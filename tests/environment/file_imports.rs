@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::architecture::code_lines;
+
 /// A file's module path: `src/slots/accounts.rs` is `["slots", "accounts"]`,
 /// `src/slots/mod.rs` is `["slots"]`, `src/lib.rs` is `[]`.
 type Module = Vec<String>;
@@ -34,24 +36,6 @@ fn modules(dir: &Path, out: &mut BTreeMap<Module, PathBuf>) {
             out.insert(module, path);
         }
     }
-}
-
-/// The code of a file: before its unit tests, without comments.
-fn code(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let end = (0..lines.len())
-        .find(|&i| {
-            lines[i].trim() == "#[cfg(test)]"
-                && lines
-                    .get(i + 1)
-                    .is_some_and(|l| l.trim().starts_with("mod tests"))
-        })
-        .unwrap_or(lines.len());
-    lines[..end]
-        .iter()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Every path `code` names from `crate`, `super` or `self`, grouped `use`
@@ -161,7 +145,7 @@ fn no_two_files_import_each_other() {
     modules(&src(), &mut files);
     let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, path) in &files {
-        let code = code(&fs::read_to_string(path).unwrap());
+        let code = code_lines(path, &fs::read_to_string(path).unwrap()).join("\n");
         let used = graph.entry(module.clone()).or_default();
         for named in paths(&code) {
             if let Some(file) = resolve(module, &named, &files) {
