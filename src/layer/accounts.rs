@@ -123,7 +123,10 @@ impl OAuthLayer {
         let digest_of_account = digest.clone();
         let state = state_of(&callback).ok_or_else(foreign)?;
         let factory = self.account_factory(&probe)?;
-        let chain = Arc::clone(factory.chain().ok_or_else(foreign)?);
+        // The account's cache, and the chain its fetches use: the callback
+        // goes to that chain, whatever else leaves memory meanwhile.
+        let cache = self.cache_for(&probe)?;
+        let chain = cache.chain().ok_or_else(foreign)?;
         let key = factory.pending_login_key(&state);
         let (accounts, store) = (
             Arc::clone(&self.shared.slots.accounts),
@@ -156,7 +159,6 @@ impl OAuthLayer {
         // A fetch that begins now takes it (or one under way that has not
         // reached the chain yet). The token in hand serves meanwhile, and
         // stays if the callback logs nobody in.
-        let cache = self.cache_for(&probe)?;
         let mut fetched = None;
         for _ in 0..3 {
             fetched = cache.fetch_now().await;
@@ -221,13 +223,17 @@ impl OAuthLayer {
         let probe = TokenParams::new().account(account.as_ref());
         let digest = account_digest(account.as_ref());
         let factory = self.account_factory(&probe)?;
-        let Some(chain) = factory.chain() else {
+        // The account's cache, and the chain its fetches use, whatever else
+        // leaves memory meanwhile.
+        let cache = self.cache_for(&probe)?;
+        let Some(chain) = cache.chain() else {
             return Ok(());
         };
         chain.begin_sign_out();
         // A fetch under way (a refresh, a code's exchange) is cut off: what
         // it brings is never installed. Its refresh ends on its own task,
         // and the sign-out waits for it (the chain's turn).
+        cache.restart();
         for cache in factory.caches() {
             cache.restart();
         }
@@ -235,7 +241,7 @@ impl OAuthLayer {
         // store's lock, on the chain the store holds.
         let mut failed = None;
         for _ in 0..3 {
-            match self.token_for(&probe).await {
+            match cache.token().await {
                 Err(e) if e.kind() != TokenErrorKind::LoginRequired => failed = Some(e),
                 _ => {}
             }
@@ -263,6 +269,7 @@ impl OAuthLayer {
             None => Ok(()),
         };
         // Once the store holds none of its tokens, none is taken here again.
+        cache.restart();
         for cache in factory.caches() {
             cache.restart();
         }
