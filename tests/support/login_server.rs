@@ -236,6 +236,27 @@ impl LoginServer {
         self.state.users.lock().unwrap().keys().cloned().collect()
     }
 
+    /// How many token requests with `grant_type` arrived, answered or not.
+    pub fn arrivals(&self, grant_type: &str) -> usize {
+        self.token_forms()
+            .iter()
+            .filter(|form| form.get("grant_type").map(String::as_str) == Some(grant_type))
+            .count()
+    }
+
+    /// Waits (at most 30 s) until more than `seen` token requests with
+    /// `grant_type` have arrived, answered or not.
+    pub async fn arrived(&self, grant_type: &str, seen: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.arrivals(grant_type) <= seen {
+            assert!(
+                Instant::now() < deadline,
+                "no new {grant_type} request arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Makes the token endpoint take `delay` to answer.
     pub fn delay_tokens(&self, delay: Duration) {
         self.state
@@ -427,10 +448,6 @@ impl State {
                 answer(200, json!({}))
             }
             "/token" => {
-                let delay = self.token_delay_ms.load(Ordering::SeqCst);
-                if delay > 0 {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                }
                 let client = basic_client(&req);
                 let proof = req
                     .headers()
@@ -438,7 +455,12 @@ impl State {
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
                 let mut form = form(req).await;
+                // Recorded as it arrives; answered after the delay.
                 self.token_forms.lock().unwrap().push(form.clone());
+                let delay = self.token_delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
                 if let Some(client) = client {
                     form.insert("client_id".into(), client);
                 }
