@@ -103,10 +103,7 @@ impl TokenCache {
             _ => self.token().await,
         }
     }
-}
 
-/// How `flight` finishes, waited for.
-impl TokenCache {
     /// The outcome of the fetch under way, or of one started now whatever
     /// the back-off (a person finished a login): the caller asks again when
     /// the one it waited for began too early for what it needed. The token
@@ -134,6 +131,7 @@ impl TokenCache {
     }
 }
 
+/// How `flight` finishes, waited for.
 async fn outcome_of(flight: Arc<Flight>) -> FetchOutcome {
     let mut waiter = Waiter::new(flight);
     std::future::poll_fn(|cx| waiter.poll(cx).map(FetchOutcome::clone)).await

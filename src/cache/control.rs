@@ -97,7 +97,8 @@ impl Control {
     /// A fetch failed with `error` at `now`: backs off by the rule of
     /// `policy` (see [`Policy::backoff`]), taking into account a token that
     /// still serves until `serving_until`. Returns the failure count and
-    /// when to try again.
+    /// when to try again. "No login" holds no request back; a token that
+    /// still serves is renewed again after the shortest back-off.
     pub(crate) fn record_failure(
         &mut self,
         error: &TokenError,
@@ -113,7 +114,7 @@ impl Control {
             // serves the next request. Each such fetch is one store read.
             self.retry_at = None;
             self.last_error = None;
-            return (self.failures, now);
+            return (self.failures, now + policy.min_backoff);
         }
         self.last_error = Some(error.clone());
         if error.is_reported_by_another() {

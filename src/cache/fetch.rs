@@ -3,12 +3,10 @@
 //! and with a panic in either turned into an error rather than a task that
 //! dies without a word.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
-
-use std::sync::Weak;
 
 use super::{FetchOutcome, Flight, Reason, TokenCache};
 use crate::endpoint::Chain;

@@ -514,33 +514,27 @@ impl TokenCache {
                 self.set_current(&mut ctl, Some(Arc::clone(token)));
                 ctl.record_success();
             }
-            // "No login": the account's state, never backed off. Said at
-            // debug level: a page that polls while its person logs in meets
-            // it often (a refused refresh token is logged where it is read).
-            Err(error) if error.is_login_state() => {
-                Counters::bump(&self.counters.failed_token_requests);
-                tracing::debug!(?reason, error = %error, "no login to fetch a token with");
-                ctl.record_failure(error, self.policy(), None, now, 0.0);
-                // A token that still serves is renewed again after the
-                // shortest back-off, not at every request's check.
-                if let Some(serving) = self.serving(now) {
-                    let again = self.offset(now + self.policy().min_backoff);
-                    serving.renew_after.store(again, Ordering::Release);
-                }
-            }
             Err(error) => {
                 Counters::bump(&self.counters.failed_token_requests);
                 let serving = self.serving(now);
                 let serving_until = serving.as_ref().map(|t| t.timings.usable_until);
                 let (failures, retry_at) =
                     ctl.record_failure(error, self.policy(), serving_until, now, jitter());
-                tracing::warn!(
-                    ?reason,
-                    error = %error,
-                    failures,
-                    retry_in = ?retry_at - now,
-                    "access token request failed"
-                );
+                if error.is_login_state() {
+                    // "No login": the account's state, never backed off; at
+                    // debug level, since a page that polls while its person
+                    // logs in meets it often (a refused refresh token is
+                    // logged where it is read).
+                    tracing::debug!(?reason, error = %error, "no login to fetch a token with");
+                } else {
+                    tracing::warn!(
+                        ?reason,
+                        error = %error,
+                        failures,
+                        retry_in = ?retry_at - now,
+                        "access token request failed"
+                    );
+                }
                 // A still-usable token keeps serving; its renewal is tried
                 // again once the back-off is over.
                 if let Some(serving) = serving {

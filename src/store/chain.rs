@@ -64,8 +64,8 @@ where
     }
     // Web logins' callbacks take their pending logins here, under the
     // store's lock: a callback another replica took first is found taken
-    // only once that replica's login is stored.
-    // A store's caller reads the token the other's login stored.
+    // only once that replica's login is stored (and a store's caller then
+    // reads the token that login stored).
     if let Some(refused) = chain.take_callbacks().await {
         return Err(refused);
     }

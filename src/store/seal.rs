@@ -33,9 +33,10 @@ impl<'a> Sealer<'a> {
         }
     }
 
-    /// The key it seals with.
-    pub(crate) fn key(&self) -> &[u8; 32] {
-        &self.raw
+    /// The same key, bound to `identity`: a refresh-token chain's, sealed
+    /// beside the token.
+    pub(crate) fn beside<'b>(&self, identity: &'b [u8]) -> Sealer<'b> {
+        Sealer::new(&self.raw, identity)
     }
 
     /// The associated data of a value at `store_key`: the version, the

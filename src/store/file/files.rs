@@ -180,6 +180,19 @@ pub(super) fn live(entry: &Value, now: u64) -> bool {
         .is_none_or(|at| at > now)
 }
 
+/// Whether the lock `file` is free now: taken and let go at once. An error
+/// when it cannot be taken on this file system at all.
+pub(super) fn lock_is_free(file: &File) -> std::io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            Ok(true)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 /// Opens `path` for writing, made if missing, readable and writable by its
 /// owner only where the system says so.
 pub(super) fn owner_only(path: &Path) -> std::io::Result<File> {

@@ -22,7 +22,7 @@ use crate::store::{
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
-use self::files::{blocking, live, owner_only, Files, HOLDING};
+use self::files::{blocking, live, lock_is_free, owner_only, Files, HOLDING};
 
 mod files;
 
@@ -108,18 +108,12 @@ impl FileStore {
                 e,
             )
         })?;
-        match lock.try_lock() {
-            Ok(()) => {
-                let _ = lock.unlock();
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(fail(
-                    &format!("`{}` cannot be locked", files.lock_path.display()),
-                    e,
-                ))
-            }
-        }
+        lock_is_free(&lock).map_err(|e| {
+            fail(
+                &format!("`{}` cannot be locked", files.lock_path.display()),
+                e,
+            )
+        })?;
         if !files.path.exists() {
             files
                 .write(&Map::new())
@@ -190,21 +184,16 @@ impl FileStore {
         let (chain, chain_identity) = (ctx.chain?, ctx.chain_identity?);
         // (The file tells no news: nothing marks a chain unverified here.)
         ctx.login_required_now()?;
-        let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
+        let chain_sealer = sealer.beside(chain_identity.encoded());
         if let Some((json, _)) = open_entry(entries, chain_identity.key(), &chain_sealer) {
             chain.adopt(&ChainRecord::from_bytes(json));
         }
         let required = ctx.login_required_now()?;
         let path = self.inner.lock_path.clone();
         let free = blocking(move || {
-            let file = owner_only(&path).map_err(|e| e.to_string())?;
-            Ok(match file.try_lock() {
-                Ok(()) => {
-                    let _ = file.unlock();
-                    true
-                }
-                Err(_) => false,
-            })
+            owner_only(&path)
+                .and_then(|file| lock_is_free(&file))
+                .map_err(|e| e.to_string())
         })
         .await;
         free.unwrap_or(false).then_some(required)
@@ -227,7 +216,7 @@ impl FileStore {
                 let keeper = FileChain {
                     store: self,
                     key: chain_identity.key(),
-                    sealer: Sealer::new(sealer.key(), chain_identity.encoded()),
+                    sealer: sealer.beside(chain_identity.encoded()),
                 };
                 ctx.fetch_kept(Some(&keeper)).await
             }

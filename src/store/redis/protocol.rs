@@ -143,9 +143,7 @@ impl RedisStore {
         let mut wake: Option<Wake> = None;
         loop {
             let now = self.read(&key, sealer).await?;
-            if let Some((shared, (token, sealed))) = now.token.filter(|(t, _)| ctx.is_fresh(t)) {
-                ctx.record(StoreEvent::TookShared);
-                self.handed_out.put(&key, &token, sealed);
+            if let Some(shared) = self.take_fresh(ctx, &key, now.token) {
                 return Ok(shared);
             }
             if let Some(failure) = now.failure.filter(|_| !ctx.begins_login()) {
@@ -233,7 +231,7 @@ impl RedisStore {
                 chain.mark_unverified();
             }
         })?;
-        let chain_sealer = Sealer::new(sealer.key(), chain_identity.encoded());
+        let chain_sealer = sealer.beside(chain_identity.encoded());
         if let Some(record) = record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
             chain.adopt(&ChainRecord::from_bytes(record));
         }
@@ -241,6 +239,20 @@ impl RedisStore {
             0 => ctx.login_required_now(),
             _ => None,
         })
+    }
+
+    /// The token a read of `key` found, if it is fresh for `ctx`: taken
+    /// (counted so, and remembered as handed out, for a refusal).
+    fn take_fresh(
+        &self,
+        ctx: &FetchContext<'_>,
+        key: &str,
+        token: Option<(StoredToken, (String, String))>,
+    ) -> Option<StoredToken> {
+        let (shared, (token, sealed)) = token.filter(|(t, _)| ctx.is_fresh(t))?;
+        ctx.record(StoreEvent::TookShared);
+        self.handed_out.put(key, &token, sealed);
+        Some(shared)
     }
 
     /// A subscription to `channel`, or `None` (the waiter polls) when
@@ -263,36 +275,24 @@ impl RedisStore {
     ) -> Result<StoredToken, Problem> {
         // Another replica may have stored a token, or a failure, just before
         // we locked.
-        let outcome = match self.read(key, sealer).await {
-            Ok(Shared {
-                token: Some((shared, (token, sealed))),
-                ..
-            }) if ctx.is_fresh(&shared) => {
-                ctx.record(StoreEvent::TookShared);
-                self.handed_out.put(key, &token, sealed);
-                Ok(shared)
-            }
-            Ok(Shared {
-                failure: Some(failure),
-                ..
-            }) if !ctx.begins_login() => Err(failure),
-            _ => {
-                ctx.record(StoreEvent::FetchedForFleet);
-                match self.fetch_chained(ctx, sealer, base).await {
-                    // A callback another replica took first: its login's
-                    // token, stored before that replica let the lock go.
-                    Err(e) if e.is_login_state() => match self.read(key, sealer).await {
-                        Ok(Shared {
-                            token: Some((shared, (token, sealed))),
-                            ..
-                        }) if ctx.is_fresh(&shared) => {
-                            self.handed_out.put(key, &token, sealed);
-                            Ok(shared)
-                        }
-                        _ => Err(e),
-                    },
-                    outcome => outcome,
+        let (token, failure) = match self.read(key, sealer).await {
+            Ok(read) => (read.token, read.failure),
+            Err(_) => (None, None),
+        };
+        let outcome = if let Some(shared) = self.take_fresh(ctx, key, token) {
+            Ok(shared)
+        } else if let Some(failure) = failure.filter(|_| !ctx.begins_login()) {
+            Err(failure)
+        } else {
+            ctx.record(StoreEvent::FetchedForFleet);
+            match self.fetch_chained(ctx, sealer, base).await {
+                // A callback another replica took first: its login's token,
+                // stored before that replica let the lock go.
+                Err(e) if e.is_login_state() => {
+                    let token = self.read(key, sealer).await.ok().and_then(|r| r.token);
+                    self.take_fresh(ctx, key, token).ok_or(e)
                 }
+                outcome => outcome,
             }
         };
         let mut con = self.connection().await?;
@@ -379,7 +379,7 @@ impl RedisStore {
         let keeper = RedisChain {
             store: self,
             key: format!("{base}:chain"),
-            sealer: Sealer::new(sealer.key(), chain_identity.encoded()),
+            sealer: sealer.beside(chain_identity.encoded()),
         };
         ctx.fetch_kept(Some(&keeper)).await
     }
