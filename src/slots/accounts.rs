@@ -259,7 +259,7 @@ impl Accounts {
     /// memory; their tokens are dropped, on every slot and on the layers
     /// bound to them; their chains read the store's before anything else.
     pub(crate) fn forget(&self, digest: Option<&str>) {
-        let factories: Vec<Arc<SlotFactory>> = {
+        let mut factories: Vec<Arc<SlotFactory>> = {
             let mut factories = self
                 .factories
                 .lock()
@@ -275,15 +275,23 @@ impl Accounts {
             .filter_map(Weak::upgrade)
             .collect()
         };
-        if factories.is_empty() {
-            return;
-        }
+        // The account's slots, whichever factory made them: a slot made
+        // while an earlier forget ran may hold a factory no longer listed.
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
             shard.retain(|_, entry| {
-                let theirs = factories.iter().any(|f| Arc::ptr_eq(&entry.factory, f));
-                removed += usize::from(theirs);
+                let account = entry.factory.chain().and_then(|chain| chain.account());
+                let theirs = match digest {
+                    Some(digest) => account.is_some_and(|a| a.0 == digest),
+                    None => true,
+                };
+                if theirs {
+                    removed += 1;
+                    if !factories.iter().any(|f| Arc::ptr_eq(f, &entry.factory)) {
+                        factories.push(Arc::clone(&entry.factory));
+                    }
+                }
                 !theirs
             });
         }
