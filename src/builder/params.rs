@@ -149,7 +149,14 @@ impl OAuthLayerBuilder {
     /// # Ok::<_, tower_oauth::ConfigError>(())
     /// ```
     ///
-    /// Default: none, so a `403` is returned as it is.
+    /// With a person's [`login`](Self::login), the person approves every
+    /// scope on the server's consent page: without this list, a challenge's
+    /// scopes start a new login that asks for them with the scopes the
+    /// chain has (at most 32 scopes in all), and a log line names them.
+    /// This list, where set, bounds that too.
+    ///
+    /// Default: none, so a `403` is returned as it is; with a login, any
+    /// scope the API asks for, approved by the person.
     pub fn step_up_scopes<I, S>(mut self, scopes: I) -> Self
     where
         I: IntoIterator<Item = S>,

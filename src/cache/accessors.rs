@@ -129,6 +129,24 @@ impl TokenCache {
             FetchOutcome::CutOff => None,
         }
     }
+
+    /// The chain of refresh tokens read from the store into memory, with
+    /// no lock and no token request, within `bound`; and the current
+    /// token's usable time, if it is usable. A login's status.
+    pub(crate) async fn read_for_status(
+        &self,
+        bound: std::time::Duration,
+    ) -> (Result<(), String>, Option<std::time::Duration>) {
+        let read = self.fetcher.read_stored_chain(bound).await;
+        let now = Instant::now();
+        let usable = self
+            .current
+            .load()
+            .as_ref()
+            .map(|token| token.timings.usable_for(now))
+            .filter(|left| !left.is_zero());
+        (read, usable)
+    }
 }
 
 /// How `flight` finishes, waited for.

@@ -142,6 +142,32 @@ impl Fetcher {
     }
 }
 
+impl Fetcher {
+    /// The chain of refresh tokens, read from the store into memory: no
+    /// lock, no token request (a login's status). Within `bound`.
+    pub(crate) async fn read_stored_chain(&self, bound: std::time::Duration) -> Result<(), String> {
+        let supply = self.supply.load_full();
+        let (Some(store_use), Some(chain)) = (&supply.store, &supply.chain) else {
+            return Ok(());
+        };
+        let no_token = || None;
+        let ctx = FetchContext {
+            identity: &store_use.identity,
+            source: &*supply.source,
+            policy: &self.policy,
+            fleet: &self.fleet,
+            sealing_key: store_use.sealing_key.as_ref(),
+            serving_until: &no_token,
+            chain: Some(chain),
+            chain_identity: store_use.chain_identity.as_ref(),
+        };
+        match tokio::time::timeout(bound, store_use.store.read_chain(&ctx)).await {
+            Ok(read) => read,
+            Err(_) => Err(format!("the token store did not answer within {bound:?}")),
+        }
+    }
+}
+
 /// One fetch, on its own task.
 pub(super) struct FetchTask {
     pub(super) cache: Weak<TokenCache>,

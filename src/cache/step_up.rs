@@ -1,10 +1,12 @@
 //! What a cache does when an API challenges its token: a step-up, the
 //! token asked for again with more scope when the API says the one it has
 //! is not enough (RFC 6750 section 3.1, `insufficient_scope`), within the
-//! scopes the layer may add (`step_up_scopes`), never beyond, and bounded
-//! (the scope only grows, and the same scopes are asked for again at most
-//! once per forced-renewal interval); and the protected resource's
-//! metadata read again where a `401` says it is (RFC 9728 section 5.1).
+//! scopes the layer may add (`step_up_scopes`), never beyond, or for a
+//! person's login without a list, any scope the person approves at the
+//! server; bounded (the scope only grows, to at most `MAX_SCOPES` scopes
+//! without a list, and the same scopes are asked for again at most once per
+//! forced-renewal interval); and the protected resource's metadata read
+//! again where a `401` says it is (RFC 9728 section 5.1).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -36,9 +38,33 @@ pub(crate) trait SupplyForScope: Send + Sync + 'static {
     fn for_scope(&self, scope: &str) -> Option<TokenSupply>;
 }
 
+/// The most scopes a step-up without a list asks for, all together: each
+/// new one is a new login, so a server that asks for another at every
+/// answer gets a bounded number of them.
+const MAX_SCOPES: usize = 32;
+
+/// The scopes a cache may add when an API asks.
+#[derive(Debug)]
+pub(crate) enum Allowed {
+    /// These, and no other (`step_up_scopes`).
+    Listed(Vec<String>),
+    /// Any scope token: a person's login, where the person approves each
+    /// scope on the server's consent page, and no list was set.
+    Approved,
+}
+
+impl Allowed {
+    fn admits(&self, scope: &str) -> bool {
+        match self {
+            Allowed::Listed(listed) => listed.iter().any(|a| a == scope),
+            Allowed::Approved => true,
+        }
+    }
+}
+
 /// A cache's step-up: what it may add, how, and the scope it asks with.
 pub(crate) struct StepUp {
-    allowed: Vec<String>,
+    allowed: Allowed,
     supplies: Box<dyn SupplyForScope>,
     /// The scopes of the current requests, in order.
     scopes: Mutex<Vec<String>>,
@@ -48,7 +74,7 @@ impl StepUp {
     /// May add `allowed` to `scope` (the cache's own, space-separated)
     /// through `supplies`.
     pub(crate) fn new(
-        allowed: Vec<String>,
+        allowed: Allowed,
         scope: Option<&str>,
         supplies: Box<dyn SupplyForScope>,
     ) -> Self {
@@ -139,7 +165,7 @@ impl TokenCache {
                 .filter(|g| crate::token::params::is_scope_token(g))
                 .collect();
             let had = |s: &str| scopes.iter().any(|h| h == s) || granted.contains(&s);
-            let allowed = |s: &str| step_up.allowed.iter().any(|a| a == s);
+            let allowed = |s: &str| step_up.allowed.admits(s);
             let refused: Vec<&str> = asked
                 .iter()
                 .copied()
@@ -176,6 +202,14 @@ impl TokenCache {
                     wider.push((*s).to_owned());
                 }
             }
+            if matches!(step_up.allowed, Allowed::Approved) && wider.len() > MAX_SCOPES {
+                tracing::warn!(
+                    ?asked,
+                    "the API asked for more scopes than a login asks for at once ({MAX_SCOPES}); \
+                     no login is begun for them"
+                );
+                return false;
+            }
             let scope = wider.join(" ");
             let Some(supply) = step_up.supplies.for_scope(&scope) else {
                 return false;
@@ -184,6 +218,7 @@ impl TokenCache {
             (scope, supply)
         };
         tracing::info!(
+            asked = %asked.join(" "),
             scope = %scope,
             "the API asked for more scope (insufficient_scope); requesting a token with it"
         );

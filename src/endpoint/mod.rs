@@ -57,7 +57,8 @@ pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
     account_login_required, answered_refresh_token, check_given as check_refresh_token,
-    login_required, now_ms, Chain, ChainRecord, Code, HandedCallback, LoginClient, TakeCode,
+    login_required, now_ms, person_login_required, Chain, ChainRecord, Code, HandedCallback,
+    LoginClient, Standing, TakeCode, SIGNED_OUT,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;

@@ -204,6 +204,9 @@ impl OAuthLayer {
     /// and no token request is sent, until a new login, begun and finished
     /// on any replicas. Other accounts are untouched.
     ///
+    /// It is the same as `oauth.for_account(account)?.logout()`
+    /// ([`logout`](Self::logout)), for an account named.
+    ///
     /// ```no_run
     /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
     /// oauth.sign_out("alice@example.com").await?;
@@ -317,7 +320,7 @@ impl OAuthLayer {
             Arc::clone(&cache_ref.cache),
             bound,
             self.shared.endpoint.clone(),
-            factory,
+            (account.as_ref().to_owned(), factory),
         ))
     }
 

@@ -5,6 +5,7 @@
 //! tokens come from.
 
 mod accounts;
+mod person;
 
 use std::fmt;
 use std::sync::Arc;
@@ -64,9 +65,25 @@ struct Shared {
     cache_ref: Arc<CacheRef>,
     /// Where tokens come from. None for a layer on a token source.
     endpoint: Option<Endpoint>,
-    /// For a layer bound to an account: the account's factory, which keeps
-    /// its chain in memory while the layer lives.
-    _account: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// For a layer bound to an account: the account, and its factory,
+    /// which keeps its chain in memory while the layer lives.
+    account: Option<Bound>,
+}
+
+/// The account a layer is bound to ([`OAuthLayer::for_account`]).
+struct Bound {
+    /// The account's id, for its sign-out ([`OAuthLayer::logout`]).
+    id: String,
+    _factory: Arc<crate::slots::factory::SlotFactory>,
+}
+
+impl fmt::Debug for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digest = crate::token::params::account_digest(&self.id);
+        f.debug_struct("Bound")
+            .field("account", &digest)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OAuthLayer {
@@ -76,22 +93,26 @@ impl OAuthLayer {
     }
 
     /// A layer bound to an account: on `cache`, the account's default
-    /// token, with `slots` made from `account`, its factory.
+    /// token, with `slots` made from `factory`, the factory of the account
+    /// `id`.
     fn bound(
         cache: Arc<TokenCache>,
         slots: Slots,
         endpoint: Option<Endpoint>,
-        account: Arc<crate::slots::factory::SlotFactory>,
+        (id, factory): (String, Arc<crate::slots::factory::SlotFactory>),
     ) -> Self {
-        let account = account as Arc<dyn std::any::Any + Send + Sync>;
-        OAuthLayer::on(cache, slots, endpoint, Some(account))
+        let bound = Bound {
+            id,
+            _factory: factory,
+        };
+        OAuthLayer::on(cache, slots, endpoint, Some(bound))
     }
 
     fn on(
         cache: Arc<TokenCache>,
         slots: Slots,
         endpoint: Option<Endpoint>,
-        account: Option<Arc<dyn std::any::Any + Send + Sync>>,
+        account: Option<Bound>,
     ) -> Self {
         OAuthLayer {
             shared: Arc::new(Shared {
@@ -99,7 +120,7 @@ impl OAuthLayer {
                 cache,
                 slots: Arc::new(slots),
                 endpoint,
-                _account: account,
+                account,
             }),
         }
     }
@@ -319,45 +340,9 @@ impl OAuthLayer {
         self.shared.cache.force_renewal(None)
     }
 
-    /// Runs a person's [`Login`](crate::login::Login) now, and returns its access
-    /// token. It serves a CLI's `login` command, or an app that signs a
-    /// person in at start. A login runs even when the layer or its token store
-    /// holds one from before: the new one replaces it, here and, through the
-    /// store, in the other processes at their next refresh. Requests that
-    /// need a token meanwhile wait for this login, and a request that gives
-    /// up does not cancel it.
-    ///
-    /// ```no_run
-    /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {
-    /// oauth.login().await?;
-    /// eprintln!("Signed in.");
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`LoginFailed`](crate::TokenErrorKind::LoginFailed) when the login did
-    /// not end with a token, and any error of its token request.
-    /// [`Configuration`](crate::TokenErrorKind::Configuration) when the layer
-    /// was built without [`login`](OAuthLayerBuilder::login).
-    pub async fn login(&self) -> Result<AccessToken, TokenError> {
-        let Some(chain) = self.shared.slots.chain().filter(|c| c.logs_in()) else {
-            return Err(
-                TokenError::new(crate::error::TokenErrorKind::Configuration).with_message(
-                    "OAuthLayer::login: this layer was built without a login \
-                     (OAuthLayerBuilder::login)",
-                ),
-            );
-        };
-        // A chain with no refresh token yet, newer than any stored.
-        chain.replace("");
-        self.restart_all();
-        self.token().await
-    }
-
     /// Drops every token, the default one and every slot's, and forgets the
     /// back-off: the next request fetches at once.
-    fn restart_all(&self) {
+    pub(crate) fn restart_all(&self) {
         self.shared.cache.restart();
         for cache in self.shared.slots.caches() {
             cache.restart();

@@ -37,6 +37,12 @@ impl TokenRequest {
             ));
         };
         let deadline = Instant::now() + login.timeout;
+        // One person, one browser and one terminal: the logins of a process
+        // that need them take turns, each within its own timeout.
+        let _turn = match login.way {
+            Way::UserAgent(_) => None,
+            _ => Some(take_turn(login, deadline).await?),
+        };
         tracing::info!(login = login.name(), issuer = %server.issuer, "a person's login begins");
         let scope = self.login_scope(server, &chain.scope_at(&server.issuer));
         let answered = match &login.way {
@@ -294,6 +300,34 @@ impl TokenRequest {
         let code = e.error_code().map(clip).unwrap_or_default();
         Err(e.with_message(format!("`{url}` answered HTTP {status} {code}")))
     }
+}
+
+/// The turn of the logins that need the person (a browser, a device code
+/// on the terminal): one at a time in a process, so that layers that need
+/// a login together (an agent host with many servers) open one tab after
+/// the other. It is the process's, as the browser and the terminal are:
+/// a lock, held by the login under way and by nothing else.
+static LOGIN_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for the turn of `login`, until `deadline`.
+async fn take_turn(
+    login: &Login,
+    deadline: Instant,
+) -> Result<tokio::sync::MutexGuard<'static, ()>, TokenError> {
+    if let Ok(turn) = LOGIN_TURN.try_lock() {
+        return Ok(turn);
+    }
+    tracing::info!(
+        login = login.name(),
+        "another login of this process is under way; this one begins when it ends"
+    );
+    tokio::time::timeout_at(deadline, LOGIN_TURN.lock())
+        .await
+        .map_err(|_| {
+            failed(
+                "another login of this process was under way until this login's timeout                  (Login::timeout); this one did not begin",
+            )
+        })
 }
 
 /// Refuses a server that lists PKCE methods without S256; one that lists

@@ -16,7 +16,8 @@
 // - `listener`: the loopback listener the browser comes back to;
 // - `device`: the device authorization grant;
 // - `flow`: a login from the server's metadata to its token;
-// - `web`: a web app's login for an account, and its sign-out's revocation.
+// - `web`: a web app's login for an account, and its sign-out's revocation;
+// - `status`: whether a layer's person is signed in.
 
 mod authorization;
 mod client;
@@ -24,9 +25,11 @@ mod device;
 mod flow;
 mod listener;
 mod person;
+mod status;
 mod web;
 
 pub(crate) use self::person::Person;
+pub use self::status::{LoginState, LoginStatus};
 
 use std::fmt;
 use std::sync::Arc;
@@ -94,6 +97,9 @@ type Prompt = Arc<dyn Fn(&DevicePrompt) + Send + Sync>;
 pub struct Login {
     pub(crate) way: Way,
     pub(crate) timeout: Duration,
+    /// A token request that needs the login runs it; `false`: only
+    /// `OAuthLayer::login` does.
+    pub(crate) automatic: bool,
     pub(crate) redirect_uri: Option<String>,
     /// From `OAuthLayerBuilder::client_metadata_url`.
     pub(crate) client_metadata_url: Option<String>,
@@ -124,6 +130,7 @@ impl Login {
         Login {
             way: Way::Browser,
             timeout: DEFAULT_LOGIN_TIMEOUT,
+            automatic: true,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -144,6 +151,7 @@ impl Login {
         Login {
             way: Way::UserAgent(Arc::new(f)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
+            automatic: true,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -175,6 +183,7 @@ impl Login {
         Login {
             way: Way::Device(Arc::new(prompt)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
+            automatic: true,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -188,6 +197,30 @@ impl Login {
     /// Default: 5 minutes.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Whether a request that needs a login runs it. With `false`, such a
+    /// request fails at once with
+    /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired), sends no
+    /// token request and opens nothing; only
+    /// [`OAuthLayer::login`](crate::OAuthLayer::login) runs the login. It
+    /// serves an agent host with many servers, one layer each, which signs
+    /// a person in to each server when asked (its `login` command), never
+    /// in the middle of a request. A step-up to more scope needs a login
+    /// too, and waits for `login` the same way. A chain already signed in
+    /// refreshes as usual.
+    ///
+    /// ```
+    /// use tower_oauth::login::Login;
+    ///
+    /// let login = Login::browser().automatic(false);
+    /// # let _ = login;
+    /// ```
+    ///
+    /// Default: `true`.
+    pub fn automatic(mut self, automatic: bool) -> Self {
+        self.automatic = automatic;
         self
     }
 
@@ -242,6 +275,7 @@ impl fmt::Debug for Login {
         f.debug_struct("Login")
             .field("way", &self.name())
             .field("timeout", &self.timeout)
+            .field("automatic", &self.automatic)
             .field("redirect_uri", &self.redirect_uri)
             .finish()
     }

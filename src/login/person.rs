@@ -49,6 +49,17 @@ impl Person {
             let elsewhere = chain.issued_elsewhere(request.target.issuer.as_deref());
             let narrow = !chain.covers(request.target.scope());
             if elsewhere || narrow || chain.needs_login() {
+                // Asked for (`OAuthLayer::login`), or a login that runs
+                // when a request needs it; else no login, and nothing
+                // opened.
+                if !chain.take_login_asked() && !login.automatic {
+                    let why = match (elsewhere, narrow) {
+                        (true, _) => "the login was made at another authorization server",
+                        (_, true) => "the request needs scopes the login did not ask for",
+                        _ => "no login yet",
+                    };
+                    return Err(crate::endpoint::person_login_required(why));
+                }
                 return request.log_in(chain, login).await;
             }
         }

@@ -179,7 +179,7 @@ impl TokenRequest {
         Ok(answered.token)
     }
 
-    /// Ends `chain` (an account's) as signed out, and revokes the refresh
+    /// Ends `chain` (an account's, or a person's) as signed out, and revokes the refresh
     /// token it held, if it was live. What the sign-out's token request
     /// answers: [`LoginRequired`](TokenErrorKind::LoginRequired).
     pub(crate) async fn sign_out(&self, chain: &Chain) -> TokenError {
@@ -202,7 +202,13 @@ impl TokenRequest {
                 ),
             }
         }
-        crate::endpoint::account_login_required(&account, "signed out")
+        match chain.account() {
+            Some(account) => crate::endpoint::account_login_required(account, "signed out"),
+            None => TokenError::new(TokenErrorKind::LoginRequired).with_message(
+                "signed out (OAuthLayer::logout): sign in again with OAuthLayer::login; no \
+                 token request was sent",
+            ),
+        }
     }
 
     /// Revokes `refresh_token` at the server's `revocation_endpoint` (RFC

@@ -5,7 +5,9 @@ use std::sync::{Arc, PoisonError};
 
 use http::Uri;
 
-use crate::cache::{Challenges, Placement, StepUp, SupplyForScope, TokenCache, TokenSupply};
+use crate::cache::{
+    Allowed, Challenges, Placement, StepUp, SupplyForScope, TokenCache, TokenSupply,
+};
 use crate::endpoint::Chain;
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Requests, Resource, ResourceSource,
@@ -115,7 +117,15 @@ impl SlotFactory {
         let account = self.chain().and_then(|chain| chain.account());
         let slot = (!extra.is_empty() || account.is_some())
             .then(|| slot_name(extra, account, &self.identity.with_params(&params)));
-        let step_up = (!self.step_up_scopes.is_empty()).then(|| {
+        // A person's login asks for any scope an API names, which the
+        // person approves at the server; `step_up_scopes` bounds it where
+        // set, and is the only way for a machine's credential.
+        let allowed = match (&self.step_up_scopes[..], &self.login) {
+            ([], None) => None,
+            ([], Some(_)) => Some(Allowed::Approved),
+            (listed, _) => Some(Allowed::Listed(listed.to_vec())),
+        };
+        let step_up = allowed.map(|allowed| {
             let scope = params
                 .iter()
                 .find(|(n, _)| n == "scope")
@@ -124,7 +134,7 @@ impl SlotFactory {
                 factory: Arc::clone(self),
                 params: params.clone(),
             };
-            StepUp::new(self.step_up_scopes.clone(), scope, Box::new(scoped))
+            StepUp::new(allowed, scope, Box::new(scoped))
         });
         let (source, endpoint) = self.source(params);
         let supply = TokenSupply {

@@ -108,7 +108,7 @@ where
                 _ => error.to_string(),
             };
             chain.refused(&sent, &why);
-            if chain.logs_in() && !logged_in {
+            if chain.logs_in_by_itself() && !logged_in {
                 tracing::warn!(
                     error = %error,
                     "the token endpoint refused the refresh token: the login has ended, and a \
@@ -119,10 +119,13 @@ where
             tracing::error!(
                 error = %error,
                 "the token endpoint refused the refresh token: the login has ended, and a new \
-                 one is needed (OAuthLayer::replace_refresh_token)"
+                 one is needed (OAuthLayer::login, or OAuthLayer::replace_refresh_token)"
             );
             if let Some(account) = chain.account() {
                 return Err(crate::endpoint::account_login_required(account, &why));
+            }
+            if chain.logs_in() {
+                return Err(crate::endpoint::person_login_required(&why));
             }
             // The server's words once: in the status part when it answered.
             let required = match error.status() {

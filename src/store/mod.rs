@@ -380,6 +380,23 @@ pub trait TokenStore: Send + Sync + 'static {
         Box::pin(async {})
     }
 
+    /// Reads the chain of refresh tokens `ctx` refreshes, as the store
+    /// keeps it, into the layer's memory: without the store's lock and
+    /// without a token request. It is what
+    /// [`OAuthLayer::login_status`](crate::OAuthLayer::login_status) reads,
+    /// so that a sign-in or a sign-out in another process shows.
+    ///
+    /// Default: nothing is read, for a store that keeps no chain (the
+    /// layer's memory holds it: see [`FetchContext::fetch`]).
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not be read; the status is then the layer's own.
+    fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
+        let _ = ctx;
+        Box::pin(async { Ok(()) })
+    }
+
     /// Calls `watcher` with each [`AccountEvent`] of another replica's
     /// ([`signed_out`](Self::signed_out), [`logged_in`](Self::logged_in)),
     /// until it returns `false` (its layer is gone).
@@ -452,6 +469,10 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
 
     fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
         (**self).logged_in(account)
+    }
+
+    fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
+        (**self).read_chain(ctx)
     }
 
     fn watch_accounts(&self, watcher: AccountWatcher) {

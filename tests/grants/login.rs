@@ -729,3 +729,60 @@ async fn token_slots_of_different_scopes_never_take_turns_logging_in() {
     assert_eq!(server.refreshes(), 4);
     assert!(server.violations().is_empty(), "{:?}", server.violations());
 }
+
+/// The status of one GET of `url` through `oauth` and `RetryUnauthorized`,
+/// which sends a request again after a step-up.
+async fn status_with_retry(oauth: &OAuthLayer, url: &str) -> http::StatusCode {
+    use tower::ServiceExt;
+    let client = tower::ServiceBuilder::new()
+        .layer(tower::retry::RetryLayer::new(
+            tower_oauth::RetryUnauthorized::default(),
+        ))
+        .layer(oauth.clone())
+        .service(support::hyper_client());
+    client.oneshot(support::get(url)).await.unwrap().status()
+}
+
+#[tokio::test]
+async fn a_challenge_s_scopes_start_a_login_with_them_where_no_list_is_set() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    *server.state.required_scope.lock().unwrap() = Some("write".into());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let oauth = builder(&server, counting_agent(&calls)).build().unwrap();
+    assert_eq!(status_with_retry(&oauth, &server.api_url()).await, 200);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the login, then the step-up's"
+    );
+    let scopes: Vec<String> = server
+        .authorizations()
+        .iter()
+        .map(|a| a["scope"].clone())
+        .collect();
+    assert_eq!(scopes, ["read offline_access", "read write offline_access"]);
+    // The wider login serves from then on.
+    for _ in 0..3 {
+        assert_eq!(status_with_retry(&oauth, &server.api_url()).await, 200);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[tokio::test]
+async fn step_up_scopes_still_bound_a_login_s_step_up() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    *server.state.required_scope.lock().unwrap() = Some("write".into());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let oauth = builder(&server, counting_agent(&calls))
+        .step_up_scopes(["files:share"])
+        .build()
+        .unwrap();
+    assert_eq!(status_with_retry(&oauth, &server.api_url()).await, 403);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "no login for a scope not listed"
+    );
+    assert_eq!(server.authorizations().len(), 1);
+}

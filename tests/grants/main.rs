@@ -7,6 +7,7 @@ mod support;
 
 mod account_replicas;
 mod accounts;
+mod agent_host;
 mod dpop;
 mod jwt_bearer;
 mod login;

@@ -51,6 +51,8 @@ struct Grant {
     /// a test's browser adds it).
     user: String,
     client_id: String,
+    /// The scope the authorization request asked for.
+    scope: String,
 }
 
 #[derive(Default)]
@@ -106,6 +108,11 @@ pub struct State {
     pub metadata_moved_to: Mutex<Option<String>>,
     /// How long the token endpoint takes to answer, in ms.
     pub token_delay_ms: AtomicU64,
+    /// The scope each access and refresh token was granted with.
+    granted: Mutex<HashMap<String, String>>,
+    /// A scope the API needs: a token without it gets `403
+    /// insufficient_scope` naming it.
+    pub required_scope: Mutex<Option<String>>,
 }
 
 pub struct LoginServer {
@@ -379,6 +386,24 @@ impl State {
                     .unwrap()
                     .get(bearer(req.headers()))
                     .is_some_and(|until| Instant::now() < *until);
+                let required = self.required_scope.lock().unwrap().clone();
+                let granted = self
+                    .granted
+                    .lock()
+                    .unwrap()
+                    .get(bearer(req.headers()))
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(needed) = required.filter(|n| ok && !granted.split(' ').any(|g| g == n))
+                {
+                    let mut refused = answer(403, json!({"error": "insufficient_scope"}));
+                    let challenge =
+                        format!(r#"Bearer error="insufficient_scope", scope="read {needed}""#);
+                    refused
+                        .headers_mut()
+                        .insert("www-authenticate", challenge.parse().unwrap());
+                    return refused;
+                }
                 if ok {
                     let token = bearer(req.headers()).to_owned();
                     let user = self.users.lock().unwrap().get(&token).cloned();
@@ -435,8 +460,11 @@ impl State {
             "/revoke" => {
                 let client = basic_client(&req);
                 let form = form(req).await;
-                if client.as_deref() != Some(WEB_CLIENT) {
-                    self.violation("a revocation without the web app's client".into());
+                // The web app's confidential client, or a public client
+                // (a CLI's), which names itself (RFC 7009 section 2.1).
+                let public = client.is_none() && form.get("client_id").is_some_and(|c| c == CLIENT);
+                if client.as_deref() != Some(WEB_CLIENT) && !public {
+                    self.violation("a revocation without the web app's client or the CLI's".into());
                     return answer(401, json!({"error": "invalid_client"}));
                 }
                 let token = form.get("token").cloned().unwrap_or_default();
@@ -529,6 +557,7 @@ impl State {
                 resource: q.get("resource").cloned(),
                 user: q.get("user").cloned().unwrap_or_else(|| "person".into()),
                 client_id: q.get("client_id").cloned().unwrap_or_default(),
+                scope: q.get("scope").cloned().unwrap_or_default(),
             },
         );
         let (state, iss) = match approve {
@@ -577,7 +606,7 @@ impl State {
                     return invalid_grant();
                 }
                 self.logins.fetch_add(1, Ordering::SeqCst);
-                self.issue(&grant.user)
+                self.issue_with(&grant.user, &grant.scope)
             }
             "urn:ietf:params:oauth:grant-type:device_code" => {
                 self.polls.fetch_add(1, Ordering::SeqCst);
@@ -620,7 +649,8 @@ impl State {
                             .unwrap()
                             .entry(user.clone())
                             .or_default() += 1;
-                        self.issue(&user)
+                        let scope = self.granted.lock().unwrap().get(&sent).cloned();
+                        self.issue_with(&user, &scope.unwrap_or_default())
                     }
                     Some(true) => {
                         self.violation("a retired refresh token was sent".into());
@@ -637,6 +667,11 @@ impl State {
     }
 
     fn issue(&self, user: &str) -> Response {
+        self.issue_with(user, "")
+    }
+
+    /// Tokens for `user`, granted `scope`.
+    fn issue_with(&self, user: &str, scope: &str) -> Response {
         let serial = self.serial.fetch_add(1, Ordering::SeqCst);
         let lifetime = Duration::from_millis(self.lifetime_ms.load(Ordering::SeqCst));
         let access = format!("at-{serial}-{}", random());
@@ -648,6 +683,10 @@ impl State {
             .lock()
             .unwrap()
             .insert(access.clone(), user.to_owned());
+        self.granted
+            .lock()
+            .unwrap()
+            .insert(access.clone(), scope.to_owned());
         let mut body = json!({
             "access_token": access,
             "token_type": "Bearer",
@@ -660,6 +699,10 @@ impl State {
                 .lock()
                 .unwrap()
                 .insert(new.clone(), user.to_owned());
+            self.granted
+                .lock()
+                .unwrap()
+                .insert(new.clone(), scope.to_owned());
             body["refresh_token"] = new.into();
         }
         answer(200, body)

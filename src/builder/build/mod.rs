@@ -216,9 +216,9 @@ impl OAuthLayerBuilder {
         login.check()?;
         self.grant = match &self.grant {
             Grant::ClientCredentials if self.id_jag.is_none() => {
-                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login()))
+                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login(login.automatic)))
             }
-            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login())),
+            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login(login.automatic))),
             _ => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,

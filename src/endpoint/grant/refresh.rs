@@ -21,10 +21,12 @@ use crate::token::params::AccountDigest;
 
 mod account;
 mod kept;
+mod person;
 mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
 pub(crate) use self::kept::{Code, LoginClient};
+pub(crate) use self::person::{person_login_required, Standing, SIGNED_OUT};
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -91,14 +93,7 @@ impl RefreshToken {
                 configured: sha256_hex(initial.as_bytes()),
                 initial: initial.clone(),
                 state: Mutex::new(State::begin(&initial, 0)),
-                turn: tokio::sync::Mutex::new(()),
-                on_rotation: None,
-                logs_in: false,
-                account: None,
-                code: Mutex::new(None),
-                callbacks: Mutex::new(Vec::new()),
-                signing_out: AtomicBool::new(false),
-                unverified: AtomicBool::new(false),
+                ..Chain::empty("")
             }),
         }
     }
@@ -147,6 +142,12 @@ pub(crate) struct Chain {
     /// A person logs in when the chain has no refresh token (the layer's
     /// `Login`, which the login's token source holds).
     logs_in: bool,
+    /// The login runs when a token request needs it; `false`: only when
+    /// asked (`OAuthLayer::login`).
+    automatic: bool,
+    /// `OAuthLayer::login` asked for a login: the next token request runs
+    /// it, automatic or not.
+    login_asked: AtomicBool,
     /// The account whose chain this is, when the layer serves many people.
     account: Option<AccountDigest>,
     /// A web login's code, from its callback, for the next token request
@@ -254,20 +255,13 @@ impl Chain {
             turn: tokio::sync::Mutex::new(()),
             on_rotation: self.on_rotation.clone(),
             logs_in: self.logs_in,
+            automatic: self.automatic,
+            login_asked: AtomicBool::new(false),
             account: self.account.clone(),
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
-        }
-    }
-
-    /// A chain that a person's login begins: no refresh token until then.
-    /// Every process configured with the same login shares it.
-    pub(crate) fn for_login() -> Chain {
-        Chain {
-            logs_in: true,
-            ..Chain::empty("login")
         }
     }
 
@@ -280,6 +274,8 @@ impl Chain {
             turn: tokio::sync::Mutex::new(()),
             on_rotation: None,
             logs_in: false,
+            automatic: true,
+            login_asked: AtomicBool::new(false),
             account: None,
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
@@ -295,73 +291,6 @@ impl Chain {
         Chain {
             account: Some(account),
             ..Chain::empty("account")
-        }
-    }
-
-    /// This chain, which logs a person in when it has no refresh token or
-    /// its refresh token was refused.
-    pub(crate) fn with_login(&self) -> Chain {
-        Chain {
-            logs_in: true,
-            ..self.copy()
-        }
-    }
-
-    /// Whether a person logs in when the chain has no refresh token.
-    pub(crate) fn logs_in(&self) -> bool {
-        self.logs_in
-    }
-
-    /// Whether the next token request is a login: there is a login, and no
-    /// refresh token to send (none yet, or a refused one).
-    pub(crate) fn needs_login(&self) -> bool {
-        if self.begins_here() {
-            return true;
-        }
-        let state = self.state();
-        self.logs_in && (state.current.is_empty() || state.dead.is_some())
-    }
-
-    /// A login at `issuer` ended with `refresh_token` (none: the server gave
-    /// none, and the next token after this one needs a login again): a new
-    /// chain, whose refresh tokens go to `issuer` only.
-    pub(crate) fn logged_in(&self, refresh_token: Option<&str>, issuer: &str, scope: &str) {
-        self.replace(refresh_token.unwrap_or_default());
-        let mut state = self.state();
-        state.issuer = issuer.to_owned();
-        state.scope = scope.to_owned();
-    }
-
-    /// The scopes the chain's login at `issuer` asked for; empty for none.
-    pub(crate) fn scope_at(&self, issuer: &str) -> String {
-        let state = self.state();
-        match state.issuer == issuer {
-            true => state.scope.clone(),
-            false => String::new(),
-        }
-    }
-
-    /// Whether the chain's login covers `scope`: every scope in it was asked
-    /// for at the login. A refresh token given covers any.
-    pub(crate) fn covers(&self, scope: Option<&str>) -> bool {
-        let state = self.state();
-        if state.issuer.is_empty() {
-            return true;
-        }
-        let granted: Vec<&str> = state.scope.split_whitespace().collect();
-        scope
-            .unwrap_or_default()
-            .split_whitespace()
-            .all(|s| granted.contains(&s))
-    }
-
-    /// Whether the chain's refresh token was issued by a login at another
-    /// server than `issuer`: it is never sent there.
-    pub(crate) fn issued_elsewhere(&self, issuer: Option<&str>) -> bool {
-        let state = self.state();
-        match issuer {
-            Some(issuer) => !state.issuer.is_empty() && state.issuer != issuer,
-            None => !state.issuer.is_empty(),
         }
     }
 
@@ -394,6 +323,7 @@ impl Chain {
         let state = self.state();
         let required = |why: &str| match &self.account {
             Some(account) => account_login_required(account, why),
+            None if self.logs_in => person_login_required(why),
             None => login_required(Some(why)),
         };
         match &state.dead {

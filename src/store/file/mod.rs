@@ -287,6 +287,24 @@ impl ChainKeeper for FileChain<'_> {
 }
 
 impl TokenStore for FileStore {
+    fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+                return Ok(());
+            };
+            let sealing_key = match ctx.sealing_key {
+                Some(key) => *key,
+                None => self.own_key().await?,
+            };
+            let sealer = Sealer::new(&sealing_key, chain_identity.encoded());
+            let entries = self.entries().await?;
+            if let Some((json, _)) = open_entry(&entries, chain_identity.key(), &sealer) {
+                chain.adopt(&ChainRecord::from_bytes(json));
+            }
+            Ok(())
+        })
+    }
+
     fn get_or_fetch<'a>(
         &'a self,
         ctx: &'a FetchContext<'a>,

@@ -3,7 +3,8 @@
 //! deleted, the news published, and each watching replica's word that it
 //! dropped them awaited) and its login elsewhere (published); and the task
 //! that hears this news for the layers that watch, keeps the replica in the
-//! list of those that answer, and answers.
+//! list of those that answer, and answers; a chain read for a login's
+//! status.
 //!
 //! The replicas that watch keep a heartbeat in a sorted set,
 //! `<prefix>{accounts}:watchers`, scored by Redis's own clock (no replica's
@@ -19,7 +20,9 @@ use tokio::time::Instant;
 use super::connection::Connection;
 use super::scripts::Scripts;
 use super::{Problem, RedisStore};
-use crate::store::{AccountEvent, AccountWatcher};
+use crate::endpoint::ChainRecord;
+use crate::store::seal::Sealer;
+use crate::store::{AccountEvent, AccountWatcher, FetchContext};
 use crate::support::random::random_hex;
 
 /// How long the watch waits before subscribing again after its
@@ -125,6 +128,32 @@ impl RedisStore {
         self.bounded(cmd.query_async::<Option<String>>(&mut con))
             .await
             .map_err(Problem::text)
+    }
+
+    /// The chain `ctx` refreshes, read (one `GET`, no lock) into the
+    /// layer's memory: what a login's status reads.
+    pub(super) async fn read_chain_into(&self, ctx: &FetchContext<'_>) -> Result<(), String> {
+        let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+            return Ok(());
+        };
+        let Some(sealing_key) = self.sealing.as_ref().or(ctx.sealing_key()) else {
+            return Ok(());
+        };
+        let at = format!("{}:chain", self.key(chain_identity.key()));
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        let value = self
+            .bounded(
+                redis::cmd("GET")
+                    .arg(&at)
+                    .query_async::<Option<String>>(&mut con),
+            )
+            .await
+            .map_err(Problem::text)?;
+        let sealer = Sealer::new(sealing_key, chain_identity.encoded());
+        if let Some(record) = value.and_then(|v| self.open(&sealer, &at, &v)) {
+            chain.adopt(&ChainRecord::from_bytes(record));
+        }
+        Ok(())
     }
 
     /// Deletes the signed-out account's tokens, tells the replicas, and

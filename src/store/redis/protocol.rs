@@ -106,7 +106,7 @@ impl RedisStore {
     }
 
     /// `value` opened, or `None` (said once) when it does not open.
-    fn open(&self, sealer: &Sealer<'_>, key: &str, value: &str) -> Option<Vec<u8>> {
+    pub(super) fn open(&self, sealer: &Sealer<'_>, key: &str, value: &str) -> Option<Vec<u8>> {
         let opened = sealer.open(key, value);
         if opened.is_none() && !self.warned_unopened.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -613,6 +613,10 @@ impl TokenStore for RedisStore {
 
     fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(self.publish_login(account))
+    }
+
+    fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.read_chain_into(ctx))
     }
 
     fn watch_accounts(&self, watcher: crate::store::AccountWatcher) {

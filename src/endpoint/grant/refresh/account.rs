@@ -134,14 +134,17 @@ impl Chain {
         let live = self.to_send().ok();
         self.replace("");
         let mut state = self.state();
-        state.dead = Some("signed out".to_owned());
+        state.dead = Some(super::person::SIGNED_OUT.to_owned());
         live
     }
 
     /// Whether the next token request begins something here: a sign-out,
     /// a code's exchange, or a callback's.
     pub(super) fn begins_here(&self) -> bool {
-        self.signing_out.load(Ordering::SeqCst) || self.has_code() || self.has_callbacks()
+        self.signing_out.load(Ordering::SeqCst)
+            || self.has_code()
+            || self.has_callbacks()
+            || self.login_asked()
     }
 
     /// The error of a chain with nothing to send and nothing to begin (no

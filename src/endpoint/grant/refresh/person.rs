@@ -1,0 +1,158 @@
+//! A person's chain: the login that begins it (when a token request needs
+//! one, or only when asked), what the login covers (its server, its
+//! scopes), and where the chain stands, for a status that changes nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::Chain;
+use crate::error::{TokenError, TokenErrorKind};
+
+/// Where a chain stands, as memory holds it (after a read of the store).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Standing {
+    /// A refresh token the server has not refused.
+    pub(crate) live: bool,
+    /// A login began the chain, here or in another process: `false` for a
+    /// chain that never had one.
+    pub(crate) logged_in_once: bool,
+    /// What ended it: the server's words, or "signed out".
+    pub(crate) ended: Option<String>,
+    /// The scopes its login asked for, space-separated.
+    pub(crate) scope: String,
+    /// The server its login was made at; empty for a refresh token given.
+    pub(crate) issuer: String,
+}
+
+/// What a chain's state says when it ended with a sign-out.
+pub(crate) const SIGNED_OUT: &str = "signed out";
+
+impl Chain {
+    /// A chain that a person's login begins: no refresh token until then.
+    /// Every process configured with the same login shares it. `automatic`:
+    /// a token request that needs the login runs it; otherwise only
+    /// `OAuthLayer::login` does.
+    pub(crate) fn for_login(automatic: bool) -> Chain {
+        Chain {
+            logs_in: true,
+            automatic,
+            ..Chain::empty("login")
+        }
+    }
+
+    /// This chain, which logs a person in when it has no refresh token or
+    /// its refresh token was refused (`automatic`), or when asked.
+    pub(crate) fn with_login(&self, automatic: bool) -> Chain {
+        Chain {
+            logs_in: true,
+            automatic,
+            login_asked: AtomicBool::new(false),
+            ..self.copy()
+        }
+    }
+
+    /// Whether a person logs in when the chain has no refresh token.
+    pub(crate) fn logs_in(&self) -> bool {
+        self.logs_in
+    }
+
+    /// Whether a token request may begin the login by itself.
+    pub(crate) fn logs_in_by_itself(&self) -> bool {
+        self.logs_in && self.automatic
+    }
+
+    /// The next token request runs the login, whatever the chain holds
+    /// (`OAuthLayer::login`).
+    pub(crate) fn ask_login(&self) {
+        self.login_asked.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a login was asked for; it is taken once, by the login.
+    pub(crate) fn take_login_asked(&self) -> bool {
+        self.login_asked.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether a login was asked for and has not begun yet.
+    pub(super) fn login_asked(&self) -> bool {
+        self.login_asked.load(Ordering::SeqCst)
+    }
+
+    /// Whether the next token request is a login: there is a login that
+    /// may run now, and no refresh token to send (none yet, or a refused
+    /// one); or something begins here (a login asked for, a code, a
+    /// sign-out).
+    pub(crate) fn needs_login(&self) -> bool {
+        if self.begins_here() {
+            return true;
+        }
+        let state = self.state();
+        self.logs_in_by_itself() && (state.current.is_empty() || state.dead.is_some())
+    }
+
+    /// A login at `issuer` ended with `refresh_token` (none: the server gave
+    /// none, and the next token after this one needs a login again): a new
+    /// chain, whose refresh tokens go to `issuer` only.
+    pub(crate) fn logged_in(&self, refresh_token: Option<&str>, issuer: &str, scope: &str) {
+        self.replace(refresh_token.unwrap_or_default());
+        let mut state = self.state();
+        state.issuer = issuer.to_owned();
+        state.scope = scope.to_owned();
+    }
+
+    /// The scopes the chain's login at `issuer` asked for; empty for none.
+    pub(crate) fn scope_at(&self, issuer: &str) -> String {
+        let state = self.state();
+        match state.issuer == issuer {
+            true => state.scope.clone(),
+            false => String::new(),
+        }
+    }
+
+    /// Whether the chain's login covers `scope`: every scope in it was asked
+    /// for at the login. A refresh token given covers any.
+    pub(crate) fn covers(&self, scope: Option<&str>) -> bool {
+        let state = self.state();
+        if state.issuer.is_empty() {
+            return true;
+        }
+        let granted: Vec<&str> = state.scope.split_whitespace().collect();
+        scope
+            .unwrap_or_default()
+            .split_whitespace()
+            .all(|s| granted.contains(&s))
+    }
+
+    /// Whether the chain's refresh token was issued by a login at another
+    /// server than `issuer`: it is never sent there.
+    pub(crate) fn issued_elsewhere(&self, issuer: Option<&str>) -> bool {
+        let state = self.state();
+        match issuer {
+            Some(issuer) => !state.issuer.is_empty() && state.issuer != issuer,
+            None => !state.issuer.is_empty(),
+        }
+    }
+
+    /// Where the chain stands now, in memory.
+    pub(crate) fn standing(&self) -> Standing {
+        let state = self.state();
+        Standing {
+            live: !state.current.is_empty() && state.dead.is_none(),
+            logged_in_once: state.login_at > 0 || !self.initial.is_empty(),
+            ended: state.dead.clone(),
+            scope: state.scope.clone(),
+            issuer: state.issuer.clone(),
+        }
+    }
+}
+
+/// The error of a person's chain with no live refresh token, whose login
+/// runs only when asked (`Login::automatic(false)`): `why` is what ended it.
+pub(crate) fn person_login_required(why: &str) -> TokenError {
+    let why = match why {
+        "no login yet" => "no one has signed in yet".to_owned(),
+        why => format!("the login has ended ({why})"),
+    };
+    TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
+        "{why}: sign in with OAuthLayer::login (this layer's login runs only when asked, \
+         Login::automatic(false)); no token request was sent and no browser was opened"
+    ))
+}
