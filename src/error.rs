@@ -278,6 +278,23 @@ impl TokenError {
         })
     }
 
+    /// The same error with the OAuth `error` code a server sent another
+    /// way than in a token response (a login's callback).
+    pub(crate) fn with_error_code(self, code: &str) -> Self {
+        let code = clip(code);
+        self.map_inner(|i| i.error_code = Some(code))
+    }
+
+    /// Whether the server's `error` says it does not take the client:
+    /// `invalid_client` or `unauthorized_client` (RFC 6749 sections
+    /// 4.1.2.1 and 5.2).
+    pub(crate) fn refuses_client(&self) -> bool {
+        matches!(
+            self.error_code(),
+            Some("invalid_client" | "unauthorized_client")
+        )
+    }
+
     /// Whether this is another replica's failure read from a token store.
     pub(crate) fn is_reported_by_another(&self) -> bool {
         self.inner.shared

@@ -52,7 +52,9 @@
 //! visible) refreshes with a login's refresh token; `--store-file` keeps the
 //! tokens and the refresh token's chain in a `FileStore`, so that the next
 //! run goes on from a refresh token the server rotated. `--login` signs a
-//! person in with the browser, `--device` with the device grant; with
+//! person in with the browser (whose address, where the browser runs on
+//! another machine, the person pastes at the terminal), `--device` with the
+//! device grant; with
 //! `--store-file` the next run finds the login there. `--help` lists every
 //! flag.
 //!
@@ -116,7 +118,8 @@ What the token is for:
   --scope \"A B\"          the scopes
   --resource URL         a resource (RFC 8707; repeatable)
 A person's login, and refresh tokens:
-  --login                sign a person in with the browser (authorization code, PKCE)
+  --login                sign a person in with the browser (authorization code, PKCE);
+                         a browser elsewhere: paste the address it ended on
   --device               sign a person in with the device grant (RFC 8628)
   --refresh-token T      refresh with a login made elsewhere (prefer OAUTH_REFRESH_TOKEN)
   --store-file PATH      keep tokens and the login between runs (a FileStore)
@@ -149,7 +152,9 @@ async fn main() -> Result<(), BoxError> {
             );
         }))
     } else if args.iter().any(|a| a == "--login") {
-        Some(tower_oauth::login::Login::browser())
+        // A browser on another machine (over SSH, in a container) cannot
+        // come back to the listener: its address, pasted, serves instead.
+        Some(tower_oauth::login::Login::browser().paste_from_stdin())
     } else {
         None
     };

@@ -88,6 +88,14 @@ impl Request<'_> {
     }
 }
 
+/// The error of a login the server refused at its callback, `why` being
+/// its `error` (and description): that code is the error's
+/// [`error_code`](TokenError::error_code).
+pub(crate) fn refused_login(why: &str) -> TokenError {
+    let code = why.split(':').next().unwrap_or_default();
+    failed(format!("the authorization server refused the login: {why}")).with_error_code(code)
+}
+
 /// Whether a browser may be sent to `endpoint`: an absolute `https` URL, or
 /// `http` on loopback, without a fragment. Never `javascript:`, `data:`,
 /// `file:` or plain `http` elsewhere, whatever `allow_insecure_http` says: a

@@ -49,6 +49,7 @@ impl TokenRequest {
                 id: url.to_owned(),
                 issuer: server.issuer.clone(),
                 secret: None,
+                redirect_uri: None,
             });
             return Ok(url.to_owned());
         }
@@ -61,12 +62,14 @@ impl TokenRequest {
             )));
         };
         let method = auth_method(&server.auth_methods);
+        let redirect_uri = registration.redirect_uris.first().map(|u| (*u).to_owned());
         let (id, secret) = self.register(endpoint, registration, method).await?;
         tracing::info!(issuer = %server.issuer, method, "registered this client (RFC 7591)");
         chain.set_client(LoginClient {
             id: id.clone(),
             issuer: server.issuer.clone(),
             secret: secret.map(|s| (s, method.to_owned())),
+            redirect_uri,
         });
         Ok(id)
     }

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use http::Uri;
 use tokio::time::Instant;
 
-use super::authorization::{check_endpoint, read_callback, Callback, Expect, Request, Secrets};
+use super::authorization::{
+    check_endpoint, read_callback, refused_login, Callback, Expect, Request, Secrets,
+};
 use super::client::Registration;
 use super::listener::Listener;
 use super::{device, failed, Answered, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
@@ -57,8 +59,25 @@ impl TokenRequest {
                 device::log_in(self, server, prompt, scope.as_deref(), deadline).await?
             }
             way => {
-                self.code_login(chain, server, (login, way), scope.as_deref(), deadline)
-                    .await?
+                let scope = scope.as_deref();
+                match self
+                    .code_login(chain, server, (login, way), scope, deadline)
+                    .await
+                {
+                    // The client this login kept is gone at the server
+                    // (some delete idle ones): registered anew, once.
+                    Err(e) if e.refuses_client() && self.kept_client_forgotten(chain, server) => {
+                        tracing::warn!(
+                            issuer = %server.issuer,
+                            error = %e,
+                            "the server no longer takes the client a login registered before; \
+                             registering a new one for this login, once"
+                        );
+                        self.code_login(chain, server, (login, way), scope, deadline)
+                            .await?
+                    }
+                    answered => answered?,
+                }
             }
         };
         chain.logged_in(
@@ -107,7 +126,7 @@ impl TokenRequest {
                 (None, uri.unwrap_or(DEFAULT_USER_AGENT_REDIRECT).to_owned())
             }
             _ => {
-                let listener = Listener::bind(login.redirect_uri.as_deref()).await?;
+                let listener = self.listener(chain, server, login).await?;
                 let uri = listener.redirect_uri.clone();
                 (Some(listener), uri)
             }
@@ -139,29 +158,34 @@ impl TokenRequest {
                     .map_err(|e| failed(format!("the user agent failed: {e}")))?;
                 let query = back.split('#').next().unwrap_or("");
                 let query = query.split_once('?').map_or("", |(_, q)| q);
-                let code =
-                    match read_callback(query, &expect)? {
-                        Callback::Code(code) => code,
-                        Callback::Refused(why) => {
-                            return Err(failed(format!(
-                                "the authorization server refused the login: {why}"
-                            )))
-                        }
-                        Callback::Foreign => return Err(failed(
-                            "the URL the user agent returned does not carry the login's state; \
-                             the login is refused",
-                        )),
-                    };
-                code
+                match read_callback(query, &expect)? {
+                    Callback::Code(code) => code,
+                    Callback::Refused(why) => return Err(refused_login(&why)),
+                    Callback::Foreign => {
+                        return Err(failed(
+                            "the URL the user agent returned does not carry the login's \
+                             state; the login is refused",
+                        ))
+                    }
+                }
             }
             (_, None) => return Err(failed("the login's listener is missing")),
             (_, Some(listener)) => {
                 open_browser(&url).await;
+                if login.paste.is_some() {
+                    eprintln!(
+                        "If the browser runs on another machine, it cannot come back here: \
+                         paste the address it ended on (it begins with {redirect_uri}) and \
+                         press Enter."
+                    );
+                }
                 eprintln!(
                     "Waiting for the browser to come back (at most {}) ...",
                     minutes(login.timeout)
                 );
-                listener.code(&expect, deadline).await?
+                listener
+                    .code(&expect, deadline, login.paste.as_ref())
+                    .await?
             }
         };
         let mut pairs = vec![
@@ -172,6 +196,44 @@ impl TokenRequest {
         pairs.extend(self.resources().into_iter().map(|r| ("resource", r)));
         self.login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
             .await
+    }
+
+    /// The browser's listener: at the redirect URI configured; else at the
+    /// one the client a login registered was registered with (a server may
+    /// match it exactly), where its port is free; else at a port the system
+    /// picks, with a client registered anew for it if one was kept.
+    async fn listener(
+        &self,
+        chain: &Chain,
+        server: &ServerMetadata,
+        login: &Login,
+    ) -> Result<Listener, TokenError> {
+        let kept = match (&login.redirect_uri, self.spec.client_id.is_empty()) {
+            (None, true) => chain.kept_redirect_uri(&server.issuer),
+            _ => None,
+        };
+        let Some(kept) = kept else {
+            return Listener::bind(login.redirect_uri.as_deref()).await;
+        };
+        match Listener::bind(Some(&kept)).await {
+            Ok(listener) => Ok(listener),
+            Err(e) => {
+                tracing::warn!(
+                    issuer = %server.issuer,
+                    error = %e,
+                    "the redirect URI the kept client was registered with cannot be listened \
+                     on (its port is taken); registering a new client for this login"
+                );
+                chain.forget_client(&server.issuer);
+                Listener::bind(None).await
+            }
+        }
+    }
+
+    /// Whether the chain kept a client of its own for `server` (not one
+    /// configured), now forgotten so that the login registers anew.
+    fn kept_client_forgotten(&self, chain: &Chain, server: &ServerMetadata) -> bool {
+        self.spec.client_id.is_empty() && chain.forget_client(&server.issuer)
     }
 
     /// The scope a login asks for: the request's, with what the chain's

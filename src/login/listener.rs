@@ -1,9 +1,12 @@
 //! The loopback listener a browser login comes back to (RFC 8252 section
-//! 7.3): `127.0.0.1` only, one request a connection, its head bounded in
-//! size and time, and done at the first callback that carries the login's
-//! `state`.
+//! 7.3): `127.0.0.1` only (and `[::1]` too for a `localhost` redirect), one
+//! request a connection, its head bounded in size and time, and done at the
+//! first callback that carries the login's `state`, come to it or pasted.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::future::Future;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,8 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::authorization::{read_callback, Callback, Expect, MAX_CALLBACK_LEN};
+use super::authorization::{read_callback, refused_login, Callback, Expect, MAX_CALLBACK_LEN};
 use super::failed;
+use super::paste::{pasted_query, Paste};
 use crate::error::TokenError;
 
 /// How long one connection may take to send its request.
@@ -33,22 +37,45 @@ const REFUSED_PAGE: &str = "<!doctype html><meta charset=utf-8><title>Sign-in fa
 const FOREIGN_PAGE: &str = "<!doctype html><meta charset=utf-8><title>Not found</title>\
     <p>This is not the sign-in this program started.</p>";
 
-/// The address and path `redirect_uri` names: `http://127.0.0.1[:port]/path`.
-/// Otherwise, why it cannot be a browser login's.
-pub(crate) fn loopback_address(redirect_uri: &str) -> Result<(u16, String), &'static str> {
+/// Where a browser login's listener listens: the host the redirect URI
+/// names (`127.0.0.1`, or `localhost` for a server that registers only
+/// that), its port (0: one the system picks) and its path.
+pub(crate) struct Loopback {
+    host: &'static str,
+    port: u16,
+    path: String,
+}
+
+/// The address and path `redirect_uri` names: `http://127.0.0.1[:port]/path`
+/// or `http://localhost[:port]/path`. Otherwise, why it cannot be a browser
+/// login's.
+pub(crate) fn loopback_address(redirect_uri: &str) -> Result<Loopback, &'static str> {
     let uri: http::Uri = redirect_uri.parse().map_err(|_| "is not a URL")?;
-    if uri.scheme_str() != Some("http") || uri.host() != Some("127.0.0.1") {
-        return Err("is not http://127.0.0.1 (RFC 8252 section 7.3), which the listener needs");
+    let host = match uri.host() {
+        Some("127.0.0.1") => "127.0.0.1",
+        Some(h) if h.eq_ignore_ascii_case("localhost") => "localhost",
+        _ => "",
+    };
+    if uri.scheme_str() != Some("http") || host.is_empty() {
+        return Err(
+            "is neither http://127.0.0.1 (RFC 8252 section 7.3) nor http://localhost, which the \
+             listener needs",
+        );
     }
     if uri.query().is_some() || redirect_uri.contains('#') {
         return Err("has a query or a fragment");
     }
-    Ok((uri.port_u16().unwrap_or(0), uri.path().to_owned()))
+    Ok(Loopback {
+        host,
+        port: uri.port_u16().unwrap_or(0),
+        path: uri.path().to_owned(),
+    })
 }
 
 /// A listener bound for one login.
 pub(crate) struct Listener {
-    listener: TcpListener,
+    /// `127.0.0.1`, and `[::1]` for `localhost` where it binds.
+    listeners: Vec<TcpListener>,
     path: String,
     /// The redirect URI, with the port bound.
     pub(crate) redirect_uri: String,
@@ -56,12 +83,18 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Binds `127.0.0.1` at the port `redirect_uri` names, or at one the
-    /// system picks, and the path `/callback`.
+    /// system picks, and the path `/callback`. For `localhost`, `[::1]` at
+    /// the same port too where it binds: a browser may try either.
     pub(crate) async fn bind(redirect_uri: Option<&str>) -> Result<Self, TokenError> {
-        let (port, path) = match redirect_uri {
+        let at = match redirect_uri {
             Some(uri) => loopback_address(uri).map_err(|why| failed(why.to_owned()))?,
-            None => (0, "/callback".to_owned()),
+            None => Loopback {
+                host: "127.0.0.1",
+                port: 0,
+                path: "/callback".to_owned(),
+            },
         };
+        let port = at.port;
         let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
             .await
             .map_err(|e| {
@@ -73,34 +106,74 @@ impl Listener {
             .local_addr()
             .map_err(|e| failed(format!("the login's listener has no address: {e}")))?
             .port();
+        let mut listeners = vec![listener];
+        if at.host == "localhost" {
+            match TcpListener::bind(SocketAddr::from((Ipv6Addr::LOCALHOST, port))).await {
+                Ok(v6) => listeners.push(v6),
+                Err(e) => tracing::debug!(error = %e, "the login's listener has no [::1]"),
+            }
+        }
         Ok(Listener {
-            listener,
-            redirect_uri: format!("http://127.0.0.1:{port}{path}"),
-            path,
+            listeners,
+            redirect_uri: format!("http://{}:{port}{}", at.host, at.path),
+            path: at.path,
         })
     }
 
     /// The code of the first callback that carries the login's `state`,
-    /// waited for until `deadline`. Requests without it get an error page
-    /// and change nothing; the server's refusal, or a callback that fails
-    /// a check, ends the login.
+    /// waited for until `deadline`, come to the listener or pasted from
+    /// `paste`. Requests without it get an error page and change nothing,
+    /// and a pasted line without it is refused with a short reason at the
+    /// terminal; the server's refusal, or a callback that fails a check,
+    /// ends the login.
     pub(crate) async fn code(
-        self,
+        mut self,
         expect: &Expect<'_>,
         deadline: Instant,
+        paste: Option<&Paste>,
     ) -> Result<String, TokenError> {
         let (heads, mut read) = mpsc::channel::<(TcpStream, Option<String>)>(MAX_CONNECTIONS);
-        // Accepting on a task of its own, ended when this login is.
-        let accepting = Accepting(tokio::spawn(accept(self.listener, heads)));
+        // Accepting on tasks of their own, ended when this login is.
+        let listeners = std::mem::take(&mut self.listeners);
+        let accepting: Vec<Accepting> = listeners
+            .into_iter()
+            .map(|listener| Accepting(tokio::spawn(accept(listener, heads.clone()))))
+            .collect();
+        drop(heads);
+        let mut pasted = paste.map(|p| p());
         let outcome = loop {
-            let Ok(next) = tokio::time::timeout_at(deadline, read.recv()).await else {
-                break Err(failed(
-                    "the browser did not come back before the login's timeout; run the login \
-                     again (the URL is printed to stderr when no browser opens)",
-                ));
+            let next = {
+                let mut connection = pin!(tokio::time::timeout_at(deadline, read.recv()));
+                std::future::poll_fn(|cx| {
+                    if let Some(line) = pasted.as_mut() {
+                        if let Poll::Ready(line) = line.as_mut().poll(cx) {
+                            return Poll::Ready(Next::Pasted(line));
+                        }
+                    }
+                    connection.as_mut().poll(cx).map(Next::Connection)
+                })
+                .await
             };
-            let Some((stream, target)) = next else {
-                break Err(failed("the login's listener stopped"));
+            let (stream, target) = match next {
+                Next::Pasted(None) => {
+                    pasted = None;
+                    continue;
+                }
+                Next::Pasted(Some(line)) => {
+                    pasted = paste.map(|p| p());
+                    match self.read_pasted(&line, expect) {
+                        Some(outcome) => break outcome,
+                        None => continue,
+                    }
+                }
+                Next::Connection(Err(_)) => {
+                    break Err(failed(
+                        "the browser did not come back before the login's timeout; run the \
+                         login again (the URL is printed to stderr when no browser opens)",
+                    ))
+                }
+                Next::Connection(Ok(None)) => break Err(failed("the login's listener stopped")),
+                Next::Connection(Ok(Some(next))) => next,
             };
             let query = target.as_deref().and_then(|t| {
                 let (path, query) = t.split_once('?').unwrap_or((t, ""));
@@ -117,9 +190,7 @@ impl Listener {
                 }
                 Ok(Callback::Refused(why)) => {
                     answer(stream, 200, REFUSED_PAGE).await;
-                    break Err(failed(format!(
-                        "the authorization server refused the login: {why}"
-                    )));
+                    break Err(refused_login(&why));
                 }
                 Ok(Callback::Foreign) => {
                     tracing::warn!(
@@ -138,6 +209,38 @@ impl Listener {
         drop(accepting);
         outcome
     }
+
+    /// A pasted `line`, checked as a callback: the login's outcome, or
+    /// `None` (said at the terminal) for a line that is not this login's.
+    fn read_pasted(&self, line: &str, expect: &Expect<'_>) -> Option<Result<String, TokenError>> {
+        let refused = |why: &str| {
+            tracing::warn!(why, "a pasted line is not the login's callback; ignored");
+            eprintln!(
+                "That is not the address of this sign-in: {why}. Paste the whole address the \
+                 browser ended on, or finish in the browser."
+            );
+            None
+        };
+        if line.trim().is_empty() {
+            return None;
+        }
+        let query = match pasted_query(line, &self.path) {
+            Ok(query) => query,
+            Err(why) => return refused(why),
+        };
+        match read_callback(query, expect) {
+            Ok(Callback::Code(code)) => Some(Ok(code)),
+            Ok(Callback::Refused(why)) => Some(Err(refused_login(&why))),
+            Ok(Callback::Foreign) => refused("it carries another sign-in's state, or none"),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// What came first while the listener waits.
+enum Next {
+    Pasted(Option<String>),
+    Connection(Result<Option<(TcpStream, Option<String>)>, tokio::time::error::Elapsed>),
 }
 
 /// The accepting task, aborted when dropped: the port closes with the login.
@@ -218,4 +321,142 @@ async fn answer(mut stream: TcpStream, status: u16, page: &str) {
         let _ = stream.shutdown().await;
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    const STATE: &str = "the-login-s-state";
+
+    fn expect() -> Expect<'static> {
+        Expect {
+            state: STATE,
+            issuer: "https://as.example.com",
+            iss_required: true,
+        }
+    }
+
+    /// A source that gives `lines` in order, then nothing more (pending).
+    fn lines(lines: Vec<String>) -> (Paste, Arc<Mutex<usize>>) {
+        let left = Arc::new(Mutex::new(lines.into_iter()));
+        let asked = Arc::new(Mutex::new(0));
+        let counted = Arc::clone(&asked);
+        let paste: Paste = Arc::new(move || {
+            *counted.lock().unwrap() += 1;
+            let next = left.lock().unwrap().next();
+            Box::pin(async move {
+                match next {
+                    Some(line) => Some(line),
+                    None => std::future::pending().await,
+                }
+            })
+        });
+        (paste, asked)
+    }
+
+    fn callback(listener: &Listener, query: &str) -> String {
+        format!("{}?{query}", listener.redirect_uri)
+    }
+
+    #[tokio::test]
+    async fn a_pasted_address_ends_the_wait_after_every_line_that_is_not_the_login_s() {
+        let listener = Listener::bind(None).await.unwrap();
+        let iss = "iss=https%3A%2F%2Fas.example.com";
+        let (paste, asked) = lines(vec![
+            "\n".into(),
+            callback(&listener, &format!("code=theirs&state=another-login&{iss}")),
+            format!("http://127.0.0.1:1/other?code=c&state={STATE}&{iss}"),
+            format!("{}?code=a\u{1b}[2J&state={STATE}", listener.redirect_uri),
+            callback(
+                &listener,
+                &format!("code={}&state={STATE}", "a".repeat(9000)),
+            ),
+            "not an address at all".into(),
+            callback(&listener, &format!("code=ours&state={STATE}&{iss}")),
+            callback(&listener, &format!("code=twice&state={STATE}&{iss}")),
+        ]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let code = listener.code(&expect(), deadline, Some(&paste)).await;
+        assert_eq!(code.unwrap(), "ours");
+        // Asked once for each line up to the login's, and once more: the
+        // line after it is never read.
+        assert_eq!(*asked.lock().unwrap(), 8);
+    }
+
+    #[tokio::test]
+    async fn a_pasted_refusal_or_wrong_issuer_of_the_login_ends_it() {
+        for (query, says) in [
+            (
+                format!("error=access_denied&state={STATE}&iss=https%3A%2F%2Fas.example.com"),
+                "refused",
+            ),
+            (
+                format!("code=c&state={STATE}&iss=https%3A%2F%2Fevil.example"),
+                "mix-up",
+            ),
+            (format!("code=c&state={STATE}"), "carries no `iss`"),
+        ] {
+            let listener = Listener::bind(None).await.unwrap();
+            let (paste, _) = lines(vec![callback(&listener, &query)]);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let e = listener
+                .code(&expect(), deadline, Some(&paste))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), crate::error::TokenErrorKind::LoginFailed);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_browser_at_the_listener_ends_the_wait_while_nothing_is_pasted() {
+        let listener = Listener::bind(Some("http://localhost:0/cb")).await.unwrap();
+        assert!(listener.redirect_uri.starts_with("http://localhost:"));
+        let url = callback(
+            &listener,
+            &format!("code=ours&state={STATE}&iss=https%3A%2F%2Fas.example.com"),
+        )
+        .replace("localhost", "127.0.0.1");
+        let (paste, _) = lines(Vec::new());
+        let browser = tokio::spawn(async move {
+            let uri: http::Uri = url.parse().unwrap();
+            let mut stream = TcpStream::connect(uri.authority().unwrap().as_str())
+                .await
+                .unwrap();
+            let request = format!(
+                "GET {} HTTP/1.1\r\nhost: x\r\n\r\n",
+                uri.path_and_query().unwrap()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut page = String::new();
+            stream.read_to_string(&mut page).await.unwrap();
+            page
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let code = listener.code(&expect(), deadline, Some(&paste)).await;
+        assert_eq!(code.unwrap(), "ours");
+        assert!(browser.await.unwrap().contains("You are signed in"));
+    }
+
+    #[test]
+    fn redirect_uris_a_listener_takes() {
+        for ok in [
+            "http://127.0.0.1:8400/callback",
+            "http://localhost:8400/cb",
+            "http://LOCALHOST/cb",
+        ] {
+            assert!(loopback_address(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "https://127.0.0.1:8400/callback",
+            "http://[::1]:8400/callback",
+            "http://example.com/callback",
+            "http://localhost:8400/callback?x=1",
+        ] {
+            assert!(loopback_address(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -14,6 +14,7 @@
 // - `client`: which client the login is: given, a metadata document's URL,
 //   or registered;
 // - `listener`: the loopback listener the browser comes back to;
+// - `paste`: the address a person pastes when the browser is elsewhere;
 // - `device`: the device authorization grant;
 // - `flow`: a login from the server's metadata to its token;
 // - `web`: a web app's login for an account, and its sign-out's revocation;
@@ -24,6 +25,7 @@ mod client;
 mod device;
 mod flow;
 mod listener;
+mod paste;
 mod person;
 mod status;
 mod web;
@@ -100,6 +102,9 @@ pub struct Login {
     /// A token request that needs the login runs it; `false`: only
     /// `OAuthLayer::login` does.
     pub(crate) automatic: bool,
+    /// Where a person whose browser runs elsewhere pastes the address it
+    /// ended on, read while the listener waits.
+    pub(crate) paste: Option<paste::Paste>,
     pub(crate) redirect_uri: Option<String>,
     /// From `OAuthLayerBuilder::client_metadata_url`.
     pub(crate) client_metadata_url: Option<String>,
@@ -131,6 +136,7 @@ impl Login {
             way: Way::Browser,
             timeout: DEFAULT_LOGIN_TIMEOUT,
             automatic: true,
+            paste: None,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -152,6 +158,7 @@ impl Login {
             way: Way::UserAgent(Arc::new(f)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
             automatic: true,
+            paste: None,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -184,6 +191,7 @@ impl Login {
             way: Way::Device(Arc::new(prompt)),
             timeout: DEFAULT_LOGIN_TIMEOUT,
             automatic: true,
+            paste: None,
             redirect_uri: None,
             client_metadata_url: None,
         }
@@ -197,6 +205,53 @@ impl Login {
     /// Default: 5 minutes.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Also takes the address the browser ended on from standard input,
+    /// pasted by a person whose browser runs on another machine (a session
+    /// over SSH, a container, a remote IDE), which cannot reach the
+    /// listener on `127.0.0.1`. The layer then says so where it prints the
+    /// URL. Whichever comes first ends the wait: the browser at the
+    /// listener, or a pasted line. A pasted address is checked exactly as
+    /// a callback (`state`, `iss`, one use); anything else is refused with
+    /// a short reason on stderr, and the login goes on waiting.
+    ///
+    /// Standard input is read by one thread of the process, from the first
+    /// login that waits on it: a program that reads standard input itself
+    /// gives its own source with [`paste_from`](Self::paste_from).
+    ///
+    /// Default: off; the browser login waits for its listener alone.
+    pub fn paste_from_stdin(mut self) -> Self {
+        self.paste = Some(paste::stdin_lines());
+        self
+    }
+
+    /// As [`paste_from_stdin`](Self::paste_from_stdin), from a source of
+    /// yours: `next_line` gives the next line the person pasted (a text
+    /// field, a chat message), or `None` when there are no more. It is
+    /// asked again after each line, and dropped when the login ends.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tokio::sync::{mpsc, Mutex};
+    /// use tower_oauth::login::Login;
+    ///
+    /// let (_send, lines) = mpsc::channel::<String>(4);
+    /// let lines = Arc::new(Mutex::new(lines));
+    /// let login = Login::browser().paste_from(move || {
+    ///     let lines = Arc::clone(&lines);
+    ///     Box::pin(async move { lines.lock().await.recv().await })
+    /// });
+    /// # let _ = login;
+    /// ```
+    ///
+    /// Default: off.
+    pub fn paste_from<F>(mut self, next_line: F) -> Self
+    where
+        F: Fn() -> BoxFuture<'static, Option<String>> + Send + Sync + 'static,
+    {
+        self.paste = Some(Arc::new(next_line));
         self
     }
 
@@ -225,9 +280,11 @@ impl Login {
     }
 
     /// The redirect URI, for a client registered with a fixed one. For
-    /// [`browser`](Self::browser) it must be `http://127.0.0.1`, with a port
-    /// and a path, such as `http://127.0.0.1:8400/callback`: the listener
-    /// takes that port. For [`user_agent`](Self::user_agent) it may be any
+    /// [`browser`](Self::browser) it must be `http://127.0.0.1` or
+    /// `http://localhost`, with a port and a path, such as
+    /// `http://127.0.0.1:8400/callback`: the listener takes that port (on
+    /// `127.0.0.1`, and on `[::1]` too for `localhost`, where it can). Some
+    /// servers register only `http://localhost:PORT/callback`. For [`user_agent`](Self::user_agent) it may be any
     /// absolute URI without a fragment, such as an app's own scheme. The
     /// device grant has none.
     ///
@@ -243,6 +300,13 @@ impl Login {
         let invalid = |m: String| ConfigError::new(ConfigErrorKind::InvalidSetting, m);
         if self.timeout.is_zero() {
             return Err(invalid("Login::timeout must be more than zero".into()));
+        }
+        if self.paste.is_some() && !matches!(self.way, Way::Browser) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflicting,
+                "Login::paste_from_stdin (or paste_from) was given for a login without a \
+                 listener; it serves Login::browser",
+            ));
         }
         let Some(uri) = &self.redirect_uri else {
             return Ok(());
@@ -276,6 +340,7 @@ impl fmt::Debug for Login {
             .field("way", &self.name())
             .field("timeout", &self.timeout)
             .field("automatic", &self.automatic)
+            .field("paste", &self.paste.is_some())
             .field("redirect_uri", &self.redirect_uri)
             .finish()
     }

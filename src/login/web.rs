@@ -280,9 +280,7 @@ pub(crate) fn finish(
             issuer: pending.issuer,
             scope: pending.scope,
         }),
-        Callback::Refused(why) => Err(failed(format!(
-            "the authorization server refused the login: {why}"
-        ))),
+        Callback::Refused(why) => Err(super::authorization::refused_login(&why)),
         Callback::Foreign => Err(foreign()),
     }
 }

@@ -82,14 +82,28 @@ where
             } else {
                 chain.to_send()?
             };
+            let mut client_gone = false;
             let error = match fetch().await {
                 Ok(token) => return Ok(token),
                 // A login's code refused: the login failed, no chain ended.
                 Err(e) if sent.is_empty() => return Err(e),
                 Err(e) if e.error_code() == Some("invalid_grant") => e,
+                // The client a login registered, which the server no
+                // longer knows (some delete idle ones): the chain is as
+                // dead, and its next login registers anew.
+                Err(e) if e.refuses_client() && chain.logs_in() && chain.forget_any_client() => {
+                    tracing::warn!(
+                        error = %e,
+                        "the server no longer takes the client a login registered; the login \
+                         has ended, and the next one registers a new client"
+                    );
+                    client_gone = true;
+                    e
+                }
                 Err(e) => return Err(e),
             };
-            if let (Some(keeper), false) = (keeper, looked_again) {
+            // (A store's chain still names the client the server refused.)
+            if let (Some(keeper), false) = (keeper, looked_again || client_gone) {
                 looked_again = true;
                 if let Ok(Some(record)) = keeper.load().await {
                     chain.adopt(&record);

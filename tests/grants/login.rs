@@ -427,13 +427,25 @@ fn a_login_needs_a_server_s_metadata_and_a_loopback_redirect() {
         e.to_string().contains("issuer or protected_resource"),
         "{e}"
     );
-    let e = OAuthLayer::builder()
-        .issuer("https://login.example.com")
-        .client_id("cli")
-        .login(Login::browser().redirect_uri("http://localhost:8400/callback"))
-        .build()
-        .unwrap_err();
-    assert!(e.to_string().contains("127.0.0.1"), "{e}");
+    let with = |login: Login| {
+        OAuthLayer::builder()
+            .issuer("https://login.example.com")
+            .client_id("cli")
+            .login(login)
+            .build()
+    };
+    // `localhost` too, for a server that registers only that.
+    with(Login::browser().redirect_uri("http://localhost:8400/callback")).unwrap();
+    for refused in [
+        "https://127.0.0.1:8400/callback",
+        "http://[::1]:8400/callback",
+    ] {
+        let e = with(Login::browser().redirect_uri(refused)).unwrap_err();
+        assert!(e.to_string().contains("127.0.0.1"), "{e}");
+    }
+    // A pasted address serves the browser's listener alone.
+    let e = with(Login::device(|_| {}).paste_from_stdin()).unwrap_err();
+    assert!(e.to_string().contains("Login::browser"), "{e}");
     assert!(!format!("{:?}", Login::browser()).is_empty());
 }
 

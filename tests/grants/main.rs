@@ -13,4 +13,5 @@ mod jwt_bearer;
 mod login;
 mod real_browser;
 mod refresh_tokens;
+mod second_login;
 mod token_exchange;

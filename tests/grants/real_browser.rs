@@ -320,3 +320,159 @@ async fn a_web_app_signs_two_people_in_with_chromium_and_one_out() {
         Some("bob@example.com")
     );
 }
+
+/// Where the child of the test below finds the provider and the file the
+/// browser writes its address to.
+const ELSEWHERE_VAR: &str = "BROWSER_ELSEWHERE";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_on_another_machine_signs_in_by_the_address_pasted() {
+    use tokio::io::AsyncWriteExt;
+    let Some(provider) = provider() else {
+        return;
+    };
+    let dir = support::scratch("real-browser-elsewhere");
+    let address = dir.join("address");
+    // The browser cannot reach the child's listener: the person pastes the
+    // address it ended on into the child's standard input.
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "real_browser::pasting_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BROWSER", format!("node {}", browser_script()))
+        .env(ELSEWHERE_VAR, &address)
+        .env(PORT_VAR, provider.base.rsplit(':').next().unwrap())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let pasted = loop {
+        match std::fs::read_to_string(&address) {
+            Ok(text) if !text.is_empty() => break text,
+            _ if std::time::Instant::now() > deadline => panic!("the browser wrote no address"),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    assert!(pasted.contains("/callback?"), "{pasted}");
+    let mut stdin = child.stdin.take().unwrap();
+    // A line that is not the login's first, then the address; the login
+    // takes the address and goes no further.
+    stdin
+        .write_all(b"http://127.0.0.1:1/callback?code=forged&state=another-login\n")
+        .await
+        .unwrap();
+    stdin.write_all(pasted.trim().as_bytes()).await.unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+        .await
+        .expect("the child ends")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("paste the address it ended on"), "{stderr}");
+    assert!(stderr.contains("another sign-in's state"), "{stderr}");
+    assert_eq!(stats(&provider.base).await["codes"], 1);
+}
+
+/// The child of the test above: a browser login that takes the address
+/// pasted on standard input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_browser_on_another_machine_signs_in_by_the_address_pasted"]
+async fn pasting_child() {
+    let port = std::env::var(PORT_VAR).expect("run by the parent test");
+    assert!(std::env::var_os(ELSEWHERE_VAR).is_some());
+    let base = format!("http://127.0.0.1:{port}");
+    let oauth = layer(&base)
+        .client_id("browser-cli")
+        .login(
+            Login::browser()
+                .paste_from_stdin()
+                .timeout(Duration::from_secs(90)),
+        )
+        .build()
+        .unwrap();
+    let token = oauth.token().await.unwrap();
+    assert!(token.scope().unwrap_or_default().contains("read"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_login_at_a_provider_that_matches_exactly_and_forgets_clients() {
+    let Some(provider) = provider_with(&[("EXACT_REDIRECTS", "1")]) else {
+        return;
+    };
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "real_browser::second_login_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BROWSER", format!("node {}", browser_script()))
+        .env(PORT_VAR, provider.base.rsplit(':').next().unwrap())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "{stderr}"
+    );
+}
+
+/// The child of the test above: a registered client's logins, through
+/// Chromium.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_second_login_at_a_provider_that_matches_exactly_and_forgets_clients"]
+async fn second_login_child() {
+    let port = std::env::var(PORT_VAR).expect("run by the parent test");
+    let base = format!("http://127.0.0.1:{port}");
+    // No client id: the layer registers one, with its listener's URI.
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(format!("{base}/api"))
+            .forced_renewal_interval(Duration::ZERO)
+            .login(Login::browser().timeout(Duration::from_secs(90))),
+    )
+    .build()
+    .unwrap();
+    oauth.token().await.unwrap();
+    let now = stats(&base).await;
+    assert_eq!(
+        (now["registrations"].as_u64(), now["codes"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // The login ends (the refresh token revoked); the next one is at the
+    // URI the client was registered with, which this provider takes alone.
+    oauth.logout().await.unwrap();
+    oauth.token().await.unwrap();
+    let now = stats(&base).await;
+    assert_eq!(
+        (now["registrations"].as_u64(), now["codes"].as_u64()),
+        (Some(1), Some(2))
+    );
+    // The provider forgets its clients: the refresh is refused as
+    // invalid_client, and the login that follows registers once more.
+    let forget = http::Request::post(format!("{base}/admin/forget-clients"))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    support::hyper_client().request(forget).await.unwrap();
+    assert!(oauth.force_renewal());
+    oauth.token().await.unwrap();
+    let now = stats(&base).await;
+    assert_eq!(
+        (now["registrations"].as_u64(), now["codes"].as_u64()),
+        (Some(2), Some(3))
+    );
+}

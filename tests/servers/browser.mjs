@@ -6,7 +6,11 @@
 // BROWSER_LOGIN (default person@example.com). It stops at the program's
 // loopback page or the provider's success page, and logs each step to stderr.
 // Used as $BROWSER (the webbrowser crate runs it with the URL) and by the
-// device login's prompt.
+// device login's prompt. With BROWSER_ELSEWHERE=<file> it is a browser on
+// another machine: the redirect to the program's loopback callback never
+// reaches it (the navigation is aborted), and the address it ended on is
+// written to <file>, for the person to paste.
+import { writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 
 const url = process.argv[process.argv.length - 1];
@@ -21,10 +25,28 @@ const browser = await puppeteer.launch({
 const timer = setTimeout(() => { say('gave up after 60 s'); process.exit(3); }, 60_000);
 try {
   const page = await browser.newPage();
+  const elsewhere = process.env.BROWSER_ELSEWHERE;
+  let ended = false;
+  if (elsewhere) {
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      const to = new URL(request.url());
+      if (request.isNavigationRequest() && to.pathname.endsWith('/callback')
+        && ['127.0.0.1', 'localhost'].includes(to.hostname)) {
+        say('the callback cannot reach the program from here; its address is kept to paste');
+        writeFileSync(elsewhere, request.url());
+        ended = true;
+        request.abort();
+      } else {
+        request.continue();
+      }
+    });
+  }
   await page.goto(url, { waitUntil: 'load' });
   // One step a page: false once the login is over. A page that navigates on
   // its own (a form that submits itself) throws; it is read again after.
   const step = async () => {
+    if (ended) return false;
     const at = new URL(page.url());
     const text = await page.evaluate(() => document.body?.innerText ?? '');
     if (at.hostname === '127.0.0.1' && at.pathname.endsWith('/callback')) {

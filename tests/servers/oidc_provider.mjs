@@ -6,9 +6,12 @@
 // protected-resource metadata (RFC 9728) of an API at /api that names it.
 // With WEB_REDIRECT_URI set, also a confidential web client `web-app`
 // (client_secret_basic, secret `web-app-secret`) that comes back there.
-// Prints {"port": N} on its first line; GET /admin/stats counts what the
-// provider did, and GET /admin/whois?token=T names whose access token T is
-// (null once revoked or expired).
+// With EXACT_REDIRECTS=1 it matches redirect URIs exactly, native clients'
+// loopback ports too (as many servers do, whatever RFC 8252 section 7.3
+// says). Prints {"port": N} on its first line; GET /admin/stats counts what
+// the provider did, GET /admin/whois?token=T names whose access token T is
+// (null once revoked or expired), and POST /admin/forget-clients deletes
+// every registered client, as a provider that forgets idle ones does.
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
 
@@ -61,6 +64,12 @@ const provider = new Provider(issuer, {
   ttl: { AccessToken: 60, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600 },
 });
 provider.proxy = false;
+if (process.env.EXACT_REDIRECTS === '1') {
+  provider.Client.prototype.redirectUriAllowed = function exactly(value) {
+    return this.redirectUris.includes(value);
+  };
+}
+const registered = [];
 provider.on('authorization.accepted', () => { stats.authorizations += 1; });
 provider.on('grant.success', (ctx) => {
   const grant = ctx.oidc.params?.grant_type;
@@ -68,7 +77,10 @@ provider.on('grant.success', (ctx) => {
   if (grant === 'refresh_token') stats.refreshes += 1;
   if (grant === 'urn:ietf:params:oauth:grant-type:device_code') stats.device += 1;
 });
-provider.on('registration_create.success', () => { stats.registrations += 1; });
+provider.on('registration_create.success', (ctx, client) => {
+  stats.registrations += 1;
+  registered.push(client.clientId);
+});
 provider.on('authorization.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
 provider.on('grant.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
 
@@ -85,6 +97,11 @@ server.on('request', (req, res) => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ sub: found?.accountId ?? null }));
     });
+    return;
+  }
+  if (req.method === 'POST' && req.url === '/admin/forget-clients') {
+    Promise.all(registered.splice(0).map((id) => provider.Client.adapter.destroy(id)))
+      .then(() => res.end('{}'));
     return;
   }
   if (req.method === 'POST' && req.url === '/token/revocation') stats.revocations += 1;

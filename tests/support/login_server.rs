@@ -110,6 +110,14 @@ pub struct State {
     pub token_delay_ms: AtomicU64,
     /// The scope each access and refresh token was granted with.
     granted: Mutex<HashMap<String, String>>,
+    /// Whether a registered client's authorization requests must name one
+    /// of its registered redirect URIs exactly (no loopback port of its
+    /// choosing, which RFC 8252 section 7.3 asks servers to allow).
+    pub exact_redirects: AtomicBool,
+    /// The redirect URIs each registered client was registered with.
+    client_redirects: Mutex<HashMap<String, Vec<String>>>,
+    /// Registered clients the server deleted: they get `invalid_client`.
+    forgotten: Mutex<Vec<String>>,
     /// A scope the API needs: a token without it gets `403
     /// insufficient_scope` naming it.
     pub required_scope: Mutex<Option<String>>,
@@ -286,6 +294,13 @@ impl LoginServer {
         }
     }
 
+    /// Deletes every registered client, as a server that forgets idle
+    /// ones does: their requests get `invalid_client`.
+    pub fn forget_clients(&self) {
+        let gone = std::mem::take(&mut *self.state.registered.lock().unwrap());
+        self.state.forgotten.lock().unwrap().extend(gone);
+    }
+
     pub fn revoke_all(&self) {
         for retired in self.state.refresh.lock().unwrap().values_mut() {
             *retired = true;
@@ -427,7 +442,7 @@ impl State {
                     self.violation("a registration that is not JSON".into());
                     return answer(400, json!({"error": "invalid_client_metadata"}));
                 };
-                self.registrations.lock().unwrap().push(asked);
+                self.registrations.lock().unwrap().push(asked.clone());
                 if let Some((status, body)) = self.registration_answer.lock().unwrap().clone() {
                     return http::Response::builder()
                         .status(status)
@@ -437,6 +452,19 @@ impl State {
                 }
                 let id = format!("registered-{}", random());
                 self.registered.lock().unwrap().push(id.clone());
+                let redirects = asked["redirect_uris"]
+                    .as_array()
+                    .map(|uris| {
+                        uris.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.client_redirects
+                    .lock()
+                    .unwrap()
+                    .insert(id.clone(), redirects);
                 answer(
                     201,
                     json!({"client_id": id, "token_endpoint_auth_method": "none"}),
@@ -462,7 +490,10 @@ impl State {
                 let form = form(req).await;
                 // The web app's confidential client, or a public client
                 // (a CLI's), which names itself (RFC 7009 section 2.1).
-                let public = client.is_none() && form.get("client_id").is_some_and(|c| c == CLIENT);
+                let public = client.is_none()
+                    && form.get("client_id").is_some_and(|c| {
+                        c == CLIENT || self.registered.lock().unwrap().contains(c)
+                    });
                 if client.as_deref() != Some(WEB_CLIENT) && !public {
                     self.violation("a revocation without the web app's client or the CLI's".into());
                     return answer(401, json!({"error": "invalid_client"}));
@@ -515,6 +546,22 @@ impl State {
 
     fn authorize(&self, q: HashMap<String, String>, url: &str) -> Response {
         self.authorizations.lock().unwrap().push(q.clone());
+        // A deleted client, or a redirect URI it was not registered with
+        // where the server matches exactly: an error page, no redirect.
+        let id = q.get("client_id").cloned().unwrap_or_default();
+        if self.forgotten.lock().unwrap().contains(&id) {
+            return answer(400, json!({"error": "invalid_client"}));
+        }
+        if self.exact_redirects.load(Ordering::SeqCst) {
+            let registered = self.client_redirects.lock().unwrap().get(&id).cloned();
+            let asked = q.get("redirect_uri").cloned().unwrap_or_default();
+            if registered.is_some_and(|uris| !uris.contains(&asked)) {
+                self.violation(format!(
+                    "a redirect_uri the client was not registered with: {asked}"
+                ));
+                return answer(400, json!({"error": "invalid_request"}));
+            }
+        }
         if !q.get("client_id").is_some_and(|id| self.knows(id)) {
             self.violation(format!(
                 "authorization request: client_id is {:?}",
@@ -572,6 +619,9 @@ impl State {
 
     fn token(&self, form: HashMap<String, String>) -> Response {
         let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+        if self.forgotten.lock().unwrap().contains(&field("client_id")) {
+            return answer(401, json!({"error": "invalid_client"}));
+        }
         if !self.knows(&field("client_id")) {
             self.violation(format!(
                 "token request without the client id: {:?}",

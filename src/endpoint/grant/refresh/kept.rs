@@ -34,6 +34,10 @@ pub(crate) struct LoginClient {
     /// (`client_secret_basic` or `client_secret_post`); none for a public
     /// client.
     pub(crate) secret: Option<(String, String)>,
+    /// The redirect URI it was registered with, for a browser login's next
+    /// listener: a server that matches redirect URIs exactly knows no
+    /// other.
+    pub(crate) redirect_uri: Option<String>,
 }
 
 impl fmt::Debug for LoginClient {
@@ -41,6 +45,7 @@ impl fmt::Debug for LoginClient {
         f.debug_struct("LoginClient")
             .field("id", &self.id)
             .field("issuer", &self.issuer)
+            .field("redirect_uri", &self.redirect_uri)
             .field(
                 "secret",
                 &self

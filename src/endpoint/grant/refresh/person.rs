@@ -131,6 +131,34 @@ impl Chain {
         }
     }
 
+    /// The redirect URI the client kept for `issuer` was registered with.
+    pub(crate) fn kept_redirect_uri(&self, issuer: &str) -> Option<String> {
+        self.client_at(issuer)?.redirect_uri
+    }
+
+    /// Forgets the client a login got at `issuer` (the server no longer
+    /// knows it, or its redirect URI cannot be had): the next login gets
+    /// one anew. Whether there was one.
+    pub(crate) fn forget_client(&self, issuer: &str) -> bool {
+        let mut state = self.state();
+        if state.client.as_ref().is_none_or(|c| c.issuer != issuer) {
+            return false;
+        }
+        state.client = None;
+        state.unsaved = true;
+        true
+    }
+
+    /// Forgets the client the chain's login got, whichever server: the
+    /// server refused it (`invalid_client`). Whether there was one.
+    pub(crate) fn forget_any_client(&self) -> bool {
+        let issuer = match &self.state().client {
+            Some(client) => client.issuer.clone(),
+            None => return false,
+        };
+        self.forget_client(&issuer)
+    }
+
     /// Where the chain stands now, in memory.
     pub(crate) fn standing(&self) -> Standing {
         let state = self.state();

@@ -22,6 +22,9 @@ impl Chain {
         if let Some(client) = &state.client {
             map.insert("client_id".into(), client.id.clone().into());
             map.insert("client_issuer".into(), client.issuer.clone().into());
+            if let Some(uri) = &client.redirect_uri {
+                map.insert("client_redirect_uri".into(), uri.clone().into());
+            }
             if let Some((secret, method)) = &client.secret {
                 map.insert("client_secret".into(), secret.clone().into());
                 map.insert("client_auth".into(), method.clone().into());
@@ -122,6 +125,13 @@ impl Chain {
                         }
                         _ => None,
                     },
+                    // Written by this crate: a loopback URI, checked again
+                    // before a listener binds it.
+                    redirect_uri: map
+                        .get("client_redirect_uri")
+                        .and_then(Value::as_str)
+                        .filter(|uri| uri.len() <= 2048)
+                        .map(str::to_owned),
                 }),
                 _ => None,
             },

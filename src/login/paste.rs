@@ -1,0 +1,141 @@
+//! The address a person pastes when the browser runs on another machine
+//! (over SSH, in a container, a remote IDE) and cannot reach the listener:
+//! a source of lines read while the listener waits, each line's query
+//! checked as a callback is; and standard input as such a source.
+
+use std::io::{BufRead, Read};
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::{mpsc, Mutex};
+
+use super::authorization::MAX_CALLBACK_LEN;
+use crate::support::boxed::BoxFuture;
+
+/// Gives the next line a person pasted; `None` when the source has no more.
+pub(crate) type Paste = Arc<dyn Fn() -> BoxFuture<'static, Option<String>> + Send + Sync>;
+
+/// How many lines standard input's reader holds for a login to take.
+const STDIN_QUEUE: usize = 4;
+
+/// The query of a pasted `text`, the address the browser ended on (or its
+/// query alone), for the listener at `path`; or why it is none, in a few
+/// words a person reads at the terminal.
+pub(crate) fn pasted_query<'a>(text: &'a str, path: &str) -> Result<&'a str, &'static str> {
+    let text = text.trim();
+    if text.len() > MAX_CALLBACK_LEN {
+        return Err("it is too long to be the sign-in's address");
+    }
+    if text.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("it holds a control character or a space");
+    }
+    let text = text.split('#').next().unwrap_or_default();
+    if let Some(query) = text.strip_prefix('?') {
+        return Ok(query);
+    }
+    if !text.contains("://") {
+        return match text.contains('=') {
+            true => Ok(text),
+            false => Err("it is not an address"),
+        };
+    }
+    let uri: http::Uri = text.parse().map_err(|_| "it is not an address")?;
+    if uri.path() != path {
+        return Err("it is not this sign-in's address (another path)");
+    }
+    match text.split_once('?') {
+        Some((_, query)) if !query.is_empty() => Ok(query),
+        _ => Err("it carries no code"),
+    }
+}
+
+/// Standard input as a source of pasted lines: one reader thread for the
+/// process, started at the first login that waits on it, which reads
+/// lines for the logins that wait (a few held for the next one). It is the
+/// process's, as standard input is: a program that reads standard input
+/// itself gives its own source instead.
+pub(crate) fn stdin_lines() -> Paste {
+    static LINES: OnceLock<Arc<Mutex<mpsc::Receiver<String>>>> = OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel(STDIN_QUEUE);
+        let started = std::thread::Builder::new()
+            .name("tower-oauth-stdin".into())
+            .spawn(move || read_lines(&sender));
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "standard input cannot be read for a pasted address");
+        }
+        Arc::new(Mutex::new(receiver))
+    });
+    let lines = Arc::clone(lines);
+    Arc::new(move || {
+        let lines = Arc::clone(&lines);
+        Box::pin(async move { lines.lock().await.recv().await })
+    })
+}
+
+/// Reads standard input's lines into `sender`, each cut at
+/// [`MAX_CALLBACK_LEN`] and a bit (a longer one is refused as such), until
+/// its end or until no login can take them.
+fn read_lines(sender: &mpsc::Sender<String>) {
+    let stdin = std::io::stdin();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut locked = stdin.lock();
+        let read = (&mut locked)
+            .take(MAX_CALLBACK_LEN as u64 + 2)
+            .read_until(b'\n', &mut line);
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        // The rest of a line too long to keep is skipped.
+        if !line.ends_with(b"\n") && line.len() > MAX_CALLBACK_LEN {
+            let mut rest = Vec::new();
+            let _ = locked.read_until(b'\n', &mut rest);
+        }
+        drop(locked);
+        let text = String::from_utf8_lossy(&line).into_owned();
+        if sender.blocking_send(text).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pasted_address_gives_its_query_for_the_listener_s_path_only() {
+        let path = "/callback";
+        for (text, query) in [
+            (
+                "http://127.0.0.1:8400/callback?code=a&state=s",
+                "code=a&state=s",
+            ),
+            (
+                "  http://localhost:8400/callback?code=a&state=s\n",
+                "code=a&state=s",
+            ),
+            (
+                "http://127.0.0.1/callback?code=a&state=s#frag",
+                "code=a&state=s",
+            ),
+            ("?code=a&state=s", "code=a&state=s"),
+            ("code=a&state=s", "code=a&state=s"),
+        ] {
+            assert_eq!(pasted_query(text, path), Ok(query), "{text:?}");
+        }
+        for bad in [
+            "http://127.0.0.1:8400/other?code=a&state=s",
+            "http://127.0.0.1:8400/callback",
+            "hello",
+            "http://127.0.0.1/callback?code=a\u{1b}[2J&state=s",
+            "code=a state=s",
+        ] {
+            assert!(pasted_query(bad, path).is_err(), "{bad:?}");
+        }
+        let huge = format!("code={}&state=s", "a".repeat(MAX_CALLBACK_LEN));
+        assert!(pasted_query(&huge, path).is_err());
+    }
+}
