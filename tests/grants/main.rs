@@ -10,6 +10,8 @@ mod accounts;
 mod agent_host;
 mod dpop;
 mod jwt_bearer;
+#[cfg(all(feature = "keyring", target_os = "linux"))]
+mod keyring;
 mod login;
 mod real_browser;
 mod refresh_tokens;

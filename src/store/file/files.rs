@@ -204,10 +204,22 @@ pub(super) fn owner_only(path: &Path) -> std::io::Result<File> {
 }
 
 impl FileStore {
-    /// The file's own sealing key, for layers whose client has no credential
+    /// The file's own sealing key: in the OS credential store where the
+    /// store keeps it there (made when missing and `make` says so: `None`
+    /// otherwise), else beside the file.
+    pub(super) async fn own_key(&self, make: bool) -> Result<Option<[u8; 32]>, String> {
+        #[cfg(feature = "keyring")]
+        if let Some(item) = &self.keyring {
+            return self.keyring_key(item, make).await;
+        }
+        let _ = make;
+        self.key_file().await.map(Some)
+    }
+
+    /// The file's key beside it, for layers whose client has no credential
     /// to derive one from: 32 random bytes in `<path>.key`, made once, owner
     /// only. Two processes that make it at once keep the first one linked.
-    pub(super) async fn own_key(&self) -> Result<[u8; 32], String> {
+    async fn key_file(&self) -> Result<[u8; 32], String> {
         if let Some(key) = self.own_key.get() {
             return Ok(*key);
         }

@@ -25,6 +25,8 @@ use crate::token::AccessToken;
 use self::files::{blocking, live, lock_is_free, owner_only, Files, HOLDING};
 
 mod files;
+#[cfg(feature = "keyring")]
+mod keyring;
 
 /// Shares tokens, token requests and refresh-token chains among the processes
 /// of one machine, through one file. It serves CLIs, desktop agents, developer
@@ -75,6 +77,12 @@ pub struct FileStore {
     handed_out: HandedOut,
     /// The file's own sealing key, once read or made.
     own_key: std::sync::OnceLock<[u8; 32]>,
+    /// One reading (or making) of the key at a time in the process.
+    key_turn: tokio::sync::Mutex<()>,
+    /// The OS credential store's item that holds the key, instead of
+    /// `<path>.key` ([`key_in_keyring`](Self::key_in_keyring)).
+    #[cfg(feature = "keyring")]
+    keyring: Option<keyring::KeyringItem>,
 }
 
 impl FileStore {
@@ -124,7 +132,83 @@ impl FileStore {
             warned_unsealed: AtomicBool::new(false),
             handed_out: HandedOut::default(),
             own_key: std::sync::OnceLock::new(),
+            key_turn: tokio::sync::Mutex::new(()),
+            #[cfg(feature = "keyring")]
+            keyring: None,
         })
+    }
+
+    /// Keeps the store's sealing key in the OS credential store, under
+    /// `service` (your program's name), instead of in `<path>.key` beside
+    /// the file: the macOS Keychain, the Windows Credential Manager, or the
+    /// Secret Service on Linux (GNOME Keyring, KWallet). The store keeps its
+    /// file, its lock and its rules; its tokens, refresh tokens included,
+    /// are sealed with that key, for every layer on the file (a confidential
+    /// client's too, whose key would otherwise derive from its secret). One
+    /// item per store file (its user is `token-file:<the file's path>`),
+    /// made with the first write; no `<path>.key` is written.
+    ///
+    /// It fails closed: where the OS store is missing, locked or refuses,
+    /// a token request through the store fails with a
+    /// [`Transport`](crate::TokenErrorKind::Transport) error saying which
+    /// store, why and what to do, and nothing is written to the file. Each
+    /// call to the OS store is bounded (3 seconds), so one that never
+    /// answers gives that error, never a hang. The key is read once per
+    /// process and held in memory: the warm path never touches the OS
+    /// store. An item deleted or replaced leaves the file unreadable: its
+    /// tokens and its chain are gone, and the next token request logs in
+    /// anew (or fails with
+    /// [`LoginRequired`](crate::TokenErrorKind::LoginRequired)).
+    ///
+    /// ```no_run
+    /// use tower_oauth::store::FileStore;
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let store = FileStore::new("/home/me/.config/my-cli/tokens")?.key_in_keyring("my-cli");
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// Default: the key in `<path>.key`, owner only (feature `keyring`).
+    #[cfg(feature = "keyring")]
+    pub fn key_in_keyring(mut self, service: impl AsRef<str>) -> Self {
+        self.keyring = Some(keyring::KeyringItem::new(
+            service.as_ref(),
+            &self.inner.path,
+        ));
+        self
+    }
+
+    /// Whether the sealing key lives in the OS credential store.
+    fn keeps_key_in_os_store(&self) -> bool {
+        #[cfg(feature = "keyring")]
+        return self.keyring.is_some();
+        #[cfg(not(feature = "keyring"))]
+        return false;
+    }
+
+    /// The key that seals what the file keeps for `ctx`: the OS credential
+    /// store's ([`key_in_keyring`](Self::key_in_keyring)); else one derived
+    /// from the client's credential; else the file's own, beside it. `None`:
+    /// the OS store has none yet, and `make` is false.
+    async fn key_for(
+        &self,
+        ctx: &FetchContext<'_>,
+        make: bool,
+    ) -> Result<Option<[u8; 32]>, String> {
+        match (self.keeps_key_in_os_store(), ctx.sealing_key) {
+            (false, Some(key)) => Ok(Some(*key)),
+            _ => self.own_key(make).await,
+        }
+    }
+
+    /// The error of a token request whose key the OS credential store did
+    /// not give.
+    fn no_os_key(&self, why: &str) -> TokenError {
+        TokenError::new(TokenErrorKind::Transport).with_message(format!(
+            "FileStore `{}` keeps its sealing key in the OS credential store, which did not \
+             give it: {why}; nothing was written to the file",
+            self.inner.path.display()
+        ))
     }
 
     /// The fresh token at `key`, if the file holds one for `ctx`.
@@ -292,9 +376,8 @@ impl TokenStore for FileStore {
             let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
                 return Ok(());
             };
-            let sealing_key = match ctx.sealing_key {
-                Some(key) => *key,
-                None => self.own_key().await?,
+            let Some(sealing_key) = self.key_for(ctx, false).await? else {
+                return Ok(());
             };
             let sealer = Sealer::new(&sealing_key, chain_identity.encoded());
             let entries = self.entries().await?;
@@ -310,29 +393,28 @@ impl TokenStore for FileStore {
         ctx: &'a FetchContext<'a>,
     ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
         Box::pin(async move {
-            // Without a credential to derive it from (a public client's
-            // login, a key in a KMS), the file's own key.
-            let own;
-            let sealing_key = match ctx.sealing_key {
-                Some(key) => key,
-                None => match self.own_key().await {
-                    Ok(key) => {
-                        own = key;
-                        &own
+            // The OS credential store's key; else one derived from the
+            // client's credential; else (a public client's login, a key in
+            // a KMS) the file's own key.
+            let own = match self.key_for(ctx, true).await {
+                Ok(Some(key)) => key,
+                // Fails closed: nothing in clear, no key file instead.
+                failed if self.keeps_key_in_os_store() => {
+                    return Err(self.no_os_key(&failed.err().unwrap_or_default()))
+                }
+                failed => {
+                    if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            error = %failed.err().unwrap_or_default(),
+                            "the token file has no key to seal tokens with: tokens are not \
+                             shared through it"
+                        );
                     }
-                    Err(why) => {
-                        if !self.warned_unsealed.swap(true, Ordering::Relaxed) {
-                            tracing::warn!(
-                                error = %why,
-                                "the token file has no key to seal tokens with: tokens are not \
-                                 shared through it"
-                            );
-                        }
-                        ctx.record(StoreEvent::FellBackToLocal);
-                        return ctx.fetch().await;
-                    }
-                },
+                    ctx.record(StoreEvent::FellBackToLocal);
+                    return ctx.fetch().await;
+                }
             };
+            let sealing_key = &own;
             let key = ctx.identity();
             let sealer = Sealer::new(sealing_key, ctx.identity.encoded());
             if let Some(settled) = self.settled(key, &sealer, ctx, false).await {
@@ -441,6 +523,7 @@ impl fmt::Debug for FileStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileStore")
             .field("path", &self.inner.path)
+            .field("key_in_os_store", &self.keeps_key_in_os_store())
             .finish_non_exhaustive()
     }
 }

@@ -1,0 +1,192 @@
+//! The token file's sealing key in the OS credential store (feature
+//! `keyring`): one item per store file, read once a process, made with the
+//! first write; every call bounded, and any failure said, never a key file
+//! in its place.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+
+use super::FileStore;
+
+/// The longest a call to the OS credential store may take (as gh's).
+pub(super) const KEYRING_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The item that holds a token file's key: its service and user.
+pub(super) struct KeyringItem {
+    pub(super) service: String,
+    pub(super) user: String,
+}
+
+impl KeyringItem {
+    /// The item of the file at `path`, under `service`: its user is the
+    /// file's path, so that each file has its own.
+    pub(super) fn new(service: &str, path: &Path) -> Self {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        KeyringItem {
+            service: service.to_owned(),
+            user: format!("token-file:{}", path.display()),
+        }
+    }
+
+    /// The key the item holds; `None` when there is no item.
+    pub(super) async fn read(&self) -> Result<Option<[u8; 32]>, String> {
+        let (service, user) = (self.service.clone(), self.user.clone());
+        let read = bounded(move || {
+            let entry = keyring_core::Entry::new_in_store(&os_store()?, &service, &user)?;
+            match entry.get_password() {
+                Ok(text) => Ok(Some(text)),
+                Err(keyring_core::Error::NoEntry) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await?;
+        match read {
+            None => Ok(None),
+            Some(text) => decode(&text).map(Some).ok_or_else(|| {
+                format!(
+                    "the item `{}` of service `{}` in {} does not hold a token file's key \
+                     (changed by someone?); delete it to start anew (the file's tokens are \
+                     lost with it, and the next login makes a new key)",
+                    self.user,
+                    self.service,
+                    store_name()
+                )
+            }),
+        }
+    }
+
+    /// Stores `key` as the item, replacing any.
+    pub(super) async fn write(&self, key: &[u8; 32]) -> Result<(), String> {
+        let (service, user) = (self.service.clone(), self.user.clone());
+        let text = STANDARD.encode(key);
+        bounded(move || {
+            let entry = keyring_core::Entry::new_in_store(&os_store()?, &service, &user)?;
+            entry.set_password(&text)
+        })
+        .await
+    }
+}
+
+impl FileStore {
+    /// The file's key from `item`: read once a process; made, under the
+    /// file's lock (so that two processes never make two), when there is
+    /// none and `make` says so. `None`: no item, none made.
+    pub(super) async fn keyring_key(
+        &self,
+        item: &KeyringItem,
+        make: bool,
+    ) -> Result<Option<[u8; 32]>, String> {
+        let _turn = self.key_turn.lock().await;
+        if let Some(key) = self.own_key.get() {
+            return Ok(Some(*key));
+        }
+        if let Some(key) = item.read().await? {
+            return Ok(Some(*self.own_key.get_or_init(|| key)));
+        }
+        if !make {
+            return Ok(None);
+        }
+        let lock = self
+            .lock(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await?;
+        let key = match item.read().await? {
+            Some(key) => key,
+            None => {
+                let mut key = [0u8; 32];
+                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+                    .map_err(|_| "the system's random source failed".to_owned())?;
+                item.write(&key).await?;
+                tracing::info!(
+                    service = %item.service,
+                    user = %item.user,
+                    "the token file's sealing key is made, in {}",
+                    store_name()
+                );
+                key
+            }
+        };
+        drop(lock);
+        Ok(Some(*self.own_key.get_or_init(|| key)))
+    }
+}
+
+/// A key as the item holds it: base64 of its 32 bytes.
+fn decode(text: &str) -> Option<[u8; 32]> {
+    let bytes = STANDARD.decode(text.trim()).ok()?;
+    <[u8; 32]>::try_from(bytes.as_slice()).ok()
+}
+
+/// The name of this platform's credential store, for messages.
+pub(super) fn store_name() -> &'static str {
+    if cfg!(target_os = "macos") {
+        "the macOS Keychain"
+    } else if cfg!(windows) {
+        "the Windows Credential Manager"
+    } else {
+        "the Secret Service (GNOME Keyring, KWallet)"
+    }
+}
+
+/// This platform's credential store.
+fn os_store() -> keyring_core::Result<Arc<keyring_core::CredentialStore>> {
+    #[cfg(target_os = "linux")]
+    let store = zbus_secret_service_keyring_store::Store::new().map(|s| s as _);
+    #[cfg(target_os = "macos")]
+    let store = apple_native_keyring_store::keychain::Store::new().map(|s| s as _);
+    #[cfg(windows)]
+    let store = windows_native_keyring_store::Store::new().map(|s| s as _);
+    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+    let store = Err(keyring_core::Error::NotSupportedByStore(
+        "no OS credential store is supported on this platform".into(),
+    ));
+    store
+}
+
+/// Runs `call` on a thread of its own, within [`KEYRING_TIMEOUT`]: a store
+/// that never answers (a Secret Service that hangs, a prompt no one
+/// answers) gives an error, and the thread ends when the store answers.
+async fn bounded<T: Send + 'static>(
+    call: impl FnOnce() -> keyring_core::Result<T> + Send + 'static,
+) -> Result<T, String> {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tower-oauth-keyring".into())
+        .spawn(move || {
+            let _ = answer.send(call());
+        })
+        .map_err(|e| format!("no thread for {}: {e}", store_name()))?;
+    match tokio::time::timeout(KEYRING_TIMEOUT, answered).await {
+        Ok(Ok(Ok(value))) => Ok(value),
+        Ok(Ok(Err(e))) => Err(describe(&e)),
+        Ok(Err(_)) => Err(format!(
+            "the call to {} ended without an answer",
+            store_name()
+        )),
+        Err(_) => Err(format!(
+            "{} did not answer within {} s (is it running, and unlocked?)",
+            store_name(),
+            KEYRING_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// What a credential store's error means for a person, with what to do.
+fn describe(error: &keyring_core::Error) -> String {
+    let store = store_name();
+    match error {
+        keyring_core::Error::NoStorageAccess(e) => format!(
+            "{store} refused access ({e}): unlock it (on Linux, the login keyring of GNOME \
+             Keyring or KWallet) and try again"
+        ),
+        keyring_core::Error::PlatformFailure(e) => format!(
+            "{store} failed ({e}); on Linux, a Secret Service must run on the session's D-Bus \
+             (GNOME Keyring or KWallet; over SSH, start one with dbus-run-session)"
+        ),
+        keyring_core::Error::NotSupportedByStore(why) => format!("{store}: {why}"),
+        e => format!("{store}: {e}"),
+    }
+}
