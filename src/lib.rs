@@ -389,6 +389,7 @@
 //! | `redis-sentinel` | no | `RedisStore::sentinel`: the same through the master Redis Sentinel names; implies `redis` |
 //! | `reqwest-middleware` | no | [`OAuthMiddleware`](middleware::OAuthMiddleware): the layer's tokens for reqwest through reqwest-middleware 0.5; implies `reqwest` |
 //! | `mcp` | no | `tower_oauth::mcp::OAuthMcpClient`: the layer's tokens for MCP clients on rmcp's Streamable HTTP transport; implies `reqwest` |
+//! | `keyring` | no | `FileStore::key_in_keyring`: the token file's sealing key in the OS credential store (Keychain, Credential Manager, the Secret Service over zbus) |
 //! | `metrics` | no | metrics through the [`metrics`](https://docs.rs/metrics) facade, to whichever recorder the program installs: `oauth.client.token.requests` (counter; `outcome`, and `error.type` on failure), `oauth.client.token.request.duration` (histogram, seconds; `outcome`), `oauth.client.token.renewals` (counter; `reason`: `ahead` or `refused`), `oauth.client.token.waits` and `oauth.client.unauthorized.retries` (counters). Labels take a few fixed values, never a token, secret or request value. |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

@@ -459,4 +459,41 @@ mod tests {
             assert!(loopback_address(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn a_pasted_address_gives_its_query_for_the_listener_s_path_only() {
+        let path = "/callback";
+        for (text, query) in [
+            (
+                "http://127.0.0.1:8400/callback?code=a&state=s",
+                "code=a&state=s",
+            ),
+            (
+                "  http://localhost:8400/callback?code=a&state=s\n",
+                "code=a&state=s",
+            ),
+            (
+                "http://127.0.0.1/callback?code=a&state=s#frag",
+                "code=a&state=s",
+            ),
+            ("?code=a&state=s", "code=a&state=s"),
+            ("code=a&state=s", "code=a&state=s"),
+        ] {
+            assert_eq!(pasted_query(text, path), Ok(query), "{text:?}");
+        }
+        for bad in [
+            "http://127.0.0.1:8400/other?code=a&state=s",
+            "http://127.0.0.1:8400/callback",
+            "hello",
+            "http://127.0.0.1/callback?code=a\u{1b}[2J&state=s",
+            "code=a state=s",
+        ] {
+            assert!(pasted_query(bad, path).is_err(), "{bad:?}");
+        }
+        let huge = format!(
+            "code={}&state=s",
+            "a".repeat(crate::login::authorization::MAX_CALLBACK_LEN)
+        );
+        assert!(pasted_query(&huge, path).is_err());
+    }
 }

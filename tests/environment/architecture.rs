@@ -45,8 +45,9 @@ const MAX_LINES: usize = 600;
 /// The most files a folder of `src/` (`src/` itself too) holds of its own.
 const MAX_FILES: usize = 10;
 
-/// The most `cfg` lines (`#[cfg(..)]`, `cfg_attr`, `cfg!`) in `src/`.
-const MAX_CFG_LINES: usize = 80;
+/// The most `cfg` lines (`#[cfg(..)]`, `cfg_attr`, `cfg!`) in `src/`, less
+/// one: the `#[cfg(test)]` of unit-test modules aside, which gate no feature.
+const MAX_CFG_LINES: usize = 56;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -231,12 +232,18 @@ fn features_gate_dependencies_with_few_cfg_lines() {
     let mut count = 0;
     for path in &paths {
         let text = fs::read_to_string(path).unwrap();
-        count += text.lines().filter(|l| l.contains("cfg")).count();
+        count += text
+            .lines()
+            .filter(|l| l.contains("cfg") && !l.contains("cfg(test)"))
+            .count();
         for folded in ["feature = \"jwt\"", "feature = \"mtls\""] {
             assert!(!text.contains(folded), "{}: {folded}", path.display());
         }
     }
-    assert!(count < MAX_CFG_LINES, "{count} lines in src/ name `cfg`");
+    assert!(
+        count < MAX_CFG_LINES,
+        "{count} lines in src/ name `cfg`, test modules aside"
+    );
     let manifest =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     for folded in ["\njwt =", "\nmtls ="] {

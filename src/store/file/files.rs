@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::{failure_key, FileStore};
 use crate::store::codec::until_ms;
+use crate::support::boxed::BoxFuture;
 
 /// The first member of the file: its format and version.
 pub(super) const FORMAT: &str = "tower-oauth/file-store/1";
@@ -203,17 +204,59 @@ pub(super) fn owner_only(path: &Path) -> std::io::Result<File> {
     options.open(path)
 }
 
+/// Where a token file's key lives other than beside it (the OS credential
+/// store): read, and written once when there is none.
+pub(super) trait KeyPlace: Send + Sync {
+    /// The key it holds; `None` when it holds none.
+    fn read(&self) -> BoxFuture<'_, Result<Option<[u8; 32]>, String>>;
+    /// Keeps `key`, replacing any.
+    fn write<'a>(&'a self, key: &'a [u8; 32]) -> BoxFuture<'a, Result<(), String>>;
+    /// What it is called in logs.
+    fn name(&self) -> String;
+}
+
+/// 32 bytes from the system's random source.
+fn random_key() -> Result<[u8; 32], String> {
+    let mut key = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+        .map_err(|_| "the system's random source failed".to_owned())?;
+    Ok(key)
+}
+
 impl FileStore {
     /// The file's own sealing key: in the OS credential store where the
     /// store keeps it there (made when missing and `make` says so: `None`
     /// otherwise), else beside the file.
     pub(super) async fn own_key(&self, make: bool) -> Result<Option<[u8; 32]>, String> {
-        #[cfg(feature = "keyring")]
-        if let Some(item) = &self.keyring {
-            return self.keyring_key(item, make).await;
+        let _turn = self.key_turn.lock().await;
+        if let Some(key) = self.own_key.get() {
+            return Ok(Some(*key));
         }
-        let _ = make;
-        self.key_file().await.map(Some)
+        let Some(place) = &self.key_place else {
+            return self.key_file().await.map(Some);
+        };
+        if let Some(key) = place.read().await? {
+            return Ok(Some(*self.own_key.get_or_init(|| key)));
+        }
+        if !make {
+            return Ok(None);
+        }
+        // Made under the file's lock: two processes never make two.
+        let lock = self.lock(Instant::now() + Duration::from_secs(5)).await?;
+        let key = match place.read().await? {
+            Some(key) => key,
+            None => {
+                let key = random_key()?;
+                place.write(&key).await?;
+                tracing::info!(
+                    place = %place.name(),
+                    "the token file's sealing key is made"
+                );
+                key
+            }
+        };
+        drop(lock);
+        Ok(Some(*self.own_key.get_or_init(|| key)))
     }
 
     /// The file's key beside it, for layers whose client has no credential
@@ -239,9 +282,7 @@ impl FileStore {
             if let Some(key) = read(&path)? {
                 return Ok(key);
             }
-            let mut key = [0u8; 32];
-            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-                .map_err(|_| "the system's random source failed".to_owned())?;
+            let key = random_key()?;
             let mut temp = path.clone().into_os_string();
             temp.push(format!(
                 ".{}.{}",

@@ -10,7 +10,8 @@ use std::time::Duration;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
-use super::FileStore;
+use super::files::KeyPlace;
+use crate::support::boxed::BoxFuture;
 
 /// The longest a call to the OS credential store may take (as gh's).
 pub(super) const KEYRING_TIMEOUT: Duration = Duration::from_secs(3);
@@ -33,7 +34,7 @@ impl KeyringItem {
     }
 
     /// The key the item holds; `None` when there is no item.
-    pub(super) async fn read(&self) -> Result<Option<[u8; 32]>, String> {
+    async fn read_key(&self) -> Result<Option<[u8; 32]>, String> {
         let (service, user) = (self.service.clone(), self.user.clone());
         let read = bounded(move || {
             let entry = keyring_core::Entry::new_in_store(&os_store()?, &service, &user)?;
@@ -60,7 +61,7 @@ impl KeyringItem {
     }
 
     /// Stores `key` as the item, replacing any.
-    pub(super) async fn write(&self, key: &[u8; 32]) -> Result<(), String> {
+    async fn write_key(&self, key: &[u8; 32]) -> Result<(), String> {
         let (service, user) = (self.service.clone(), self.user.clone());
         let text = STANDARD.encode(key);
         bounded(move || {
@@ -71,46 +72,22 @@ impl KeyringItem {
     }
 }
 
-impl FileStore {
-    /// The file's key from `item`: read once a process; made, under the
-    /// file's lock (so that two processes never make two), when there is
-    /// none and `make` says so. `None`: no item, none made.
-    pub(super) async fn keyring_key(
-        &self,
-        item: &KeyringItem,
-        make: bool,
-    ) -> Result<Option<[u8; 32]>, String> {
-        let _turn = self.key_turn.lock().await;
-        if let Some(key) = self.own_key.get() {
-            return Ok(Some(*key));
-        }
-        if let Some(key) = item.read().await? {
-            return Ok(Some(*self.own_key.get_or_init(|| key)));
-        }
-        if !make {
-            return Ok(None);
-        }
-        let lock = self
-            .lock(tokio::time::Instant::now() + Duration::from_secs(5))
-            .await?;
-        let key = match item.read().await? {
-            Some(key) => key,
-            None => {
-                let mut key = [0u8; 32];
-                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-                    .map_err(|_| "the system's random source failed".to_owned())?;
-                item.write(&key).await?;
-                tracing::info!(
-                    service = %item.service,
-                    user = %item.user,
-                    "the token file's sealing key is made, in {}",
-                    store_name()
-                );
-                key
-            }
-        };
-        drop(lock);
-        Ok(Some(*self.own_key.get_or_init(|| key)))
+impl KeyPlace for KeyringItem {
+    fn read(&self) -> BoxFuture<'_, Result<Option<[u8; 32]>, String>> {
+        Box::pin(self.read_key())
+    }
+
+    fn write<'a>(&'a self, key: &'a [u8; 32]) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.write_key(key))
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{}, service `{}`, user `{}`",
+            store_name(),
+            self.service,
+            self.user
+        )
     }
 }
 
@@ -122,27 +99,22 @@ fn decode(text: &str) -> Option<[u8; 32]> {
 
 /// The name of this platform's credential store, for messages.
 pub(super) fn store_name() -> &'static str {
-    if cfg!(target_os = "macos") {
-        "the macOS Keychain"
-    } else if cfg!(windows) {
-        "the Windows Credential Manager"
-    } else {
-        "the Secret Service (GNOME Keyring, KWallet)"
+    match std::env::consts::OS {
+        "macos" => "the macOS Keychain",
+        "windows" => "the Windows Credential Manager",
+        _ => "the Secret Service (GNOME Keyring, KWallet)",
     }
 }
 
-/// This platform's credential store.
+/// This platform's credential store: the Secret Service on every system
+/// but macOS and Windows.
 fn os_store() -> keyring_core::Result<Arc<keyring_core::CredentialStore>> {
-    #[cfg(target_os = "linux")]
-    let store = zbus_secret_service_keyring_store::Store::new().map(|s| s as _);
     #[cfg(target_os = "macos")]
     let store = apple_native_keyring_store::keychain::Store::new().map(|s| s as _);
     #[cfg(windows)]
     let store = windows_native_keyring_store::Store::new().map(|s| s as _);
-    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
-    let store = Err(keyring_core::Error::NotSupportedByStore(
-        "no OS credential store is supported on this platform".into(),
-    ));
+    #[cfg(not(any(target_os = "macos", windows)))]
+    let store = zbus_secret_service_keyring_store::Store::new().map(|s| s as _);
     store
 }
 

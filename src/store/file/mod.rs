@@ -22,7 +22,7 @@ use crate::store::{
 use crate::support::boxed::BoxFuture;
 use crate::token::AccessToken;
 
-use self::files::{blocking, live, lock_is_free, owner_only, Files, HOLDING};
+use self::files::{blocking, live, lock_is_free, owner_only, Files, KeyPlace, HOLDING};
 
 mod files;
 #[cfg(feature = "keyring")]
@@ -79,10 +79,9 @@ pub struct FileStore {
     own_key: std::sync::OnceLock<[u8; 32]>,
     /// One reading (or making) of the key at a time in the process.
     key_turn: tokio::sync::Mutex<()>,
-    /// The OS credential store's item that holds the key, instead of
-    /// `<path>.key` ([`key_in_keyring`](Self::key_in_keyring)).
-    #[cfg(feature = "keyring")]
-    keyring: Option<keyring::KeyringItem>,
+    /// Where the key lives instead of `<path>.key`: the OS credential
+    /// store's item ([`key_in_keyring`](Self::key_in_keyring)).
+    key_place: Option<Box<dyn KeyPlace>>,
 }
 
 impl FileStore {
@@ -133,8 +132,7 @@ impl FileStore {
             handed_out: HandedOut::default(),
             own_key: std::sync::OnceLock::new(),
             key_turn: tokio::sync::Mutex::new(()),
-            #[cfg(feature = "keyring")]
-            keyring: None,
+            key_place: None,
         })
     }
 
@@ -171,19 +169,14 @@ impl FileStore {
     /// Default: the key in `<path>.key`, owner only (feature `keyring`).
     #[cfg(feature = "keyring")]
     pub fn key_in_keyring(mut self, service: impl AsRef<str>) -> Self {
-        self.keyring = Some(keyring::KeyringItem::new(
-            service.as_ref(),
-            &self.inner.path,
-        ));
+        let item = keyring::KeyringItem::new(service.as_ref(), &self.inner.path);
+        self.key_place = Some(Box::new(item));
         self
     }
 
     /// Whether the sealing key lives in the OS credential store.
     fn keeps_key_in_os_store(&self) -> bool {
-        #[cfg(feature = "keyring")]
-        return self.keyring.is_some();
-        #[cfg(not(feature = "keyring"))]
-        return false;
+        self.key_place.is_some()
     }
 
     /// The key that seals what the file keeps for `ctx`: the OS credential
@@ -523,7 +516,7 @@ impl fmt::Debug for FileStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileStore")
             .field("path", &self.inner.path)
-            .field("key_in_os_store", &self.keeps_key_in_os_store())
+            .field("key_in", &self.key_place.as_ref().map(|p| p.name()))
             .finish_non_exhaustive()
     }
 }
