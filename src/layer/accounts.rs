@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::OAuthLayer;
-use crate::endpoint::{HandedCallback, TakeCode};
+use crate::cache::TokenCache;
+use crate::endpoint::{Chain, HandedCallback, TakeCode};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{
     finish_web_login as finish, foreign_callback as foreign, state_of, Pending, PENDING_LOGIN_TTL,
@@ -240,25 +241,8 @@ impl OAuthLayer {
         for cache in factory.caches() {
             cache.restart();
         }
-        // The sign-out runs as the account's token request: under the
-        // store's lock, on the chain the store holds.
-        let mut failed = None;
-        for _ in 0..3 {
-            match cache.token().await {
-                Err(e) if e.kind() != TokenErrorKind::LoginRequired => failed = Some(e),
-                _ => {}
-            }
-            if !chain.is_signing_out() {
-                break;
-            }
-        }
-        if chain.is_signing_out() {
-            // Still to do: the account's next token request signs it out.
-            return Err(failed.unwrap_or_else(|| {
-                TokenError::new(TokenErrorKind::Transport)
-                    .with_message("the sign-out's token request did not run; try again")
-            }));
-        }
+        // Else still to do: the account's next token request signs it out.
+        run_sign_out(&cache, &chain).await?;
         // The store keys of the account's tokens this replica knows: its
         // default token's, and each slot's it held in memory.
         let mut params = vec![TokenParams::new()];
@@ -336,4 +320,25 @@ impl OAuthLayer {
         let slots = &self.shared.slots;
         Ok(slots.accounts.factory(probe, slots.root()?))
     }
+}
+
+/// Runs the sign-out `chain` began as the chain's token request, through
+/// `cache`: under the store's lock, on the chain the store holds; asked up
+/// to three times (a fetch under way may answer first). The error of the
+/// last try when it did not run.
+pub(super) async fn run_sign_out(cache: &Arc<TokenCache>, chain: &Chain) -> Result<(), TokenError> {
+    let mut failed = None;
+    for _ in 0..3 {
+        match cache.token().await {
+            Err(e) if e.kind() != TokenErrorKind::LoginRequired => failed = Some(e),
+            _ => {}
+        }
+        if !chain.is_signing_out() {
+            return Ok(());
+        }
+    }
+    Err(failed.unwrap_or_else(|| {
+        TokenError::new(TokenErrorKind::Transport)
+            .with_message("the sign-out's token request did not run; try again")
+    }))
 }

@@ -110,25 +110,8 @@ impl OAuthLayer {
         chain.begin_sign_out();
         // A fetch under way is cut off: what it brings is never installed.
         self.restart_all();
-        // The sign-out runs as the chain's token request: under the store's
-        // lock, on the chain the store holds.
-        let cache = self.default_cache();
-        let mut failed = None;
-        for _ in 0..3 {
-            match cache.token().await {
-                Err(e) if e.kind() != TokenErrorKind::LoginRequired => failed = Some(e),
-                _ => {}
-            }
-            if !chain.is_signing_out() {
-                break;
-            }
-        }
-        if chain.is_signing_out() {
-            return Err(failed.unwrap_or_else(|| {
-                TokenError::new(TokenErrorKind::Transport)
-                    .with_message("the sign-out's token request did not run; try again")
-            }));
-        }
+        // The sign-out runs as the chain's token request.
+        super::accounts::run_sign_out(self.default_cache(), &chain).await?;
         let root = self.shared.slots.root()?;
         let told = match &root.store {
             Some(store) => {

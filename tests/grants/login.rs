@@ -469,39 +469,20 @@ with open(os.environ["LOGIN_BROWSER_LOG"], "a") as log:
 
 #[tokio::test]
 async fn the_system_browser_logs_in_through_the_loopback_listener() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: python3 is missing, and the stand-in browser is a python script");
-        return;
-    }
     let dir = support::scratch("login-browser");
-    let script = dir.join("browser.py");
-    std::fs::write(&script, BROWSER_SCRIPT).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let Some(script) = support::stand_in_browser(&dir, BROWSER_SCRIPT) else {
+        return;
+    };
     let log = dir.join("browser.log");
-    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "login::browser_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("BROWSER", &script)
-        .env("LOGIN_BROWSER_LOG", &log)
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = support::child_test(
+        "login::browser_child",
+        &[
+            ("BROWSER", script.as_os_str()),
+            ("LOGIN_BROWSER_LOG", log.as_os_str()),
+        ],
+    )
+    .await;
     assert!(stderr.contains("To sign in, open this URL"), "{stderr}");
-    assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
     let seen = std::fs::read_to_string(&log).unwrap();
     assert_eq!(seen, "forged 404\nno-state 404\nlogin 200\n");
 }

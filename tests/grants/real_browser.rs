@@ -117,24 +117,13 @@ async fn a_person_logs_in_with_chromium_and_on_another_device() {
         return;
     };
     // The browser login, in a child with $BROWSER set.
-    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "real_browser::browser_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("BROWSER", format!("node {}", browser_script()))
-        .env(PORT_VAR, provider.base.rsplit(':').next().unwrap())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
-        "{stderr}"
-    );
+    let browser = format!("node {}", browser_script());
+    let port = provider.base.rsplit(':').next().unwrap();
+    support::child_test(
+        "real_browser::browser_child",
+        &[("BROWSER", browser.as_ref()), (PORT_VAR, port.as_ref())],
+    )
+    .await;
 
     // The device grant: the prompt hands the code's page to Chromium.
     let script = browser_script();
@@ -411,24 +400,13 @@ async fn a_second_login_at_a_provider_that_matches_exactly_and_forgets_clients()
     let Some(provider) = provider_with(&[("EXACT_REDIRECTS", "1")]) else {
         return;
     };
-    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "real_browser::second_login_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("BROWSER", format!("node {}", browser_script()))
-        .env(PORT_VAR, provider.base.rsplit(':').next().unwrap())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
-        "{stderr}"
-    );
+    let browser = format!("node {}", browser_script());
+    let port = provider.base.rsplit(':').next().unwrap();
+    support::child_test(
+        "real_browser::second_login_child",
+        &[("BROWSER", browser.as_ref()), (PORT_VAR, port.as_ref())],
+    )
+    .await;
 }
 
 /// The child of the test above: a registered client's logins, through

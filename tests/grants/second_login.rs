@@ -26,39 +26,15 @@ except urllib.error.URLError as e:
 
 #[tokio::test]
 async fn a_registered_client_s_next_login_listens_where_it_was_registered() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: python3 is missing, and the stand-in browser is a python script");
-        return;
-    }
     let dir = support::scratch("second-login");
-    let script = dir.join("browser.py");
-    std::fs::write(&script, FOLLOWING_BROWSER).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "second_login::second_login_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("BROWSER", &script)
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
-        "{stderr}"
-    );
+    let Some(script) = support::stand_in_browser(&dir, FOLLOWING_BROWSER) else {
+        return;
+    };
+    support::child_test(
+        "second_login::second_login_child",
+        &[("BROWSER", script.as_os_str())],
+    )
+    .await;
 }
 
 /// The redirect URI of the `n`-th authorization request.

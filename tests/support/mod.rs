@@ -208,3 +208,43 @@ pub fn replace(path: &std::path::Path, text: &str) {
     std::fs::write(&next, text).unwrap();
     std::fs::rename(&next, path).unwrap();
 }
+
+/// Runs `test`, an ignored test of this test binary, in a child process
+/// with the environment `env` (a browser login's `$BROWSER`, say), and
+/// asserts that it ran and passed; its stderr.
+pub async fn child_test(test: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--ignored", "--nocapture"])
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{test}: {stderr}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "{test} did not run: {stderr}"
+    );
+    stderr
+}
+
+/// A stand-in browser for `$BROWSER`: the python `script`, written to
+/// `dir` and made executable; `None` (said) where python3 is missing.
+pub fn stand_in_browser(dir: &std::path::Path, script: &str) -> Option<std::path::PathBuf> {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: python3 is missing, and the stand-in browser is a python script");
+        return None;
+    }
+    let path = dir.join("browser.py");
+    std::fs::write(&path, script).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Some(path)
+}
