@@ -264,3 +264,46 @@ async fn logout_needs_a_person_and_status_says_a_machine_has_none() {
     assert_eq!(machine.login_status().await.state(), LoginState::NoPerson);
     assert_eq!(asked(&server), 0);
 }
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logout_on_one_replica_shows_on_the_other_s_status_from_redis() {
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::store::RedisStore;
+    if missing() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    // A public client's login is shared under a key the replicas share.
+    let replica = || {
+        let store = RedisStore::new(redis.url())
+            .unwrap()
+            .encryption_key([7u8; 32]);
+        support::with_transport(
+            OAuthLayer::builder()
+                .protected_resource(server.api_url())
+                .client_id(CLIENT)
+                .login(Login::user_agent(LoginServer::user_agent()).automatic(false))
+                .token_store(store),
+        )
+        .build()
+        .unwrap()
+    };
+    let (a, b) = (replica(), replica());
+    assert_eq!(b.login_status().await.state(), LoginState::NeverSignedIn);
+    a.login().await.unwrap();
+    // The other replica reads the login from Redis, sending nothing.
+    let forms = server.token_forms().len();
+    assert!(b.login_status().await.is_signed_in());
+    assert_eq!(server.token_forms().len(), forms);
+    b.token().await.unwrap();
+    assert_eq!(server.logins(), 1);
+    a.logout().await.unwrap();
+    assert_eq!(server.revoked().len(), 1);
+    let status = b.login_status().await;
+    assert_eq!(status.state(), LoginState::SignedOut, "{status:?}");
+    let e = b.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
+    assert_eq!(server.logins(), 1);
+}
