@@ -307,3 +307,56 @@ async fn a_logout_on_one_replica_shows_on_the_other_s_status_from_redis() {
     assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
     assert_eq!(server.logins(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_in_progress_holds_up_no_other_server_s_refresh_on_the_same_file() {
+    let (first, second) = (
+        LoginServer::start(Duration::from_secs(60)).await,
+        LoginServer::start(Duration::from_secs(60)).await,
+    );
+    let dir = support::scratch("host-login-in-progress");
+    let tokens = dir.join("tokens");
+    let agent = || Login::user_agent(LoginServer::user_agent());
+    let a = layer(&first, &tokens, agent());
+    a.token().await.unwrap();
+    // The second server's login waits for the person, who is slow.
+    let person = Arc::new(tokio::sync::Notify::new());
+    let began = Arc::new(tokio::sync::Notify::new());
+    let approve = Arc::new(LoginServer::user_agent());
+    let (waiting, told) = (Arc::clone(&person), Arc::clone(&began));
+    let slow = Login::user_agent(move |url| {
+        let (waiting, told, approve) = (
+            Arc::clone(&waiting),
+            Arc::clone(&told),
+            Arc::clone(&approve),
+        );
+        Box::pin(async move {
+            told.notify_one();
+            waiting.notified().await;
+            approve(url).await
+        })
+    });
+    let b = layer(&second, &tokens, slow);
+    let login = tokio::spawn({
+        let b = b.clone();
+        async move { b.token().await.map(|_| ()) }
+    });
+    // The login is under way: its browser shows the server's page.
+    began.notified().await;
+    // Meanwhile the first server's token is renewed through the same file,
+    // while the second's login still waits (a hang guard bounds the wait,
+    // not a speed verdict).
+    assert!(a.force_renewal());
+    let renewed = tokio::time::timeout(Duration::from_secs(60), a.token()).await;
+    assert!(renewed
+        .expect("the refresh waited for the other login")
+        .is_ok());
+    assert_eq!(first.refreshes(), 1);
+    assert!(
+        !login.is_finished(),
+        "the second login still waits for its person"
+    );
+    person.notify_one();
+    login.await.unwrap().unwrap();
+    assert_eq!(second.logins(), 1);
+}

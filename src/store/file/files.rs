@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::{failure_key, FileStore};
 use crate::store::codec::until_ms;
+use crate::store::FetchContext;
 use crate::support::boxed::BoxFuture;
 
 /// The first member of the file: its format and version.
@@ -82,17 +83,53 @@ impl FileStore {
         .await
     }
 
+    /// `put`, under the file's lock: taken here (before `deadline`) unless
+    /// this task holds it. A fetch under a chain's own lock writes so.
+    pub(super) async fn put_locked(
+        &self,
+        key: String,
+        sealed: String,
+        expires_ms: Option<u64>,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let _lock = self.lock(deadline).await?;
+        self.put(key, sealed, expires_ms).await
+    }
+
     /// The file's lock, taken before `deadline`; `None` when this task
     /// holds it already (a web login's callback, taken within a fetch
     /// under the lock).
     pub(super) async fn lock(&self, deadline: Instant) -> Result<Option<File>, String> {
-        if HOLDING
-            .try_with(|held| *held == self.inner.lock_path)
-            .unwrap_or(false)
-        {
+        self.lock_at(&self.inner.lock_path, deadline).await
+    }
+
+    /// Where a fetch for `ctx` takes its lock: a person's login chain its
+    /// own, `<path>.<16 hex digits of the chain's key>.lock`, since its
+    /// fetch may wait minutes for the person, and the file's other chains
+    /// go on meanwhile; any other fetch the file's (short) lock.
+    pub(super) fn fetch_lock_path(&self, ctx: &FetchContext<'_>) -> PathBuf {
+        match (ctx.chain, ctx.chain_identity) {
+            (Some(chain), Some(identity)) if chain.logs_in() => {
+                let mut path = self.inner.path.clone().into_os_string();
+                let short = identity.key().get(..16).unwrap_or(identity.key());
+                path.push(format!(".{short}.lock"));
+                PathBuf::from(path)
+            }
+            _ => self.inner.lock_path.clone(),
+        }
+    }
+
+    /// The lock file at `path`, taken before `deadline`; `None` when this
+    /// task holds it already.
+    pub(super) async fn lock_at(
+        &self,
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<Option<File>, String> {
+        if HOLDING.try_with(|held| held == path).unwrap_or(false) {
             return Ok(None);
         }
-        let path = self.inner.lock_path.clone();
+        let path = path.to_path_buf();
         let file = blocking(move || owner_only(&path).map_err(|e| e.to_string())).await?;
         loop {
             match file.try_lock() {

@@ -56,6 +56,10 @@ mod keyring;
 /// second fetches on its own. A refresh fails instead, since a refresh token is
 /// never sent outside the lock. With a [login](crate::login::Login), the wait is
 /// longer by the login's timeout: another process may be logging a person in.
+/// A login's chain has a lock of its own for that,
+/// `<path>.<16 hex digits of the chain's key>.lock`, and takes the file's lock
+/// only for each write: while a person signs in to one server, the layers of
+/// the file's other servers go on refreshing.
 ///
 /// ```no_run
 /// use tower_oauth::{OAuthLayer, grant::RefreshToken, store::FileStore};
@@ -266,7 +270,7 @@ impl FileStore {
             chain.adopt(&ChainRecord::from_bytes(json));
         }
         let required = ctx.login_required_now()?;
-        let path = self.inner.lock_path.clone();
+        let path = self.fetch_lock_path(ctx);
         let free = blocking(move || {
             owner_only(&path)
                 .and_then(|file| lock_is_free(&file))
@@ -294,6 +298,7 @@ impl FileStore {
                     store: self,
                     key: chain_identity.key(),
                     sealer: sealer.beside(chain_identity.encoded()),
+                    write_wait: ctx.fetch_timeout() + Duration::from_secs(1),
                 };
                 ctx.fetch_kept(Some(&keeper)).await
             }
@@ -327,7 +332,8 @@ impl FileStore {
                     .put(key, shared.token.expose_token(), sealed.clone());
             }
             let expires = until_ms(lasts);
-            let written = self.put(at, sealed, Some(expires)).await;
+            let deadline = Instant::now() + ctx.fetch_timeout() + Duration::from_secs(1);
+            let written = self.put_locked(at, sealed, Some(expires), deadline).await;
             if let Err(e) = written {
                 tracing::warn!(error = %e, "the token file could not be written");
             }
@@ -341,6 +347,9 @@ struct FileChain<'a> {
     store: &'a FileStore,
     key: &'a str,
     sealer: Sealer<'a>,
+    /// How long a write waits for the file's lock, which another process's
+    /// fetch may hold (under a chain's own lock, this one does not).
+    write_wait: Duration,
 }
 
 impl ChainKeeper for FileChain<'_> {
@@ -358,7 +367,9 @@ impl ChainKeeper for FileChain<'_> {
                 .sealer
                 .seal(self.key, record.as_bytes())
                 .ok_or("the system's random source failed")?;
-            self.store.put(self.key.to_owned(), sealed, None).await
+            let deadline = Instant::now() + self.write_wait;
+            let key = self.key.to_owned();
+            self.store.put_locked(key, sealed, None, deadline).await
         })
     }
 }
@@ -414,9 +425,9 @@ impl TokenStore for FileStore {
                 return settled;
             }
             let deadline = Instant::now() + 2 * ctx.fetch_timeout() + Duration::from_secs(1);
-            match self.lock(deadline).await {
+            let held = self.fetch_lock_path(ctx);
+            match self.lock_at(&held, deadline).await {
                 Ok(lock) => {
-                    let held = self.inner.lock_path.clone();
                     let outcome = HOLDING
                         .scope(held, self.fetch_locked(ctx, key, &sealer))
                         .await;
