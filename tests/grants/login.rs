@@ -428,11 +428,13 @@ fn a_login_needs_a_server_s_metadata_and_a_loopback_redirect() {
         "{e}"
     );
     let with = |login: Login| {
-        OAuthLayer::builder()
-            .issuer("https://login.example.com")
-            .client_id("cli")
-            .login(login)
-            .build()
+        support::with_transport(
+            OAuthLayer::builder()
+                .issuer("https://login.example.com")
+                .client_id("cli")
+                .login(login),
+        )
+        .build()
     };
     // `localhost` too, for a server that registers only that.
     assert!(with(Login::browser().redirect_uri("http://localhost:8400/callback")).is_ok());
