@@ -80,12 +80,7 @@ async fn in_session(name: &str, keyring: bool) {
         .output()
         .await
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
-        "{stderr}"
-    );
+    support::child_passed(name, &output);
 }
 
 #[tokio::test]

@@ -219,6 +219,12 @@ pub async fn child_test(test: &str, env: &[(&str, &std::ffi::OsStr)]) -> String 
         .output()
         .await
         .unwrap();
+    child_passed(test, &output)
+}
+
+/// Asserts that the child test `test`, which gave `output`, ran and
+/// passed; its stderr.
+pub fn child_passed(test: &str, output: &std::process::Output) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{test}: {stderr}");
     assert!(
