@@ -387,7 +387,8 @@ async fn take_turn(
         .await
         .map_err(|_| {
             failed(
-                "another login of this process was under way until this login's timeout                  (Login::timeout); this one did not begin",
+                "another login of this process was under way until this login's timeout \
+                 (Login::timeout); this one did not begin",
             )
         })
 }

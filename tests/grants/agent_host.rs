@@ -360,3 +360,49 @@ async fn a_login_in_progress_holds_up_no_other_server_s_refresh_on_the_same_file
     login.await.unwrap().unwrap();
     assert_eq!(second.logins(), 1);
 }
+
+#[tokio::test]
+async fn a_login_whose_turn_does_not_come_before_its_timeout_says_so() {
+    let (first, second) = (
+        LoginServer::start(Duration::from_secs(60)).await,
+        LoginServer::start(Duration::from_secs(60)).await,
+    );
+    // The first server's person never approves: its login holds the turn.
+    first
+        .state
+        .polls_before_approval
+        .store(1000, Ordering::SeqCst);
+    let prompted = Arc::new(tokio::sync::Notify::new());
+    let told = Arc::clone(&prompted);
+    let holding = Login::device(move |_| told.notify_one()).timeout(Duration::from_secs(60));
+    let build = |server: &LoginServer, login: Login| {
+        support::with_transport(
+            OAuthLayer::builder()
+                .protected_resource(server.api_url())
+                .client_id(CLIENT)
+                .login(login),
+        )
+        .build()
+        .unwrap()
+    };
+    let a = build(&first, holding);
+    let held = tokio::spawn(async move { a.token().await.map(|_| ()) });
+    prompted.notified().await;
+    let b = build(
+        &second,
+        Login::device(|_| {}).timeout(Duration::from_secs(1)),
+    );
+    let e = b.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert!(
+        e.to_string()
+            .contains("another login of this process was under way until this login's timeout (Login::timeout)"),
+        "{e}"
+    );
+    assert_eq!(
+        second.device_logins() + second.token_forms().len(),
+        0,
+        "it never began"
+    );
+    held.abort();
+}
