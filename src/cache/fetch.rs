@@ -90,13 +90,7 @@ impl Fetcher {
         refused: Option<AccessToken>,
         serving_until: &ServingUntil<'_>,
     ) -> Result<Fetched, TokenError> {
-        let Some(StoreUse {
-            store,
-            identity,
-            sealing_key,
-            chain_identity,
-        }) = &supply.store
-        else {
+        let Some(store_use) = &supply.store else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
             let ask = || {
@@ -116,19 +110,11 @@ impl Fetcher {
         };
         caught("token store", async {
             if let Some(refused) = &refused {
-                store.refused(identity.key(), refused).await;
+                let identity = store_use.identity.key();
+                store_use.store.refused(identity, refused).await;
             }
-            let ctx = FetchContext {
-                identity,
-                source: &*supply.source,
-                policy: &self.policy,
-                fleet: &self.fleet,
-                sealing_key: sealing_key.as_ref(),
-                serving_until,
-                chain: supply.chain.as_deref(),
-                chain_identity: chain_identity.as_ref(),
-            };
-            let shared = store.get_or_fetch(&ctx).await?;
+            let ctx = self.context(supply, store_use, serving_until);
+            let shared = store_use.store.get_or_fetch(&ctx).await?;
             let lifetime = shared.token.lifetime();
             let expires_at = self
                 .policy
@@ -143,24 +129,35 @@ impl Fetcher {
 }
 
 impl Fetcher {
-    /// The chain of refresh tokens, read from the store into memory: no
-    /// lock, no token request (a login's status). Within `bound`.
-    pub(crate) async fn read_stored_chain(&self, bound: std::time::Duration) -> Result<(), String> {
-        let supply = self.supply.load_full();
-        let (Some(store_use), Some(chain)) = (&supply.store, &supply.chain) else {
-            return Ok(());
-        };
-        let no_token = || None;
-        let ctx = FetchContext {
+    /// What the store gets for a fetch (or a read) of `supply`'s tokens
+    /// through `store_use`.
+    fn context<'a>(
+        &'a self,
+        supply: &'a TokenSupply,
+        store_use: &'a StoreUse,
+        serving_until: &'a ServingUntil<'a>,
+    ) -> FetchContext<'a> {
+        FetchContext {
             identity: &store_use.identity,
             source: &*supply.source,
             policy: &self.policy,
             fleet: &self.fleet,
             sealing_key: store_use.sealing_key.as_ref(),
-            serving_until: &no_token,
-            chain: Some(chain),
+            serving_until,
+            chain: supply.chain.as_deref(),
             chain_identity: store_use.chain_identity.as_ref(),
+        }
+    }
+
+    /// The chain of refresh tokens, read from the store into memory: no
+    /// lock, no token request (a login's status). Within `bound`.
+    pub(crate) async fn read_stored_chain(&self, bound: std::time::Duration) -> Result<(), String> {
+        let supply = self.supply.load_full();
+        let (Some(store_use), Some(_)) = (&supply.store, &supply.chain) else {
+            return Ok(());
         };
+        let no_token = || None;
+        let ctx = self.context(&supply, store_use, &no_token);
         match tokio::time::timeout(bound, store_use.store.read_chain(&ctx)).await {
             Ok(read) => read,
             Err(_) => Err(format!("the token store did not answer within {bound:?}")),

@@ -44,7 +44,7 @@ impl OAuthLayer {
     /// [`Configuration`](TokenErrorKind::Configuration) when the layer was
     /// built without [`login`](crate::OAuthLayerBuilder::login).
     pub async fn login(&self) -> Result<AccessToken, TokenError> {
-        let Some(chain) = self.shared.slots.chain().filter(|c| c.logs_in()) else {
+        let Some(chain) = self.person_chain() else {
             return Err(TokenError::new(TokenErrorKind::Configuration).with_message(
                 "OAuthLayer::login: this layer was built without a login \
                  (OAuthLayerBuilder::login)",
@@ -100,18 +100,17 @@ impl OAuthLayer {
         if let Some(bound) = &self.shared.account {
             return self.sign_out(&bound.id).await;
         }
-        let Some(chain) = self.shared.slots.chain().filter(|c| c.logs_in()) else {
+        let Some(chain) = self.person_chain() else {
             return Err(TokenError::new(TokenErrorKind::Configuration).with_message(
                 "OAuthLayer::logout: this layer acts for no person (it was built without \
                  OAuthLayerBuilder::login); for an account, use sign_out or for_account",
             ));
         };
-        let chain = std::sync::Arc::clone(chain);
         chain.begin_sign_out();
         // A fetch under way is cut off: what it brings is never installed.
         self.restart_all();
         // The sign-out runs as the chain's token request.
-        super::accounts::run_sign_out(self.default_cache(), &chain).await?;
+        super::accounts::run_sign_out(self.default_cache(), chain).await?;
         let root = self.shared.slots.root()?;
         let told = match &root.store {
             Some(store) => {
@@ -173,5 +172,10 @@ impl OAuthLayer {
             self.restart_all();
         }
         status
+    }
+
+    /// The chain a person's login begins, if the layer has a login.
+    fn person_chain(&self) -> Option<&std::sync::Arc<crate::endpoint::Chain>> {
+        self.shared.slots.chain().filter(|c| c.logs_in())
     }
 }

@@ -2,7 +2,7 @@
 //! one, or only when asked), what the login covers (its server, its
 //! scopes), and where the chain stands, for a status that changes nothing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::Chain;
 use crate::error::{TokenError, TokenErrorKind};
@@ -45,7 +45,6 @@ impl Chain {
         Chain {
             logs_in: true,
             automatic,
-            login_asked: AtomicBool::new(false),
             ..self.copy()
         }
     }
@@ -140,23 +139,25 @@ impl Chain {
     /// knows it, or its redirect URI cannot be had): the next login gets
     /// one anew. Whether there was one.
     pub(crate) fn forget_client(&self, issuer: &str) -> bool {
-        let mut state = self.state();
-        if state.client.as_ref().is_none_or(|c| c.issuer != issuer) {
-            return false;
-        }
-        state.client = None;
-        state.unsaved = true;
-        true
+        self.forget_client_if(|client| client.issuer == issuer)
     }
 
     /// Forgets the client the chain's login got, whichever server: the
     /// server refused it (`invalid_client`). Whether there was one.
     pub(crate) fn forget_any_client(&self) -> bool {
-        let issuer = match &self.state().client {
-            Some(client) => client.issuer.clone(),
-            None => return false,
-        };
-        self.forget_client(&issuer)
+        self.forget_client_if(|_| true)
+    }
+
+    /// Forgets the client the chain kept, if `which` says so; whether it
+    /// did.
+    fn forget_client_if(&self, which: impl Fn(&super::LoginClient) -> bool) -> bool {
+        let mut state = self.state();
+        if !state.client.as_ref().is_some_and(which) {
+            return false;
+        }
+        state.client = None;
+        state.unsaved = true;
+        true
     }
 
     /// Where the chain stands now, in memory.
