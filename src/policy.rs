@@ -38,6 +38,10 @@ pub(crate) const DEFAULT_ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
 /// 5 seconds.
 pub(crate) const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5);
 
+/// Default of [`OAuthLayerBuilder::id_token_clock_skew`](crate::OAuthLayerBuilder::id_token_clock_skew):
+/// 60 seconds.
+pub(crate) const DEFAULT_ID_TOKEN_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
 /// Default of `RedisStore::prefix`, with feature `redis`: `tower-oauth:`.
 pub(crate) const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
 

@@ -89,6 +89,7 @@ pub struct OAuthLayerBuilder {
     assertion_audience: Option<String>,
     assertion_lifetime: Option<Duration>,
     assertion_clock_skew: Option<Duration>,
+    id_token_clock_skew: Option<Duration>,
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
@@ -150,6 +151,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("assertion_lifetime", &self.assertion_lifetime)
             .field("assertion_clock_skew", &self.assertion_clock_skew)
             .field("assertion_typ", &self.assertion_typ)
+            .field("id_token_clock_skew", &self.id_token_clock_skew)
             .field("client_identity", &self.presents_certificate())
             .field("dpop", &self.dpop_key())
             .field("dpop_allow_bearer", &self.dpop_allow_bearer)

@@ -33,6 +33,16 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// How far the clocks of this host and the authorization server may
+    /// differ when an ID token's or a logout token's `exp` and `iat` are
+    /// checked (OpenID Connect Core 1.0 section 3.1.3.7). At most 5 minutes.
+    ///
+    /// Default: 60 seconds.
+    pub fn id_token_clock_skew(mut self, skew: Duration) -> Self {
+        self.id_token_clock_skew = Some(skew);
+        self
+    }
+
     /// The longest a token request may take, from connecting to reading the
     /// last byte of the answer. Separate from any time-out on the requests it
     /// serves. Must be more than zero.

@@ -87,6 +87,20 @@ pub struct ServerMetadata {
     /// 8414. [`OAuthLayer::sign_out`](crate::OAuthLayer::sign_out) sends an
     /// account's refresh token there. `None` when the metadata names none.
     pub revocation_endpoint: Option<String>,
+    /// Where the server publishes its signing keys, `jwks_uri`: an ID token's
+    /// and a logout token's signatures are checked with them. `None` when
+    /// the metadata names none.
+    pub jwks_uri: Option<String>,
+    /// The algorithms the server signs ID tokens with,
+    /// `id_token_signing_alg_values_supported` (OpenID Connect Discovery
+    /// 1.0). An ID token or logout token signed otherwise is refused. Empty
+    /// when it lists none, which means `RS256`.
+    pub id_token_algorithms: Vec<String>,
+    /// Where a person's session at the server ends, `end_session_endpoint`
+    /// (OpenID Connect RP-Initiated Logout 1.0):
+    /// [`OAuthLayer::end_session_url`](crate::OAuthLayer::end_session_url)
+    /// sends the browser there. `None` when the metadata names none.
+    pub end_session_endpoint: Option<String>,
 }
 
 /// The metadata last found by any discovery of one layer (its default
@@ -230,6 +244,9 @@ impl Discovery {
             registration_endpoint: Some(format!("{base}/register")),
             client_id_metadata_document_supported: false,
             revocation_endpoint: None,
+            jwks_uri: None,
+            id_token_algorithms: Vec::new(),
+            end_session_endpoint: None,
         })
     }
 
@@ -290,6 +307,9 @@ impl Discovery {
             registration_endpoint: endpoint("registration_endpoint"),
             client_id_metadata_document_supported: flag("client_id_metadata_document_supported"),
             revocation_endpoint: endpoint("revocation_endpoint"),
+            jwks_uri: endpoint("jwks_uri"),
+            id_token_algorithms: texts("id_token_signing_alg_values_supported"),
+            end_session_endpoint: endpoint("end_session_endpoint"),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),

@@ -15,6 +15,7 @@
 //!   JWT-bearer, token exchange, and the refresh token with its chain.
 //!   A person's login, which begins a chain, is `crate::login`, above this
 //!   folder: it wraps the token request.
+//! - `jwks`: a server's signing keys, and a JWT it signed checked with them.
 //! - `discovery`: the endpoint and client authentication, from an issuer's RFC
 //!   8414 metadata.
 //! - `resource`: the server, `resource` and scopes, from a protected resource's
@@ -26,6 +27,7 @@ mod answer;
 mod client_auth;
 mod discovery;
 mod grant;
+pub(crate) mod jwks;
 mod prepared;
 mod redact;
 mod request;
@@ -56,7 +58,7 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
-    account_login_required, answered_refresh_token, check_given as check_refresh_token,
+    account_login_required, answered_id_token, answered_refresh_token, check_given as check_refresh_token,
     login_required, now_ms, person_login_required, Chain, ChainRecord, Code, HandedCallback,
     LoginClient, Standing, TakeCode, SIGNED_OUT,
 };

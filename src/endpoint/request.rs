@@ -99,6 +99,15 @@ impl TokenRequest {
         chain.client_at(self.target.issuer.as_deref()?)
     }
 
+    /// The client id its requests present: configured, or the one a login
+    /// got at its server.
+    pub(crate) fn client_id_in_use(&self) -> String {
+        match self.client_got() {
+            Some(client) => client.id,
+            None => self.spec.client_id.clone(),
+        }
+    }
+
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when
     /// it is not a token endpoint.
     pub(crate) fn built_from_discovery(mut self) -> Self {
@@ -270,6 +279,15 @@ impl TokenRequest {
                     let sent_token = sent.grant_secret.map(|i| sent.secrets[i].as_str());
                     if let (Some(new), Some(sent_token)) = (new, sent_token) {
                         chain.rotated(sent_token, new);
+                    }
+                    // A login's identity renewed: checked by the login's
+                    // token source before the token counts.
+                    if chain.id_token().is_some() {
+                        if let Some(id_token) =
+                            crate::endpoint::grant::refresh::answered_id_token(response.body())
+                        {
+                            chain.refreshed_id_token(id_token);
+                        }
                     }
                 }
                 let error = match crate::endpoint::answer::read(&response, redactor) {

@@ -1,6 +1,6 @@
 //! The authorization request of a login, and the checks of the callback it
-//! comes back with: PKCE with S256 (RFC 7636), `state`, the server's `iss`
-//! (RFC 9207), and where a browser may be sent.
+//! comes back with: PKCE with S256 (RFC 7636), `state`, the OpenID Connect
+//! `nonce`, the server's `iss` (RFC 9207), and where a browser may be sent.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -14,11 +14,13 @@ use crate::support::encoding::form_urlencode;
 /// The longest callback URL read: far above a code and a state.
 pub(crate) const MAX_CALLBACK_LEN: usize = 8 * 1024;
 
-/// One login's secrets: the PKCE verifier and the `state`.
+/// One login's secrets: the PKCE verifier, the `state` and the `nonce`
+/// (sent where the scope holds `openid`; the ID token must carry it back).
 pub(crate) struct Secrets {
     /// 32 random bytes, base64url: 43 characters (RFC 7636 section 4.1).
     pub(crate) verifier: String,
     pub(crate) state: String,
+    pub(crate) nonce: String,
 }
 
 impl Secrets {
@@ -34,6 +36,7 @@ impl Secrets {
         Ok(Secrets {
             verifier: random()?,
             state: random()?,
+            nonce: random()?,
         })
     }
 
@@ -68,6 +71,9 @@ impl Request<'_> {
         ];
         if let Some(scope) = self.scope {
             pairs.push(("scope", scope.into()));
+            if asks_openid(Some(scope)) {
+                pairs.push(("nonce", secrets.nonce.clone()));
+            }
         }
         for resource in &self.resources {
             pairs.push(("resource", (*resource).into()));
@@ -86,6 +92,12 @@ impl Request<'_> {
         };
         format!("{}{joiner}{}", self.endpoint, query.join("&"))
     }
+}
+
+/// Whether `scope` asks for OpenID Connect (`openid`): the login then sends
+/// a `nonce`, and checks the ID token that comes back.
+pub(crate) fn asks_openid(scope: Option<&str>) -> bool {
+    scope.is_some_and(|s| s.split_whitespace().any(|s| s == "openid"))
 }
 
 /// The error of a login the server refused at its callback, `why` being

@@ -17,7 +17,7 @@ use super::listener::Listener;
 use super::{device, failed, Answered, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
 use crate::endpoint::ServerMetadata;
 use crate::endpoint::TokenRequest;
-use crate::endpoint::{answered_refresh_token, Chain};
+use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
@@ -54,9 +54,14 @@ impl TokenRequest {
                     grant_types: &[device::DEVICE_CODE_GRANT_TYPE, "refresh_token"],
                 };
                 let metadata_url = login.client_metadata_url.as_deref();
-                self.login_client(chain, server, metadata_url, registration)
+                let client_id = self
+                    .login_client(chain, server, metadata_url, registration)
                     .await?;
-                device::log_in(self, server, prompt, scope.as_deref(), deadline).await?
+                let scope = scope.as_deref();
+                let answered = device::log_in(self, server, prompt, scope, deadline).await?;
+                // The device grant sends no nonce.
+                self.with_identity(server, answered, &client_id, scope, None)
+                    .await?
             }
             way => {
                 let scope = scope.as_deref();
@@ -85,6 +90,9 @@ impl TokenRequest {
             &server.issuer,
             scope.as_deref().unwrap_or_default(),
         );
+        if let Some(identity) = &answered.identity {
+            chain.set_id_token(identity.id_token());
+        }
         tracing::info!(
             login = login.name(),
             refresh_token = answered.refresh.is_some(),
@@ -194,7 +202,11 @@ impl TokenRequest {
             ("code_verifier", secrets.verifier.as_str()),
         ];
         pairs.extend(self.resources().into_iter().map(|r| ("resource", r)));
-        self.login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
+        let answered = self
+            .login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
+            .await?;
+        let nonce = Some(secrets.nonce.as_str());
+        self.with_identity(server, answered, &client_id, scope, nonce)
             .await
     }
 
@@ -298,10 +310,11 @@ impl TokenRequest {
                 dpop.remember_from(&self.target.url, response.headers());
             }
             let redactor = prepared.redactor.and(&sent.secrets);
-            let refresh = if response.status().is_success() {
-                answered_refresh_token(response.body())?
+            let (refresh, id_token) = if response.status().is_success() {
+                let body = response.body();
+                (answered_refresh_token(body)?, answered_id_token(body))
             } else {
-                None
+                (None, None)
             };
             match read(&response, &redactor) {
                 Ok(mut token) => {
@@ -309,7 +322,12 @@ impl TokenRequest {
                         dpop.check_issued(token.token_type())?;
                     }
                     token.sent_at = Some(sent_at);
-                    return Ok(Answered { token, refresh });
+                    return Ok(Answered {
+                        token,
+                        refresh,
+                        id_token,
+                        identity: None,
+                    });
                 }
                 Err(e) if !nonce_retried && self.asks_for_nonce(&e) => nonce_retried = true,
                 Err(e) => return Err(e),

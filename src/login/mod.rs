@@ -18,19 +18,24 @@
 // - `device`: the device authorization grant;
 // - `flow`: a login from the server's metadata to its token;
 // - `web`: a web app's login for an account, and its sign-out's revocation;
-// - `status`: whether a layer's person is signed in.
+// - `status`: whether a layer's person is signed in;
+// - `oidc/`: who signed in (the ID token checked), and a logout token's
+//   checks.
 
 mod authorization;
 mod client;
 mod device;
 mod flow;
 mod listener;
+mod oidc;
 mod paste;
 mod person;
 mod status;
 mod web;
 
 pub(crate) use self::person::Person;
+pub use self::oidc::Identity;
+pub(crate) use self::oidc::{session_digest, LogoutClaims};
 pub use self::status::{LoginState, LoginStatus};
 
 use std::fmt;
@@ -41,10 +46,13 @@ use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::support::boxed::{BoxError, BoxFuture};
 use crate::token::AccessToken;
 
-/// A login's token answer: the access token, and the refresh token if any.
+/// A login's token answer: the access token, the refresh token if any, the
+/// ID token as it came, and the identity it names once checked.
 pub(crate) struct Answered {
     pub(crate) token: AccessToken,
     pub(crate) refresh: Option<String>,
+    pub(crate) id_token: Option<String>,
+    pub(crate) identity: Option<Identity>,
 }
 
 /// How long a login may take by default: a person reads, types and approves.

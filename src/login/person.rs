@@ -63,7 +63,30 @@ impl Person {
                 return request.log_in(chain, login).await;
             }
         }
-        self.requests.fetch().await
+        let token = self.requests.fetch().await?;
+        // A refresh that renewed the login's ID token: checked against the
+        // login's (the same `iss` and `sub`) before the token counts.
+        if let Some(id_token) = chain.take_refreshed_id_token() {
+            let earlier = chain
+                .id_token()
+                .and_then(|raw| super::Identity::from_id_token(&raw));
+            if let (Some(earlier), Some(server)) = (earlier, request.target.server.as_deref()) {
+                let client_id = request.client_id_in_use();
+                let expected = super::oidc::Expected {
+                    client_id: &client_id,
+                    nonce: None,
+                    earlier: Some(&earlier),
+                    asked: true,
+                };
+                let renewed = request
+                    .verified_id_token(server, Some(&id_token), expected)
+                    .await?;
+                if let Some(renewed) = renewed {
+                    chain.set_id_token(renewed.id_token());
+                }
+            }
+        }
+        Ok(token)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authorization::{
-    check_endpoint, read_callback, Callback, Expect, Request, Secrets, MAX_CALLBACK_LEN,
+    asks_openid, check_endpoint, read_callback, Callback, Expect, Request, Secrets, MAX_CALLBACK_LEN,
 };
 use super::failed;
 use super::flow::check_pkce;
@@ -30,6 +30,8 @@ pub(crate) struct Pending {
     issuer: String,
     iss_required: bool,
     scope: String,
+    /// The `nonce` sent, where the scope asks for `openid`; empty for none.
+    nonce: String,
     /// Milliseconds since the Unix epoch.
     expires_at: u64,
 }
@@ -44,6 +46,7 @@ impl Pending {
         map.insert("issuer".into(), self.issuer.clone().into());
         map.insert("iss_required".into(), self.iss_required.into());
         map.insert("scope".into(), self.scope.clone().into());
+        map.insert("nonce".into(), self.nonce.clone().into());
         map.insert("expires_at".into(), self.expires_at.into());
         Value::Object(map).to_string().into_bytes()
     }
@@ -61,6 +64,7 @@ impl Pending {
             issuer: text("issuer")?,
             iss_required: map.get("iss_required")?.as_bool()?,
             scope: text("scope")?,
+            nonce: text("nonce").unwrap_or_default(),
             expires_at: map.get("expires_at")?.as_u64()?,
         })
     }
@@ -140,6 +144,10 @@ impl TokenRequest {
                 redirect_uri: redirect_uri.to_owned(),
                 issuer: server.issuer.clone(),
                 iss_required: server.authorization_response_iss_parameter_supported,
+                nonce: match asks_openid(scope.as_deref()) {
+                    true => secrets.nonce,
+                    false => String::new(),
+                },
                 scope: scope.unwrap_or_default(),
                 expires_at: now_ms().saturating_add(ttl),
             },
@@ -170,7 +178,19 @@ impl TokenRequest {
         let answered = self
             .login_token("authorization_code", &pairs, &[&code.code, &code.verifier])
             .await?;
+        let answered = match self.target.server.as_deref() {
+            Some(server) => {
+                let nonce = Some(code.nonce.as_str()).filter(|n| !n.is_empty());
+                let scope = Some(code.scope.as_str());
+                self.with_identity(server, answered, &self.spec.client_id, scope, nonce)
+                    .await?
+            }
+            None => answered,
+        };
         chain.logged_in(answered.refresh.as_deref(), &code.issuer, &code.scope);
+        if let Some(identity) = &answered.identity {
+            chain.set_id_token(identity.id_token());
+        }
         tracing::info!(
             account = ?chain.account(),
             refresh_token = answered.refresh.is_some(),
@@ -279,6 +299,7 @@ pub(crate) fn finish(
             redirect_uri: pending.redirect_uri,
             issuer: pending.issuer,
             scope: pending.scope,
+            nonce: pending.nonce,
         }),
         Callback::Refused(why) => Err(super::authorization::refused_login(&why)),
         Callback::Foreign => Err(foreign()),
@@ -321,6 +342,7 @@ mod tests {
             issuer: "https://idp.example".into(),
             iss_required: true,
             scope: "openid".into(),
+            nonce: "n".into(),
             expires_at: now_ms() + 60_000,
         };
         let back = Pending::from_bytes(&pending.to_bytes()).unwrap();

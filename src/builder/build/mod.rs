@@ -135,6 +135,15 @@ impl OAuthLayerBuilder {
             Some(source) => ClientSecret::Rotating(RotatingSecret::new(source, client_secret)),
             None => ClientSecret::Fixed(client_secret),
         };
+        let id_token_skew = self
+            .id_token_clock_skew
+            .unwrap_or(crate::policy::DEFAULT_ID_TOKEN_CLOCK_SKEW);
+        if id_token_skew > Duration::from_secs(300) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::InvalidSetting,
+                "id_token_clock_skew must be at most 5 minutes",
+            ));
+        }
         let spec = RequestSpec {
             client_id,
             secret,
@@ -146,6 +155,8 @@ impl OAuthLayerBuilder {
             dpop: placement.dpop.clone(),
             transport,
             allow_insecure_http: self.allow_insecure_http,
+            key_sets: Default::default(),
+            id_token_skew,
         };
         let spec = Arc::new(spec);
         let resource = match &target {

@@ -156,6 +156,9 @@ pub(crate) struct Chain {
     /// Web logins' callbacks, for the next token request to take under the
     /// store's lock (see `callback`).
     callbacks: Mutex<Vec<Arc<HandedCallback>>>,
+    /// The ID token a refresh's answer carried, until the login's token
+    /// source checks it (never kept unchecked).
+    refreshed_id_token: Mutex<Option<String>>,
     /// The account signs out at the next token request, which revokes the
     /// refresh token the store holds by then.
     signing_out: AtomicBool,
@@ -195,6 +198,9 @@ struct State {
     scope: String,
     /// What the server said when it refused the current refresh token.
     dead: Option<String>,
+    /// The verified ID token of the login (or of a refresh since): who
+    /// signed in. Empty without one.
+    id_token: String,
     /// Changed since a store last had it.
     unsaved: bool,
     /// The login and rotation last announced to `on_rotation`.
@@ -220,6 +226,7 @@ impl State {
             client: None,
             scope: String::new(),
             dead: None,
+            id_token: String::new(),
             unsaved: login_at > 0,
         }
     }
@@ -260,6 +267,7 @@ impl Chain {
             account: self.account.clone(),
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
+            refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
         }
@@ -279,6 +287,7 @@ impl Chain {
             account: None,
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
+            refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
         }
@@ -456,6 +465,18 @@ pub(crate) fn account_login_required(account: &AccountDigest, why: &str) -> Toke
         "account {account:?} has no login{why}: sign the person in with \
          OAuthLayer::begin_login and finish_login; no token request was sent"
     ))
+}
+
+/// The `id_token` of a token response, if it carries one as a string (too
+/// long counts as one that does not read). Unchecked: see `crate::login`.
+pub(crate) fn answered_id_token(body: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut map)) => match map.remove("id_token") {
+            Some(Value::String(raw)) => Some(raw),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Reads the `refresh_token` of a successful token response. `Ok(None)` when

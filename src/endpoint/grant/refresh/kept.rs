@@ -12,6 +12,8 @@ pub(crate) struct Code {
     pub(crate) redirect_uri: String,
     pub(crate) issuer: String,
     pub(crate) scope: String,
+    /// The `nonce` the authorization request sent; empty for none.
+    pub(crate) nonce: String,
 }
 
 impl fmt::Debug for Code {

@@ -173,6 +173,42 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// The verified ID token of the chain's login (or of a refresh since):
+    /// who signed in. `None` without one.
+    pub(crate) fn id_token(&self) -> Option<String> {
+        let state = self.state();
+        (!state.id_token.is_empty()).then(|| state.id_token.clone())
+    }
+
+    /// `id_token`, verified, says who signed in from now on; it is kept
+    /// with the chain, in the store too.
+    pub(crate) fn set_id_token(&self, id_token: &str) {
+        let mut state = self.state();
+        if state.id_token != id_token {
+            state.id_token = id_token.to_owned();
+            state.unsaved = true;
+        }
+    }
+
+    /// A refresh's answer carried `id_token`: held for the check that
+    /// follows the refresh, and nothing else.
+    pub(crate) fn refreshed_id_token(&self, id_token: String) {
+        *self
+            .refreshed_id_token
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id_token);
+    }
+
+    /// The ID token a refresh brought, taken for its check.
+    pub(crate) fn take_refreshed_id_token(&self) -> Option<String> {
+        self.refreshed_id_token
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
 /// The error of a person's chain with no live refresh token, whose login
 /// runs only when asked (`Login::automatic(false)`): `why` is what ended it.
 pub(crate) fn person_login_required(why: &str) -> TokenError {

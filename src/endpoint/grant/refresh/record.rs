@@ -33,6 +33,9 @@ impl Chain {
         if let Some(why) = &state.dead {
             map.insert("dead".into(), why.clone().into());
         }
+        if !state.id_token.is_empty() {
+            map.insert("id_token".into(), state.id_token.clone().into());
+        }
         ChainRecord(Value::Object(map).to_string().into_bytes())
     }
 
@@ -136,6 +139,13 @@ impl Chain {
                 _ => None,
             },
             dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
+            // Written by this crate once verified; sealed in the store.
+            id_token: map
+                .get("id_token")
+                .and_then(Value::as_str)
+                .filter(|t| t.len() <= crate::keys::verify::MAX_JWS_LEN)
+                .unwrap_or_default()
+                .to_owned(),
             unsaved: false,
         })
     }

@@ -1,0 +1,228 @@
+//! The ID token a login's code (or a refresh) brought, checked before
+//! anything is kept (OpenID Connect Core 1.0 sections 3.1.3.7 and 12.2): its
+//! signature by the server's keys, then `iss`, `aud`, `azp`, `exp`, `iat`,
+//! `nonce`, and on a refresh the same `iss` and `sub` as the login's.
+
+use serde_json::{Map, Value};
+
+use super::Identity;
+use crate::login::authorization::asks_openid;
+use crate::login::Answered;
+use crate::endpoint::jwks::Signed;
+use crate::endpoint::{now_ms, ServerMetadata, TokenRequest};
+use crate::error::{clip, TokenError, TokenErrorKind};
+
+/// The most audiences an ID token may name.
+const MAX_AUDIENCES: usize = 16;
+
+/// What an ID token must say.
+pub(crate) struct Expected<'a> {
+    /// The client the login was made with: its `aud` (and `azp`).
+    pub(crate) client_id: &'a str,
+    /// The `nonce` the authorization request sent; `None` for a grant that
+    /// sends none (the device grant, a refresh).
+    pub(crate) nonce: Option<&'a str>,
+    /// The login's identity, when a refresh brought a new ID token: the
+    /// same issuer and subject.
+    pub(crate) earlier: Option<&'a Identity>,
+    /// Whether the login asked for `openid` (an ID token is then due).
+    pub(crate) asked: bool,
+}
+
+impl TokenRequest {
+    /// The identity of `id_token`, from a token answer of `server`, once
+    /// every check passed. `None` where none came and none was due: a
+    /// scope without `openid`, a refresh, or a server that is no OpenID
+    /// provider (no `jwks_uri`).
+    ///
+    /// # Errors
+    ///
+    /// [`LoginFailed`](TokenErrorKind::LoginFailed) saying which check
+    /// failed; nothing of the answer is kept then.
+    pub(crate) async fn verified_id_token(
+        &self,
+        server: &ServerMetadata,
+        id_token: Option<&str>,
+        expected: Expected<'_>,
+    ) -> Result<Option<Identity>, TokenError> {
+        if !expected.asked {
+            return Ok(None);
+        }
+        let raw = match id_token {
+            Some(raw) => raw,
+            None if expected.earlier.is_none() && server.jwks_uri.is_some() => {
+                return Err(refused(
+                    "is missing: the login asked for `openid`, and the server's token answer \
+                     carries no id_token",
+                ))
+            }
+            None => return Ok(None),
+        };
+        let signed = Signed {
+            what: "the ID token",
+            algorithms: &server.id_token_algorithms,
+            kind: TokenErrorKind::LoginFailed,
+        };
+        let claims = self.server_signed(server, raw, signed).await?;
+        check_claims(&claims, &server.issuer, &expected, self.spec.id_token_skew)?;
+        let identity = Identity::from_claims(claims, raw)
+            .ok_or_else(|| refused("has no `iss` or `sub`"))?;
+        tracing::info!(
+            issuer = %identity.issuer(),
+            refresh = expected.earlier.is_some(),
+            "the ID token was verified"
+        );
+        Ok(Some(identity))
+    }
+}
+
+impl TokenRequest {
+    /// `answered`, a login's token answer from `server` for `client_id`,
+    /// with the identity of its ID token, checked, where `scope` asked for
+    /// `openid`; `nonce`, what the authorization request sent.
+    pub(crate) async fn with_identity(
+        &self,
+        server: &ServerMetadata,
+        mut answered: Answered,
+        client_id: &str,
+        scope: Option<&str>,
+        nonce: Option<&str>,
+    ) -> Result<Answered, TokenError> {
+        let expected = Expected {
+            client_id,
+            nonce,
+            earlier: None,
+            asked: asks_openid(scope),
+        };
+        answered.identity = self
+            .verified_id_token(server, answered.id_token.as_deref(), expected)
+            .await?;
+        Ok(answered)
+    }
+}
+
+/// The claims' checks, the signature verified.
+fn check_claims(
+    claims: &Map<String, Value>,
+    issuer: &str,
+    expected: &Expected<'_>,
+    skew: std::time::Duration,
+) -> Result<(), TokenError> {
+    let text = |name: &str| claims.get(name).and_then(Value::as_str);
+    let iss = text("iss").unwrap_or_default();
+    if iss != issuer {
+        return Err(refused(&format!(
+            "names the issuer `{}`, not `{issuer}`",
+            clip(iss)
+        )));
+    }
+    let sub = text("sub").unwrap_or_default();
+    if sub.is_empty() || sub.len() > 255 {
+        return Err(refused("has no `sub` of 1 to 255 characters"));
+    }
+    check_audience(claims, expected.client_id).map_err(|why| refused(&why))?;
+    let now = now_ms() / 1000;
+    let skew = skew.as_secs();
+    check_times(claims, now, skew).map_err(|why| refused(&why))?;
+    let nonce = text("nonce");
+    let want = match (expected.nonce, expected.earlier) {
+        (Some(sent), _) => Some(sent),
+        // A refresh's ID token carries the login's nonce, if any.
+        (None, Some(earlier)) => nonce.and(earlier.claims().get("nonce").and_then(Value::as_str)),
+        (None, None) => None,
+    };
+    if want.is_some() && nonce != want {
+        return Err(refused(match nonce {
+            Some(_) => "carries another `nonce` than the login sent (a token from another login)",
+            None => "carries no `nonce`, though the login sent one",
+        }));
+    }
+    if let Some(earlier) = expected.earlier {
+        if sub != earlier.subject() || iss != earlier.issuer() {
+            return Err(refused(
+                "of the refresh names another person than the login's (its `sub` or `iss` \
+                 differs)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `aud` holds `client_id` (a string, or an array of at most
+/// [`MAX_AUDIENCES`]); `azp`, present or required with more than one, is it.
+pub(super) fn check_audience(claims: &Map<String, Value>, client_id: &str) -> Result<(), String> {
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(aud)) => vec![aud.as_str()],
+        Some(Value::Array(auds)) if auds.len() <= MAX_AUDIENCES => {
+            auds.iter().filter_map(Value::as_str).collect()
+        }
+        _ => return Err("has no `aud` this client reads".into()),
+    };
+    if !audiences.contains(&client_id) {
+        return Err(format!(
+            "is for another client: its `aud` does not hold `{}`",
+            clip(client_id)
+        ));
+    }
+    let azp = claims.get("azp").and_then(Value::as_str);
+    if azp.is_some_and(|azp| azp != client_id) || (audiences.len() > 1 && azp.is_none()) {
+        return Err(format!(
+            "has an `azp` other than `{}` (or none, with more than one audience)",
+            clip(client_id)
+        ));
+    }
+    Ok(())
+}
+
+/// `exp` not passed and `iat` not ahead, both seconds since the epoch, with
+/// `skew` seconds either way.
+pub(super) fn check_times(claims: &Map<String, Value>, now: u64, skew: u64) -> Result<(), String> {
+    let (Some(exp), Some(iat)) = (
+        claims.get("exp").and_then(Value::as_u64),
+        claims.get("iat").and_then(Value::as_u64),
+    ) else {
+        return Err("has no `exp` or no `iat` as seconds".into());
+    };
+    if exp.saturating_add(skew) < now {
+        return Err(format!("expired {} s ago", now - exp));
+    }
+    if iat > now.saturating_add(skew) {
+        return Err(format!("was issued {} s in the future (`iat`)", iat - now));
+    }
+    Ok(())
+}
+
+fn refused(why: &str) -> TokenError {
+    TokenError::new(TokenErrorKind::LoginFailed)
+        .with_message(format!("the ID token {why}; the login is refused and nothing kept"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(json: &str) -> Map<String, Value> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn the_audience_and_the_authorized_party() {
+        assert!(check_audience(&claims(r#"{"aud":"app"}"#), "app").is_ok());
+        assert!(check_audience(&claims(r#"{"aud":["app"]}"#), "app").is_ok());
+        assert!(check_audience(&claims(r#"{"aud":"other"}"#), "app").is_err());
+        assert!(check_audience(&claims(r#"{"aud":["app","api"]}"#), "app").is_err());
+        assert!(check_audience(&claims(r#"{"aud":["app","api"],"azp":"app"}"#), "app").is_ok());
+        assert!(check_audience(&claims(r#"{"aud":"app","azp":"api"}"#), "app").is_err());
+        assert!(check_audience(&claims(r#"{"aud":1}"#), "app").is_err());
+    }
+
+    #[test]
+    fn the_times_with_the_skew() {
+        let c = claims(r#"{"exp":1000,"iat":900}"#);
+        assert!(check_times(&c, 950, 0).is_ok());
+        assert!(check_times(&c, 1059, 60).is_ok());
+        assert!(check_times(&c, 1061, 60).unwrap_err().contains("expired"));
+        assert!(check_times(&c, 800, 60).unwrap_err().contains("future"));
+        assert!(check_times(&claims(r#"{"exp":1000}"#), 950, 0).is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! Who signed in, by OpenID Connect: the [`Identity`] a verified ID token
+//! names; the ID token's checks (`id_token`) and a logout token's
+//! (`logout`), each after its signature is checked with the server's keys.
+
+mod id_token;
+mod logout;
+
+pub(crate) use self::id_token::Expected;
+pub(crate) use self::logout::{LogoutClaims, BACK_CHANNEL_EVENT};
+
+use std::fmt;
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+/// The person a login signed in, as the server's verified ID token names
+/// them (OpenID Connect Core 1.0): [`OAuthLayer::finish_login`] returns it,
+/// and [`OAuthLayer::identity`] gives it again, from memory or the store.
+///
+/// A web app keys its own user by [`issuer`](Self::issuer) and
+/// [`subject`](Self::subject) together: a subject is unique at its issuer
+/// only, and never reassigned there, where an email address may change.
+///
+/// `Debug` leaves the ID token out.
+///
+/// [`OAuthLayer::finish_login`]: crate::OAuthLayer::finish_login
+/// [`OAuthLayer::identity`]: crate::OAuthLayer::identity
+#[derive(Clone, PartialEq, Eq)]
+pub struct Identity {
+    issuer: String,
+    subject: String,
+    session_id: Option<String>,
+    claims: Map<String, Value>,
+    id_token: String,
+}
+
+impl Identity {
+    /// The `sub` claim: who signed in, unique and never reassigned at the
+    /// issuer.
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    /// The `iss` claim: the server that signed the person in.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The `sid` claim, the person's session at the server, where it sends
+    /// one: a back-channel logout may name the session rather than the
+    /// person.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Every claim of the ID token, verified: `name`, `email`,
+    /// `email_verified` and the rest the scope asked for, as JSON.
+    pub fn claims(&self) -> &Map<String, Value> {
+        &self.claims
+    }
+
+    /// The ID token itself, for the `id_token_hint` of a logout (see
+    /// [`OAuthLayer::end_session_url`](crate::OAuthLayer::end_session_url)).
+    /// Keep it as you keep tokens: it says who the person is.
+    pub fn id_token(&self) -> &str {
+        &self.id_token
+    }
+
+    /// The identity an ID token names, read back from where the layer kept
+    /// it after its checks (memory, or a sealed store): its claims, with an
+    /// `iss` and a `sub`. `None` for anything else.
+    pub(crate) fn from_id_token(id_token: &str) -> Option<Identity> {
+        let payload = id_token.split('.').nth(1)?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .ok()?;
+        let Ok(Value::Object(claims)) = serde_json::from_slice::<Value>(&bytes) else {
+            return None;
+        };
+        Self::from_claims(claims, id_token)
+    }
+
+    /// The identity of verified `claims`, which hold an `iss` and a `sub`.
+    fn from_claims(claims: Map<String, Value>, id_token: &str) -> Option<Identity> {
+        let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_owned);
+        Some(Identity {
+            issuer: text("iss")?,
+            subject: text("sub")?,
+            session_id: text("sid"),
+            id_token: id_token.to_owned(),
+            claims,
+        })
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("issuer", &self.issuer)
+            .field("subject", &self.subject)
+            .field("session_id", &self.session_id)
+            .field("id_token", &"[redacted]")
+            .finish_non_exhaustive()
+    }
+}
+
+/// The digest an identity's issuer and subject (`what` = `sub`), or its
+/// issuer and session id (`sid`), are kept under to find its accounts: no
+/// store holds who signed in, in clear.
+pub(crate) fn session_digest(issuer: &str, what: &str, value: &str) -> String {
+    crate::support::encoding::sha256_hex(
+        format!("tower-oauth session\0{issuer}\0{what}\0{value}").as_bytes(),
+    )
+}
