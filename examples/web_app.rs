@@ -27,6 +27,8 @@
 //! Here the account is the app's session id. A real app takes its own user
 //! id, from its own sign-in.
 
+#[path = "../tests/support/id_tokens.rs"]
+mod id_tokens;
 #[path = "../tests/support/login_server.rs"]
 mod login_server;
 #[path = "../tests/support/serve.rs"]
@@ -177,7 +179,7 @@ async fn callback(State(app): State<App>, headers: HeaderMap, uri: Uri) -> Respo
         return (StatusCode::UNAUTHORIZED, "no session").into_response();
     };
     match app.oauth.finish_login(&account, uri.to_string()).await {
-        Ok(()) => Redirect::to("/me").into_response(),
+        Ok(_) => Redirect::to("/me").into_response(),
         Err(e) => error(&e),
     }
 }

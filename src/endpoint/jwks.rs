@@ -69,7 +69,12 @@ impl KeySet {
 
     /// The keys that fit `alg` and `kid` (any, without one), as held now;
     /// `None` when they must be read (first, from another URI, or stale).
-    fn candidates(&self, uri: &str, alg: &str, kid: Option<&str>) -> Option<Vec<Map<String, Value>>> {
+    fn candidates(
+        &self,
+        uri: &str,
+        alg: &str,
+        kid: Option<&str>,
+    ) -> Option<Vec<Map<String, Value>>> {
         let held = self.held();
         let (read_from, at) = held.read.as_ref()?;
         if read_from != uri || at.elapsed() > KEEP_FOR {
@@ -88,7 +93,7 @@ impl KeySet {
 
 /// What a JWT from the server is checked as, for messages and its rules.
 #[derive(Clone, Copy)]
-pub(crate) struct Signed<'a> {
+pub(crate) struct ServerJwt<'a> {
     /// `the ID token`, `the logout token`.
     pub(crate) what: &'a str,
     /// The algorithms the server lists for it (empty: RS256, as OpenID
@@ -109,7 +114,7 @@ impl TokenRequest {
         &self,
         server: &ServerMetadata,
         token: &str,
-        signed: Signed<'_>,
+        signed: ServerJwt<'_>,
     ) -> Result<Map<String, Value>, TokenError> {
         let what = signed.what;
         let refused =
@@ -118,7 +123,7 @@ impl TokenRequest {
         let alg = jws.alg().to_owned();
         let listed = match signed.algorithms {
             [] => alg == "RS256",
-            algorithms => algorithms.iter().any(|a| *a == alg),
+            algorithms => algorithms.contains(&alg),
         };
         if alg == "none" || !CHECKED_ALGORITHMS.contains(&alg.as_str()) {
             return Err(refused(format!(
@@ -148,7 +153,9 @@ impl TokenRequest {
                 )));
             }
             if !jws.verifies_with_secret(secret.as_bytes()) {
-                return Err(refused(format!("has an {alg} signature that does not verify")));
+                return Err(refused(format!(
+                    "has an {alg} signature that does not verify"
+                )));
             }
             return Ok(jws.into_claims());
         }
@@ -164,14 +171,17 @@ impl TokenRequest {
             Some(keys) => keys,
             None => {
                 self.read_keys(&set, uri, false).await?;
-                set.candidates(uri, &alg, kid.as_deref()).unwrap_or_default()
+                set.candidates(uri, &alg, kid.as_deref())
+                    .unwrap_or_default()
             }
         };
         if keys.is_empty() {
             // A key rotated at the server, or made up: read once more (or
             // another check just did).
             self.read_keys(&set, uri, true).await?;
-            keys = set.candidates(uri, &alg, kid.as_deref()).unwrap_or_default();
+            keys = set
+                .candidates(uri, &alg, kid.as_deref())
+                .unwrap_or_default();
         }
         if keys.is_empty() {
             return Err(refused(match &kid {

@@ -58,9 +58,9 @@ pub(crate) use self::client_auth::{
 pub(crate) use self::discovery::{Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
-    account_login_required, answered_id_token, answered_refresh_token, check_given as check_refresh_token,
-    login_required, now_ms, person_login_required, Chain, ChainRecord, Code, HandedCallback,
-    LoginClient, Standing, TakeCode, SIGNED_OUT,
+    account_login_required, answered_id_token, answered_refresh_token,
+    check_given as check_refresh_token, login_required, now_ms, person_login_required, Chain,
+    ChainRecord, Code, HandedCallback, LoginClient, Standing, TakeCode, SIGNED_OUT,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;

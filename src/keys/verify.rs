@@ -180,9 +180,10 @@ mod tests {
         let jws = Jws::parse(&format!("{header}.{}.", b64(b"{}"))).unwrap();
         assert_eq!(jws.alg(), "none");
         // No key verifies `none`, and no secret.
-        let key: Map<String, Value> =
-            serde_json::from_str(r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#)
-                .unwrap();
+        let key: Map<String, Value> = serde_json::from_str(
+            r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#,
+        )
+        .unwrap();
         assert!(!jws.verifies_with(&key));
         assert!(!jws.verifies_with_secret(b"secret"));
     }

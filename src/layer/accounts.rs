@@ -9,7 +9,8 @@ use crate::cache::TokenCache;
 use crate::endpoint::{Chain, HandedCallback, TakeCode};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{
-    finish_web_login as finish, foreign_callback as foreign, state_of, Pending, PENDING_LOGIN_TTL,
+    finish_web_login as finish, foreign_callback as foreign, state_of, Identity, Pending,
+    PENDING_LOGIN_TTL,
 };
 use crate::slots::factory::SlotFactory;
 use crate::token::params::{account_digest, TokenParams};
@@ -107,17 +108,26 @@ impl OAuthLayer {
     /// # Ok(()) }
     /// ```
     ///
+    /// Where the login's scope holds `openid`, the server's ID token is
+    /// verified before anything is kept (its signature with the server's
+    /// keys, `iss`, `aud`, `azp`, `exp`, `iat`, and the `nonce` the login
+    /// sent), and the person it names is returned: the app's own sign-in
+    /// (see [`Identity`]). The account is linked to that person, so that a
+    /// [back-channel logout](Self::back_channel_logout) from the server
+    /// finds it. `None` for a login without `openid`.
+    ///
     /// # Errors
     ///
     /// [`LoginFailed`](TokenErrorKind::LoginFailed) for a callback that
     /// belongs to no login of this account, one the server refused
-    /// (`error=access_denied`), or a wrong `iss`; the error of the code's
+    /// (`error=access_denied`), a wrong `iss`, or an ID token that fails a
+    /// check (saying which; nothing is kept); the error of the code's
     /// exchange.
     pub async fn finish_login(
         &self,
         account: impl AsRef<str>,
         callback_url: impl AsRef<str>,
-    ) -> Result<(), TokenError> {
+    ) -> Result<Option<Identity>, TokenError> {
         let callback = callback_url.as_ref().to_owned();
         let probe = TokenParams::new().account(account.as_ref());
         let digest = account_digest(account.as_ref());
@@ -182,7 +192,11 @@ impl OAuthLayer {
                 if let Some(store) = &factory.store {
                     store.logged_in(&digest_of_account.0).await;
                 }
-                Ok(())
+                let identity = chain.id_token().and_then(|t| Identity::from_id_token(&t));
+                if let Some(identity) = &identity {
+                    self.link_identity(account.as_ref(), identity).await;
+                }
+                Ok(identity)
             }
             (Some(Ok(())), Some(Err(e))) => Err(e),
             (Some(Err(e)), _) => Err(e.clone()),
@@ -316,7 +330,10 @@ impl OAuthLayer {
     }
 
     /// The factory of the account `probe` names.
-    fn account_factory(&self, probe: &TokenParams) -> Result<Arc<SlotFactory>, TokenError> {
+    pub(super) fn account_factory(
+        &self,
+        probe: &TokenParams,
+    ) -> Result<Arc<SlotFactory>, TokenError> {
         let slots = &self.shared.slots;
         Ok(slots.accounts.factory(probe, slots.root()?))
     }

@@ -6,6 +6,7 @@
 
 mod accounts;
 mod person;
+mod sessions;
 
 use std::fmt;
 use std::sync::Arc;

@@ -81,17 +81,20 @@ impl Request<'_> {
         if let Some(jkt) = self.dpop_jkt {
             pairs.push(("dpop_jkt", jkt.into()));
         }
-        let query: Vec<String> = pairs
-            .iter()
-            .map(|(name, value)| format!("{name}={}", form_urlencode(value)))
-            .collect();
-        let joiner = if self.endpoint.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        format!("{}{joiner}{}", self.endpoint, query.join("&"))
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        with_query(self.endpoint, &pairs)
     }
+}
+
+/// `endpoint` with `pairs` after its own query (RFC 6749 section 3.1), each
+/// value form-encoded.
+pub(crate) fn with_query(endpoint: &str, pairs: &[(&str, &str)]) -> String {
+    let query: Vec<String> = pairs
+        .iter()
+        .map(|(name, value)| format!("{name}={}", form_urlencode(value)))
+        .collect();
+    let joiner = if endpoint.contains('?') { '&' } else { '?' };
+    format!("{endpoint}{joiner}{}", query.join("&"))
 }
 
 /// Whether `scope` asks for OpenID Connect (`openid`): the login then sends

@@ -33,9 +33,9 @@ mod person;
 mod status;
 mod web;
 
-pub(crate) use self::person::Person;
 pub use self::oidc::Identity;
-pub(crate) use self::oidc::{session_digest, LogoutClaims};
+pub(crate) use self::oidc::{logout_refused, session_digest};
+pub(crate) use self::person::Person;
 pub use self::status::{LoginState, LoginStatus};
 
 use std::fmt;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authorization::{
-    asks_openid, check_endpoint, read_callback, Callback, Expect, Request, Secrets, MAX_CALLBACK_LEN,
+    asks_openid, check_endpoint, read_callback, with_query, Callback, Expect, Request, Secrets,
+    MAX_CALLBACK_LEN,
 };
 use super::failed;
 use super::flow::check_pkce;
@@ -259,6 +260,51 @@ impl TokenRequest {
         ];
         self.client_send(&url, &pairs, &[refresh_token]).await?;
         Ok(true)
+    }
+}
+
+impl TokenRequest {
+    /// The URL of the server's `end_session_endpoint` (OpenID Connect
+    /// RP-Initiated Logout 1.0) that ends the session `id_token` names
+    /// (`id_token_hint`, where there is one), with the client's id, a fresh
+    /// `state`, and the browser sent back to `post_logout_redirect_uri`.
+    pub(crate) fn end_session_url(
+        &self,
+        id_token: Option<&str>,
+        post_logout_redirect_uri: &str,
+    ) -> Result<String, TokenError> {
+        let Some(server) = self.target.server.as_deref() else {
+            return Err(failed(
+                "a logout at the server needs its metadata: configure the layer with issuer or \
+                 protected_resource",
+            ));
+        };
+        let Some(endpoint) = server.end_session_endpoint.as_deref() else {
+            return Err(failed(format!(
+                "the metadata of `{}` names no end_session_endpoint (OpenID Connect \
+                 RP-Initiated Logout); sign the account out here with sign_out",
+                server.issuer
+            )));
+        };
+        check_endpoint("end_session_endpoint", endpoint)?;
+        check_endpoint("post_logout_redirect_uri", post_logout_redirect_uri).map_err(|_| {
+            failed(format!(
+                "the post-logout redirect URI `{}` must be an absolute https URL, or http on \
+                 loopback, without a fragment",
+                clip(post_logout_redirect_uri)
+            ))
+        })?;
+        let state = Secrets::new()?.state;
+        let mut pairs = Vec::new();
+        if let Some(hint) = id_token {
+            pairs.push(("id_token_hint", hint));
+        }
+        pairs.extend([
+            ("client_id", self.spec.client_id.as_str()),
+            ("post_logout_redirect_uri", post_logout_redirect_uri),
+            ("state", state.as_str()),
+        ]);
+        Ok(with_query(endpoint, &pairs))
     }
 }
 

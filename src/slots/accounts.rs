@@ -18,7 +18,7 @@ use super::evict_oldest;
 use super::factory::SlotFactory;
 use crate::cache::CacheRef;
 use crate::error::TokenError;
-use crate::store::{AccountEvent, PendingLogins};
+use crate::store::{AccountEvent, PendingLogins, Sessions};
 use crate::telemetry::stats::Stats;
 use crate::token::params::{account_digest, AccountDigest, CarriedHash, TokenParams};
 
@@ -51,6 +51,9 @@ pub(crate) struct Accounts {
     warned: AtomicBool,
     /// The web logins begun and not finished, where the store keeps none.
     pub(crate) pending: PendingLogins,
+    /// Who signed in to which account, and the logout tokens used, where
+    /// the store keeps none.
+    pub(crate) sessions: Sessions,
     /// Itself, for the store's watch of sign-outs, begun with the first
     /// account.
     this: Weak<Accounts>,
@@ -75,6 +78,7 @@ impl Accounts {
             has_store,
             warned: AtomicBool::new(false),
             pending: PendingLogins::default(),
+            sessions: Sessions::default(),
         })
     }
 

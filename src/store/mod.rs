@@ -13,7 +13,8 @@
 
 // Inside: `seal` says how values are sealed, `codec` how they are kept as
 // text, `chain` how a refresh-token chain goes through a store, `pending`
-// where web logins wait for their callback.
+// where web logins wait for their callback, `sessions` who signed in to
+// which account, for logouts from the server's side.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -397,6 +398,68 @@ pub trait TokenStore: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Keeps `value` as member `member` of the set under `key`, for `ttl`
+    /// (an existing member is replaced, and the set lives at least `ttl`
+    /// from now): an account (`value`, its id sealed; `member`, its
+    /// digest) linked to who signed in (`key`, a digest of the issuer and
+    /// the person's subject, or their session id), so that
+    /// [`OAuthLayer::back_channel_logout`](crate::OAuthLayer::back_channel_logout)
+    /// on any replica finds the accounts to sign out. Returns whether it
+    /// was kept.
+    ///
+    /// Default: nothing is kept (`Ok(false)`); the layer keeps the link in
+    /// its own memory, and only this replica finds it.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not keep it; the login is not refused for it.
+    fn link_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        let _ = (key, member, value, ttl);
+        Box::pin(async { Ok(false) })
+    }
+
+    /// The values of the set [`link_account`](Self::link_account) keeps
+    /// under `key`; `None` from a store that keeps none.
+    ///
+    /// Default: `Ok(None)`.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not be read; the logout fails and can be sent
+    /// again.
+    fn linked_accounts<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<String>>, String>> {
+        let _ = key;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Marks `key` used for `ttl`, in one step: `Some(true)` the first
+    /// time, `Some(false)` when it was used already (by any replica), so
+    /// that a logout token replayed changes nothing. `None` from a store
+    /// that keeps no such marks.
+    ///
+    /// Default: `Ok(None)`; the layer remembers in its own memory.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not be asked; the logout fails.
+    fn use_once<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        let _ = (key, ttl);
+        Box::pin(async { Ok(None) })
+    }
+
     /// Calls `watcher` with each [`AccountEvent`] of another replica's
     /// ([`signed_out`](Self::signed_out), [`logged_in`](Self::logged_in)),
     /// until it returns `false` (its layer is gone).
@@ -475,6 +538,31 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
         (**self).read_chain(ctx)
     }
 
+    fn link_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        (**self).link_account(key, member, value, ttl)
+    }
+
+    fn linked_accounts<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<String>>, String>> {
+        (**self).linked_accounts(key)
+    }
+
+    fn use_once<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        (**self).use_once(key, ttl)
+    }
+
     fn watch_accounts(&self, watcher: AccountWatcher) {
         (**self).watch_accounts(watcher)
     }
@@ -487,43 +575,6 @@ impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
 /// a login finished later.
 pub(crate) fn shared_as_failure(error: &TokenError) -> bool {
     !error.is_login_state()
-}
-
-/// How many keys' handed-out tokens a store remembers, in [`HandedOut`].
-const MAX_HANDED_OUT: usize = 4096;
-
-/// Per store key, the token a store last took or stored there, and its sealed
-/// value. A refused token is deleted only if the store still holds exactly that
-/// value. The map is bounded. Past [`MAX_HANDED_OUT`] keys, as when token slots
-/// churn through the store, it starts afresh. A token refused meanwhile is left
-/// in the store until it expires. Its refusals stay rate-limited.
-#[derive(Default)]
-pub(crate) struct HandedOut(std::sync::Mutex<std::collections::HashMap<String, (String, String)>>);
-
-impl HandedOut {
-    /// `token`, sealed as `sealed`, was handed out from `key`.
-    pub(crate) fn put(&self, key: &str, token: &str, sealed: String) {
-        let mut handed_out = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if handed_out.len() >= MAX_HANDED_OUT && !handed_out.contains_key(key) {
-            handed_out.clear();
-        }
-        handed_out.insert(key.to_owned(), (token.to_owned(), sealed));
-    }
-
-    /// The sealed value handed out from `key`, if it was `token`.
-    pub(crate) fn sealed(&self, key: &str, token: &AccessToken) -> Option<String> {
-        let handed_out = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match handed_out.get(key) {
-            Some((t, sealed)) if t == token.expose_token() => Some(sealed.clone()),
-            _ => None,
-        }
-    }
 }
 
 /// A store shared with other replicas, as a layer or token slot uses it. It
@@ -540,17 +591,21 @@ pub(crate) struct StoreUse {
 
 pub(crate) use self::chain::refresh;
 pub use self::file::FileStore;
+pub(crate) use self::handed_out::HandedOut;
 pub(crate) use self::pending::PendingLogins;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
+pub(crate) use self::sessions::Sessions;
 
 mod chain;
 mod codec;
 mod file;
+mod handed_out;
 mod pending;
 #[cfg(feature = "redis")]
 mod redis;
 mod seal;
+mod sessions;
 
 /// The key a layer derives from `credential`, a client secret or the private
 /// key's bytes. It is the same on every replica that holds the credential, and

@@ -136,6 +136,16 @@ impl IdentityBase {
         TokenIdentity::from_encoded(encoded)
     }
 
+    /// What a layer keeps about who signed in under, for logouts from the
+    /// server's side: `what` (`sub`, `sid`, or `jti` for a logout token's
+    /// use) and `digest`, a digest of the issuer and the claim's value.
+    pub(crate) fn session(&self, what: &str, digest: &str) -> TokenIdentity {
+        let mut encoded = self.encoded.clone();
+        field(&mut encoded, b's', what);
+        field(&mut encoded, b'S', digest);
+        TokenIdentity::from_encoded(encoded)
+    }
+
     /// What a layer's chain of refresh tokens is kept under in a store: the
     /// same for all its token slots, whatever their parameters.
     pub(crate) fn chain(&self) -> TokenIdentity {

@@ -329,7 +329,7 @@ async fn a_login_finished_in_another_process_serves_here_at_once() {
     assert!(served("carol")(&ours.1), "{ours:?}");
     let child_ok = stdout.contains("finished: ok");
     match ours.0 {
-        Ok(()) => assert!(!child_ok, "{stdout}"),
+        Ok(_) => assert!(!child_ok, "{stdout}"),
         Err(kind) => assert!(kind == TokenErrorKind::LoginFailed && child_ok, "{stdout}"),
     }
     assert_eq!(server.logins(), 2);
@@ -358,7 +358,7 @@ async fn finishing_child() {
         .finish_login(&person, var("ACCOUNT_CHILD_CALLBACK"))
         .await
     {
-        Ok(()) => "ok".to_owned(),
+        Ok(_) => "ok".to_owned(),
         Err(e) => format!("{:?}", e.kind()),
     };
     let answer = page(&oauth, &format!("{issuer}/api"), &person).await;

@@ -9,6 +9,7 @@ mod account_replicas;
 mod accounts;
 mod agent_host;
 mod dpop;
+mod identity;
 mod jwt_bearer;
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 mod keyring;

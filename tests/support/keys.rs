@@ -22,6 +22,7 @@ pub struct TestKey {
 pub enum Kind {
     Rsa(u32),
     P256,
+    P384,
     Ed25519,
 }
 
@@ -60,6 +61,13 @@ impl TestKey {
                 "EC",
                 "-pkeyopt",
                 "ec_paramgen_curve:P-256",
+            ],
+            Kind::P384 => vec![
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-384",
             ],
             Kind::Ed25519 => vec!["genpkey", "-algorithm", "ed25519"],
         };
@@ -109,6 +117,17 @@ impl TestKey {
                     "kty": "EC", "crv": "P-256", "kid": "jwk-ec",
                     "d": b64(&fixed32(&hex_field(&text, "priv:"))),
                     "x": b64(&public[1..33]), "y": b64(&public[33..]),
+                })
+            }
+            Kind::P384 => {
+                let public = hex_field(&text, "pub:");
+                assert_eq!(public[0], 4, "an uncompressed point");
+                let d = hex_field(&text, "priv:");
+                let mut d48 = vec![0u8; 48 - d.len().min(48)];
+                d48.extend_from_slice(&d[d.len().saturating_sub(48)..]);
+                serde_json::json!({
+                    "kty": "EC", "crv": "P-384", "kid": "jwk-ec384",
+                    "d": b64(&d48), "x": b64(&public[1..49]), "y": b64(&public[49..]),
                 })
             }
             Kind::Ed25519 => serde_json::json!({

@@ -3,7 +3,10 @@
 //! with a wrong `iss`, as told), a token endpoint for the authorization code
 //! (PKCE S256 checked with RustCrypto's SHA-256, not the crate's ring), the
 //! device grant and rotating refresh tokens; and an API with RFC 9728
-//! metadata that takes only the access tokens it issued.
+//! metadata that takes only the access tokens it issued. Where a login asks
+//! for `openid`, an ID token signed by `jsonwebtoken` (`id_tokens.rs`) with
+//! the keys at its `jwks_uri`; an end-session endpoint (RP-initiated
+//! logout), and back-channel logout tokens posted to the app's route.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -18,6 +21,7 @@ use serde_json::{json, Value};
 use sha2::Digest;
 use tokio::net::TcpListener;
 
+use super::id_tokens::Issuer;
 use super::serve::{answer, bearer, serve_state, Response};
 
 pub const CLIENT: &str = "login-cli";
@@ -53,11 +57,22 @@ struct Grant {
     client_id: String,
     /// The scope the authorization request asked for.
     scope: String,
+    /// The OpenID Connect `nonce` it sent, if any.
+    nonce: Option<String>,
 }
 
 #[derive(Default)]
 pub struct State {
     pub url: Mutex<String>,
+    /// The keys and ID tokens of OpenID Connect.
+    pub oidc: Issuer,
+    /// Each person's session id at the server (`sid`), from their last
+    /// login with `openid`.
+    pub sids: Mutex<HashMap<String, String>>,
+    /// Where the app takes back-channel logout tokens.
+    pub backchannel_uri: Mutex<Option<String>>,
+    /// Every end-session request's query, decoded.
+    pub end_sessions: Mutex<Vec<HashMap<String, String>>>,
     /// The metadata document, as the test wants it (filled at start).
     pub metadata: Mutex<Value>,
     pub approve: Mutex<Approve>,
@@ -140,7 +155,10 @@ impl LoginServer {
             "token_endpoint": format!("{url}/token"),
             "device_authorization_endpoint": format!("{url}/device"),
             "code_challenge_methods_supported": ["S256"],
-            "scopes_supported": ["read", "offline_access"],
+            "scopes_supported": ["openid", "read", "offline_access"],
+            "jwks_uri": format!("{url}/jwks"),
+            "id_token_signing_alg_values_supported": [state.oidc.alg()],
+            "end_session_endpoint": format!("{url}/end_session"),
             "authorization_response_iss_parameter_supported": true,
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
             "registration_endpoint": format!("{url}/register"),
@@ -238,6 +256,17 @@ impl LoginServer {
             .to_str()
             .unwrap()
             .to_owned()
+    }
+
+    /// Where the app takes back-channel logout tokens.
+    pub fn set_backchannel_uri(&self, uri: &str) {
+        *self.state.backchannel_uri.lock().unwrap() = Some(uri.to_owned());
+    }
+
+    /// Ends `user`'s session at the server: a logout token posted to the
+    /// app's back-channel route. The route's status.
+    pub async fn end_session(&self, user: &str) -> Option<u16> {
+        self.state.end_session_of(user).await
     }
 
     /// The serial the next token issued gets: every token issued so far
@@ -436,6 +465,21 @@ impl State {
                 refused
             }
             "/authorize" => self.authorize(query(&req), &url),
+            "/jwks" => answer(200, self.oidc.jwks()),
+            "/end_session" => {
+                let q = query(&req);
+                self.end_sessions.lock().unwrap().push(q.clone());
+                let hint = q
+                    .get("id_token_hint")
+                    .map(|t| super::id_tokens::claims_of(t));
+                if let Some(sub) = hint.as_ref().and_then(|c| c["sub"].as_str()) {
+                    self.end_session_of(sub).await;
+                }
+                match (q.get("post_logout_redirect_uri"), q.get("state")) {
+                    (Some(back), Some(state)) => redirect(format!("{back}?state={state}")),
+                    _ => answer(200, json!({"signed_out": true})),
+                }
+            }
             "/register" => {
                 let body = req.into_body().collect().await.unwrap().to_bytes();
                 let Ok(asked) = serde_json::from_slice::<Value>(&body) else {
@@ -605,6 +649,7 @@ impl State {
                 user: q.get("user").cloned().unwrap_or_else(|| "person".into()),
                 client_id: q.get("client_id").cloned().unwrap_or_default(),
                 scope: q.get("scope").cloned().unwrap_or_default(),
+                nonce: q.get("nonce").cloned(),
             },
         );
         let (state, iss) = match approve {
@@ -656,7 +701,18 @@ impl State {
                     return invalid_grant();
                 }
                 self.logins.fetch_add(1, Ordering::SeqCst);
-                self.issue_with(&grant.user, &grant.scope)
+                let id_token = has_openid(&grant.scope).then(|| {
+                    let sid = format!("sid-{}", random());
+                    self.sids
+                        .lock()
+                        .unwrap()
+                        .insert(grant.user.clone(), sid.clone());
+                    let url = self.url.lock().unwrap().clone();
+                    let nonce = grant.nonce.as_deref();
+                    self.oidc
+                        .id_token(&url, &grant.client_id, &grant.user, nonce, &sid)
+                });
+                self.issue_full(&grant.user, &grant.scope, id_token)
             }
             "urn:ietf:params:oauth:grant-type:device_code" => {
                 self.polls.fetch_add(1, Ordering::SeqCst);
@@ -700,7 +756,15 @@ impl State {
                             .entry(user.clone())
                             .or_default() += 1;
                         let scope = self.granted.lock().unwrap().get(&sent).cloned();
-                        self.issue_with(&user, &scope.unwrap_or_default())
+                        let scope = scope.unwrap_or_default();
+                        // A refresh renews the ID token: the same person.
+                        let sid = self.sids.lock().unwrap().get(&user).cloned();
+                        let id_token = sid.filter(|_| has_openid(&scope)).map(|sid| {
+                            let url = self.url.lock().unwrap().clone();
+                            self.oidc
+                                .id_token(&url, &field("client_id"), &user, None, &sid)
+                        });
+                        self.issue_full(&user, &scope, id_token)
                     }
                     Some(true) => {
                         self.violation("a retired refresh token was sent".into());
@@ -722,6 +786,24 @@ impl State {
 
     /// Tokens for `user`, granted `scope`.
     fn issue_with(&self, user: &str, scope: &str) -> Response {
+        self.issue_full(user, scope, None)
+    }
+
+    /// Ends `user`'s session here: a logout token for their `sub` and
+    /// `sid` posted to the app's back-channel logout route, if one is set.
+    /// The route's status.
+    pub async fn end_session_of(&self, user: &str) -> Option<u16> {
+        let back = self.backchannel_uri.lock().unwrap().clone()?;
+        let sid = self.sids.lock().unwrap().remove(user);
+        let url = self.url.lock().unwrap().clone();
+        let token = self
+            .oidc
+            .logout_token(&url, WEB_CLIENT, Some(user), sid.as_deref(), None);
+        Some(post_logout_token(&back, &token).await)
+    }
+
+    /// Tokens for `user`, granted `scope`, with an ID token.
+    fn issue_full(&self, user: &str, scope: &str, id_token: Option<String>) -> Response {
         let serial = self.serial.fetch_add(1, Ordering::SeqCst);
         let lifetime = Duration::from_millis(self.lifetime_ms.load(Ordering::SeqCst));
         let access = format!("at-{serial}-{}", random());
@@ -755,7 +837,33 @@ impl State {
                 .insert(new.clone(), scope.to_owned());
             body["refresh_token"] = new.into();
         }
+        if let Some(id_token) = id_token {
+            body["id_token"] = id_token.into();
+        }
         answer(200, body)
+    }
+}
+
+/// Whether `scope` holds `openid`.
+fn has_openid(scope: &str) -> bool {
+    scope.split(' ').any(|s| s == "openid")
+}
+
+/// Posts `token` as a back-channel logout's form to `uri`: its status.
+pub async fn post_logout_token(uri: &str, token: &str) -> u16 {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let body = format!(
+        "logout_token={}",
+        form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
+    );
+    let request = http::Request::post(uri)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    match client.request(request).await {
+        Ok(response) => response.status().as_u16(),
+        Err(_) => 0,
     }
 }
 

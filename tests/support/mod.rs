@@ -8,6 +8,7 @@ pub mod chaos;
 pub mod dpop_server;
 pub mod fleet;
 pub mod grpc;
+pub mod id_tokens;
 #[cfg(feature = "reqwest")]
 pub mod keys;
 pub mod login_server;

@@ -6,11 +6,11 @@
 use serde_json::{Map, Value};
 
 use super::Identity;
-use crate::login::authorization::asks_openid;
-use crate::login::Answered;
-use crate::endpoint::jwks::Signed;
+use crate::endpoint::jwks::ServerJwt;
 use crate::endpoint::{now_ms, ServerMetadata, TokenRequest};
 use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::login::authorization::asks_openid;
+use crate::login::Answered;
 
 /// The most audiences an ID token may name.
 const MAX_AUDIENCES: usize = 16;
@@ -58,15 +58,15 @@ impl TokenRequest {
             }
             None => return Ok(None),
         };
-        let signed = Signed {
+        let signed = ServerJwt {
             what: "the ID token",
             algorithms: &server.id_token_algorithms,
             kind: TokenErrorKind::LoginFailed,
         };
         let claims = self.server_signed(server, raw, signed).await?;
         check_claims(&claims, &server.issuer, &expected, self.spec.id_token_skew)?;
-        let identity = Identity::from_claims(claims, raw)
-            .ok_or_else(|| refused("has no `iss` or `sub`"))?;
+        let identity =
+            Identity::from_claims(claims, raw).ok_or_else(|| refused("has no `iss` or `sub`"))?;
         tracing::info!(
             issuer = %identity.issuer(),
             refresh = expected.earlier.is_some(),
@@ -193,8 +193,9 @@ pub(super) fn check_times(claims: &Map<String, Value>, now: u64, skew: u64) -> R
 }
 
 fn refused(why: &str) -> TokenError {
-    TokenError::new(TokenErrorKind::LoginFailed)
-        .with_message(format!("the ID token {why}; the login is refused and nothing kept"))
+    TokenError::new(TokenErrorKind::LoginFailed).with_message(format!(
+        "the ID token {why}; the login is refused and nothing kept"
+    ))
 }
 
 #[cfg(test)]

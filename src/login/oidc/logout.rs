@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::id_token::{check_audience, check_times};
-use crate::endpoint::jwks::Signed;
+use crate::endpoint::jwks::ServerJwt;
 use crate::endpoint::{now_ms, ServerMetadata, TokenRequest};
 use crate::error::{clip, TokenError, TokenErrorKind};
 
@@ -52,7 +52,7 @@ impl TokenRequest {
                 )));
             }
         }
-        let signed = Signed {
+        let signed = ServerJwt {
             what: "the logout token",
             algorithms: &server.id_token_algorithms,
             kind: TokenErrorKind::InvalidRequest,
@@ -65,7 +65,10 @@ impl TokenRequest {
                 .filter(|v| !v.is_empty() && v.len() <= MAX_CLAIM_LEN)
                 .map(str::to_owned)
         };
-        let iss = claims.get("iss").and_then(Value::as_str).unwrap_or_default();
+        let iss = claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if iss != server.issuer {
             return Err(refused(&format!(
                 "names the issuer `{}`, not `{}`",
@@ -110,7 +113,6 @@ impl TokenRequest {
 
 /// The error of a logout token that fails a check.
 pub(crate) fn refused(why: &str) -> TokenError {
-    TokenError::new(TokenErrorKind::InvalidRequest).with_message(format!(
-        "the logout token {why}; nothing was signed out"
-    ))
+    TokenError::new(TokenErrorKind::InvalidRequest)
+        .with_message(format!("the logout token {why}; nothing was signed out"))
 }

@@ -6,7 +6,7 @@ mod id_token;
 mod logout;
 
 pub(crate) use self::id_token::Expected;
-pub(crate) use self::logout::{LogoutClaims, BACK_CHANNEL_EVENT};
+pub(crate) use self::logout::refused as logout_refused;
 
 use std::fmt;
 

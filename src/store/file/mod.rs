@@ -27,6 +27,7 @@ use self::files::{blocking, live, lock_is_free, owner_only, Files, KeyPlace, HOL
 mod files;
 #[cfg(feature = "keyring")]
 mod keyring;
+mod sessions;
 
 /// Shares tokens, token requests and refresh-token chains among the processes
 /// of one machine, through one file. It serves CLIs, desktop agents, developer
@@ -468,6 +469,31 @@ impl TokenStore for FileStore {
             }
             drop(lock);
         })
+    }
+
+    fn link_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.link(key, member, value, ttl))
+    }
+
+    fn linked_accounts<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<String>>, String>> {
+        Box::pin(self.linked(key))
+    }
+
+    fn use_once<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(self.mark_used(key, ttl))
     }
 
     fn keep_pending_login<'a>(

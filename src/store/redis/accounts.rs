@@ -130,6 +130,60 @@ impl RedisStore {
             .map_err(Problem::text)
     }
 
+    /// Links an account under `key` (`HSET`, and the set's expiry renewed,
+    /// in one transaction).
+    pub(super) async fn link(
+        &self,
+        key: &str,
+        member: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, String> {
+        let key = format!("{}:accounts", self.key(key));
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("HSET")
+            .arg(&key)
+            .arg(member)
+            .arg(value)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(millis)
+            .ignore();
+        self.bounded(pipe.query_async::<()>(&mut con))
+            .await
+            .map_err(Problem::text)?;
+        Ok(true)
+    }
+
+    /// The accounts linked under `key` (`HVALS`).
+    pub(super) async fn linked(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+        let key = format!("{}:accounts", self.key(key));
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        let mut cmd = redis::cmd("HVALS");
+        cmd.arg(&key);
+        self.bounded(cmd.query_async::<Vec<String>>(&mut con))
+            .await
+            .map(Some)
+            .map_err(Problem::text)
+    }
+
+    /// Marks `key` used (`SET NX PX`): whether it was not before.
+    pub(super) async fn mark_used(&self, key: &str, ttl: Duration) -> Result<Option<bool>, String> {
+        let key = format!("{}:used", self.key(key));
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key).arg("1").arg("NX").arg("PX").arg(millis);
+        self.bounded(cmd.query_async::<Option<String>>(&mut con))
+            .await
+            .map(|set| Some(set.is_some()))
+            .map_err(Problem::text)
+    }
+
     /// The chain `ctx` refreshes, read (one `GET`, no lock) into the
     /// layer's memory: what a login's status reads.
     pub(super) async fn read_chain_into(&self, ctx: &FetchContext<'_>) -> Result<(), String> {

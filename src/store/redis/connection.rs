@@ -9,7 +9,46 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub};
 use redis::{Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use std::future::Future;
+use std::sync::PoisonError;
+
+use redis::RedisError;
+use tokio::time::timeout;
+
+use super::Problem;
 use crate::error::{ConfigError, ConfigErrorKind};
+
+/// The store's connection, made on first use and kept; its operations,
+/// bounded by its timeout.
+impl super::RedisStore {
+    pub(super) async fn connection(&self) -> Result<Connection, Problem> {
+        if let Some(c) = self.lock_connection().as_ref() {
+            return Ok(c.clone());
+        }
+        let made = self.deployment.connect(self.timeout).await?;
+        Ok(self.lock_connection().get_or_insert(made).clone())
+    }
+
+    pub(super) fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one Redis operation, bounded by the store's timeout.
+    pub(super) async fn bounded<T>(
+        &self,
+        op: impl Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, Problem> {
+        match timeout(self.timeout, op).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(Problem::Redis(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+}
 
 /// The Redis a store talks to.
 pub(super) enum Deployment {

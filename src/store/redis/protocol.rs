@@ -2,15 +2,11 @@
 //! lock and fetch for the fleet, store and publish, wait to be woken, ride
 //! out an outage on the token in hand, delete a refused token.
 
-use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 use std::time::Duration;
 
-use redis::RedisError;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::connection::Connection;
 use super::{Problem, RedisStore};
 use crate::endpoint::ChainRecord;
 use crate::error::TokenError;
@@ -39,34 +35,6 @@ const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
 const WAKE_FALLBACK: Duration = Duration::from_millis(500);
 
 impl RedisStore {
-    pub(super) async fn connection(&self) -> Result<Connection, Problem> {
-        if let Some(c) = self.lock_connection().as_ref() {
-            return Ok(c.clone());
-        }
-        let made = self.deployment.connect(self.timeout).await?;
-        Ok(self.lock_connection().get_or_insert(made).clone())
-    }
-
-    fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs one Redis operation, bounded by the store's timeout.
-    pub(super) async fn bounded<T>(
-        &self,
-        op: impl Future<Output = Result<T, RedisError>>,
-    ) -> Result<T, Problem> {
-        match timeout(self.timeout, op).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(Problem::Redis(format!(
-                "no answer within {:?}",
-                self.timeout
-            ))),
-        }
-    }
-
     /// What Redis holds for `key`: the shared token and its remaining time
     /// (if readable), and a failure another replica reported (if recent).
     async fn read(&self, key: &str, sealer: &Sealer<'_>) -> Result<Shared, Problem> {
@@ -585,6 +553,31 @@ impl TokenStore for RedisStore {
                 self.redis_failed(&why);
             }
         })
+    }
+
+    fn link_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.link(key, member, value, ttl))
+    }
+
+    fn linked_accounts<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<String>>, String>> {
+        Box::pin(self.linked(key))
+    }
+
+    fn use_once<'a>(
+        &'a self,
+        key: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(self.mark_used(key, ttl))
     }
 
     fn keep_pending_login<'a>(
