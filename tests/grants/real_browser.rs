@@ -449,3 +449,178 @@ async fn second_login_child() {
         (Some(2), Some(3))
     );
 }
+
+/// A web app's routes for the test below: `/callback` keeps the URL each
+/// browser came back to; `/backchannel-logout` hands the provider's logout
+/// token to the replica set in `logout_to`, and keeps what it answered;
+/// `/signed-out` keeps the `state` it came back with.
+#[cfg(feature = "redis")]
+#[derive(Default)]
+struct AppRoutes {
+    callbacks: std::sync::Mutex<Vec<String>>,
+    logout_to: std::sync::OnceLock<OAuthLayer>,
+    logouts: std::sync::Mutex<Vec<Result<usize, String>>>,
+    signed_out: std::sync::Mutex<Vec<String>>,
+}
+
+#[cfg(feature = "redis")]
+async fn app_routes() -> (String, std::sync::Arc<AppRoutes>) {
+    use http_body_util::BodyExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let routes = std::sync::Arc::new(AppRoutes::default());
+    support::serve::serve_state(listener, std::sync::Arc::clone(&routes), |app, req| async move {
+        let query = req.uri().query().unwrap_or_default().to_owned();
+        match req.uri().path() {
+            "/callback" => app.callbacks.lock().unwrap().push(req.uri().to_string()),
+            "/signed-out" => {
+                let state = form_urlencoded::parse(query.as_bytes())
+                    .find(|(k, _)| k == "state")
+                    .map(|(_, v)| v.into_owned());
+                app.signed_out.lock().unwrap().push(state.unwrap_or_default());
+            }
+            "/backchannel-logout" => {
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                let token = form_urlencoded::parse(&body)
+                    .find(|(k, _)| k == "logout_token")
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                let oauth = app.logout_to.get().expect("the replica is set").clone();
+                let done = oauth.back_channel_logout(token).await;
+                let status = if done.is_ok() { 200 } else { 400 };
+                app.logouts
+                    .lock()
+                    .unwrap()
+                    .push(done.map_err(|e| e.to_string()));
+                return support::serve::answer(status, serde_json::json!({}));
+            }
+            _ => {}
+        }
+        support::serve::answer(200, serde_json::json!({"ok": true}))
+    });
+    (base, routes)
+}
+
+/// Two replicas of a web app on one real Redis sign two people in through
+/// Chromium, each getting their verified identity; the person's session
+/// ended at the provider's own end-session page makes the provider post a
+/// logout token, which signs that person out on both replicas while the
+/// other is served; the other's logout begins at the app (RP-initiated),
+/// whose URL the provider takes.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_app_knows_who_signed_in_and_the_provider_ends_their_session() {
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::store::RedisStore;
+    if missing() {
+        return;
+    }
+    let (app, routes) = app_routes().await;
+    let callback = format!("{app}/callback");
+    let post_logout = format!("{app}/signed-out");
+    let Some(provider) = provider_with(&[
+        ("WEB_REDIRECT_URI", &callback),
+        ("WEB_BACKCHANNEL_URI", &format!("{app}/backchannel-logout")),
+        ("WEB_POST_LOGOUT_URI", &post_logout),
+    ]) else {
+        return;
+    };
+    let redis = RedisServer::start();
+    let base = provider.base.clone();
+    let replica = || {
+        layer(&base)
+            .scope("openid read offline_access")
+            .client_id("web-app")
+            .client_secret("web-app-secret")
+            .token_store(RedisStore::new(redis.url()).unwrap())
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (replica(), replica());
+    routes.logout_to.set(b.clone()).ok().unwrap();
+    let scratch = support::scratch("web-app-logout");
+    // Each person's browser stays open after the login, for the address
+    // written to their file next.
+    let mut browsers = Vec::new();
+    for (person, begin, finish) in [("alice@example.com", &a, &b), ("bob@example.com", &b, &a)] {
+        let next = scratch.join(person);
+        let url = begin.begin_login(person, &callback).await.unwrap();
+        let child = tokio::process::Command::new("node")
+            .arg(browser_script())
+            .arg(&url)
+            .env("BROWSER_LOGIN", person)
+            .env("BROWSER_THEN", &next)
+            .spawn()
+            .unwrap();
+        let back = wait_for(|| routes.callbacks.lock().unwrap().pop()).await;
+        let identity = finish
+            .finish_login(person, format!("http://127.0.0.1{back}"))
+            .await
+            .unwrap()
+            .expect("an identity with openid");
+        assert_eq!(identity.subject(), person, "the person who typed their name");
+        assert_eq!(identity.issuer(), base);
+        assert!(identity.session_id().is_some(), "oidc-provider sends sid");
+        browsers.push((child, next));
+    }
+    let token_of = |oauth: &OAuthLayer, person: &str| {
+        let (oauth, params) = (oauth.clone(), tower_oauth::TokenParams::new().account(person));
+        async move { oauth.token_for(&params).await.map_err(|e| e.kind()) }
+    };
+    for replica in [&a, &b] {
+        for person in ["alice@example.com", "bob@example.com"] {
+            assert!(token_of(replica, person).await.is_ok());
+        }
+    }
+    // Alice ends her session at the provider's own end-session page.
+    let (mut alice_browser, alice_next) = browsers.remove(0);
+    std::fs::write(&alice_next, format!("{base}/session/end")).unwrap();
+    assert!(alice_browser.wait().await.unwrap().success());
+    let logouts = wait_for(|| {
+        let logouts = routes.logouts.lock().unwrap();
+        (!logouts.is_empty()).then(|| logouts.clone())
+    })
+    .await;
+    assert_eq!(logouts, [Ok(1)], "the provider's logout token signed Alice out");
+    assert_eq!(stats(&base).await["backchannel"], 1);
+    for replica in [&a, &b] {
+        assert_eq!(
+            token_of(replica, "alice@example.com").await.unwrap_err(),
+            TokenErrorKind::LoginRequired
+        );
+        assert!(token_of(replica, "bob@example.com").await.is_ok(), "Bob untouched");
+    }
+    // Bob's logout begins at the app: the provider takes its URL, and sends
+    // him back with its state.
+    let url = a.end_session_url("bob@example.com", &post_logout).await.unwrap();
+    let state = url::Url::parse(&url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let (mut bob_browser, bob_next) = browsers.remove(0);
+    std::fs::write(&bob_next, &url).unwrap();
+    assert!(bob_browser.wait().await.unwrap().success());
+    assert_eq!(*routes.signed_out.lock().unwrap(), [state]);
+    for replica in [&a, &b] {
+        assert_eq!(
+            token_of(replica, "bob@example.com").await.unwrap_err(),
+            TokenErrorKind::LoginRequired
+        );
+    }
+    assert_eq!(stats(&base).await["backchannel_errors"], 0);
+}
+
+/// `found`'s answer, asked every 20 ms for at most 60 s.
+#[cfg(feature = "redis")]
+async fn wait_for<T>(found: impl Fn() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = found() {
+            return found;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "it never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

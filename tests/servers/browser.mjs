@@ -9,8 +9,13 @@
 // device login's prompt. With BROWSER_ELSEWHERE=<file> it is a browser on
 // another machine: the redirect to the program's loopback callback never
 // reaches it (the navigation is aborted), and the address it ended on is
-// written to <file>, for the person to paste.
-import { writeFileSync } from 'node:fs';
+// written to <file>, for the person to paste. With BROWSER_THEN=<file>, once
+// the login is over it waits (up to 60 s) for <file> to hold a URL, and goes
+// there in the same browser, the person's session at the provider still
+// open (an end-session page), stopping at the app's /signed-out page or the
+// provider's own. It never leaves loopback: any other request (a page's web
+// fonts) is aborted.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 
 const url = process.argv[process.argv.length - 1];
@@ -22,26 +27,28 @@ const browser = await puppeteer.launch({
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
 });
-const timer = setTimeout(() => { say('gave up after 60 s'); process.exit(3); }, 60_000);
+const then = process.env.BROWSER_THEN;
+const limit = then ? 150_000 : 60_000;
+const timer = setTimeout(() => { say(`gave up after ${limit / 1000} s`); process.exit(3); }, limit);
 try {
   const page = await browser.newPage();
   const elsewhere = process.env.BROWSER_ELSEWHERE;
   let ended = false;
-  if (elsewhere) {
-    await page.setRequestInterception(true);
-    page.on('request', (request) => {
-      const to = new URL(request.url());
-      if (request.isNavigationRequest() && to.pathname.endsWith('/callback')
-        && ['127.0.0.1', 'localhost'].includes(to.hostname)) {
-        say('the callback cannot reach the program from here; its address is kept to paste');
-        writeFileSync(elsewhere, request.url());
-        ended = true;
-        request.abort();
-      } else {
-        request.continue();
-      }
-    });
-  }
+  await page.setRequestInterception(true);
+  page.on('request', (request) => {
+    const to = new URL(request.url());
+    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(to.hostname);
+    if (!loopback && to.protocol !== 'data:') {
+      request.abort();
+    } else if (elsewhere && request.isNavigationRequest() && to.pathname.endsWith('/callback')) {
+      say('the callback cannot reach the program from here; its address is kept to paste');
+      writeFileSync(elsewhere, request.url());
+      ended = true;
+      request.abort();
+    } else {
+      request.continue();
+    }
+  });
   await page.goto(url, { waitUntil: 'load' });
   // One step a page: false once the login is over. A page that navigates on
   // its own (a form that submits itself) throws; it is read again after.
@@ -49,7 +56,8 @@ try {
     if (ended) return false;
     const at = new URL(page.url());
     const text = await page.evaluate(() => document.body?.innerText ?? '');
-    if (at.hostname === '127.0.0.1' && at.pathname.endsWith('/callback')) {
+    if (at.hostname === '127.0.0.1' && (at.pathname.endsWith('/callback')
+      || at.pathname.endsWith('/signed-out'))) {
       say(`back at the program: ${text.trim().split('\n')[0]}`);
       return false;
     }
@@ -78,13 +86,28 @@ try {
     await Promise.all([page.waitForNavigation({ waitUntil: 'load' }).catch(() => {}), submit.click()]);
     return true;
   };
-  for (let tries = 0; tries < 20; tries += 1) {
-    const more = await step().catch((e) => {
-      say(`page moved on (${e.message.split('\n')[0]})`);
-      return 'again';
-    });
-    if (more === false) break;
-    if (more === 'again') await new Promise((resolve) => setTimeout(resolve, 300));
+  const steps = async () => {
+    for (let tries = 0; tries < 20; tries += 1) {
+      const more = await step().catch((e) => {
+        say(`page moved on (${e.message.split('\n')[0]})`);
+        return 'again';
+      });
+      if (more === false) break;
+      if (more === 'again') await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+  };
+  await steps();
+  if (then) {
+    say('waiting for the next address');
+    const until = Date.now() + 60_000;
+    while (!existsSync(then) || !readFileSync(then, 'utf8').trim()) {
+      if (Date.now() > until) throw new Error('no next address came');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const next = readFileSync(then, 'utf8').trim();
+    say(`going to ${new URL(next).pathname}`);
+    await page.goto(next, { waitUntil: 'load' });
+    await steps();
   }
 } finally {
   clearTimeout(timer);

@@ -12,10 +12,15 @@
 // the provider did, GET /admin/whois?token=T names whose access token T is
 // (null once revoked or expired), and POST /admin/forget-clients deletes
 // every registered client, as a provider that forgets idle ones does.
+// Back-channel logout and RP-initiated logout are on: with WEB_BACKCHANNEL_URI
+// set, the web client takes logout tokens there (its ID tokens and logout
+// tokens carry `sid`), and WEB_POST_LOGOUT_URI is its post-logout redirect
+// URI; GET /admin/stats counts the logout tokens sent (`backchannel`) and
+// refused by the app (`backchannel_errors`).
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
 
-const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0 };
+const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
 const server = createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
@@ -39,6 +44,13 @@ const provider = new Provider(issuer, {
       redirect_uris: [process.env.WEB_REDIRECT_URI],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
+      ...(process.env.WEB_BACKCHANNEL_URI ? {
+        backchannel_logout_uri: process.env.WEB_BACKCHANNEL_URI,
+        backchannel_logout_session_required: true,
+      } : {}),
+      ...(process.env.WEB_POST_LOGOUT_URI ? {
+        post_logout_redirect_uris: [process.env.WEB_POST_LOGOUT_URI],
+      } : {}),
     }] : []),
   ],
   scopes: ['openid', 'offline_access', 'read'],
@@ -47,6 +59,8 @@ const provider = new Provider(issuer, {
     deviceFlow: { enabled: true },
     registration: { enabled: true },
     revocation: { enabled: true },
+    backchannelLogout: { enabled: true },
+    rpInitiatedLogout: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => undefined,
@@ -58,6 +72,12 @@ const provider = new Provider(issuer, {
         accessTokenFormat: 'opaque',
       }),
     },
+  },
+  // Its outgoing requests (the logout tokens it posts) refuse special-use
+  // addresses, loopback among them; the app here is on 127.0.0.1.
+  fetch: (url, options) => {
+    const { dispatcher, ...rest } = options;
+    return fetch(url, rest);
   },
   issueRefreshToken: () => true,
   rotateRefreshToken: () => true,
@@ -81,6 +101,12 @@ provider.on('registration_create.success', (ctx, client) => {
   stats.registrations += 1;
   registered.push(client.clientId);
 });
+provider.on('backchannel.success', () => { stats.backchannel += 1; });
+provider.on('backchannel.error', (ctx, err) => {
+  stats.backchannel_errors += 1;
+  process.stderr.write(`backchannel logout failed: ${err.message}\n`);
+});
+provider.on('end_session.success', () => { stats.end_sessions = (stats.end_sessions ?? 0) + 1; });
 provider.on('authorization.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
 provider.on('grant.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
 
