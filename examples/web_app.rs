@@ -1,31 +1,35 @@
-//! A web app that calls an API for each of its signed-in people, in axum:
-//! `/login` sends the browser to the authorization server, `/callback` finishes
-//! the login, `/me` calls the API with that person's own token, and `/logout`
-//! signs the person out (the refresh token revoked). One layer serves
-//! everyone. Each person's tokens and refresh-token chain are kept apart by
-//! [`TokenParams::account`].
+//! A web app that signs people in with OpenID Connect and calls an API for
+//! each of them, in axum: `/login` sends the browser to the authorization
+//! server, `/callback` finishes the login and learns who signed in (the
+//! verified ID token's [`Identity`]), `/me` calls the API with that person's
+//! own token, `/logout` ends the person's session at the server too
+//! (RP-initiated logout), and `/backchannel-logout` takes the server's
+//! logout tokens, which sign a person out on every replica. One layer
+//! serves everyone. Each browser's tokens are kept apart by its session's
+//! account ([`TokenParams::account`]); who it is, by the identity's issuer
+//! and subject.
 //!
 //! ```text
 //! cargo run --example web_app
 //! ```
 //!
 //! Offline, it starts on 127.0.0.1 an authorization server that approves
-//! every login at once, with an API that answers with the person each token
-//! was issued for. The example then plays two browsers, Alice's and Bob's, and
-//! each signs in, calls `/me` and signs out. It exits 0 only when each saw
-//! their own name and a signed-out person's `/me` sent no token.
+//! every login at once and signs ID tokens, with an API that answers with
+//! the person each token was issued for. The example then plays two
+//! browsers. Alice signs in, sees her own name, and logs out through the
+//! server. Bob signs in, then the server ends his session on its side: its
+//! logout token comes to `/backchannel-logout`, and Bob's next `/me` sends
+//! no token. It exits 0 only when all of that held.
 //!
-//! For a real server, the app's confidential client, and an API (the app
-//! listens on 127.0.0.1:3000, and its redirect URI is
-//! `http://127.0.0.1:3000/callback`):
+//! For a real server, the app's confidential client (its redirect URI
+//! `http://127.0.0.1:3000/callback`, its back-channel logout URI
+//! `http://127.0.0.1:3000/backchannel-logout`, its post-logout redirect URI
+//! `http://127.0.0.1:3000/signed-out`) and an API:
 //!
 //! ```text
 //! OAUTH_ISSUER=https://login.example.com OAUTH_CLIENT_ID=my-app OAUTH_CLIENT_SECRET=... \
-//!   API_URL=https://api.example.com/v1/me cargo run --example web_app
+//!   OAUTH_SCOPE="openid read" API_URL=https://api.example.com/v1/me cargo run --example web_app
 //! ```
-//!
-//! Here the account is the app's session id. A real app takes its own user
-//! id, from its own sign-in.
 
 #[path = "../tests/support/id_tokens.rs"]
 mod id_tokens;
@@ -34,20 +38,22 @@ mod login_server;
 #[path = "../tests/support/serve.rs"]
 mod serve;
 
+use std::collections::HashMap;
 use std::error::Error;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
-use axum::Router;
+use axum::routing::{get, post};
+use axum::{Form, Router};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::{ServiceBuilder, ServiceExt};
+use tower_oauth::login::Identity;
 use tower_oauth::{OAuthLayer, OAuthService, TokenError, TokenErrorKind, TokenParams};
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -64,33 +70,37 @@ struct App {
     oauth: OAuthLayer,
     api: ApiClient,
     api_url: String,
-    /// Where the authorization server sends the browser back.
-    callback: String,
+    base: String,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let offline = std::env::var("OAUTH_ISSUER").is_err();
     let (listener, server) = match offline {
         true => {
             let server =
                 login_server::LoginServer::start(std::time::Duration::from_secs(3600)).await;
-            (listener, Some(server))
+            (
+                tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+                Some(server),
+            )
         }
         false => (tokio::net::TcpListener::bind("127.0.0.1:3000").await?, None),
     };
     let base = format!("http://{}", listener.local_addr()?);
     let (oauth, api_url) = match &server {
-        Some(server) => (
-            OAuthLayer::builder()
-                .issuer(server.issuer())
-                .client_id(login_server::WEB_CLIENT)
-                .client_secret(login_server::WEB_SECRET)
-                .scope("read")
-                .build()?,
-            server.api_url(),
-        ),
+        Some(server) => {
+            server.set_backchannel_uri(&format!("{base}/backchannel-logout"));
+            (
+                OAuthLayer::builder()
+                    .issuer(server.issuer())
+                    .client_id(login_server::WEB_CLIENT)
+                    .client_secret(login_server::WEB_SECRET)
+                    .scope("openid read")
+                    .build()?,
+                server.api_url(),
+            )
+        }
         None => (OAuthLayer::from_env()?, std::env::var("API_URL")?),
     };
     let api = ServiceBuilder::new()
@@ -100,49 +110,62 @@ async fn main() -> Result<(), BoxError> {
         oauth,
         api,
         api_url,
-        callback: format!("{base}/callback"),
+        base: base.clone(),
     };
     let router = Router::new()
         .route("/login", get(login))
         .route("/callback", get(callback))
         .route("/me", get(me))
+        .route("/whoami", get(whoami))
         .route("/logout", get(logout))
+        .route("/signed-out", get(|| async { "signed out" }))
+        .route("/backchannel-logout", post(backchannel_logout))
         .with_state(app);
     let serving = tokio::spawn(async move { axum::serve(listener, router).await });
     println!("The web app:          {base}");
-    if server.is_none() {
+    let Some(server) = server else {
         return Ok(serving.await??);
+    };
+    // Alice signs in, sees her own answer, and logs out at the server too.
+    let alice = Browser::new(&base);
+    let who = alice.sign_in("alice").await?;
+    let (status, body) = alice.get("/me").await?;
+    println!("alice signed in as   {who}; /me: {status} {body}");
+    if status != 200 || !body.contains("\"alice\"") || !who.starts_with("alice ") {
+        return Err("alice did not get her own answer".into());
     }
-    for person in ["alice", "bob"] {
-        let browser = Browser::new(&base);
-        browser.sign_in(person).await?;
-        let (status, body) = browser.get("/me").await?;
-        println!("{person:>5}'s /me:        {status} {body}");
-        if status != 200 || !body.contains(&format!("\"{person}\"")) {
-            return Err(format!("{person} did not get their own answer").into());
-        }
-        let (status, _) = browser.get("/logout").await?;
-        let (after, body) = browser.get("/me").await?;
-        println!("{person:>5} signed out:   {status}; /me: {after} {body}");
-        if after != 401 {
-            return Err("a signed-out person's /me still called the API".into());
-        }
+    let back = alice.log_out().await?;
+    let (after, _) = alice.get("/me").await?;
+    println!("alice logged out:    back at {back}; /me: {after}");
+    if after != 401 || !back.contains("/signed-out?state=") {
+        return Err("alice's logout did not end her session".into());
     }
-    let server = server.expect("offline");
+    // Bob signs in; the server ends his session on its side.
+    let bob = Browser::new(&base);
+    let who = bob.sign_in("bob").await?;
+    let (status, _) = bob.get("/me").await?;
+    let told = server.end_session("bob").await;
+    let (after, body) = bob.get("/me").await?;
+    let (whoami, _) = bob.get("/whoami").await?;
+    println!("bob signed in as     {who}; /me: {status}");
     println!(
-        "The server saw {} logins, {} refreshes, {} revocations.",
-        server.logins(),
-        server.refreshes(),
-        server.revoked().len()
+        "the server ended bob's session (its logout token: HTTP {told:?}); /me: {after} {body}"
     );
-    if server.revoked() != ["alice", "bob"] {
-        return Err("each sign-out revokes its refresh token".into());
+    if status != 200 || told != Some(200) || after != 401 || whoami != 401 {
+        return Err("a back-channel logout did not sign bob out".into());
     }
+    println!(
+        "The server saw {} logins, {} revocations, {} end-session requests.",
+        server.logins(),
+        server.revoked().len(),
+        server.state.end_sessions.lock().unwrap().len()
+    );
     Ok(())
 }
 
-/// The app's session: here a cookie that names the account.
-fn account(headers: &HeaderMap) -> Option<String> {
+/// The app's session: here a cookie with a random id, which is the
+/// account the session's tokens are kept under.
+fn session(headers: &HeaderMap) -> Option<String> {
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
     cookies
         .split(';')
@@ -150,20 +173,22 @@ fn account(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// `/login?as=NAME`: a session for NAME, and the browser sent to sign in.
-async fn login(State(app): State<App>, uri: Uri) -> Response {
-    let name = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
-        .find(|(key, _)| key == "as")
-        .map(|(_, name)| name.into_owned());
-    let Some(name) = name.filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric()))
-    else {
-        return (StatusCode::BAD_REQUEST, "say who: /login?as=alice").into_response();
-    };
-    match app.oauth.begin_login(&name, &app.callback).await {
+/// `/login`: a new session, and the browser sent to sign in.
+async fn login(State(app): State<App>) -> Response {
+    let mut id = [0u8; 16];
+    if getrandom::getrandom(&mut id).is_err() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "no randomness").into_response();
+    }
+    let session: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    match app
+        .oauth
+        .begin_login(&session, format!("{}/callback", app.base))
+        .await
+    {
         Ok(url) => (
             [(
                 header::SET_COOKIE,
-                format!("session={name}; HttpOnly; SameSite=Lax; Path=/"),
+                format!("session={session}; HttpOnly; SameSite=Lax; Path=/"),
             )],
             Redirect::to(&url),
         )
@@ -173,20 +198,26 @@ async fn login(State(app): State<App>, uri: Uri) -> Response {
 }
 
 /// `/callback`: the login finished for the session's account, and only
-/// for it.
+/// for it; the ID token, verified, says who signed in.
 async fn callback(State(app): State<App>, headers: HeaderMap, uri: Uri) -> Response {
-    let Some(account) = account(&headers) else {
+    let Some(session) = session(&headers) else {
         return (StatusCode::UNAUTHORIZED, "no session").into_response();
     };
-    match app.oauth.finish_login(&account, uri.to_string()).await {
-        Ok(_) => Redirect::to("/me").into_response(),
+    match app.oauth.finish_login(&session, uri.to_string()).await {
+        Ok(Some(identity)) => {
+            // A real app finds (or makes) its user by the identity's issuer
+            // and subject here, and keeps the session for it.
+            println!("  signed in: {}", describe(&identity));
+            Redirect::to("/me").into_response()
+        }
+        Ok(None) => (StatusCode::FORBIDDEN, "the login's scope needs openid").into_response(),
         Err(e) => error(&e),
     }
 }
 
-/// `/me`: the API called with the session's account's token.
+/// `/me`: who signed in, and the API called with their token.
 async fn me(State(app): State<App>, headers: HeaderMap) -> Response {
-    let Some(account) = account(&headers) else {
+    let Some(session) = session(&headers) else {
         return (StatusCode::UNAUTHORIZED, "no session").into_response();
     };
     let mut request = http::Request::get(&app.api_url)
@@ -194,7 +225,7 @@ async fn me(State(app): State<App>, headers: HeaderMap) -> Response {
         .expect("a valid URL");
     request
         .extensions_mut()
-        .insert(TokenParams::new().account(account));
+        .insert(TokenParams::new().account(&session));
     match app.api.clone().oneshot(request).await {
         Ok(response) => {
             let status = response.status();
@@ -209,14 +240,63 @@ async fn me(State(app): State<App>, headers: HeaderMap) -> Response {
     }
 }
 
-/// `/logout`: the account signed out, its refresh token revoked.
-async fn logout(State(app): State<App>, headers: HeaderMap) -> Response {
-    let Some(account) = account(&headers) else {
+/// `/whoami`: who signed in on this session, from the layer (memory, or
+/// the token store on another replica).
+async fn whoami(State(app): State<App>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&headers) else {
         return (StatusCode::UNAUTHORIZED, "no session").into_response();
     };
-    match app.oauth.sign_out(&account).await {
-        Ok(()) => "signed out".into_response(),
+    let identity = match app.oauth.for_account(&session) {
+        Ok(layer) => layer.identity().await,
+        Err(e) => return error(&e),
+    };
+    match identity {
+        Some(identity) => describe(&identity).into_response(),
+        None => (StatusCode::UNAUTHORIZED, "nobody").into_response(),
+    }
+}
+
+/// Who an identity is, for a person to read.
+fn describe(identity: &Identity) -> String {
+    let name = identity.claims().get("name").and_then(|n| n.as_str());
+    format!(
+        "{} at {} ({})",
+        identity.subject(),
+        identity.issuer(),
+        name.unwrap_or("no name")
+    )
+}
+
+/// `/logout`: signed out here (the refresh token revoked, on every
+/// replica), and the browser sent to end its session at the server.
+async fn logout(State(app): State<App>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&headers) else {
+        return (StatusCode::UNAUTHORIZED, "no session").into_response();
+    };
+    let back = format!("{}/signed-out", app.base);
+    match app.oauth.end_session_url(&session, back).await {
+        Ok(url) => Redirect::to(&url).into_response(),
         Err(e) => error(&e),
+    }
+}
+
+/// `/backchannel-logout`: the server's logout token (a form POST); every
+/// account of the person or session it names signed out. 400 for a token
+/// that fails a check, as the specification asks.
+async fn backchannel_logout(
+    State(app): State<App>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let token = form
+        .get("logout_token")
+        .map(String::as_str)
+        .unwrap_or_default();
+    match app.oauth.back_channel_logout(token).await {
+        Ok(signed_out) => {
+            println!("  a back-channel logout signed out {signed_out} account(s)");
+            StatusCode::OK.into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     }
 }
 
@@ -234,7 +314,7 @@ fn error(e: &TokenError) -> Response {
 /// app's redirects, and signs in at the authorization server at once.
 struct Browser {
     base: String,
-    cookie: std::sync::Mutex<String>,
+    cookie: Mutex<String>,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
@@ -247,9 +327,10 @@ impl Browser {
         })
     }
 
-    /// `/login?as=NAME`, the authorization server, `/callback`.
-    async fn sign_in(&self, name: &str) -> Result<(), BoxError> {
-        let response = self.send(&format!("{}/login?as={name}", self.base)).await?;
+    /// `/login`, the authorization server as `name`, `/callback`: who the
+    /// app says signed in.
+    async fn sign_in(&self, name: &str) -> Result<String, BoxError> {
+        let response = self.send(&format!("{}/login", self.base)).await?;
         if let Some(cookie) = response.headers().get(header::SET_COOKIE) {
             let cookie = cookie.to_str()?.split(';').next().unwrap_or_default();
             *self.cookie.lock().unwrap() = cookie.to_owned();
@@ -261,7 +342,20 @@ impl Browser {
         if location(&response)? != "/me" {
             return Err("the callback did not finish the login".into());
         }
-        Ok(())
+        let (status, who) = self.get("/whoami").await?;
+        match status {
+            200 => Ok(who),
+            _ => Err(format!("/whoami: {status} {who}").into()),
+        }
+    }
+
+    /// `/logout`, then the server's end-session page: where the browser
+    /// came back to.
+    async fn log_out(&self) -> Result<String, BoxError> {
+        let response = self.send(&format!("{}/logout", self.base)).await?;
+        let end_session = location(&response)?;
+        let response = self.send(&end_session).await?;
+        location(&response)
     }
 
     async fn get(&self, path: &str) -> Result<(u16, String), BoxError> {

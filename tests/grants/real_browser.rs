@@ -469,35 +469,42 @@ async fn app_routes() -> (String, std::sync::Arc<AppRoutes>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let routes = std::sync::Arc::new(AppRoutes::default());
-    support::serve::serve_state(listener, std::sync::Arc::clone(&routes), |app, req| async move {
-        let query = req.uri().query().unwrap_or_default().to_owned();
-        match req.uri().path() {
-            "/callback" => app.callbacks.lock().unwrap().push(req.uri().to_string()),
-            "/signed-out" => {
-                let state = form_urlencoded::parse(query.as_bytes())
-                    .find(|(k, _)| k == "state")
-                    .map(|(_, v)| v.into_owned());
-                app.signed_out.lock().unwrap().push(state.unwrap_or_default());
+    support::serve::serve_state(
+        listener,
+        std::sync::Arc::clone(&routes),
+        |app, req| async move {
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            match req.uri().path() {
+                "/callback" => app.callbacks.lock().unwrap().push(req.uri().to_string()),
+                "/signed-out" => {
+                    let state = form_urlencoded::parse(query.as_bytes())
+                        .find(|(k, _)| k == "state")
+                        .map(|(_, v)| v.into_owned());
+                    app.signed_out
+                        .lock()
+                        .unwrap()
+                        .push(state.unwrap_or_default());
+                }
+                "/backchannel-logout" => {
+                    let body = req.into_body().collect().await.unwrap().to_bytes();
+                    let token = form_urlencoded::parse(&body)
+                        .find(|(k, _)| k == "logout_token")
+                        .map(|(_, v)| v.into_owned())
+                        .unwrap_or_default();
+                    let oauth = app.logout_to.get().expect("the replica is set").clone();
+                    let done = oauth.back_channel_logout(token).await;
+                    let status = if done.is_ok() { 200 } else { 400 };
+                    app.logouts
+                        .lock()
+                        .unwrap()
+                        .push(done.map_err(|e| e.to_string()));
+                    return support::serve::answer(status, serde_json::json!({}));
+                }
+                _ => {}
             }
-            "/backchannel-logout" => {
-                let body = req.into_body().collect().await.unwrap().to_bytes();
-                let token = form_urlencoded::parse(&body)
-                    .find(|(k, _)| k == "logout_token")
-                    .map(|(_, v)| v.into_owned())
-                    .unwrap_or_default();
-                let oauth = app.logout_to.get().expect("the replica is set").clone();
-                let done = oauth.back_channel_logout(token).await;
-                let status = if done.is_ok() { 200 } else { 400 };
-                app.logouts
-                    .lock()
-                    .unwrap()
-                    .push(done.map_err(|e| e.to_string()));
-                return support::serve::answer(status, serde_json::json!({}));
-            }
-            _ => {}
-        }
-        support::serve::answer(200, serde_json::json!({"ok": true}))
-    });
+            support::serve::answer(200, serde_json::json!({"ok": true}))
+        },
+    );
     (base, routes)
 }
 
@@ -558,13 +565,20 @@ async fn a_web_app_knows_who_signed_in_and_the_provider_ends_their_session() {
             .await
             .unwrap()
             .expect("an identity with openid");
-        assert_eq!(identity.subject(), person, "the person who typed their name");
+        assert_eq!(
+            identity.subject(),
+            person,
+            "the person who typed their name"
+        );
         assert_eq!(identity.issuer(), base);
         assert!(identity.session_id().is_some(), "oidc-provider sends sid");
         browsers.push((child, next));
     }
     let token_of = |oauth: &OAuthLayer, person: &str| {
-        let (oauth, params) = (oauth.clone(), tower_oauth::TokenParams::new().account(person));
+        let (oauth, params) = (
+            oauth.clone(),
+            tower_oauth::TokenParams::new().account(person),
+        );
         async move { oauth.token_for(&params).await.map_err(|e| e.kind()) }
     };
     for replica in [&a, &b] {
@@ -581,18 +595,28 @@ async fn a_web_app_knows_who_signed_in_and_the_provider_ends_their_session() {
         (!logouts.is_empty()).then(|| logouts.clone())
     })
     .await;
-    assert_eq!(logouts, [Ok(1)], "the provider's logout token signed Alice out");
+    assert_eq!(
+        logouts,
+        [Ok(1)],
+        "the provider's logout token signed Alice out"
+    );
     assert_eq!(stats(&base).await["backchannel"], 1);
     for replica in [&a, &b] {
         assert_eq!(
             token_of(replica, "alice@example.com").await.unwrap_err(),
             TokenErrorKind::LoginRequired
         );
-        assert!(token_of(replica, "bob@example.com").await.is_ok(), "Bob untouched");
+        assert!(
+            token_of(replica, "bob@example.com").await.is_ok(),
+            "Bob untouched"
+        );
     }
     // Bob's logout begins at the app: the provider takes its URL, and sends
     // him back with its state.
-    let url = a.end_session_url("bob@example.com", &post_logout).await.unwrap();
+    let url = a
+        .end_session_url("bob@example.com", &post_logout)
+        .await
+        .unwrap();
     let state = url::Url::parse(&url)
         .unwrap()
         .query_pairs()
