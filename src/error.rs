@@ -49,7 +49,9 @@ pub enum TokenErrorKind {
     /// This request cannot carry the token as it is, and fails alone. The layer
     /// and its token are untouched. A DPoP proof needs the request's absolute
     /// URI, with scheme and host, which this request lacks. Sending it again
-    /// unchanged does not help.
+    /// unchanged does not help. Also a logout token handed to
+    /// [`OAuthLayer::back_channel_logout`](crate::OAuthLayer::back_channel_logout)
+    /// that fails a check (the message says which): nothing was signed out.
     InvalidRequest,
     /// No token is usable at this moment, and one is being fetched in the
     /// background. Only the accessors that never wait return it, such as
