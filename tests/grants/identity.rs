@@ -553,3 +553,116 @@ mod on_redis {
         }
     }
 }
+
+/// A CLI's person: the login (a user agent here) checks the ID token with
+/// the nonce it sent, and `identity` says who signed in, in this process and
+/// in another on the same file; a logout forgets it.
+#[tokio::test]
+async fn a_person_s_login_says_who_signed_in_here_and_in_another_process() {
+    use support::login_server::CLIENT;
+    use tower_oauth::{login::Login, store::FileStore};
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let file = support::scratch("identity-person").join("tokens");
+    let person = || {
+        support::with_transport(
+            OAuthLayer::builder()
+                .protected_resource(server.api_url())
+                .client_id(CLIENT)
+                .scope("openid read")
+                .login(Login::user_agent(LoginServer::user_agent())),
+        )
+        .token_store(FileStore::new(&file).unwrap())
+        .build()
+        .unwrap()
+    };
+    let cli = person();
+    assert!(cli.identity().await.is_none(), "no one yet");
+    cli.login().await.unwrap();
+    let who = cli.identity().await.unwrap();
+    assert_eq!(who.subject(), "person");
+    assert_eq!(who.issuer(), server.issuer());
+    let nonce = server.authorizations()[0]["nonce"].clone();
+    assert_eq!(claims_of(who.id_token())["nonce"], nonce.as_str());
+    let other = person();
+    assert_eq!(other.identity().await.unwrap().subject(), "person");
+    cli.logout().await.unwrap();
+    assert!(cli.identity().await.is_none());
+    assert!(other.identity().await.is_none(), "the file's chain ended");
+}
+
+/// An HMAC the server lists verifies with the app's own secret, and only
+/// with it.
+#[tokio::test]
+async fn an_hmac_id_token_verifies_with_the_client_secret_only() {
+    use support::login_server::WEB_SECRET;
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server.set_metadata("id_token_signing_alg_values_supported", json!(["HS256"]));
+    server.state.oidc.rotate(
+        SigningKey {
+            alg: jsonwebtoken::Algorithm::HS256,
+            key: jsonwebtoken::EncodingKey::from_secret(WEB_SECRET.as_bytes()),
+            public_jwk: json!({"kty": "oct", "kid": "hmac"}),
+        },
+        true,
+    );
+    let oauth = layer(&server);
+    let who = sign_in(&oauth, "a", "alice").await.unwrap().unwrap();
+    assert_eq!(who.subject(), "alice");
+    server.state.oidc.rotate(
+        SigningKey {
+            alg: jsonwebtoken::Algorithm::HS256,
+            key: jsonwebtoken::EncodingKey::from_secret(b"another secret"),
+            public_jwk: json!({"kty": "oct", "kid": "hmac"}),
+        },
+        true,
+    );
+    let e = sign_in(&oauth, "b", "bob").await.unwrap_err();
+    assert!(e.to_string().contains("does not verify"), "{e}");
+}
+
+/// Two processes on one `FileStore` file: a logout token the second takes
+/// finds the account the first signed in, and its replay on the first is
+/// refused.
+#[tokio::test]
+async fn a_back_channel_logout_through_a_file_store_reaches_the_other_process() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let file = support::scratch("identity-file").join("tokens");
+    let process = || {
+        builder(&server)
+            .scope("openid read")
+            .token_store(tower_oauth::store::FileStore::new(&file).unwrap())
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (process(), process());
+    sign_in(&first, "alice-session", "alice")
+        .await
+        .unwrap()
+        .unwrap();
+    sign_in(&first, "bob-session", "bob")
+        .await
+        .unwrap()
+        .unwrap();
+    let token =
+        server
+            .state
+            .oidc
+            .logout_token(&server.issuer(), WEB_CLIENT, Some("alice"), None, None);
+    assert_eq!(second.back_channel_logout(&token).await.unwrap(), 1);
+    let e = first.back_channel_logout(&token).await.unwrap_err();
+    assert!(e.to_string().contains("replay"), "{e}");
+    assert!(second
+        .for_account("alice-session")
+        .unwrap()
+        .identity()
+        .await
+        .is_none());
+    assert_eq!(
+        token_of(&second, "alice-session").await.unwrap_err(),
+        TokenErrorKind::LoginRequired
+    );
+    assert!(token_of(&second, "bob-session").await.is_ok());
+    // The file holds no one's name in clear.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("alice") && !text.contains("bob"), "{text}");
+}
