@@ -110,22 +110,22 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<bool, String> {
         let key = format!("{}:pending-login", self.key(key));
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut con = self.connection().await.map_err(Problem::text)?;
         let mut cmd = redis::cmd("SET");
-        cmd.arg(&key).arg(value).arg("PX").arg(millis);
-        self.bounded(cmd.query_async::<()>(&mut con))
-            .await
-            .map_err(Problem::text)?;
+        cmd.arg(&key).arg(value).arg("PX").arg(ttl_ms(ttl));
+        self.query::<()>(&cmd).await?;
         Ok(true)
     }
 
     pub(super) async fn take_pending(&self, key: &str) -> Result<Option<String>, String> {
-        let key = format!("{}:pending-login", self.key(key));
-        let mut con = self.connection().await.map_err(Problem::text)?;
         let mut cmd = redis::cmd("GETDEL");
-        cmd.arg(&key);
-        self.bounded(cmd.query_async::<Option<String>>(&mut con))
+        cmd.arg(format!("{}:pending-login", self.key(key)));
+        self.query(&cmd).await
+    }
+
+    /// `cmd` on the store's connection, bounded by its timeout.
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, String> {
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        self.bounded(cmd.query_async::<T>(&mut con))
             .await
             .map_err(Problem::text)
     }
@@ -140,7 +140,6 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<bool, String> {
         let key = format!("{}:accounts", self.key(key));
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut con = self.connection().await.map_err(Problem::text)?;
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -151,7 +150,7 @@ impl RedisStore {
             .ignore()
             .cmd("PEXPIRE")
             .arg(&key)
-            .arg(millis)
+            .arg(ttl_ms(ttl))
             .ignore();
         self.bounded(pipe.query_async::<()>(&mut con))
             .await
@@ -161,27 +160,21 @@ impl RedisStore {
 
     /// The accounts linked under `key` (`HVALS`).
     pub(super) async fn linked(&self, key: &str) -> Result<Option<Vec<String>>, String> {
-        let key = format!("{}:accounts", self.key(key));
-        let mut con = self.connection().await.map_err(Problem::text)?;
         let mut cmd = redis::cmd("HVALS");
-        cmd.arg(&key);
-        self.bounded(cmd.query_async::<Vec<String>>(&mut con))
-            .await
-            .map(Some)
-            .map_err(Problem::text)
+        cmd.arg(format!("{}:accounts", self.key(key)));
+        self.query(&cmd).await.map(Some)
     }
 
     /// Marks `key` used (`SET NX PX`): whether it was not before.
     pub(super) async fn mark_used(&self, key: &str, ttl: Duration) -> Result<Option<bool>, String> {
-        let key = format!("{}:used", self.key(key));
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut con = self.connection().await.map_err(Problem::text)?;
         let mut cmd = redis::cmd("SET");
-        cmd.arg(&key).arg("1").arg("NX").arg("PX").arg(millis);
-        self.bounded(cmd.query_async::<Option<String>>(&mut con))
-            .await
-            .map(|set| Some(set.is_some()))
-            .map_err(Problem::text)
+        cmd.arg(format!("{}:used", self.key(key)))
+            .arg("1")
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        let set: Option<String> = self.query(&cmd).await?;
+        Ok(Some(set.is_some()))
     }
 
     /// The chain `ctx` refreshes, read (one `GET`, no lock) into the
@@ -414,6 +407,11 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
         "logged-in" => hex(last, 32).then_some(Heard::LoggedIn(account, last)),
         _ => None,
     }
+}
+
+/// A time to live in milliseconds, at least one (Redis refuses zero).
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 #[cfg(test)]
