@@ -10,6 +10,7 @@ mod endpoint;
 mod env;
 mod params;
 mod presentation;
+mod profile;
 mod sharing;
 mod timing;
 mod transport;
@@ -90,6 +91,8 @@ pub struct OAuthLayerBuilder {
     assertion_lifetime: Option<Duration>,
     assertion_clock_skew: Option<Duration>,
     id_token_clock_skew: Option<Duration>,
+    par: Option<crate::login::PushedAuthorization>,
+    fapi2: bool,
     /// `Some(None)`: no `typ`.
     assertion_typ: Option<Option<String>>,
     #[cfg(feature = "reqwest")]
@@ -152,6 +155,8 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("assertion_clock_skew", &self.assertion_clock_skew)
             .field("assertion_typ", &self.assertion_typ)
             .field("id_token_clock_skew", &self.id_token_clock_skew)
+            .field("pushed_authorization", &self.par)
+            .field("fapi2", &self.fapi2)
             .field("client_identity", &self.presents_certificate())
             .field("dpop", &self.dpop_key())
             .field("dpop_allow_bearer", &self.dpop_allow_bearer)

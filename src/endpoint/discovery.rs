@@ -101,6 +101,15 @@ pub struct ServerMetadata {
     /// [`OAuthLayer::end_session_url`](crate::OAuthLayer::end_session_url)
     /// sends the browser there. `None` when the metadata names none.
     pub end_session_endpoint: Option<String>,
+    /// Where a login pushes its authorization request,
+    /// `pushed_authorization_request_endpoint` (RFC 9126). `None` when the
+    /// metadata names none.
+    pub pushed_authorization_request_endpoint: Option<String>,
+    /// Whether the server takes only pushed authorization requests,
+    /// `require_pushed_authorization_requests` (RFC 9126 section 5): every
+    /// login then pushes, whatever
+    /// [`PushedAuthorization`](crate::login::PushedAuthorization) says.
+    pub require_pushed_authorization_requests: bool,
 }
 
 /// The metadata last found by any discovery of one layer (its default
@@ -247,6 +256,8 @@ impl Discovery {
             jwks_uri: None,
             id_token_algorithms: Vec::new(),
             end_session_endpoint: None,
+            pushed_authorization_request_endpoint: None,
+            require_pushed_authorization_requests: false,
         })
     }
 
@@ -310,6 +321,10 @@ impl Discovery {
             jwks_uri: endpoint("jwks_uri"),
             id_token_algorithms: texts("id_token_signing_alg_values_supported"),
             end_session_endpoint: endpoint("end_session_endpoint"),
+            pushed_authorization_request_endpoint: endpoint(
+                "pushed_authorization_request_endpoint",
+            ),
+            require_pushed_authorization_requests: flag("require_pushed_authorization_requests"),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::{ServerMetadata, TokenRequest};
 use crate::error::{clip, TokenError, TokenErrorKind};
-use crate::keys::verify::{fits, is_hmac, Jws, CHECKED_ALGORITHMS};
+use crate::keys::verify::{fits, is_hmac, Jws, CHECKED_ALGORITHMS, FAPI2_ALGORITHMS};
 
 /// The most issuers whose keys one layer keeps.
 const MAX_ISSUERS: usize = 32;
@@ -129,6 +129,12 @@ impl TokenRequest {
             return Err(refused(format!(
                 "is signed with `{}`, which is not taken (unsigned tokens never are)",
                 clip(&alg)
+            )));
+        }
+        if self.spec.fapi2 && !FAPI2_ALGORITHMS.contains(&alg.as_str()) {
+            return Err(refused(format!(
+                "is signed with {alg}; the FAPI 2.0 profile (fapi2) takes PS256, ES256 and \
+                 EdDSA only"
             )));
         }
         if !listed {

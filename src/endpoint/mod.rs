@@ -66,5 +66,6 @@ pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::request::{Requests, TokenRequest};
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
+pub use self::spec::PushedAuthorization;
 pub(crate) use self::spec::{RequestSpec, RequestTarget};
 pub(crate) use self::url::{checked_url, same_identifier};

@@ -292,9 +292,7 @@ impl TokenRequest {
                 }
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
-                        if let Some(dpop) = &self.spec.dpop {
-                            dpop.check_issued(token.token_type())?;
-                        }
+                        self.check_token_type(&token)?;
                         self.check_scope(&token);
                         for (assertions, choice) in [
                             (prepared.assertions(), sent.choice),
@@ -527,6 +525,28 @@ impl TokenRequest {
             ));
         }
         error
+    }
+
+    /// The issued token's `token_type` is the one its binding asks for:
+    /// `DPoP` with a DPoP key (a bearer token only where allowed), and
+    /// under the FAPI 2.0 profile without one (mutual TLS), `Bearer`.
+    pub(crate) fn check_token_type(&self, token: &AccessToken) -> Result<(), TokenError> {
+        if let Some(dpop) = &self.spec.dpop {
+            return dpop.check_issued(token.token_type());
+        }
+        let token_type = token.token_type().unwrap_or("Bearer");
+        if self.spec.fapi2 && !token_type.eq_ignore_ascii_case("bearer") {
+            return Err(
+                TokenError::new(crate::error::TokenErrorKind::InvalidResponse).with_message(
+                    format!(
+                "the token endpoint issued a token of type `{}`, not the certificate-bound \
+                 Bearer token the FAPI 2.0 profile (fapi2) asked for",
+                crate::error::clip(token_type)
+            ),
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.

@@ -1,10 +1,12 @@
 //! [`RequestSpec`]: what every token request of one layer is made of,
 //! checked once by the builder and shared (`Arc`) by the layer's caches,
-//! its discovery and its prepared requests; and [`RequestTarget`], what one
-//! request adds to it: where it goes, how the client authenticates there,
-//! and its parameters.
+//! its discovery and its prepared requests, with its logins' settings
+//! ([`PushedAuthorization`]); and [`RequestTarget`], what one request adds
+//! to it: where it goes, how the client authenticates there, and its
+//! parameters.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::Uri;
 
@@ -41,6 +43,61 @@ pub(crate) struct RequestSpec {
     pub(crate) key_sets: Arc<crate::endpoint::jwks::KeySets>,
     /// How far an ID token's or logout token's `iat` and `exp` may be off.
     pub(crate) id_token_skew: std::time::Duration,
+    /// When a login pushes its authorization request (RFC 9126).
+    pub(crate) par: PushedAuthorization,
+    /// The FAPI 2.0 profile's rules hold (`OAuthLayerBuilder::fapi2`).
+    pub(crate) fapi2: bool,
+    /// The `request_uri`s the layer's logins used.
+    pub(crate) used_request_uris: Arc<UsedRequestUris>,
+}
+
+/// How many `request_uri`s a layer remembers, to use each once.
+const REMEMBERED: usize = 256;
+
+/// When a login pushes its authorization request to the server before the
+/// browser goes there (RFC 9126), so that the browser's URL carries only the
+/// client id and a `request_uri`: the request's parameters never pass
+/// through the browser, and the server authenticates the client before the
+/// person sees a page.
+///
+/// A server whose metadata says `require_pushed_authorization_requests` gets
+/// pushed requests whatever this says; under
+/// [`fapi2`](crate::OAuthLayerBuilder::fapi2) every login pushes. A push the
+/// server refuses ends the login with its error: the layer never falls back
+/// to a plain authorization request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PushedAuthorization {
+    /// Never, unless the server requires it.
+    Never,
+    /// When the server's metadata names a
+    /// `pushed_authorization_request_endpoint` (the default).
+    #[default]
+    WhenOffered,
+    /// Always: a server without the endpoint fails the login before any
+    /// browser opens.
+    Always,
+}
+
+/// The `request_uri`s a layer's logins used, each once.
+#[derive(Default)]
+pub(crate) struct UsedRequestUris(Mutex<VecDeque<String>>);
+
+impl UsedRequestUris {
+    /// Whether `uri` is new; it is remembered from now on (the last
+    /// [`REMEMBERED`]).
+    pub(crate) fn first_use(&self, uri: &str) -> bool {
+        let digest = crate::support::encoding::sha256_hex(uri.as_bytes());
+        let mut used = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if used.contains(&digest) {
+            return false;
+        }
+        if used.len() >= REMEMBERED {
+            used.pop_front();
+        }
+        used.push_back(digest);
+        true
+    }
 }
 
 impl RequestSpec {

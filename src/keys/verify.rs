@@ -15,6 +15,10 @@ pub(crate) const CHECKED_ALGORITHMS: &[&str] = &[
     "HS384", "HS512",
 ];
 
+/// The signature algorithms the FAPI 2.0 Security Profile allows (its
+/// section on cryptography): PS256, ES256 and EdDSA (Ed25519).
+pub(crate) const FAPI2_ALGORITHMS: &[&str] = &["PS256", "ES256", "EdDSA"];
+
 /// A compact JWS, read and not yet checked.
 pub(crate) struct Jws {
     header: Map<String, Value>,

@@ -61,7 +61,9 @@ impl OAuthLayer {
         let factory = self.account_factory(&probe)?;
         let request = factory.login_request().await?;
         let digest = account_digest(account.as_ref());
-        let begun = request.begin_web_login(&digest, redirect_uri.as_ref())?;
+        let begun = request
+            .begin_web_login(&digest, redirect_uri.as_ref())
+            .await?;
         let key = factory.pending_login_key(&begun.state);
         self.shared
             .slots

@@ -124,7 +124,8 @@ impl TokenRequest {
         let expect = Expect {
             state: &secrets.state,
             issuer: &server.issuer,
-            iss_required: server.authorization_response_iss_parameter_supported,
+            // The FAPI 2.0 profile requires it of every response.
+            iss_required: server.authorization_response_iss_parameter_supported || self.spec.fapi2,
         };
         // The browser's listener first: its port is in the redirect URI a
         // registration names.
@@ -155,7 +156,7 @@ impl TokenRequest {
             resources: self.resources(),
             dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
-        let url = request.url(&secrets);
+        let url = self.authorization_url(server, &request, &secrets).await?;
         let code = match (way, listener) {
             (Way::UserAgent(agent), _) => {
                 let back = tokio::time::timeout_at(deadline, agent(url))
@@ -318,9 +319,7 @@ impl TokenRequest {
             };
             match read(&response, &redactor) {
                 Ok(mut token) => {
-                    if let Some(dpop) = &self.spec.dpop {
-                        dpop.check_issued(token.token_type())?;
-                    }
+                    self.check_token_type(&token)?;
                     token.sent_at = Some(sent_at);
                     return Ok(Answered {
                         token,

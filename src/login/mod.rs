@@ -37,6 +37,7 @@ pub use self::oidc::Identity;
 pub(crate) use self::oidc::{logout_refused, session_digest};
 pub(crate) use self::person::Person;
 pub use self::status::{LoginState, LoginStatus};
+pub use crate::endpoint::PushedAuthorization;
 
 use std::fmt;
 use std::sync::Arc;

@@ -93,7 +93,7 @@ impl TokenRequest {
     /// Begins `account`'s login: the authorization request to the server
     /// this request's metadata names, with PKCE, `state`, `resource` and the
     /// scope, and the browser sent back to `redirect_uri`.
-    pub(crate) fn begin_web_login(
+    pub(crate) async fn begin_web_login(
         &self,
         account: &AccountDigest,
         redirect_uri: &str,
@@ -135,7 +135,7 @@ impl TokenRequest {
             resources: self.resources(),
             dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
-        let url = request.url(&secrets);
+        let url = self.authorization_url(server, &request, &secrets).await?;
         let ttl = u64::try_from(PENDING_LOGIN_TTL.as_millis()).unwrap_or(u64::MAX);
         Ok(Begun {
             url,
@@ -144,7 +144,8 @@ impl TokenRequest {
                 verifier: secrets.verifier,
                 redirect_uri: redirect_uri.to_owned(),
                 issuer: server.issuer.clone(),
-                iss_required: server.authorization_response_iss_parameter_supported,
+                iss_required: server.authorization_response_iss_parameter_supported
+                    || self.spec.fapi2,
                 nonce: match asks_openid(scope.as_deref()) {
                     true => secrets.nonce,
                     false => String::new(),

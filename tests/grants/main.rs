@@ -14,6 +14,7 @@ mod jwt_bearer;
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 mod keyring;
 mod login;
+mod par;
 mod real_browser;
 mod refresh_tokens;
 mod second_login;

@@ -61,6 +61,9 @@ struct Grant {
     nonce: Option<String>,
 }
 
+/// A pushed authorization request's form, and its DPoP proof.
+pub type Pushed = (HashMap<String, String>, Option<String>);
+
 #[derive(Default)]
 pub struct State {
     pub url: Mutex<String>,
@@ -73,6 +76,16 @@ pub struct State {
     pub backchannel_uri: Mutex<Option<String>>,
     /// Every end-session request's query, decoded.
     pub end_sessions: Mutex<Vec<HashMap<String, String>>>,
+    /// Pushed authorization requests (RFC 9126), by `request_uri`; each
+    /// taken once by the authorization endpoint.
+    pushed: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// Every pushed request's form, with the client the request
+    /// authenticated as, and its DPoP proof.
+    pub par_forms: Mutex<Vec<Pushed>>,
+    /// The PAR endpoint's answer instead of its own: status and body.
+    pub par_answer: Mutex<Option<(u16, String)>>,
+    /// Whether an authorization request must be pushed.
+    pub requires_par: AtomicBool,
     /// The metadata document, as the test wants it (filled at start).
     pub metadata: Mutex<Value>,
     pub approve: Mutex<Approve>,
@@ -464,7 +477,57 @@ impl State {
                 }
                 refused
             }
-            "/authorize" => self.authorize(query(&req), &url),
+            "/authorize" => {
+                let q = query(&req);
+                match q.get("request_uri") {
+                    Some(uri) => {
+                        let Some(mut pushed) = self.pushed.lock().unwrap().remove(uri) else {
+                            return answer(400, json!({"error": "invalid_request_uri"}));
+                        };
+                        // `user`: who the test's browser signs in as.
+                        let carried = q.keys().filter(|k| *k != "user").count();
+                        if carried != 2 || q.get("client_id") != pushed.get("client_id") {
+                            self.violation(format!("a pushed request's URL carried {q:?}"));
+                            return answer(400, json!({"error": "invalid_request"}));
+                        }
+                        if let Some(user) = q.get("user") {
+                            pushed.insert("user".into(), user.clone());
+                        }
+                        self.authorize(pushed, &url)
+                    }
+                    None if self.requires_par.load(Ordering::SeqCst) => {
+                        self.violation("an authorization request that was not pushed".into());
+                        answer(400, json!({"error": "invalid_request"}))
+                    }
+                    None => self.authorize(q, &url),
+                }
+            }
+            "/par" => {
+                let client = basic_client(&req);
+                let proof = req
+                    .headers()
+                    .get("dpop")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let mut form = form(req).await;
+                if let Some(client) = client {
+                    form.insert("client_id".into(), client);
+                }
+                self.par_forms.lock().unwrap().push((form.clone(), proof));
+                if let Some((status, body)) = self.par_answer.lock().unwrap().clone() {
+                    return http::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                        .unwrap();
+                }
+                if !form.get("client_id").is_some_and(|id| self.knows(id)) {
+                    return answer(401, json!({"error": "invalid_client"}));
+                }
+                let uri = format!("urn:ietf:params:oauth:request_uri:{}", random());
+                self.pushed.lock().unwrap().insert(uri.clone(), form);
+                answer(201, json!({"request_uri": uri, "expires_in": 60}))
+            }
             "/jwks" => answer(200, self.oidc.jwks()),
             "/end_session" => {
                 let q = query(&req);

@@ -23,6 +23,7 @@ use crate::transport::Transport;
 use super::OAuthLayerBuilder;
 
 mod checks;
+mod fapi;
 mod id_jag;
 #[cfg(test)]
 mod tests;
@@ -78,6 +79,7 @@ impl OAuthLayerBuilder {
         };
         let rotating_key = self.rotating_key()?;
         let auth = self.chosen_auth(other_grant, &target)?;
+        self.check_fapi2(auth.as_ref())?;
         if matches!(target, Target::Resource(..)) || !resources.is_empty() {
             self.check_trust(&trust, auth.as_ref())?;
         }
@@ -157,6 +159,12 @@ impl OAuthLayerBuilder {
             allow_insecure_http: self.allow_insecure_http,
             key_sets: Default::default(),
             id_token_skew,
+            par: match self.fapi2 {
+                true => crate::login::PushedAuthorization::Always,
+                false => self.par.unwrap_or_default(),
+            },
+            fapi2: self.fapi2,
+            used_request_uris: Default::default(),
         };
         let spec = Arc::new(spec);
         let resource = match &target {

@@ -1,11 +1,13 @@
-//! The authorization request of a login, and the checks of the callback it
-//! comes back with: PKCE with S256 (RFC 7636), `state`, the OpenID Connect
+//! The authorization request of a login (pushed first, RFC 9126, in `par`),
+//! and the checks of the callback it comes back with: PKCE with S256 (RFC 7636), `state`, the OpenID Connect
 //! `nonce`, the server's `iss` (RFC 9207), and where a browser may be sent.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use http::Uri;
 use ring::rand::{SecureRandom, SystemRandom};
+
+mod par;
 
 use super::failed;
 use crate::error::{clip, TokenError};
@@ -58,9 +60,8 @@ pub(crate) struct Request<'a> {
 }
 
 impl Request<'_> {
-    /// The URL the browser goes to: the endpoint's own query kept (RFC 6749
-    /// section 3.1), the login's parameters after it.
-    pub(crate) fn url(&self, secrets: &Secrets) -> String {
+    /// The authorization request's parameters: the login's, with `secrets`.
+    pub(crate) fn pairs(&self, secrets: &Secrets) -> Vec<(&'static str, String)> {
         let mut pairs: Vec<(&str, String)> = vec![
             ("response_type", "code".into()),
             ("client_id", self.client_id.into()),
@@ -81,8 +82,7 @@ impl Request<'_> {
         if let Some(jkt) = self.dpop_jkt {
             pairs.push(("dpop_jkt", jkt.into()));
         }
-        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        with_query(self.endpoint, &pairs)
+        pairs
     }
 }
 
