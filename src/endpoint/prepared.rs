@@ -209,6 +209,13 @@ impl Prepared {
     /// The body of one of a login's requests: `grant_type` (none for the
     /// device authorization request), the client's proof, and `pairs`
     /// (their values secrets to scrub from the answer), and what it carried.
+    /// Whether the client's part of a body names the client id itself (a
+    /// body method, an assertion, no authentication): a request that adds
+    /// its own parameters then leaves `client_id` out of them.
+    pub(crate) fn names_client(&self) -> bool {
+        self.client_part.starts_with("&client_id=")
+    }
+
     pub(crate) async fn login_body(
         &self,
         grant_type: Option<&str>,

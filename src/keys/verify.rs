@@ -11,13 +11,14 @@ pub(crate) const MAX_JWS_LEN: usize = 16 * 1024;
 
 /// The algorithms this crate checks signatures of. `none` is never one.
 pub(crate) const CHECKED_ALGORITHMS: &[&str] = &[
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA", "HS256",
-    "HS384", "HS512",
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA", "Ed25519",
+    "HS256", "HS384", "HS512",
 ];
 
 /// The signature algorithms the FAPI 2.0 Security Profile allows (its
 /// section on cryptography): PS256, ES256 and EdDSA (Ed25519).
-pub(crate) const FAPI2_ALGORITHMS: &[&str] = &["PS256", "ES256", "EdDSA"];
+/// `Ed25519` is EdDSA's fully-specified name (RFC 9864).
+pub(crate) const FAPI2_ALGORITHMS: &[&str] = &["PS256", "ES256", "EdDSA", "Ed25519"];
 
 /// A compact JWS, read and not yet checked.
 pub(crate) struct Jws {
@@ -110,7 +111,7 @@ impl Jws {
             "PS512" => rsa(&sig::RSA_PSS_2048_8192_SHA512),
             "ES256" => point(&sig::ECDSA_P256_SHA256_FIXED, 32),
             "ES384" => point(&sig::ECDSA_P384_SHA384_FIXED, 48),
-            "EdDSA" => match member("x") {
+            "EdDSA" | "Ed25519" => match member("x") {
                 Some(x) if x.len() == 32 => sig::UnparsedPublicKey::new(&sig::ED25519, x)
                     .verify(message, &self.signature)
                     .is_ok(),
@@ -150,7 +151,7 @@ pub(crate) fn fits(jwk: &Map<String, Value>, alg: &str) -> bool {
         (Some("RSA"), _) => alg.starts_with("RS") || alg.starts_with("PS"),
         (Some("EC"), Some("P-256")) => alg == "ES256",
         (Some("EC"), Some("P-384")) => alg == "ES384",
-        (Some("OKP"), Some("Ed25519")) => alg == "EdDSA",
+        (Some("OKP"), Some("Ed25519")) => alg == "EdDSA" || alg == "Ed25519",
         _ => false,
     }
 }

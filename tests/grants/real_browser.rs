@@ -56,6 +56,12 @@ fn provider() -> Option<Provider> {
 
 /// The provider started with `env` set, if it and Chromium are installed.
 fn provider_with(env: &[(&str, &str)]) -> Option<Provider> {
+    node_provider("oidc_provider.mjs", env)
+}
+
+/// The provider `script` (under `tests/servers`) starts, with `env` set, if
+/// it and Chromium are installed.
+fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provider> {
     let installed = root()
         .join("tests/servers/node_modules/oidc-provider")
         .exists()
@@ -75,7 +81,7 @@ fn provider_with(env: &[(&str, &str)]) -> Option<Provider> {
         return None;
     }
     let mut child = Command::new("node")
-        .arg(root().join("tests/servers/oidc_provider.mjs"))
+        .arg(root().join("tests/servers").join(script))
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -647,4 +653,140 @@ async fn wait_for<T>(found: impl Fn() -> Option<T>) -> T {
         assert!(tokio::time::Instant::now() < deadline, "it never came");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The FAPI 2.0 profile on oidc-provider's own (PAR and DPoP required,
+/// `private_key_jwt`): a person signs in through Chromium, the token is taken
+/// by the provider's userinfo endpoint as the API (DPoP-bound); a machine
+/// token too; and the same server refuses the client without DPoP, which
+/// `fapi2()` would have refused to build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fapi2_profile_signs_a_person_in_at_oidc_provider_s_fapi2_server() {
+    use support::keys::{Kind, TestKey};
+    use tower::ServiceExt;
+    use tower_oauth::client_auth::{Algorithm, ClientAuth, SigningKey};
+    use tower_oauth::dpop::DpopKey;
+    let key = TestKey::new(Kind::P256);
+    let mut public: serde_json::Value = serde_json::from_str(&key.jwk(Kind::P256)).unwrap();
+    public.as_object_mut().unwrap().remove("d");
+    public["kid"] = "fapi-client".into();
+    let (callback, seen) = callback_route().await;
+    let Some(provider) = node_provider(
+        "fapi_provider.mjs",
+        &[
+            ("FAPI_CLIENT_JWK", &public.to_string()),
+            ("FAPI_REDIRECT_URI", &callback),
+        ],
+    ) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let signing = || {
+        SigningKey::from_pem(&key.pkcs8, Algorithm::Es256)
+            .unwrap()
+            .key_id("fapi-client")
+    };
+    let builder = || {
+        support::with_transport(
+            OAuthLayer::builder()
+                .issuer(&base)
+                .client_id("fapi-app")
+                .client_auth(ClientAuth::PrivateKeyJwt(signing()))
+                .scope("openid offline_access"),
+        )
+    };
+    let oauth = builder()
+        .dpop(DpopKey::generate(Algorithm::Es256).unwrap())
+        .fapi2()
+        .build()
+        .unwrap();
+    let person = "carol@example.com";
+    let url = oauth.begin_login(person, &callback).await.unwrap();
+    let q: std::collections::HashMap<String, String> = url::Url::parse(&url)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!(q.len(), 2, "only client_id and request_uri: {q:?}");
+    let status = tokio::process::Command::new("node")
+        .arg(browser_script())
+        .arg(&url)
+        .env("BROWSER_LOGIN", person)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let back = seen.lock().unwrap().pop().expect("the browser came back");
+    let who = oauth
+        .finish_login(person, format!("http://127.0.0.1{back}"))
+        .await
+        .unwrap()
+        .expect("an identity");
+    assert_eq!(who.subject(), person);
+    // The API: the provider's userinfo endpoint, which takes the token only
+    // with a DPoP proof of the key it is bound to.
+    let api = tower::ServiceBuilder::new()
+        .layer(oauth.for_account(person).unwrap())
+        .service(support::hyper_client());
+    let response = api
+        .oneshot(support::get(&format!("{base}/me")))
+        .await
+        .unwrap();
+    let (status, body) = support::read(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["sub"],
+        person
+    );
+    let counts = stats(&base).await;
+    assert_eq!(counts["pushed"], 1);
+    assert_eq!(counts["codes"], 1);
+    // A machine token under the profile: client credentials, DPoP-bound.
+    let machine = builder()
+        .scope("openid")
+        .dpop(DpopKey::generate(Algorithm::Es256).unwrap())
+        .fapi2()
+        .build()
+        .unwrap();
+    let token = machine.token().await.unwrap();
+    assert_eq!(token.token_type(), Some("DPoP"));
+    // Without DPoP the server refuses the client; fapi2() refuses to build it.
+    let e = builder().fapi2().build().unwrap_err();
+    assert!(e.to_string().contains("sender-constrained"), "{e}");
+    let plain = builder().build().unwrap();
+    let dave = "dave@example.com";
+    let url = plain.begin_login(dave, &callback).await.unwrap();
+    let status = tokio::process::Command::new("node")
+        .arg(browser_script())
+        .arg(&url)
+        .env("BROWSER_LOGIN", dave)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let back = seen.lock().unwrap().pop().expect("the browser came back");
+    let e = plain
+        .finish_login(dave, format!("http://127.0.0.1{back}"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), Some("invalid_grant"), "{e}");
+    let errors = stats_errors(&base).await;
+    assert!(errors.iter().any(|e| e.contains("DPoP")), "{errors:?}");
+    assert_eq!(
+        stats(&base).await["codes"],
+        1,
+        "no token for the plain client"
+    );
+}
+
+async fn stats_errors(base: &str) -> Vec<String> {
+    stats(base).await["errors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -94,7 +94,14 @@ impl TokenRequest {
         loop {
             let prepared = self.prepared();
             let transport = &*self.spec.transport;
-            let (body, sent) = prepared.login_body(None, pairs, transport).await?;
+            // The client's authentication names the client where it goes
+            // in the body: once, as RFC 9126 section 2.1 asks.
+            let pairs: Vec<(&str, &str)> = pairs
+                .iter()
+                .copied()
+                .filter(|(name, _)| *name != "client_id" || !prepared.names_client())
+                .collect();
+            let (body, sent) = prepared.login_body(None, &pairs, transport).await?;
             let request = self.post(&prepared, &url, body, true).await?;
             let response = transport.send(request, MAX_RESPONSE_BODY).await?;
             if let Some(dpop) = &self.spec.dpop {
