@@ -30,3 +30,6 @@ pub mod failures {}
 
 #[doc = include_str!("../docs/refresh_tokens.md")]
 pub mod refresh_tokens {}
+
+#[doc = include_str!("../docs/fapi.md")]
+pub mod fapi {}

@@ -37,7 +37,10 @@ impl OAuthLayerBuilder {
     ///   EdDSA, for the client's key, the DPoP key, and the ID tokens it
     ///   takes (never RS256);
     /// - https everywhere ([`allow_insecure_http`](Self::allow_insecure_http)
-    ///   is refused; `http` on loopback stays, for tests).
+    ///   is refused; `http` on loopback stays, for tests);
+    /// - the server known by its metadata ([`issuer`](Self::issuer) or
+    ///   [`protected_resource`](Self::protected_resource)), and the client
+    ///   assertion's `aud` its issuer alone.
     ///
     /// A login then pushes every authorization request
     /// ([`PushedAuthorization::Always`]; `Never` is refused), sends PKCE with

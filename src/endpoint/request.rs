@@ -337,7 +337,11 @@ impl TokenRequest {
                 if !refuses_client(&error) {
                     return Err(error);
                 }
-                if !retried.audience && Self::tries_other_audience(&prepared, &sent, &error) {
+                // The FAPI 2.0 profile's assertion names the issuer alone.
+                if !retried.audience
+                    && !self.spec.fapi2
+                    && Self::tries_other_audience(&prepared, &sent, &error)
+                {
                     retried.audience = true;
                     continue;
                 }

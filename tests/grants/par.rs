@@ -368,6 +368,24 @@ fn fapi2_refuses_each_setting_that_breaks_the_profile() {
             "pushed",
         ),
         (
+            "a token URL",
+            OAuthLayer::builder()
+                .token_url("https://bank.example/token")
+                .client_id("fintech")
+                .client_auth(ClientAuth::PrivateKeyJwt(ec_key()))
+                .dpop(dpop())
+                .fapi2(),
+            "metadata",
+        ),
+        (
+            "another assertion audience",
+            base()
+                .client_auth(ClientAuth::PrivateKeyJwt(ec_key()))
+                .dpop(dpop())
+                .assertion_audience("https://bank.example/token"),
+            "audience",
+        ),
+        (
             "plain http",
             base()
                 .client_auth(ClientAuth::PrivateKeyJwt(ec_key()))

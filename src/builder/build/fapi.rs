@@ -67,6 +67,18 @@ impl OAuthLayerBuilder {
         if self.par == Some(PushedAuthorization::Never) {
             return broken("every authorization request is pushed (RFC 9126): not Never");
         }
+        if self.token_url.is_some() || self.auth_url.is_some() {
+            return broken(
+                "the server is known by its metadata (issuer or protected_resource), which \
+                 names its issuer (the client assertion's audience) and its endpoints; not \
+                 token_url",
+            );
+        }
+        if self.assertion_audience.is_some() {
+            return broken(
+                "the client assertion's audience is the issuer: assertion_audience is refused",
+            );
+        }
         if self.allow_insecure_http {
             return broken(
                 "https everywhere: allow_insecure_http is refused (loopback http stays)",
