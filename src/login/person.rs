@@ -63,6 +63,8 @@ impl Person {
                 return request.log_in(chain, login).await;
             }
         }
+        // An ID token of an earlier answer that did not count is not this one's.
+        chain.take_refreshed_id_token();
         let token = self.requests.fetch().await?;
         // A refresh that renewed the login's ID token: checked against the
         // login's (the same `iss` and `sub`) before the token counts.

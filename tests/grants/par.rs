@@ -304,10 +304,12 @@ async fn fapi2_requires_iss_in_every_authorization_response() {
 #[test]
 fn fapi2_refuses_each_setting_that_breaks_the_profile() {
     let base = || {
-        OAuthLayer::builder()
-            .issuer("https://bank.example")
-            .client_id("fintech")
-            .fapi2()
+        support::with_transport(
+            OAuthLayer::builder()
+                .issuer("https://bank.example")
+                .client_id("fintech")
+                .fapi2(),
+        )
     };
     let dpop = || DpopKey::generate(Algorithm::Es256).unwrap();
     let rsa = TestKey::new(Kind::Rsa(2048));

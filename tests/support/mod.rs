@@ -9,7 +9,6 @@ pub mod dpop_server;
 pub mod fleet;
 pub mod grpc;
 pub mod id_tokens;
-#[cfg(feature = "reqwest")]
 pub mod keys;
 pub mod login_server;
 #[cfg(feature = "mcp")]
