@@ -64,6 +64,7 @@ pub(crate) use self::grant::refresh::{
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
+pub(crate) use self::redact::Redactor;
 pub(crate) use self::request::{Requests, TokenRequest};
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub use self::spec::PushedAuthorization;

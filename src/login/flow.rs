@@ -369,16 +369,25 @@ impl TokenRequest {
         if status.is_success() {
             return Ok(response);
         }
-        let redactor = prepared.redactor.and(&sent.secrets);
-        let e = status_error(
-            status,
-            response.body(),
-            retry_after(response.headers()),
-            &redactor,
-        );
+        let e = refusal(&response, &prepared.redactor.and(&sent.secrets));
         let code = e.error_code().map(clip).unwrap_or_default();
         Err(e.with_message(format!("`{url}` answered HTTP {status} {code}")))
     }
+}
+
+/// The error a refusing `response` of another endpoint of the server
+/// carries (its `error`, description and `Retry-After`), its text scrubbed
+/// by `redactor`.
+pub(super) fn refusal(
+    response: &http::Response<Bytes>,
+    redactor: &crate::endpoint::Redactor,
+) -> TokenError {
+    status_error(
+        response.status(),
+        response.body(),
+        retry_after(response.headers()),
+        redactor,
+    )
 }
 
 /// The turn of the logins that need the person (a browser, a device code

@@ -708,17 +708,9 @@ async fn the_fapi2_profile_signs_a_person_in_at_oidc_provider_s_fapi2_server() {
         .into_owned()
         .collect();
     assert_eq!(q.len(), 2, "only client_id and request_uri: {q:?}");
-    let status = tokio::process::Command::new("node")
-        .arg(browser_script())
-        .arg(&url)
-        .env("BROWSER_LOGIN", person)
-        .status()
-        .await
-        .unwrap();
-    assert!(status.success());
-    let back = seen.lock().unwrap().pop().expect("the browser came back");
+    let back = browser_comes_back(&url, person, &seen).await;
     let who = oauth
-        .finish_login(person, format!("http://127.0.0.1{back}"))
+        .finish_login(person, back)
         .await
         .unwrap()
         .expect("an identity");
@@ -756,19 +748,8 @@ async fn the_fapi2_profile_signs_a_person_in_at_oidc_provider_s_fapi2_server() {
     let plain = builder().build().unwrap();
     let dave = "dave@example.com";
     let url = plain.begin_login(dave, &callback).await.unwrap();
-    let status = tokio::process::Command::new("node")
-        .arg(browser_script())
-        .arg(&url)
-        .env("BROWSER_LOGIN", dave)
-        .status()
-        .await
-        .unwrap();
-    assert!(status.success());
-    let back = seen.lock().unwrap().pop().expect("the browser came back");
-    let e = plain
-        .finish_login(dave, format!("http://127.0.0.1{back}"))
-        .await
-        .unwrap_err();
+    let back = browser_comes_back(&url, dave, &seen).await;
+    let e = plain.finish_login(dave, back).await.unwrap_err();
     assert_eq!(e.error_code(), Some("invalid_grant"), "{e}");
     let errors = stats_errors(&base).await;
     assert!(errors.iter().any(|e| e.contains("DPoP")), "{errors:?}");
@@ -777,6 +758,25 @@ async fn the_fapi2_profile_signs_a_person_in_at_oidc_provider_s_fapi2_server() {
         1,
         "no token for the plain client"
     );
+}
+
+/// Chromium signs `person` in at `url`: the callback URL the web app's
+/// route kept.
+async fn browser_comes_back(
+    url: &str,
+    person: &str,
+    seen: &std::sync::Mutex<Vec<String>>,
+) -> String {
+    let status = tokio::process::Command::new("node")
+        .arg(browser_script())
+        .arg(url)
+        .env("BROWSER_LOGIN", person)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let back = seen.lock().unwrap().pop().expect("the browser came back");
+    format!("http://127.0.0.1{back}")
 }
 
 async fn stats_errors(base: &str) -> Vec<String> {

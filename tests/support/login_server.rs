@@ -503,16 +503,7 @@ impl State {
                 }
             }
             "/par" => {
-                let client = basic_client(&req);
-                let proof = req
-                    .headers()
-                    .get("dpop")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                let mut form = form(req).await;
-                if let Some(client) = client {
-                    form.insert("client_id".into(), client);
-                }
+                let (form, proof) = client_form(req).await;
                 self.par_forms.lock().unwrap().push((form.clone(), proof));
                 if let Some((status, body)) = self.par_answer.lock().unwrap().clone() {
                     return http::Response::builder()
@@ -946,6 +937,22 @@ fn basic_client<B>(req: &http::Request<B>) -> Option<String> {
     let text = String::from_utf8(decoded).ok()?;
     let (id, secret) = text.split_once(':')?;
     (id == WEB_CLIENT && secret == WEB_SECRET).then(|| id.to_owned())
+}
+
+/// A client's form, with the client a Basic header names as its
+/// `client_id`, and the request's DPoP proof.
+async fn client_form(req: http::Request<hyper::body::Incoming>) -> Pushed {
+    let client = basic_client(&req);
+    let proof = req
+        .headers()
+        .get("dpop")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut form = form(req).await;
+    if let Some(client) = client {
+        form.insert("client_id".into(), client);
+    }
+    (form, proof)
 }
 
 async fn form(req: http::Request<hyper::body::Incoming>) -> HashMap<String, String> {

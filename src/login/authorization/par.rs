@@ -10,11 +10,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{with_query, Request, Secrets};
-use crate::endpoint::{
-    retry_after, status_error, PushedAuthorization, ServerMetadata, TokenRequest,
-};
+use crate::endpoint::{PushedAuthorization, ServerMetadata, TokenRequest};
 use crate::error::{clip, TokenError};
 use crate::login::failed;
+use crate::login::flow::refusal;
 use crate::transport::MAX_RESPONSE_BODY;
 
 /// The longest `request_uri` taken from a server: RFC 9126's are short
@@ -111,13 +110,7 @@ impl TokenRequest {
             if status.is_success() {
                 return self.pushed(response.body());
             }
-            let redactor = prepared.redactor.and(&sent.secrets);
-            let e = status_error(
-                status,
-                response.body(),
-                retry_after(response.headers()),
-                &redactor,
-            );
+            let e = refusal(&response, &prepared.redactor.and(&sent.secrets));
             if !nonce_retried && self.asks_for_nonce(&e) {
                 nonce_retried = true;
                 continue;
