@@ -480,9 +480,10 @@ mod on_redis {
     use support::redis_server::{missing, RedisServer};
     use tower_oauth::store::RedisStore;
 
-    /// The back-channel logout one replica takes signs the person out on
-    /// both; its replay on the other replica is refused; another person is
-    /// served throughout. Nothing of who signed in is in Redis in clear.
+    /// The back-channel logout a third replica takes (one that never served
+    /// the person) signs the person out on the two that did; its replay on
+    /// another replica is refused; another person is served throughout.
+    /// Nothing of who signed in is in Redis in clear.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_back_channel_logout_on_one_replica_signs_out_on_both() {
         if missing() {
@@ -523,8 +524,10 @@ mod on_redis {
             alice.session_id(),
             None,
         );
-        // Taken by B, whichever replica holds the login.
-        assert_eq!(b.back_channel_logout(&token).await.unwrap(), 1);
+        // Taken by a third replica that never served Alice: it finds her
+        // account through the store.
+        let c = replica();
+        assert_eq!(c.back_channel_logout(&token).await.unwrap(), 1);
         for replica in [&a, &b] {
             assert_eq!(
                 token_of(replica, "alice-session").await.unwrap_err(),
@@ -534,6 +537,7 @@ mod on_redis {
         }
         let e = a.back_channel_logout(&token).await.unwrap_err();
         assert!(e.to_string().contains("replay"), "{e}");
+        assert!(token_of(&c, "bob-session").await.is_ok());
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")
             .query(&mut redis.connection())
