@@ -10,12 +10,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::seal::Sealer;
+use super::sessions::make_room;
 use super::TokenStore;
 use crate::token::identity::TokenIdentity;
-
-/// The most pending logins one process keeps in memory: past it, the
-/// expired go, then the oldest.
-const MAX_IN_MEMORY: usize = 10_000;
 
 /// The pending logins a layer keeps itself, sealed, with when each expires.
 #[derive(Default)]
@@ -56,18 +53,7 @@ impl PendingLogins {
     fn keep_here(&self, key: &str, value: String, ttl: Duration) {
         let now = Instant::now();
         let mut memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
-        if memory.len() >= MAX_IN_MEMORY {
-            memory.retain(|_, (_, until)| *until > now);
-        }
-        if memory.len() >= MAX_IN_MEMORY {
-            let oldest = memory
-                .iter()
-                .min_by_key(|(_, (_, until))| *until)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                memory.remove(&oldest);
-            }
-        }
+        make_room(&mut memory, now, |(_, until)| *until);
         memory.insert(key.to_owned(), (value, now + ttl));
     }
 

@@ -14,8 +14,8 @@ use super::seal::Sealer;
 use super::TokenStore;
 use crate::token::identity::TokenIdentity;
 
-/// The most keys one process keeps in memory, of links and of used marks
-/// each: past it, the expired go, then the oldest.
+/// The most keys one process keeps in memory, of pending logins, links and
+/// used marks each: past it, the expired go, then the oldest.
 const MAX_IN_MEMORY: usize = 10_000;
 
 /// The most accounts one person's (or session's) links hold in memory.
@@ -123,8 +123,12 @@ impl Sessions {
 }
 
 /// Past [`MAX_IN_MEMORY`] keys: the expired go, then the one that expires
-/// first.
-fn make_room<V>(map: &mut HashMap<String, V>, now: Instant, until: impl Fn(&V) -> Instant) {
+/// first (a pending login, a link or a mark; `until` reads its expiry).
+pub(super) fn make_room<V>(
+    map: &mut HashMap<String, V>,
+    now: Instant,
+    until: impl Fn(&V) -> Instant,
+) {
     if map.len() < MAX_IN_MEMORY {
         return;
     }

@@ -251,19 +251,8 @@ async fn a_web_app_signs_two_people_in_with_chromium_and_one_out() {
         .unwrap();
     for person in ["alice@example.com", "bob@example.com"] {
         let url = oauth.begin_login(person, &callback).await.unwrap();
-        let status = tokio::process::Command::new("node")
-            .arg(browser_script())
-            .arg(&url)
-            .env("BROWSER_LOGIN", person)
-            .status()
-            .await
-            .unwrap();
-        assert!(status.success());
-        let back = seen.lock().unwrap().pop().expect("the browser came back");
-        oauth
-            .finish_login(person, format!("http://127.0.0.1{back}"))
-            .await
-            .unwrap();
+        let back = browser_comes_back(&url, person, &seen).await;
+        oauth.finish_login(person, back).await.unwrap();
     }
     let whois = |token: String| {
         let base = base.clone();

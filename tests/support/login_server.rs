@@ -503,7 +503,10 @@ impl State {
                 }
             }
             "/par" => {
-                let (form, proof) = client_form(req).await;
+                let (mut form, client, proof) = client_form(req).await;
+                if let Some(client) = client {
+                    form.insert("client_id".into(), client);
+                }
                 self.par_forms.lock().unwrap().push((form.clone(), proof));
                 if let Some((status, body)) = self.par_answer.lock().unwrap().clone() {
                     return http::Response::builder()
@@ -605,13 +608,7 @@ impl State {
                 answer(200, json!({}))
             }
             "/token" => {
-                let client = basic_client(&req);
-                let proof = req
-                    .headers()
-                    .get("dpop")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                let mut form = form(req).await;
+                let (mut form, client, proof) = client_form(req).await;
                 // Recorded as it arrives; answered after the delay.
                 self.token_forms.lock().unwrap().push(form.clone());
                 let delay = self.token_delay_ms.load(Ordering::SeqCst);
@@ -939,20 +936,18 @@ fn basic_client<B>(req: &http::Request<B>) -> Option<String> {
     (id == WEB_CLIENT && secret == WEB_SECRET).then(|| id.to_owned())
 }
 
-/// A client's form, with the client a Basic header names as its
-/// `client_id`, and the request's DPoP proof.
-async fn client_form(req: http::Request<hyper::body::Incoming>) -> Pushed {
+/// A client's request: its form, the client its Basic header names, and
+/// its DPoP proof.
+async fn client_form(
+    req: http::Request<hyper::body::Incoming>,
+) -> (HashMap<String, String>, Option<String>, Option<String>) {
     let client = basic_client(&req);
     let proof = req
         .headers()
         .get("dpop")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let mut form = form(req).await;
-    if let Some(client) = client {
-        form.insert("client_id".into(), client);
-    }
-    (form, proof)
+    (form(req).await, client, proof)
 }
 
 async fn form(req: http::Request<hyper::body::Incoming>) -> HashMap<String, String> {

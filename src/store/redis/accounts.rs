@@ -314,7 +314,7 @@ async fn hear(
     let Scripts {
         heartbeat, answer, ..
     } = &names.scripts;
-    let ttl = u64::try_from(WATCH_TTL.as_millis()).unwrap_or(u64::MAX);
+    let ttl = super::protocol::millis(WATCH_TTL);
     let beat = async |con: &mut Connection| {
         let mut invocation = heartbeat.key(&names.watchers_key);
         invocation.arg(&names.id).arg(ttl);
@@ -411,7 +411,7 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
 
 /// A time to live in milliseconds, at least one (Redis refuses zero).
 fn ttl_ms(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+    super::protocol::millis(ttl).max(1)
 }
 
 #[cfg(test)]

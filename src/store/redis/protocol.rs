@@ -461,7 +461,8 @@ fn lock_ttl(ctx: &FetchContext<'_>) -> Duration {
     ctx.fetch_timeout() + Duration::from_secs(1)
 }
 
-fn millis(d: Duration) -> u64 {
+/// `d` in whole milliseconds, as Redis takes a time.
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 

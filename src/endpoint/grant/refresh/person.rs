@@ -160,20 +160,6 @@ impl Chain {
         true
     }
 
-    /// Where the chain stands now, in memory.
-    pub(crate) fn standing(&self) -> Standing {
-        let state = self.state();
-        Standing {
-            live: !state.current.is_empty() && state.dead.is_none(),
-            logged_in_once: state.login_at > 0 || !self.initial.is_empty(),
-            ended: state.dead.clone(),
-            scope: state.scope.clone(),
-            issuer: state.issuer.clone(),
-        }
-    }
-}
-
-impl Chain {
     /// The verified ID token of the chain's login (or of a refresh since):
     /// who signed in. `None` without one.
     pub(crate) fn id_token(&self) -> Option<String> {
@@ -206,6 +192,18 @@ impl Chain {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    /// Where the chain stands now, in memory.
+    pub(crate) fn standing(&self) -> Standing {
+        let state = self.state();
+        Standing {
+            live: !state.current.is_empty() && state.dead.is_none(),
+            logged_in_once: state.login_at > 0 || !self.initial.is_empty(),
+            ended: state.dead.clone(),
+            scope: state.scope.clone(),
+            issuer: state.issuer.clone(),
+        }
     }
 }
 
