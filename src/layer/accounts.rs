@@ -249,6 +249,11 @@ impl OAuthLayer {
         let Some(chain) = cache.chain() else {
             return Ok(());
         };
+        // Who signed in, for the links a back-channel logout finds the
+        // account by: they go with the sign-out.
+        let identity = super::sessions::read_identity(&cache)
+            .await
+            .unwrap_or_else(|_| chain.id_token().and_then(|t| Identity::from_id_token(&t)));
         chain.begin_sign_out();
         // A fetch under way (a refresh, a code's exchange) is cut off: what
         // it brings is never installed. Its refresh ends on its own task,
@@ -282,6 +287,9 @@ impl OAuthLayer {
                  store did not confirm that every replica dropped its tokens: {why}"
             ))
         })?;
+        if let Some(identity) = identity {
+            self.unlink_identity(account.as_ref(), &identity).await;
+        }
         tracing::info!(account = ?digest, "an account signed out");
         Ok(())
     }

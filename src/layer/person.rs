@@ -20,8 +20,10 @@ impl OAuthLayer {
     /// `login` for one server, or an app that signs a person in at start; it
     /// is the only way in for a [`Login::automatic(false)`] layer. A login
     /// runs even when the layer or its token store holds one from before:
-    /// the new one replaces it, here and, through the store, in the other
-    /// processes at their next refresh. Requests that need a token
+    /// once it succeeds, the new one replaces it, here and, through the
+    /// store, in the other processes at their next refresh. A login that
+    /// fails changes nothing: the earlier one (its refresh token, who
+    /// signed in) stays, here and in the store. Requests that need a token
     /// meanwhile wait for this login, and a request that gives up does not
     /// cancel it. The browser logins of one process take turns: layers
     /// that log in together open one tab after the other, each within its
@@ -50,12 +52,22 @@ impl OAuthLayer {
                  (OAuthLayerBuilder::login)",
             ));
         };
-        // A chain with no refresh token yet, newer than any stored, whose
-        // next token request logs in, automatic or not.
-        chain.replace("");
+        // The next token request logs in, automatic or not. The chain it
+        // would replace (its refresh token, who signed in) stays, here and
+        // in the store, until the new login succeeds: a login that fails
+        // (a timeout, a closed browser) leaves the person signed in.
         chain.ask_login();
         self.restart_all();
-        self.token().await
+        let token = self.token().await;
+        if token.is_err() {
+            // A login asked for and not begun (the metadata did not read)
+            // is not left for the next request to run; and its failure is
+            // not held against the requests that follow, which the
+            // earlier login still serves.
+            chain.take_login_asked();
+            self.restart_all();
+        }
+        token
     }
 
     /// Signs the layer's person out: the refresh token is revoked at the

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::OAuthLayer;
 use crate::cache::TokenCache;
 use crate::error::{TokenError, TokenErrorKind};
-use crate::login::{session_digest, Identity};
+use crate::login::{session_digest, Identity, LogoutClaims};
 use crate::token::params::{account_digest, TokenParams};
 
 /// The longest a read of the store for an identity waits.
@@ -19,7 +19,7 @@ const READ_BOUND: Duration = Duration::from_secs(5);
 /// How long an account stays linked to who signed in, for a back-channel
 /// logout to find it: longer than the refresh tokens of the servers in the
 /// field live (90 days at most, for most). Each login links it anew.
-const LINK_TTL: Duration = Duration::from_secs(400 * 24 * 60 * 60);
+const LINK_TTL: Duration = Duration::from_secs(crate::login::MAX_LOGOUT_VALID_FOR);
 
 impl OAuthLayer {
     /// Who signed in: the verified [`Identity`] of the layer's person (a
@@ -76,7 +76,7 @@ impl OAuthLayer {
         let factory = self.account_factory(&probe)?;
         let request = factory.login_request().await?;
         let cache = self.cache_for(&probe)?;
-        let identity = identity_of(&cache).await;
+        let identity = read_identity(&cache).await.ok().flatten();
         let hint = identity.as_ref().map(Identity::id_token);
         let url = request.end_session_url(hint, post_logout_redirect_uri.as_ref())?;
         self.sign_out(account.as_ref()).await?;
@@ -137,57 +137,115 @@ impl OAuthLayer {
         let issuer = server.issuer.clone();
         let sessions = &self.shared.slots.accounts.sessions;
         let store = root.store.as_deref();
-        let used = root
-            .identity
-            .session("jti", &session_digest(&issuer, "jti", &claims.jti));
-        let ttl = Duration::from_secs(claims.valid_for);
-        if !sessions
-            .first_use(store, &used, ttl)
-            .await
-            .map_err(unread)?
-        {
+        let sealing_key = root.sealing_key.as_ref();
+        let digest = |what: &str, value: &str| {
+            root.identity
+                .session(what, &session_digest(sealing_key, &issuer, what, value))
+        };
+        // The `jti` is looked up first and spent last, once every account
+        // it names is signed out: a logout that failed half-way is sent
+        // again by the server and does its work then.
+        let used = digest("jti", &claims.jti);
+        if sessions.used_before(store, &used).await.map_err(unread)? {
             return Err(crate::login::logout_refused(
                 "was used before (its `jti` is known): a replay",
             ));
         }
-        let (what, value) = match (&claims.session_id, &claims.subject) {
-            (Some(sid), _) => ("sid", sid),
-            (None, Some(sub)) => ("sub", sub),
-            (None, None) => return Ok(0),
-        };
-        let key = root
-            .identity
-            .session(what, &session_digest(&issuer, what, value));
-        let accounts = sessions
-            .linked(store, &key, root.sealing_key.as_ref())
-            .await
-            .map_err(unread)?;
+        // By session and by person: an account whose login's ID token had
+        // no `sid` is found by its `sub`.
+        let mut accounts = Vec::new();
+        for (what, value) in names_of_claims(&claims) {
+            let key = digest(what, value);
+            for account in sessions
+                .linked(store, &key, sealing_key)
+                .await
+                .map_err(unread)?
+            {
+                if !accounts.contains(&account) {
+                    accounts.push(account);
+                }
+            }
+        }
         let mut signed_out = 0;
+        let mut failed = Vec::new();
         for account in accounts {
-            let probe = TokenParams::new().account(&account);
-            let identity = identity_of(&self.cache_for(&probe)?).await;
-            let names = identity.is_some_and(|who| {
+            match self.log_out_if_named(&account, &issuer, &claims).await {
+                Ok(true) => signed_out += 1,
+                Ok(false) => {}
+                Err(why) => failed.push(why),
+            }
+        }
+        if let Some(first) = failed.first() {
+            tracing::warn!(
+                accounts = signed_out,
+                failed = failed.len(),
+                error = %first,
+                "a back-channel logout from the server failed for some accounts; the server \
+                 may send it again"
+            );
+            return Err(
+                TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                    "the back-channel logout signed out {signed_out} account(s), and {} failed \
+                 (the first: {first}); its token is not marked used, so the server may send \
+                 it again",
+                    failed.len()
+                )),
+            );
+        }
+        let ttl = Duration::from_secs(claims.valid_for);
+        if let Err(why) = sessions.mark_used(store, &used, ttl).await {
+            // The work is done; a replay would find nothing linked.
+            tracing::warn!(error = %why, "the logout token could not be marked used");
+        }
+        tracing::info!(
+            accounts = signed_out,
+            "a back-channel logout from the server"
+        );
+        Ok(signed_out)
+    }
+
+    /// Signs `account` out if its current identity is the one `claims`
+    /// names at `issuer`: the same subject where the token names one, and
+    /// the same session where both name one. Whether it did.
+    async fn log_out_if_named(
+        &self,
+        account: &str,
+        issuer: &str,
+        claims: &LogoutClaims,
+    ) -> Result<bool, TokenError> {
+        let probe = TokenParams::new().account(account);
+        let cache = self.cache_for(&probe)?;
+        let identity = read_identity(&cache).await.map_err(|why| {
+            TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                "the token store could not be read for an account's identity ({why})"
+            ))
+        })?;
+        // Still linked, and signed out: a sign-out that did not finish (a
+        // replica did not confirm), which the server's retry finishes. Its
+        // links go once it does.
+        let unfinished = identity.is_none() && cache.chain().is_some_and(|c| c.is_signed_out());
+        let names = unfinished
+            || identity.is_some_and(|who| {
                 who.issuer() == issuer
                     && claims
                         .subject
                         .as_deref()
                         .is_none_or(|sub| who.subject() == sub)
-                    && claims
-                        .session_id
-                        .as_deref()
-                        .is_none_or(|sid| who.session_id() == Some(sid))
+                    && match (claims.session_id.as_deref(), who.session_id()) {
+                        (Some(sid), Some(own)) => sid == own,
+                        // A login without `sid`, found by its `sub`.
+                        (Some(_), None) => claims.subject.is_some(),
+                        (None, _) => true,
+                    }
             });
-            if names {
-                self.sign_out(&account).await?;
-                signed_out += 1;
-            }
+        if names {
+            self.sign_out(account).await?;
         }
-        tracing::info!(
-            by = what,
-            accounts = signed_out,
-            "a back-channel logout from the server"
-        );
-        Ok(signed_out)
+        if unfinished {
+            let names = names_of_claims(claims);
+            self.change_links(account, issuer, &names, false).await;
+        }
+        Ok(names)
     }
 
     /// After `account`'s login with `identity`: the account linked under
@@ -195,47 +253,95 @@ impl OAuthLayer {
     /// a back-channel logout on any replica to find. A link that could not
     /// be kept is logged: the login stands.
     pub(super) async fn link_identity(&self, account: &str, identity: &Identity) {
+        let names = names_of(identity.subject(), identity.session_id());
+        self.change_links(account, identity.issuer(), &names, true)
+            .await;
+    }
+
+    /// `account` signed out (or was logged out): its links under who signed
+    /// in go, so that no logout finds it again. A link that could not be
+    /// removed is logged; it runs out with its time to live.
+    pub(super) async fn unlink_identity(&self, account: &str, identity: &Identity) {
+        let names = names_of(identity.subject(), identity.session_id());
+        self.change_links(account, identity.issuer(), &names, false)
+            .await;
+    }
+
+    /// Links `account` under each of `names` (`sub` or `sid`, and its
+    /// value) at `issuer`, or unlinks it.
+    async fn change_links(&self, account: &str, issuer: &str, names: &[(&str, &str)], link: bool) {
         let Ok(root) = self.shared.slots.root() else {
             return;
         };
         let sessions = &self.shared.slots.accounts.sessions;
+        let (store, sealing_key) = (root.store.as_deref(), root.sealing_key.as_ref());
         let digest = account_digest(account);
-        let mut links = vec![("sub", identity.subject())];
-        links.extend(identity.session_id().map(|sid| ("sid", sid)));
-        for (what, value) in links {
+        for &(what, value) in names {
             let key = root
                 .identity
-                .session(what, &session_digest(identity.issuer(), what, value));
+                .session(what, &session_digest(sealing_key, issuer, what, value));
             let member = (digest.0.as_str(), account);
-            let linked = sessions
-                .link(
-                    root.store.as_deref(),
-                    &key,
-                    root.sealing_key.as_ref(),
-                    member,
-                    LINK_TTL,
-                )
-                .await;
-            if let Err(why) = linked {
+            let changed = match link {
+                true => {
+                    sessions
+                        .link(store, &key, sealing_key, member, LINK_TTL)
+                        .await
+                }
+                false => sessions.unlink(store, &key, member.0).await,
+            };
+            if let Err(why) = changed {
                 tracing::warn!(
                     account = ?digest,
                     error = %why,
-                    "the token store could not link the account to who signed in; a \
-                     back-channel logout from the server will not find it"
+                    linking = link,
+                    "the token store could not change the account's link to who signed in"
                 );
             }
         }
     }
 }
 
-/// The identity `cache`'s chain holds, once the chain is read from the
-/// store.
+/// What an identity is linked under: its subject, and its session where
+/// it has one.
+fn names_of<'a>(subject: &'a str, session_id: Option<&'a str>) -> Vec<(&'static str, &'a str)> {
+    let mut names = vec![("sub", subject)];
+    names.extend(session_id.map(|sid| ("sid", sid)));
+    names
+}
+
+/// What a logout token names: its session, and its subject, as it has them.
+fn names_of_claims(claims: &LogoutClaims) -> Vec<(&'static str, &str)> {
+    let sid = claims.session_id.as_deref().map(|sid| ("sid", sid));
+    let sub = claims.subject.as_deref().map(|sub| ("sub", sub));
+    sid.into_iter().chain(sub).collect()
+}
+
+/// Who is signed in to `cache`'s chain, once the chain is read from the
+/// store (a read that failed is logged, and memory answers): nobody once
+/// the login ended (signed out, or its refresh token refused).
 async fn identity_of(cache: &Arc<TokenCache>) -> Option<Identity> {
     let chain = cache.chain()?;
-    if let (Err(why), _) = cache.read_for_status(READ_BOUND).await {
+    if let Err(why) = cache.read_for_status(READ_BOUND).await.0 {
         tracing::warn!(error = %why, "the token store could not be read for the identity");
     }
+    if chain.standing().ended.is_some() {
+        return None;
+    }
     Identity::from_id_token(&chain.id_token()?)
+}
+
+/// Who signed in to `cache`'s chain, read from the store first, whether or
+/// not the server refused its refresh token since (its tokens may still
+/// serve): what a back-channel logout matches. An error when the store
+/// could not be read.
+pub(super) async fn read_identity(cache: &Arc<TokenCache>) -> Result<Option<Identity>, String> {
+    let Some(chain) = cache.chain() else {
+        return Ok(None);
+    };
+    cache.read_for_status(READ_BOUND).await.0?;
+    Ok(chain
+        .id_token()
+        .and_then(|raw| Identity::from_id_token(&raw)))
 }
 
 /// The error of a store that could not be read or written for a logout.

@@ -34,7 +34,7 @@ mod status;
 mod web;
 
 pub use self::oidc::Identity;
-pub(crate) use self::oidc::{logout_refused, session_digest};
+pub(crate) use self::oidc::{logout_refused, session_digest, LogoutClaims, MAX_LOGOUT_VALID_FOR};
 pub(crate) use self::person::Person;
 pub use self::status::{LoginState, LoginStatus};
 pub use crate::endpoint::PushedAuthorization;

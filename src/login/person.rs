@@ -83,7 +83,13 @@ impl Person {
                 let renewed = request
                     .verified_id_token(server, Some(&id_token), expected)
                     .await?;
-                if let Some(renewed) = renewed {
+                // A renewed ID token without `sid` (servers seldom repeat
+                // it) would lose the session a back-channel logout names:
+                // the login's stays.
+                let keeps_session = |renewed: &super::Identity| {
+                    renewed.session_id().is_some() || earlier.session_id().is_none()
+                };
+                if let Some(renewed) = renewed.filter(keeps_session) {
                     chain.set_id_token(renewed.id_token());
                 }
             }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::endpoint::Standing;
+use crate::endpoint::{Ended, Standing};
 
 /// Where a layer's login stands, as
 /// [`OAuthLayer::login_status`](crate::OAuthLayer::login_status) reads it:
@@ -52,18 +52,18 @@ impl LoginStatus {
         let state = match (&standing.ended, standing.live) {
             (_, true) => LoginState::SignedIn,
             (None, false) if usable.is_some() && standing.logged_in_once => LoginState::SignedIn,
-            (Some(why), false) if why == crate::endpoint::SIGNED_OUT => LoginState::SignedOut,
-            (Some(_), false) => LoginState::Ended,
+            (Some(Ended::SignedOut), false) => LoginState::SignedOut,
+            (Some(Ended::Refused(_)), false) => LoginState::Ended,
             (None, false) if standing.logged_in_once => LoginState::Ended,
             (None, false) => LoginState::NeverSignedIn,
         };
         let signed_in = state == LoginState::SignedIn;
         LoginStatus {
             state,
-            ended_because: standing
-                .ended
-                .clone()
-                .filter(|_| state == LoginState::Ended),
+            ended_because: match &standing.ended {
+                Some(Ended::Refused(why)) => Some(why.clone()),
+                _ => None,
+            },
             scope: standing.scope.clone(),
             issuer: (!standing.issuer.is_empty()).then(|| standing.issuer.clone()),
             refresh_token: standing.live,

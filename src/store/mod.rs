@@ -460,6 +460,43 @@ pub trait TokenStore: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Whether [`use_once`](Self::use_once) marked `key` and the mark has
+    /// not run out, without marking it: a back-channel logout looks first,
+    /// does its work, and marks its token used only once the work is done,
+    /// so that a logout that failed half-way can be sent again. `None` from
+    /// a store that keeps no such marks.
+    ///
+    /// Default: `Ok(None)`.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not be asked; the logout fails.
+    fn used_before<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        let _ = key;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Removes member `member` from the set [`link_account`](Self::link_account)
+    /// keeps under `key` (the set goes with its last member): the account
+    /// signed out, or was logged out, and no logout should find it again.
+    /// Returns whether the store keeps such sets.
+    ///
+    /// Default: `Ok(false)`.
+    ///
+    /// # Errors
+    ///
+    /// Why the store could not remove it; the link then runs out with its
+    /// time to live, and a logout that finds it signs out an account with
+    /// no login, which changes nothing.
+    fn unlink_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        let _ = (key, member);
+        Box::pin(async { Ok(false) })
+    }
+
     /// Calls `watcher` with each [`AccountEvent`] of another replica's
     /// ([`signed_out`](Self::signed_out), [`logged_in`](Self::logged_in)),
     /// until it returns `false` (its layer is gone).
@@ -492,82 +529,6 @@ pub enum AccountEvent<'a> {
 /// returns `false` once its layer is gone.
 pub type AccountWatcher = Arc<dyn Fn(AccountEvent<'_>) -> bool + Send + Sync>;
 
-/// A store behind an `Arc` is a store: one instance can serve several
-/// layers.
-impl<T: TokenStore> TokenStore for std::sync::Arc<T> {
-    fn get_or_fetch<'a>(
-        &'a self,
-        ctx: &'a FetchContext<'a>,
-    ) -> BoxFuture<'a, Result<StoredToken, TokenError>> {
-        (**self).get_or_fetch(ctx)
-    }
-
-    fn refused<'a>(&'a self, identity: &'a str, token: &'a AccessToken) -> BoxFuture<'a, ()> {
-        (**self).refused(identity, token)
-    }
-
-    fn keep_pending_login<'a>(
-        &'a self,
-        key: &'a str,
-        value: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, String>> {
-        (**self).keep_pending_login(key, value, ttl)
-    }
-
-    fn take_pending_login<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, String>> {
-        (**self).take_pending_login(key)
-    }
-
-    fn signed_out<'a>(
-        &'a self,
-        account: &'a str,
-        identities: &'a [String],
-    ) -> BoxFuture<'a, Result<(), String>> {
-        (**self).signed_out(account, identities)
-    }
-
-    fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
-        (**self).logged_in(account)
-    }
-
-    fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
-        (**self).read_chain(ctx)
-    }
-
-    fn link_account<'a>(
-        &'a self,
-        key: &'a str,
-        member: &'a str,
-        value: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, String>> {
-        (**self).link_account(key, member, value, ttl)
-    }
-
-    fn linked_accounts<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Vec<String>>, String>> {
-        (**self).linked_accounts(key)
-    }
-
-    fn use_once<'a>(
-        &'a self,
-        key: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Option<bool>, String>> {
-        (**self).use_once(key, ttl)
-    }
-
-    fn watch_accounts(&self, watcher: AccountWatcher) {
-        (**self).watch_accounts(watcher)
-    }
-}
-
 /// Whether a store shares `error` with the other replicas, which then hold
 /// back for it. "No login" ([`LoginRequired`](crate::TokenErrorKind::LoginRequired))
 /// is not shared: it is the state of the chain of refresh tokens, which
@@ -597,6 +558,7 @@ pub(crate) use self::pending::PendingLogins;
 pub use self::redis::RedisStore;
 pub(crate) use self::sessions::Sessions;
 
+mod arc;
 mod chain;
 mod codec;
 mod file;

@@ -21,7 +21,9 @@ const MAX_IN_MEMORY: usize = 10_000;
 /// The most accounts one person's (or session's) links hold in memory.
 const MAX_MEMBERS: usize = 64;
 
-type Members = HashMap<String, String>;
+/// An entry's members: each account (by its digest) with the instant it
+/// was linked, the oldest dropped first.
+type Members = HashMap<String, (String, Instant)>;
 
 /// A layer's links and used marks where its store keeps none.
 #[derive(Default)]
@@ -58,10 +60,40 @@ impl Sessions {
             .entry(key.key().to_owned())
             .or_insert_with(|| (Members::new(), now));
         if members.len() >= MAX_MEMBERS && !members.contains_key(member) {
-            members.clear();
+            // The oldest link alone goes: every other session stays found.
+            let oldest = members
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(m, _)| m.clone());
+            if let Some(oldest) = oldest {
+                members.remove(&oldest);
+            }
         }
-        members.insert(member.to_owned(), account.to_owned());
+        members.insert(member.to_owned(), (account.to_owned(), now));
         *until = (*until).max(now + ttl);
+        Ok(())
+    }
+
+    /// Removes member `member` from the links under `key`, here and in
+    /// `store`.
+    pub(crate) async fn unlink(
+        &self,
+        store: Option<&dyn TokenStore>,
+        key: &TokenIdentity,
+        member: &str,
+    ) -> Result<(), String> {
+        {
+            let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((members, _)) = links.get_mut(key.key()) {
+                members.remove(member);
+                if members.is_empty() {
+                    links.remove(key.key());
+                }
+            }
+        }
+        if let Some(store) = store {
+            store.unlink_account(key.key(), member).await?;
+        }
         Ok(())
     }
 
@@ -76,9 +108,10 @@ impl Sessions {
         let mut accounts: Vec<String> = {
             let links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
             match links.get(key.key()) {
-                Some((members, until)) if *until > Instant::now() => {
-                    members.values().cloned().collect()
-                }
+                Some((members, until)) if *until > Instant::now() => members
+                    .values()
+                    .map(|(account, _)| account.clone())
+                    .collect(),
                 _ => Vec::new(),
             }
         };
@@ -98,9 +131,27 @@ impl Sessions {
         Ok(accounts)
     }
 
-    /// Whether `key` is used for the first time (then marked for `ttl`):
-    /// asked of `store` where it keeps marks, else remembered here.
-    pub(crate) async fn first_use(
+    /// Whether `key` was marked used (and the mark has not run out): asked
+    /// of `store` where it keeps marks, else of this process's memory.
+    pub(crate) async fn used_before(
+        &self,
+        store: Option<&dyn TokenStore>,
+        key: &TokenIdentity,
+    ) -> Result<bool, String> {
+        if let Some(store) = store {
+            if let Some(used) = store.used_before(key.key()).await? {
+                return Ok(used);
+            }
+        }
+        let used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(used
+            .get(key.key())
+            .is_some_and(|until| *until > Instant::now()))
+    }
+
+    /// Marks `key` used for `ttl`: in `store` where it keeps marks, else
+    /// here. Whether it was not marked before.
+    pub(crate) async fn mark_used(
         &self,
         store: Option<&dyn TokenStore>,
         key: &TokenIdentity,
@@ -181,8 +232,35 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
-        assert!(sessions.first_use(None, &alice, hour).await.unwrap());
-        assert!(!sessions.first_use(None, &alice, hour).await.unwrap());
-        assert!(sessions.first_use(None, &key("bob"), hour).await.unwrap());
+        assert!(!sessions.used_before(None, &alice).await.unwrap());
+        assert!(sessions.mark_used(None, &alice, hour).await.unwrap());
+        assert!(sessions.used_before(None, &alice).await.unwrap());
+        assert!(!sessions.mark_used(None, &alice, hour).await.unwrap());
+        assert!(sessions.mark_used(None, &key("bob"), hour).await.unwrap());
+        sessions.unlink(None, &alice, "d1").await.unwrap();
+        assert_eq!(
+            sessions.linked(None, &alice, None).await.unwrap(),
+            ["alice-work@app"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_entry_drops_its_oldest_link_alone() {
+        let sessions = Sessions::default();
+        let hour = Duration::from_secs(3600);
+        let alice = key("alice");
+        for n in 0..=MAX_MEMBERS {
+            let account = format!("login-{n}");
+            sessions
+                .link(None, &alice, None, (&format!("d{n}"), &account), hour)
+                .await
+                .unwrap();
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        let linked = sessions.linked(None, &alice, None).await.unwrap();
+        assert_eq!(linked.len(), MAX_MEMBERS);
+        assert!(!linked.contains(&"login-0".to_owned()));
+        assert!(linked.contains(&"login-1".to_owned()));
+        assert!(linked.contains(&format!("login-{MAX_MEMBERS}")));
     }
 }

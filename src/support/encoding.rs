@@ -76,12 +76,15 @@ fn jwt_part(
 
 /// SHA-256 of `bytes`, lowercase hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+/// `bytes` in lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest
-        .as_ref()
+    bytes
         .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
+        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
             let _ = write!(hex, "{b:02x}");
             hex
         })

@@ -389,7 +389,7 @@ async fn back_channel_logout_tokens_checked_and_used_once() {
         (
             "an ID token",
             oidc.id_token(&issuer, WEB_CLIENT, "alice", Some("n"), &sid),
-            "typ",
+            "events",
         ),
         (
             "expired",

@@ -18,4 +18,5 @@ mod par;
 mod real_browser;
 mod refresh_tokens;
 mod second_login;
+mod session_failures;
 mod token_exchange;

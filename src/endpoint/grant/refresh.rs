@@ -26,7 +26,7 @@ mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
 pub(crate) use self::kept::{Code, LoginClient};
-pub(crate) use self::person::{person_login_required, Standing, SIGNED_OUT};
+pub(crate) use self::person::{person_login_required, Ended, Standing};
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -196,8 +196,9 @@ struct State {
     /// The scopes a person's login asked for, space-separated; empty for a
     /// refresh token given. A token request for more needs a new login.
     scope: String,
-    /// What the server said when it refused the current refresh token.
-    dead: Option<String>,
+    /// What ended the chain: a sign-out, or the server's refusal of the
+    /// current refresh token.
+    dead: Option<Ended>,
     /// The verified ID token of the login (or of a refresh since): who
     /// signed in. Empty without one.
     id_token: String,
@@ -336,7 +337,7 @@ impl Chain {
             None => login_required(Some(why)),
         };
         match &state.dead {
-            Some(why) => Err(required(why)),
+            Some(why) => Err(required(why.text())),
             None if state.current.is_empty() => Err(required("no login yet")),
             None => Ok(state.current.clone()),
         }
@@ -363,7 +364,7 @@ impl Chain {
     pub(crate) fn refused(&self, sent: &str, why: &str) {
         let mut state = self.state();
         if state.current == sent && state.dead.is_none() {
-            state.dead = Some(crate::error::clip(why));
+            state.dead = Some(Ended::Refused(crate::error::clip(why)));
             state.unsaved = true;
         }
     }

@@ -13,6 +13,10 @@ use crate::error::{clip, TokenError, TokenErrorKind};
 /// The member of a logout token's `events` that makes it one.
 pub(crate) const BACK_CHANNEL_EVENT: &str = "http://schemas.openid.net/event/backchannel-logout";
 
+/// The longest a logout token's `jti` is remembered, whatever its `exp`
+/// says: as long as the accounts it may name stay linked.
+pub(crate) const MAX_VALID_FOR: u64 = 400 * 24 * 60 * 60;
+
 /// The longest `jti`, `sub` or `sid` read.
 const MAX_CLAIM_LEN: usize = 255;
 
@@ -22,8 +26,8 @@ pub(crate) struct LogoutClaims {
     pub(crate) subject: Option<String>,
     pub(crate) session_id: Option<String>,
     pub(crate) jti: String,
-    /// Seconds the token stays valid from now, the skew included: how long
-    /// its `jti` is remembered.
+    /// Seconds the token stays valid from now, the skew included, within
+    /// [`MAX_VALID_FOR`]: how long its `jti` is remembered.
     pub(crate) valid_for: u64,
 }
 
@@ -45,10 +49,17 @@ impl TokenRequest {
             .ok()
             .and_then(|jws| jws.text("typ").map(str::to_ascii_lowercase))
         {
-            if typ != "logout+jwt" && typ != "application/logout+jwt" {
+            // Back-Channel Logout 1.0 section 2.4 only recommends
+            // `logout+jwt`; servers in the field send `JWT` (Keycloak before
+            // 25, Authentik before 2025.12). What keeps another token from
+            // passing for a logout token is its `events` member and its lack
+            // of a `nonce` (section 4.1), both checked below; a `typ` of
+            // another kind of JWT (`at+jwt`, `dpop+jwt`, ...) is refused.
+            let typ = typ.strip_prefix("application/").unwrap_or(&typ);
+            if typ != "logout+jwt" && typ != "jwt" {
                 return Err(refused(&format!(
-                    "has the `typ` `{}`, not logout+jwt (another kind of token)",
-                    clip(&typ)
+                    "has the `typ` `{}`, neither logout+jwt nor JWT (another kind of token)",
+                    clip(typ)
                 )));
             }
         }
@@ -106,7 +117,10 @@ impl TokenRequest {
             subject,
             session_id,
             jti,
-            valid_for: exp.saturating_add(skew).saturating_sub(now).max(1),
+            valid_for: exp
+                .saturating_add(skew)
+                .saturating_sub(now)
+                .clamp(1, MAX_VALID_FOR),
         })
     }
 }

@@ -6,7 +6,9 @@ mod id_token;
 mod logout;
 
 pub(crate) use self::id_token::Expected;
-pub(crate) use self::logout::refused as logout_refused;
+pub(crate) use self::logout::{
+    refused as logout_refused, LogoutClaims, MAX_VALID_FOR as MAX_LOGOUT_VALID_FOR,
+};
 
 use std::fmt;
 
@@ -105,10 +107,23 @@ impl fmt::Debug for Identity {
 }
 
 /// The digest an identity's issuer and subject (`what` = `sub`), or its
-/// issuer and session id (`sid`), are kept under to find its accounts: no
-/// store holds who signed in, in clear.
-pub(crate) fn session_digest(issuer: &str, what: &str, value: &str) -> String {
-    crate::support::encoding::sha256_hex(
-        format!("tower-oauth session\0{issuer}\0{what}\0{value}").as_bytes(),
-    )
+/// issuer and session id (`sid`), or a logout token's `jti`, are kept
+/// under to find its accounts: an HMAC-SHA256 under `key`, the store's
+/// sealing key, so that a reader of the store who guesses a subject (an
+/// e-mail address) cannot test the guess; a plain SHA-256 where there is
+/// no key, and the links stay in this process's memory.
+pub(crate) fn session_digest(
+    key: Option<&[u8; 32]>,
+    issuer: &str,
+    what: &str,
+    value: &str,
+) -> String {
+    let text = format!("tower-oauth session\0{issuer}\0{what}\0{value}");
+    match key {
+        Some(key) => {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+            crate::support::encoding::hex(ring::hmac::sign(&key, text.as_bytes()).as_ref())
+        }
+        None => crate::support::encoding::sha256_hex(text.as_bytes()),
+    }
 }

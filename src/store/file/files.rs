@@ -5,7 +5,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,15 +34,13 @@ const MAX_FILE: u64 = 16 * 1024 * 1024;
 pub(super) struct Files {
     pub(super) path: PathBuf,
     pub(super) lock_path: PathBuf,
-    /// Warned that the file did not read.
-    pub(super) warned_unreadable: AtomicBool,
 }
 
 impl FileStore {
     /// The file's values.
     pub(super) async fn entries(&self) -> Result<Map<String, Value>, String> {
         let files = Arc::clone(&self.inner);
-        blocking(move || Ok(files.read())).await
+        blocking(move || files.read()).await
     }
 
     /// Sets the value at `key` to `sealed`, expiring at `expires_ms` if
@@ -56,7 +53,7 @@ impl FileStore {
     ) -> Result<(), String> {
         let files = Arc::clone(&self.inner);
         blocking(move || {
-            let mut entries = files.read();
+            let mut entries = files.read()?;
             let mut entry = Map::new();
             entry.insert("value".into(), sealed.into());
             if let Some(at) = expires_ms {
@@ -74,7 +71,7 @@ impl FileStore {
     pub(super) async fn remove(&self, keys: Vec<String>) -> Result<(), String> {
         let files = Arc::clone(&self.inner);
         blocking(move || {
-            let mut entries = files.read();
+            let mut entries = files.read()?;
             for key in &keys {
                 entries.remove(key);
             }
@@ -147,33 +144,58 @@ impl FileStore {
 }
 
 impl Files {
-    /// The values in the file. None when it is missing, too large, or does
-    /// not read (said once: the next write replaces it).
-    pub(super) fn read(&self) -> Map<String, Value> {
-        let text = match std::fs::metadata(&self.path) {
-            Ok(meta) if meta.len() > MAX_FILE => None,
-            Ok(_) => std::fs::read(&self.path).ok(),
-            Err(_) => return Map::new(),
+    /// The values in the file; none when it is missing. A file that is too
+    /// large, does not parse, or holds another format is an error that
+    /// names it and says why, and is never written over: every login it
+    /// holds would be lost.
+    pub(super) fn read(&self) -> Result<Map<String, Value>, String> {
+        let file = self.path.display();
+        let size = match std::fs::metadata(&self.path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+            Err(e) => return Err(format!("the token file {file} could not be read: {e}")),
         };
-        let entries = text
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-            .filter(|v| v.get("format").and_then(Value::as_str) == Some(FORMAT))
-            .and_then(|mut v| match v.get_mut("entries").map(Value::take) {
-                Some(Value::Object(entries)) => Some(entries),
-                _ => None,
-            });
-        match entries {
-            Some(entries) => entries,
-            None => {
-                if !self.warned_unreadable.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        file = %self.path.display(),
-                        "the token file does not read; it counts as empty, and the next write \
-                         replaces it (reported once)"
-                    );
-                }
-                Map::new()
+        if size > MAX_FILE {
+            return Err(format!(
+                "the token file {file} is {size} bytes, over the {MAX_FILE}-byte bound: it is \
+                 not read, and nothing is written over it (move it aside to start afresh)"
+            ));
+        }
+        let bytes = std::fs::read(&self.path)
+            .map_err(|e| format!("the token file {file} could not be read: {e}"))?;
+        let mut whole = serde_json::from_slice::<Value>(&bytes).map_err(|e| {
+            let why = match e.classify() {
+                serde_json::error::Category::Eof => "it is cut short",
+                _ => "not JSON",
+            };
+            format!(
+                "the token file {file} does not parse ({why}: it stops at line {}, column {}); \
+                 nothing is written over it (move it aside to start afresh)",
+                e.line(),
+                e.column()
+            )
+        })?;
+        match whole.get("format").and_then(Value::as_str) {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(format!(
+                    "the token file {file} holds the format `{}`, which this version does not \
+                     read (it reads `{FORMAT}`); nothing is written over it",
+                    crate::error::clip(other)
+                ))
             }
+            None => {
+                return Err(format!(
+                    "the token file {file} names no format (not a token file?); nothing is \
+                     written over it"
+                ))
+            }
+        }
+        match whole.get_mut("entries").map(Value::take) {
+            Some(Value::Object(entries)) => Ok(entries),
+            _ => Err(format!(
+                "the token file {file} has no `entries` object; nothing is written over it"
+            )),
         }
     }
 

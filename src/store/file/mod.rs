@@ -106,7 +106,6 @@ impl FileStore {
         let files = Files {
             path,
             lock_path: PathBuf::from(lock_path),
-            warned_unreadable: AtomicBool::new(false),
         };
         let fail = |what: &str, e: std::io::Error| {
             ConfigError::new(
@@ -240,7 +239,15 @@ impl FileStore {
         ctx: &FetchContext<'_>,
         locked: bool,
     ) -> Option<Result<StoredToken, TokenError>> {
-        let entries = self.entries().await.ok()?;
+        let entries = match self.entries().await {
+            Ok(entries) => entries,
+            // Fails closed: no token request, and nothing written over it.
+            Err(why) => {
+                return Some(Err(
+                    TokenError::new(TokenErrorKind::Transport).with_message(why)
+                ))
+            }
+        };
         if let Some(shared) = self.fresh(&entries, key, sealer, ctx) {
             ctx.record(StoreEvent::TookShared);
             return Some(Ok(shared));
@@ -494,6 +501,18 @@ impl TokenStore for FileStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<bool>, String>> {
         Box::pin(self.mark_used(key, ttl))
+    }
+
+    fn used_before<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(self.used(key))
+    }
+
+    fn unlink_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.unlink(key, member))
     }
 
     fn keep_pending_login<'a>(

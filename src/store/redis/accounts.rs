@@ -47,6 +47,10 @@ const ACK_WAIT: Duration = Duration::from_secs(8);
 /// are given, whatever the store's timeout: they hold up no request.
 const WATCH_OP_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The most accounts one person's (or session's) links hold: past it, the
+/// oldest link goes.
+const MAX_LINKS: u32 = 64;
+
 /// How often a sign-out looks whether every replica answered.
 const ACK_POLL: Duration = Duration::from_millis(5);
 
@@ -130,8 +134,9 @@ impl RedisStore {
             .map_err(Problem::text)
     }
 
-    /// Links an account under `key` (`HSET`, and the set's expiry renewed,
-    /// in one transaction).
+    /// Links an account under `key` (the [`LINK`](super::scripts) script:
+    /// `HSET`, its link time kept beside it, the oldest past
+    /// [`MAX_LINKS`] and those that ran out dropped).
     pub(super) async fn link(
         &self,
         key: &str,
@@ -141,18 +146,26 @@ impl RedisStore {
     ) -> Result<bool, String> {
         let key = format!("{}:accounts", self.key(key));
         let mut con = self.connection().await.map_err(Problem::text)?;
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("HSET")
-            .arg(&key)
+        let mut invocation = self.scripts.link.key(&key);
+        invocation
+            .key(format!("{key}:order"))
             .arg(member)
             .arg(value)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&key)
             .arg(ttl_ms(ttl))
-            .ignore();
-        self.bounded(pipe.query_async::<()>(&mut con))
+            .arg(MAX_LINKS);
+        self.bounded(invocation.invoke_async::<i64>(&mut con))
+            .await
+            .map_err(Problem::text)?;
+        Ok(true)
+    }
+
+    /// Removes an account's link under `key`.
+    pub(super) async fn unlink(&self, key: &str, member: &str) -> Result<bool, String> {
+        let key = format!("{}:accounts", self.key(key));
+        let mut con = self.connection().await.map_err(Problem::text)?;
+        let mut invocation = self.scripts.unlink.key(&key);
+        invocation.key(format!("{key}:order")).arg(member);
+        self.bounded(invocation.invoke_async::<i64>(&mut con))
             .await
             .map_err(Problem::text)?;
         Ok(true)
@@ -163,6 +176,14 @@ impl RedisStore {
         let mut cmd = redis::cmd("HVALS");
         cmd.arg(format!("{}:accounts", self.key(key)));
         self.query(&cmd).await.map(Some)
+    }
+
+    /// Whether `key` is marked used (`EXISTS`).
+    pub(super) async fn used(&self, key: &str) -> Result<Option<bool>, String> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(format!("{}:used", self.key(key)));
+        let found: i64 = self.query(&cmd).await?;
+        Ok(Some(found > 0))
     }
 
     /// Marks `key` used (`SET NX PX`): whether it was not before.

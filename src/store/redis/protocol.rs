@@ -581,6 +581,18 @@ impl TokenStore for RedisStore {
         Box::pin(self.mark_used(key, ttl))
     }
 
+    fn used_before<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<bool>, String>> {
+        Box::pin(self.used(key))
+    }
+
+    fn unlink_account<'a>(
+        &'a self,
+        key: &'a str,
+        member: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.unlink(key, member))
+    }
+
     fn keep_pending_login<'a>(
         &'a self,
         key: &'a str,

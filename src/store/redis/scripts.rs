@@ -44,11 +44,49 @@ return 0
 "#;
 
 /// Puts `ARGV[1]` in the list `KEYS[1]` until `ARGV[2]` ms from now, by
-/// Redis's clock.
+/// Redis's clock; those whose time ran out leave it, and the list itself
+/// runs out with its last member (no key outlives its replicas).
 const HEARTBEAT: &str = r#"
 local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 redis.call("ZADD", KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call("PEXPIRE", KEYS[1], ARGV[2])
+return 1
+"#;
+
+/// Links `ARGV[2]` as member `ARGV[1]` of the hash `KEYS[1]`, for
+/// `ARGV[3]` ms, its link time (by Redis's clock) in the sorted set
+/// `KEYS[2]` (the same hash slot): the members whose time ran out go, then
+/// past `ARGV[4]` members the oldest, and both keys run out with the last
+/// link. One script, not `MULTI`: a cluster client follows it to its node.
+const LINK: &str = r#"
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ttl = tonumber(ARGV[3])
+for _, m in ipairs(redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now - ttl)) do
+    redis.call("HDEL", KEYS[1], m)
+end
+redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - ttl)
+redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
+redis.call("ZADD", KEYS[2], now, ARGV[1])
+local extra = redis.call("ZCARD", KEYS[2]) - tonumber(ARGV[4])
+if extra > 0 then
+    for _, m in ipairs(redis.call("ZRANGE", KEYS[2], 0, extra - 1)) do
+        redis.call("HDEL", KEYS[1], m)
+    end
+    redis.call("ZREMRANGEBYRANK", KEYS[2], 0, extra - 1)
+end
+redis.call("PEXPIRE", KEYS[1], ttl)
+redis.call("PEXPIRE", KEYS[2], ttl)
+return 1
+"#;
+
+/// Removes member `ARGV[1]` from the hash `KEYS[1]` and the sorted set
+/// `KEYS[2]` that [`LINK`] keeps.
+const UNLINK: &str = r#"
+redis.call("HDEL", KEYS[1], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])
 return 1
 "#;
 
@@ -85,6 +123,8 @@ pub(super) struct Scripts {
     pub(super) heartbeat: Script,
     pub(super) answer: Script,
     pub(super) unanswered: Script,
+    pub(super) link: Script,
+    pub(super) unlink: Script,
 }
 
 impl Scripts {
@@ -97,6 +137,8 @@ impl Scripts {
             heartbeat: Script::new(HEARTBEAT),
             answer: Script::new(ANSWER),
             unanswered: Script::new(UNANSWERED),
+            link: Script::new(LINK),
+            unlink: Script::new(UNLINK),
         }
     }
 }

@@ -134,7 +134,7 @@ impl Chain {
         let live = self.to_send().ok();
         self.replace("");
         let mut state = self.state();
-        state.dead = Some(super::person::SIGNED_OUT.to_owned());
+        state.dead = Some(super::Ended::SignedOut);
         live
     }
 

@@ -15,16 +15,33 @@ pub(crate) struct Standing {
     /// A login began the chain, here or in another process: `false` for a
     /// chain that never had one.
     pub(crate) logged_in_once: bool,
-    /// What ended it: the server's words, or "signed out".
-    pub(crate) ended: Option<String>,
+    /// What ended it: a sign-out, or the server's refusal.
+    pub(crate) ended: Option<Ended>,
     /// The scopes its login asked for, space-separated.
     pub(crate) scope: String,
     /// The server its login was made at; empty for a refresh token given.
     pub(crate) issuer: String,
 }
 
-/// What a chain's state says when it ended with a sign-out.
-pub(crate) const SIGNED_OUT: &str = "signed out";
+/// What ended a chain. A type, not a sentence: no words of a server's
+/// can pass for a sign-out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Signed out, here or in another process or replica.
+    SignedOut,
+    /// The server refused the refresh token; what it said (clipped).
+    Refused(String),
+}
+
+impl Ended {
+    /// What ended it, in words.
+    pub(crate) fn text(&self) -> &str {
+        match self {
+            Ended::SignedOut => "signed out",
+            Ended::Refused(why) => why,
+        }
+    }
+}
 
 impl Chain {
     /// A chain that a person's login begins: no refresh token until then.
@@ -192,6 +209,12 @@ impl Chain {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    /// Whether the chain ended with a sign-out (here, or read from the
+    /// store).
+    pub(crate) fn is_signed_out(&self) -> bool {
+        self.state().dead == Some(Ended::SignedOut)
     }
 
     /// Where the chain stands now, in memory.

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::LoginClient;
-use super::{check_value, Chain, ChainRecord, State};
+use super::{check_value, Chain, ChainRecord, Ended, State};
 
 impl Chain {
     /// The chain as a store keeps it.
@@ -30,8 +30,11 @@ impl Chain {
                 map.insert("client_auth".into(), method.clone().into());
             }
         }
-        if let Some(why) = &state.dead {
-            map.insert("dead".into(), why.clone().into());
+        if let Some(ended) = &state.dead {
+            map.insert("dead".into(), ended.text().into());
+            if *ended == Ended::SignedOut {
+                map.insert("signed_out".into(), true.into());
+            }
         }
         if !state.id_token.is_empty() {
             map.insert("id_token".into(), state.id_token.clone().into());
@@ -138,7 +141,13 @@ impl Chain {
                 }),
                 _ => None,
             },
-            dead: map.get("dead").and_then(Value::as_str).map(str::to_owned),
+            dead: match map.get("signed_out").and_then(Value::as_bool) {
+                Some(true) => Some(Ended::SignedOut),
+                _ => map
+                    .get("dead")
+                    .and_then(Value::as_str)
+                    .map(|why| Ended::Refused(why.to_owned())),
+            },
             // Written by this crate once verified; sealed in the store.
             id_token: map
                 .get("id_token")
