@@ -151,13 +151,12 @@ impl TokenRequest {
             ));
         }
         if is_hmac(&alg) {
-            let (_, secret) = self.spec.secret.current();
-            if secret.is_empty() {
+            let Some(secret) = self.id_token_secret() else {
                 return Err(refused(format!(
-                    "is signed with {alg}, an HMAC, which only a confidential client's own \
-                     secret checks; this client has none"
+                    "is signed with {alg}, an HMAC, which only the secret of a client that \
+                     authenticates with one checks; this client has none"
                 )));
-            }
+            };
             if !jws.verifies_with_secret(secret.as_bytes()) {
                 return Err(refused(format!(
                     "has an {alg} signature that does not verify"

@@ -108,6 +108,27 @@ impl TokenRequest {
         }
     }
 
+    /// The secret an HMAC-signed ID token is checked with (OpenID Connect
+    /// Core 10.1): the client's own where its authentication uses one,
+    /// that of a client a login registered, else the configured one when
+    /// it authenticates with it; none for `private_key_jwt`, mTLS or a
+    /// public client, whatever the secret slot holds.
+    pub(crate) fn id_token_secret(&self) -> Option<Arc<str>> {
+        if let Some(client) = self.client_got() {
+            return client.secret.map(|(secret, _)| Arc::from(secret));
+        }
+        let uses_secret = matches!(
+            self.target.auth,
+            ClientAuth::UnencodedBody
+                | ClientAuth::FormBody
+                | ClientAuth::Basic
+                | ClientAuth::BasicUnencoded
+                | ClientAuth::ClientSecretJwt
+        );
+        let (_, secret) = self.spec.secret.current();
+        (uses_secret && !secret.is_empty()).then_some(secret)
+    }
+
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when
     /// it is not a token endpoint.
     pub(crate) fn built_from_discovery(mut self) -> Self {

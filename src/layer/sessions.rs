@@ -45,9 +45,12 @@ impl OAuthLayer {
     /// Ends `account`'s session at the server as well as here (OpenID
     /// Connect RP-Initiated Logout 1.0): the URL of the server's
     /// `end_session_endpoint` to send the person's browser to, with the
-    /// account's ID token as `id_token_hint`, the app's `client_id`, a
-    /// fresh `state`, and `post_logout_redirect_uri` (registered at the
-    /// server) where the browser comes back. The account is then signed
+    /// account's ID token as `id_token_hint`, the app's `client_id`, and
+    /// `post_logout_redirect_uri` (registered at the server) where the
+    /// browser comes back. It carries no `state` (the parameter is
+    /// optional): the account is signed out here before the browser goes,
+    /// so the redirect back has nothing to confirm, and the page it lands
+    /// on must not act on its query. The account is then signed
     /// out here, as [`sign_out`](Self::sign_out) does, before the browser
     /// goes: its refresh token revoked, its tokens gone on every replica.
     ///

@@ -267,8 +267,8 @@ impl TokenRequest {
 impl TokenRequest {
     /// The URL of the server's `end_session_endpoint` (OpenID Connect
     /// RP-Initiated Logout 1.0) that ends the session `id_token` names
-    /// (`id_token_hint`, where there is one), with the client's id, a fresh
-    /// `state`, and the browser sent back to `post_logout_redirect_uri`.
+    /// (`id_token_hint`, where there is one), with the client's id, and the
+    /// browser sent back to `post_logout_redirect_uri`; no `state`.
     pub(crate) fn end_session_url(
         &self,
         id_token: Option<&str>,
@@ -295,7 +295,9 @@ impl TokenRequest {
                 clip(post_logout_redirect_uri)
             ))
         })?;
-        let state = Secrets::new()?.state;
+        // No `state` (it is optional): the account is signed out before the
+        // browser goes, and nothing waits for the redirect back to check
+        // one. A `state` made and thrown away would only look like a check.
         let mut pairs = Vec::new();
         if let Some(hint) = id_token {
             pairs.push(("id_token_hint", hint));
@@ -303,7 +305,6 @@ impl TokenRequest {
         pairs.extend([
             ("client_id", self.spec.client_id.as_str()),
             ("post_logout_redirect_uri", post_logout_redirect_uri),
-            ("state", state.as_str()),
         ]);
         Ok(with_query(endpoint, &pairs))
     }

@@ -454,3 +454,99 @@ async fn a_token_file_that_does_not_read_is_never_written_over() {
         );
     }
 }
+
+mod on_redis {
+    use super::*;
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::store::RedisStore;
+
+    /// The keys matching `pattern`.
+    fn keys(con: &mut redis::Connection, pattern: &str) -> Vec<String> {
+        redis::cmd("KEYS").arg(pattern).query(con).unwrap()
+    }
+
+    /// On Redis, links go with their accounts' sign-outs and the link
+    /// hashes empty out; every key the store writes (tokens, chains,
+    /// links, marks, the watchers' list) has an expiry.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_key_expires_and_links_go_with_their_accounts() {
+        if missing() {
+            return;
+        }
+        let redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(60)).await;
+        let oauth = builder(&server)
+            .scope("openid read")
+            .token_store(RedisStore::new(redis.url()).unwrap())
+            .build()
+            .unwrap();
+        for account in ["a1", "a2"] {
+            sign_in(&oauth, account, "alice").await.unwrap();
+            assert!(token_of(&oauth, account).await.is_ok());
+        }
+        let mut con = redis.connection();
+        let members = |con: &mut redis::Connection| -> i64 {
+            keys(con, "*:accounts")
+                .iter()
+                .map(|k| redis::cmd("HLEN").arg(k).query::<i64>(con).unwrap())
+                .sum()
+        };
+        // By `sub` (two accounts) and by each one's `sid`.
+        assert_eq!(members(&mut con), 4);
+        // A logout token used, to mark its `jti`.
+        sign_in(&oauth, "b", "bob").await.unwrap();
+        let token = logout_token(&server, Some("bob"), None);
+        assert_eq!(oauth.back_channel_logout(&token).await.unwrap(), 1);
+        for key in keys(&mut con, "*") {
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+            assert!(ttl > 0, "{key} has no expiry ({ttl})");
+        }
+        oauth.sign_out("a1").await.unwrap();
+        assert_eq!(members(&mut con), 2, "a1's links went");
+        oauth.sign_out("a2").await.unwrap();
+        assert_eq!(members(&mut con), 0, "a2's links went");
+        assert!(keys(&mut con, "*:accounts").is_empty());
+    }
+}
+
+/// An HMAC-signed ID token is checked only with the secret of a client
+/// that authenticates with one: a `private_key_jwt` client refuses it,
+/// whatever its key file holds (here, the very bytes the server keyed the
+/// HMAC with).
+#[tokio::test]
+async fn an_hmac_id_token_is_refused_by_a_client_without_a_secret() {
+    use support::id_tokens::SigningKey;
+    use support::keys::{Kind, TestKey};
+    use tower_oauth::client_auth::Algorithm;
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    let key = TestKey::new(Kind::P256);
+    let file = support::scratch("hmac-keyfile").join("client-key.pem");
+    std::fs::write(&file, &key.pkcs8).unwrap();
+    server.set_metadata(
+        "id_token_signing_alg_values_supported",
+        serde_json::json!(["HS256"]),
+    );
+    server.state.oidc.rotate(
+        SigningKey {
+            alg: jsonwebtoken::Algorithm::HS256,
+            key: jsonwebtoken::EncodingKey::from_secret(key.pkcs8.as_bytes()),
+            public_jwk: serde_json::json!({"kty": "oct", "kid": "hmac"}),
+        },
+        true,
+    );
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(server.api_url())
+            .trusted_issuers([server.issuer()])
+            .client_id(WEB_CLIENT)
+            .private_key_file(&file, Algorithm::Es256, None)
+            .scope("openid read"),
+    )
+    .build()
+    .unwrap();
+    let url = oauth.begin_login("a", CALLBACK).await.unwrap();
+    let callback = LoginServer::sign_in(&url, "alice").await;
+    let e = oauth.finish_login("a", &callback).await.unwrap_err();
+    assert!(e.to_string().contains("an HMAC"), "{e}");
+    assert!(oauth.for_account("a").unwrap().identity().await.is_none());
+}

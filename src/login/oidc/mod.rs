@@ -127,3 +127,32 @@ pub(crate) fn session_digest(
         None => crate::support::encoding::sha256_hex(text.as_bytes()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::session_digest;
+
+    /// Under a key, the digest is HMAC-SHA256 of the parts (the vector
+    /// from Python's `hmac`); without the key, nobody who guesses the
+    /// subject finds it; without a key at all, a plain SHA-256.
+    #[test]
+    fn session_digests_are_keyed_with_the_sealing_key() {
+        let key: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let (issuer, sub) = ("https://idp.example", "alice@example.com");
+        assert_eq!(
+            session_digest(Some(&key), issuer, "sub", sub),
+            "1f2401c2e8e563f8e1b2e46c2dcff79c5ae615ddf2a71d4fe1716191ad4faef9"
+        );
+        let plain = session_digest(None, issuer, "sub", sub);
+        assert_eq!(
+            plain,
+            "12b0e15b353f7b8c5cc72d936dd89c1157092041bc18c37f4d90dbc5494f9af8"
+        );
+        let other: [u8; 32] = [7; 32];
+        assert_ne!(session_digest(Some(&other), issuer, "sub", sub), plain);
+        assert_ne!(
+            session_digest(Some(&other), issuer, "sub", sub),
+            session_digest(Some(&key), issuer, "sub", sub)
+        );
+    }
+}

@@ -34,6 +34,12 @@ const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
 /// (a message lost, a lock holder that died).
 const WAKE_FALLBACK: Duration = Duration::from_millis(500);
 
+/// How long a chain of refresh tokens stays in Redis after its last
+/// write: longer than the refresh tokens of the servers in the field live
+/// (90 days at most, for most), so that no key outlives its logins for
+/// ever.
+const CHAIN_TTL: Duration = Duration::from_secs(400 * 24 * 60 * 60);
+
 impl RedisStore {
     /// What Redis holds for `key`: the shared token and its remaining time
     /// (if readable), and a failure another replica reported (if recent).
@@ -407,6 +413,8 @@ impl ChainKeeper for RedisChain<'_> {
                     redis::cmd("SET")
                         .arg(&self.key)
                         .arg(sealed)
+                        .arg("PX")
+                        .arg(millis(CHAIN_TTL))
                         .query_async::<()>(&mut con),
                 )
                 .await
