@@ -51,7 +51,7 @@ pub(crate) use self::fetch::TokenSupply;
 use self::fetch::{FetchTask, Fetcher};
 pub(crate) use self::flight::{FetchOutcome, FetchResult, Flight, Waiter};
 pub(crate) use self::placement::{shared_bytes, Placement};
-pub(crate) use self::step_up::{Allowed, Challenges, StepUp, SupplyForScope};
+pub(crate) use self::step_up::{origin_of, Allowed, Challenges, StepUp, SupplyForScope};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
 use crate::source::TokenSource;

@@ -48,18 +48,35 @@ const MAX_SCOPES: usize = 32;
 pub(crate) enum Allowed {
     /// These, and no other (`step_up_scopes`).
     Listed(Vec<String>),
-    /// Any scope token: a person's login, where the person approves each
-    /// scope on the server's consent page, and no list was set.
-    Approved,
+    /// Any scope token that names no other resource: a person's login,
+    /// where the person approves each scope on the server's consent page,
+    /// and no list was set. A scope that is a URL counts only at the
+    /// origin of the resource the tokens are for (`origin`, lowercase
+    /// `scheme://authority`; none known: no URL scope), so that an API
+    /// cannot have the person's login ask for another API's token (Entra's
+    /// `https://graph.microsoft.com/...`). The login asks only for scopes
+    /// the server lists, where it lists any.
+    Approved { origin: Option<String> },
 }
 
 impl Allowed {
     fn admits(&self, scope: &str) -> bool {
         match self {
             Allowed::Listed(listed) => listed.iter().any(|a| a == scope),
-            Allowed::Approved => true,
+            Allowed::Approved { origin } => match origin_of(scope) {
+                Some(named) => origin.as_deref() == Some(named.as_str()),
+                None => true,
+            },
         }
     }
+}
+
+/// The origin a scope names when it is an absolute URL (`scheme://...`),
+/// lowercase; `None` for a plain scope token.
+pub(crate) fn origin_of(scope: &str) -> Option<String> {
+    let (scheme, rest) = scope.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    Some(format!("{scheme}://{authority}").to_ascii_lowercase())
 }
 
 /// A cache's step-up: what it may add, how, and the scope it asks with.
@@ -202,7 +219,7 @@ impl TokenCache {
                     wider.push((*s).to_owned());
                 }
             }
-            if matches!(step_up.allowed, Allowed::Approved) && wider.len() > MAX_SCOPES {
+            if matches!(step_up.allowed, Allowed::Approved { .. }) && wider.len() > MAX_SCOPES {
                 tracing::warn!(
                     ?asked,
                     "the API asked for more scopes than a login asks for at once ({MAX_SCOPES}); \
@@ -214,6 +231,9 @@ impl TokenCache {
             let Some(supply) = step_up.supplies.for_scope(&scope) else {
                 return false;
             };
+            if let (Allowed::Approved { .. }, Some(chain)) = (&step_up.allowed, &supply.chain) {
+                chain.asked_by_api(&new);
+            }
             *scopes = wider;
             (scope, supply)
         };

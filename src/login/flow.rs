@@ -254,11 +254,17 @@ impl TokenRequest {
     /// scopes never take turns logging in), and `offline_access` where the
     /// server lists it, for a refresh token.
     pub(super) fn login_scope(&self, server: &ServerMetadata, before: &str) -> Option<String> {
+        // A scope an API's challenge added (a step-up without a list) is
+        // asked for only where the server lists it, when it lists any (see
+        // `unlisted_scopes`); the configured ones always go.
+        let unlisted = self.unlisted_scopes(server);
         let mut scopes: Vec<&str> = self
             .target
             .scope()
-            .map(|s| s.split_whitespace().collect())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|scope| !unlisted.contains(scope))
+            .collect();
         for scope in before.split_whitespace() {
             if !scopes.contains(&scope) {
                 scopes.push(scope);
@@ -273,6 +279,28 @@ impl TokenRequest {
             scopes.push("offline_access");
         }
         (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
+    /// The scopes of this request that an API's challenge added (a
+    /// step-up without a list) and `server` does not list in
+    /// `scopes_supported`, when it lists any: a login never asks for them,
+    /// so that an API cannot steer a person's login toward a scope of the
+    /// server's that is not its own. The app's own scopes always go.
+    pub(crate) fn unlisted_scopes(&self, server: &ServerMetadata) -> Vec<&str> {
+        let Some(chain) = self.spec.login_chain() else {
+            return Vec::new();
+        };
+        if server.scopes_supported.is_empty() {
+            return Vec::new();
+        }
+        self.target
+            .scope()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|scope| {
+                chain.was_asked_by_api(scope) && !server.scopes_supported.iter().any(|s| s == scope)
+            })
+            .collect()
     }
 
     /// The `resource` parameters of this request (RFC 8707).

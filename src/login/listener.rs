@@ -254,16 +254,19 @@ impl Drop for Accepting {
 
 /// Accepts connections on `listener`, at most `MAX_CONNECTIONS` read at
 /// once, each read on a task of its own within `READ_TIMEOUT`, and sends
-/// each with its request target to `heads`.
+/// each with its request target to `heads`. A connection beyond those
+/// waits in the system's queue, in the order it came, until a reading slot
+/// frees: it is never closed unread, so a local process holding slow
+/// connections delays the browser's callback by `READ_TIMEOUT` at most.
 async fn accept(listener: TcpListener, heads: mpsc::Sender<(TcpStream, Option<String>)>) {
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(permit) = std::sync::Arc::clone(&permits).acquire_owned().await else {
+            return;
+        };
         let Ok((mut stream, _)) = listener.accept().await else {
             // Out of descriptors, say: not a busy loop.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(permit) = std::sync::Arc::clone(&permits).try_acquire_owned() else {
             continue;
         };
         let heads = heads.clone();
@@ -439,6 +442,41 @@ mod tests {
         let code = listener.code(&expect(), deadline, Some(&paste)).await;
         assert_eq!(code.unwrap(), "ours");
         assert!(browser.await.unwrap().contains("You are signed in"));
+    }
+
+    /// A local process holds more slow connections than the listener
+    /// reads at once; the browser's callback waits its turn in the queue
+    /// and is read once the slow ones time out: never closed unread.
+    #[tokio::test]
+    async fn slow_connections_delay_the_browser_s_callback_but_never_drop_it() {
+        let listener = Listener::bind(None).await.unwrap();
+        let url = callback(
+            &listener,
+            &format!("code=ours&state={STATE}&iss=https%3A%2F%2Fas.example.com"),
+        );
+        let uri: http::Uri = url.parse().unwrap();
+        let address = uri.authority().unwrap().as_str().to_owned();
+        let mut slow = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 4 {
+            slow.push(TcpStream::connect(&address).await.unwrap());
+        }
+        let (paste, _) = lines(Vec::new());
+        let browser = tokio::spawn(async move {
+            let mut stream = TcpStream::connect(&address).await.unwrap();
+            let request = format!(
+                "GET {} HTTP/1.1\r\nhost: x\r\n\r\n",
+                uri.path_and_query().unwrap()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut page = String::new();
+            stream.read_to_string(&mut page).await.unwrap();
+            page
+        });
+        let deadline = Instant::now() + READ_TIMEOUT * 3;
+        let code = listener.code(&expect(), deadline, Some(&paste)).await;
+        assert_eq!(code.unwrap(), "ours");
+        assert!(browser.await.unwrap().contains("You are signed in"));
+        drop(slow);
     }
 
     #[test]

@@ -48,6 +48,17 @@ impl Person {
             // login with it.
             let elsewhere = chain.issued_elsewhere(request.target.issuer.as_deref());
             let narrow = !chain.covers(request.target.scope());
+            let unlisted = match (narrow, request.target.server.as_deref()) {
+                (true, Some(server)) => request.unlisted_scopes(server),
+                _ => Vec::new(),
+            };
+            if !unlisted.is_empty() {
+                return Err(super::failed(format!(
+                    "the API asked for the scope(s) `{}`, which the authorization server does \
+                     not list in scopes_supported; no login asks for them",
+                    crate::error::clip(&unlisted.join(" "))
+                )));
+            }
             if elsewhere || narrow || chain.needs_login() {
                 // Asked for (`OAuthLayer::login`), or a login that runs
                 // when a request needs it; else no login, and nothing

@@ -122,7 +122,19 @@ impl SlotFactory {
         // set, and is the only way for a machine's credential.
         let allowed = match (&self.step_up_scopes[..], &self.login) {
             ([], None) => None,
-            ([], Some(_)) => Some(Allowed::Approved),
+            ([], Some(_)) => Some(Allowed::Approved {
+                // The resource the tokens are for: named, else the layer's
+                // one protected resource.
+                origin: params
+                    .iter()
+                    .find(|(n, _)| n == "resource")
+                    .map(|(_, url)| url.as_str())
+                    .or(match &self.resources[..] {
+                        [only] => Some(only.url()),
+                        _ => None,
+                    })
+                    .and_then(crate::cache::origin_of),
+            }),
             (listed, _) => Some(Allowed::Listed(listed.to_vec())),
         };
         let step_up = allowed.map(|allowed| {

@@ -741,6 +741,10 @@ async fn status_with_retry(oauth: &OAuthLayer, url: &str) -> http::StatusCode {
 #[tokio::test]
 async fn a_challenge_s_scopes_start_a_login_with_them_where_no_list_is_set() {
     let server = LoginServer::start(Duration::from_secs(60)).await;
+    server.set_metadata(
+        "scopes_supported",
+        serde_json::json!(["openid", "read", "write", "offline_access"]),
+    );
     *server.state.required_scope.lock().unwrap() = Some("write".into());
     let calls = Arc::new(AtomicUsize::new(0));
     let oauth = builder(&server, counting_agent(&calls)).build().unwrap();
@@ -762,6 +766,47 @@ async fn a_challenge_s_scopes_start_a_login_with_them_where_no_list_is_set() {
     }
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+/// Without `step_up_scopes`, an API cannot steer the person's login: a
+/// scope the server does not list, or a URL scope of another origin than
+/// the API's (another API's token, as Entra's `https://graph.microsoft.com`
+/// scopes are), starts no login.
+#[tokio::test]
+async fn a_challenge_cannot_steer_a_login_toward_another_api() {
+    for needed in ["write", "https://graph.microsoft.com/.default"] {
+        let server = LoginServer::start(Duration::from_secs(60)).await;
+        if needed.starts_with("https") {
+            server.set_metadata(
+                "scopes_supported",
+                serde_json::json!(["openid", "read", needed, "offline_access"]),
+            );
+        }
+        *server.state.required_scope.lock().unwrap() = Some(needed.into());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let oauth = builder(&server, counting_agent(&calls)).build().unwrap();
+        use tower::ServiceExt;
+        let client = tower::ServiceBuilder::new()
+            .layer(tower::retry::RetryLayer::new(
+                tower_oauth::RetryUnauthorized::default(),
+            ))
+            .layer(oauth.clone())
+            .service(support::hyper_client());
+        match client.oneshot(support::get(&server.api_url())).await {
+            // Another origin's scope: no step-up at all, the API's answer.
+            Ok(response) => assert_eq!(response.status(), 403, "{needed}"),
+            // A scope the server does not list: the step-up's token
+            // request fails, and says why, before any login.
+            Err(e) => assert!(e.to_string().contains("scopes_supported"), "{needed}: {e}"),
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{needed}: no second login");
+        let scopes: Vec<String> = server
+            .authorizations()
+            .iter()
+            .map(|a| a["scope"].clone())
+            .collect();
+        assert_eq!(scopes, ["read offline_access"], "{needed}");
+    }
 }
 
 #[tokio::test]

@@ -166,6 +166,9 @@ pub(crate) struct Chain {
     /// break in the news): the next token request reads the stored chain
     /// before anything else.
     unverified: AtomicBool,
+    /// The scopes an API's challenge added (a step-up without a list),
+    /// which a login asks for only where the server lists them.
+    asked_by_apis: Mutex<Vec<String>>,
 }
 
 impl fmt::Debug for Chain {
@@ -271,6 +274,7 @@ impl Chain {
             refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
+            asked_by_apis: Mutex::new(Vec::new()),
         }
     }
 
@@ -291,6 +295,7 @@ impl Chain {
             refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
+            asked_by_apis: Mutex::new(Vec::new()),
         }
     }
 

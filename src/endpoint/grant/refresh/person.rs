@@ -177,6 +177,33 @@ impl Chain {
         true
     }
 
+    /// An API's challenge asked for `scopes` (a step-up without a list): a
+    /// login asks for them only where the server lists them. At most 64
+    /// are remembered (a step-up asks for at most 32 at once).
+    pub(crate) fn asked_by_api(&self, scopes: &[&str]) {
+        let mut asked = self
+            .asked_by_apis
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for scope in scopes {
+            if !asked.iter().any(|a| a == scope) {
+                if asked.len() >= 64 {
+                    asked.remove(0);
+                }
+                asked.push((*scope).to_owned());
+            }
+        }
+    }
+
+    /// Whether an API's challenge asked for `scope`.
+    pub(crate) fn was_asked_by_api(&self, scope: &str) -> bool {
+        self.asked_by_apis
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|a| a == scope)
+    }
+
     /// The verified ID token of the chain's login (or of a refresh since):
     /// who signed in. `None` without one.
     pub(crate) fn id_token(&self) -> Option<String> {
