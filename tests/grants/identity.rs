@@ -586,6 +586,9 @@ async fn a_person_s_login_says_who_signed_in_here_and_in_another_process() {
     assert_eq!(who.subject(), "person");
     assert_eq!(who.issuer(), server.issuer());
     let nonce = server.authorizations()[0]["nonce"].clone();
+    // OpenID Connect Core section 11: `offline_access` with `prompt=consent`.
+    assert!(server.authorizations()[0]["scope"].contains("offline_access"));
+    assert_eq!(server.authorizations()[0]["prompt"], "consent");
     assert_eq!(claims_of(who.id_token())["nonce"], nonce.as_str());
     let other = person();
     assert_eq!(other.identity().await.unwrap().subject(), "person");

@@ -221,6 +221,55 @@ async fn browser_child() {
     assert!(e.to_string().contains("access_denied"), "{e}");
 }
 
+/// oidc-provider with its defaults issues a refresh token only for an
+/// `offline_access` it kept, and keeps it in an OpenID request only with
+/// `prompt=consent` (OpenID Connect Core section 11). A person's login asks
+/// for both; after the access token ran out, a second process on the same
+/// file refreshes, with no second login.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_at_a_provider_with_its_defaults_gets_a_refresh_token() {
+    let Some(provider) = provider_with(&[("PROVIDER_DEFAULTS", "1"), ("ACCESS_TTL", "2")]) else {
+        return;
+    };
+    let browser = format!("node {}", browser_script());
+    let port = provider.base.rsplit(':').next().unwrap();
+    support::child_test(
+        "real_browser::offline_access_child",
+        &[("BROWSER", browser.as_ref()), (PORT_VAR, port.as_ref())],
+    )
+    .await;
+}
+
+/// The child of the test above: `Login::browser()` opens Chromium.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_login_at_a_provider_with_its_defaults_gets_a_refresh_token"]
+async fn offline_access_child() {
+    let port = std::env::var(PORT_VAR).expect("run by the parent test");
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = support::scratch("real-browser-defaults");
+    let build = || {
+        layer(&base)
+            .client_id("browser-cli")
+            .login(Login::browser().timeout(Duration::from_secs(90)))
+            .token_store(FileStore::new(dir.join("tokens")).unwrap())
+            .build()
+            .unwrap()
+    };
+    let first = build();
+    first.token().await.unwrap();
+    assert!(first.login_status().await.has_refresh_token());
+    assert_eq!(stats(&base).await["codes"], 1);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let second = build();
+    second.token().await.unwrap();
+    let now = stats(&base).await;
+    assert_eq!(
+        (now["codes"].as_u64(), now["refreshes"].as_u64()),
+        (Some(1), Some(1)),
+        "a refresh, no second login"
+    );
+}
+
 /// A web app's callback route: it keeps the URL each browser came back to.
 async fn callback_route() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

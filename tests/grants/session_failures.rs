@@ -529,7 +529,7 @@ async fn an_hmac_id_token_is_refused_by_a_client_without_a_secret() {
     server.state.oidc.rotate(
         SigningKey {
             alg: jsonwebtoken::Algorithm::HS256,
-            key: jsonwebtoken::EncodingKey::from_secret(key.pkcs8.as_bytes()),
+            key: jsonwebtoken::EncodingKey::from_secret(key.pkcs8.trim().as_bytes()),
             public_jwk: serde_json::json!({"kty": "oct", "kid": "hmac"}),
         },
         true,

@@ -16,7 +16,11 @@
 // set, the web client takes logout tokens there (its ID tokens and logout
 // tokens carry `sid`), and WEB_POST_LOGOUT_URI is its post-logout redirect
 // URI; GET /admin/stats counts the logout tokens sent (`backchannel`) and
-// refused by the app (`backchannel_errors`).
+// refused by the app (`backchannel_errors`). With PROVIDER_DEFAULTS=1 it
+// issues refresh tokens as oidc-provider does by default (only for a granted
+// `offline_access`, which an OpenID request keeps only with
+// `prompt=consent`: OpenID Connect Core section 11), and ACCESS_TTL sets the
+// access tokens' lifetime in seconds (60 by default).
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
 
@@ -26,6 +30,8 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
 const issuer = `http://127.0.0.1:${port}`;
 
+const accessTtl = Number(process.env.ACCESS_TTL || 60);
+const defaults = process.env.PROVIDER_DEFAULTS === '1';
 const provider = new Provider(issuer, {
   clients: [
     {
@@ -68,7 +74,7 @@ const provider = new Provider(issuer, {
       getResourceServerInfo: (ctx, resource) => ({
         scope: 'read',
         audience: resource,
-        accessTokenTTL: 60,
+        accessTokenTTL: accessTtl,
         accessTokenFormat: 'opaque',
       }),
     },
@@ -79,9 +85,9 @@ const provider = new Provider(issuer, {
     const { dispatcher, ...rest } = options;
     return fetch(url, rest);
   },
-  issueRefreshToken: () => true,
+  ...(defaults ? {} : { issueRefreshToken: () => true }),
   rotateRefreshToken: () => true,
-  ttl: { AccessToken: 60, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600 },
+  ttl: { AccessToken: accessTtl, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600 },
 });
 provider.proxy = false;
 if (process.env.EXACT_REDIRECTS === '1') {

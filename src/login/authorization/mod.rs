@@ -74,6 +74,13 @@ impl Request<'_> {
             pairs.push(("scope", scope.into()));
             if asks_openid(Some(scope)) {
                 pairs.push(("nonce", secrets.nonce.clone()));
+                // OpenID Connect Core section 11: a request for
+                // `offline_access` MUST carry `prompt=consent`; servers that
+                // apply it (oidc-provider by default) drop `offline_access`
+                // otherwise, and give no refresh token.
+                if scope.split_whitespace().any(|s| s == "offline_access") {
+                    pairs.push(("prompt", "consent".into()));
+                }
             }
         }
         for resource in &self.resources {
