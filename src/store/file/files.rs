@@ -268,8 +268,15 @@ pub(super) fn owner_only(path: &Path) -> std::io::Result<File> {
 pub(super) trait KeyPlace: Send + Sync {
     /// The key it holds; `None` when it holds none.
     fn read(&self) -> BoxFuture<'_, Result<Option<[u8; 32]>, String>>;
-    /// Keeps `key`, replacing any.
-    fn write<'a>(&'a self, key: &'a [u8; 32]) -> BoxFuture<'a, Result<(), String>>;
+    /// Keeps `key`, replacing any, holding `lock` (the file's) until the
+    /// write has ended, even past an answer given early (a write that timed
+    /// out and still runs): no other process makes a key meanwhile, so the
+    /// place never ends up holding another key than the file's.
+    fn write<'a>(
+        &'a self,
+        key: &'a [u8; 32],
+        lock: Option<File>,
+    ) -> BoxFuture<'a, Result<(), String>>;
     /// What it is called in logs.
     fn name(&self) -> String;
 }
@@ -300,13 +307,14 @@ impl FileStore {
         if !make {
             return Ok(None);
         }
-        // Made under the file's lock: two processes never make two.
-        let lock = self.lock(Instant::now() + Duration::from_secs(5)).await?;
+        // Made under the file's lock: two processes never make two. The
+        // write holds the lock until it has ended, however long it runs.
+        let mut lock = self.lock(Instant::now() + Duration::from_secs(5)).await?;
         let key = match place.read().await? {
             Some(key) => key,
             None => {
                 let key = random_key()?;
-                place.write(&key).await?;
+                place.write(&key, lock.take()).await?;
                 tracing::info!(
                     place = %place.name(),
                     "the token file's sealing key is made"
@@ -377,4 +385,87 @@ pub(super) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(format!("the file task failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A place whose writes answer "timed out" after `answer_within`,
+    /// and land after `lands_after`, on a thread that holds the lock it
+    /// was given until then (as the keyring's calls do).
+    struct Slow {
+        held: Arc<Mutex<Option<[u8; 32]>>>,
+        lands_after: Duration,
+        answer_within: Duration,
+    }
+
+    impl KeyPlace for Slow {
+        fn read(&self) -> BoxFuture<'_, Result<Option<[u8; 32]>, String>> {
+            let held = *self.held.lock().unwrap();
+            Box::pin(async move { Ok(held) })
+        }
+
+        fn write<'a>(
+            &'a self,
+            key: &'a [u8; 32],
+            lock: Option<File>,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            let (held, key, lands_after) = (Arc::clone(&self.held), *key, self.lands_after);
+            let (done, landed) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                std::thread::sleep(lands_after);
+                *held.lock().unwrap() = Some(key);
+                drop(lock);
+                let _ = done.send(());
+            });
+            let within = self.answer_within;
+            Box::pin(async move {
+                tokio::time::timeout(within, landed)
+                    .await
+                    .map(|_| ())
+                    .map_err(|_| "the place did not answer in time".to_owned())
+            })
+        }
+
+        fn name(&self) -> String {
+            "a slow place".into()
+        }
+    }
+
+    /// A key write that timed out but still runs keeps the file's lock
+    /// until it lands: another process then reads that key rather than
+    /// make (and seal with) another one.
+    #[tokio::test]
+    async fn a_key_write_that_timed_out_keeps_the_lock_until_it_lands() {
+        let dir = std::env::temp_dir().join(format!(
+            "tower-oauth-slow-key-{}-{:016x}",
+            std::process::id(),
+            crate::support::random::random_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        let held = Arc::new(Mutex::new(None));
+        let store = |lands_after: Duration, answer_within: Duration| {
+            let mut store = FileStore::new(&path).unwrap();
+            store.key_place = Some(Box::new(Slow {
+                held: Arc::clone(&held),
+                lands_after,
+                answer_within,
+            }));
+            store
+        };
+        let first = store(Duration::from_millis(700), Duration::from_millis(50));
+        let e = first.own_key(true).await.unwrap_err();
+        assert!(e.contains("did not answer"), "{e}");
+        // Another process makes no key of its own: it waits for the lock,
+        // then reads the one written.
+        let second = store(Duration::ZERO, Duration::from_secs(5));
+        let key = second.own_key(true).await.unwrap().unwrap();
+        assert_eq!(Some(key), *held.lock().unwrap());
+        assert_eq!(first.own_key(true).await.unwrap(), Some(key));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

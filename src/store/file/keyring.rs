@@ -3,6 +3,7 @@
 //! first write; every call bounded, and any failure said, never a key file
 //! in its place.
 
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,13 +61,17 @@ impl KeyringItem {
         }
     }
 
-    /// Stores `key` as the item, replacing any.
-    async fn write_key(&self, key: &[u8; 32]) -> Result<(), String> {
+    /// Stores `key` as the item, replacing any; `lock` is held on the
+    /// call's thread until the store has answered, even after the wait for
+    /// it timed out.
+    async fn write_key(&self, key: &[u8; 32], lock: Option<File>) -> Result<(), String> {
         let (service, user) = (self.service.clone(), self.user.clone());
         let text = STANDARD.encode(key);
         bounded(move || {
             let entry = keyring_core::Entry::new_in_store(&os_store()?, &service, &user)?;
-            entry.set_password(&text)
+            let written = entry.set_password(&text);
+            drop(lock);
+            written
         })
         .await
     }
@@ -77,8 +82,12 @@ impl KeyPlace for KeyringItem {
         Box::pin(self.read_key())
     }
 
-    fn write<'a>(&'a self, key: &'a [u8; 32]) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.write_key(key))
+    fn write<'a>(
+        &'a self,
+        key: &'a [u8; 32],
+        lock: Option<File>,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.write_key(key, lock))
     }
 
     fn name(&self) -> String {
