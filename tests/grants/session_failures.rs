@@ -550,3 +550,38 @@ async fn an_hmac_id_token_is_refused_by_a_client_without_a_secret() {
     assert!(e.to_string().contains("an HMAC"), "{e}");
     assert!(oauth.for_account("a").unwrap().identity().await.is_none());
 }
+
+/// The token file stays small by itself: what ran out (a pending login
+/// here, as tokens, links and marks of used logout tokens do) goes at the
+/// next write, whichever entry it writes.
+#[tokio::test]
+async fn a_token_file_prunes_what_ran_out_at_each_write() {
+    let file = support::scratch("file-prunes").join("tokens");
+    let store = FileStore::new(&file).unwrap();
+    let entries = || -> Vec<String> {
+        let whole: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        whole["entries"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    store
+        .keep_pending_login("short", "v", Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(entries().len(), 1);
+    store
+        .use_once("mark", Duration::from_secs(2))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    store
+        .keep_pending_login("long", "v", Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let left = entries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].starts_with("long"), "{left:?}");
+}
