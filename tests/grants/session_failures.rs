@@ -455,6 +455,7 @@ async fn a_token_file_that_does_not_read_is_never_written_over() {
     }
 }
 
+#[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
     use support::redis_server::{missing, RedisServer};
@@ -506,6 +507,42 @@ mod on_redis {
         oauth.sign_out("a2").await.unwrap();
         assert_eq!(members(&mut con), 0, "a2's links went");
         assert!(keys(&mut con, "*:accounts").is_empty());
+    }
+
+    /// On a real Redis Cluster, accounts are linked (one script on the
+    /// node that owns the link's keys, no `MULTI`), and a back-channel
+    /// logout taken by another replica finds and signs out both.
+    #[cfg(feature = "redis-cluster")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn links_on_a_redis_cluster() {
+        if missing() {
+            return;
+        }
+        let cluster =
+            tokio::task::spawn_blocking(|| support::redis_cluster::RedisCluster::start(3, 0))
+                .await
+                .unwrap();
+        let server = LoginServer::start(Duration::from_secs(60)).await;
+        let replica = || {
+            builder(&server)
+                .scope("openid read")
+                .token_store(RedisStore::cluster(cluster.urls()).unwrap())
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (replica(), replica());
+        for account in ["a1", "a2"] {
+            sign_in(&a, account, "alice").await.unwrap();
+            assert!(token_of(&a, account).await.is_ok());
+        }
+        let token = logout_token(&server, Some("alice"), None);
+        assert_eq!(b.back_channel_logout(&token).await.unwrap(), 2);
+        for account in ["a1", "a2"] {
+            assert_eq!(
+                token_of(&a, account).await.unwrap_err(),
+                TokenErrorKind::LoginRequired
+            );
+        }
     }
 }
 
