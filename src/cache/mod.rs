@@ -32,6 +32,7 @@ mod cached;
 mod control;
 mod fetch;
 mod flight;
+mod hearing;
 mod placement;
 mod step_up;
 
@@ -50,6 +51,7 @@ use self::fetch::Fetched;
 pub(crate) use self::fetch::TokenSupply;
 use self::fetch::{FetchTask, Fetcher};
 pub(crate) use self::flight::{FetchOutcome, FetchResult, Flight, Waiter};
+pub(crate) use self::hearing::Hearing;
 pub(crate) use self::placement::{shared_bytes, Placement};
 pub(crate) use self::step_up::{origin_of, Allowed, Challenges, StepUp, SupplyForScope};
 use crate::error::{TokenError, TokenErrorKind};
@@ -100,6 +102,9 @@ pub(crate) struct TokenCache {
     counters: Counters,
     /// What it does when the API challenges its token.
     challenges: Challenges,
+    /// For an account's token: whether this replica hears the store's news
+    /// of sign-outs. While it does not, no token is presented from memory.
+    hearing: Option<Arc<Hearing>>,
 }
 
 impl fmt::Debug for TokenCache {
@@ -136,7 +141,7 @@ impl TokenCache {
             store,
             chain: None,
         };
-        TokenCache::new(supply, policy, placement, None, None, challenges)
+        TokenCache::new(supply, policy, placement, None, None, challenges, None)
     }
 
     /// A cache of the tokens `supply` gives; `token_url` and `slot` name
@@ -148,6 +153,7 @@ impl TokenCache {
         token_url: Option<http::Uri>,
         slot: Option<String>,
         challenges: Challenges,
+        hearing: Option<Arc<Hearing>>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             current: ArcSwapOption::const_empty(),
@@ -164,7 +170,33 @@ impl TokenCache {
             epoch: Instant::now(),
             counters: Counters::default(),
             challenges,
+            hearing,
         })
+    }
+
+    /// Until when the view of an instance may present `token` without
+    /// asking the cache: its renewal point, or for an account's token the
+    /// end of the store's last word, if sooner.
+    #[inline]
+    pub(crate) fn presentable_until(&self, token: &CachedToken) -> Instant {
+        match self.hearing.as_ref().and_then(|h| h.deadline()) {
+            Some(until) => until.min(token.timings.refresh_at),
+            None => token.timings.refresh_at,
+        }
+    }
+
+    /// Whether a token in memory may be presented at `now`: always, but for
+    /// an account's token while this replica hears the store's news.
+    #[inline]
+    fn hears(&self, now: Instant) -> bool {
+        self.hearing.as_ref().is_none_or(|h| h.hears(now))
+    }
+
+    /// Whether the cache's tokens are presented only while this replica
+    /// hears the store's news.
+    #[inline]
+    pub(crate) fn guarded(&self) -> bool {
+        self.hearing.is_some()
     }
 
     /// The chain of refresh tokens this cache's fetches use, if any.
@@ -252,6 +284,11 @@ impl TokenCache {
         now: Instant,
     ) -> Option<&'t CachedToken> {
         let token = token?;
+        if !self.hears(now) {
+            // The news of a sign-out may not have reached this replica:
+            // the token comes from the store again.
+            return None;
+        }
         if now < token.timings.refresh_at {
             return Some(token);
         }
@@ -316,7 +353,7 @@ impl TokenCache {
         let mut ctl = self.control();
         let now = Instant::now();
         if let Some(token) = self.current.load_full() {
-            if token.timings.usable_at(now) {
+            if token.timings.usable_at(now) && self.hears(now) {
                 return Acquire::Now(Ok(token));
             }
         }

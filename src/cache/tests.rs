@@ -91,6 +91,7 @@ fn with_source(source: impl TokenSource) -> Arc<TokenCache> {
         None,
         None,
         Default::default(),
+        None,
     )
 }
 

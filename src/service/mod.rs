@@ -219,7 +219,11 @@ impl<S> OAuthService<S> {
             );
             return ResponseFuture::bearer(self.inner.call(req), Some(sent));
         }
-        // A token past its renewal point, a DPoP-bound one, or none.
+        // A token past its renewal point, a DPoP-bound one, an account's
+        // past the store's last word, or none.
+        if self.cache_ref.cache.guarded() {
+            self.view.heard_again(&self.cache_ref.cache);
+        }
         if let Some(token) = self.cache_ref.cache.check(self.view.token(), now) {
             let step = authorize(&mut req, Arc::clone(&self.cache_ref), token);
             return self.send(step, req);

@@ -137,6 +137,20 @@ impl View {
         self.generation
     }
 
+    /// An account's token past the store's last word the view knew: the
+    /// view's own deadline moved to the store's latest word (the cache
+    /// checks it again before the token goes), so that the next requests
+    /// take the hot path again while the replica hears the news.
+    #[cold]
+    pub(super) fn heard_again(&mut self, cache: &crate::cache::TokenCache) {
+        if let Some(token) = self.token.as_deref().filter(|t| !t.needs_proof()) {
+            self.fast_until = cache.presentable_until(token);
+            if self.plain {
+                self.plain_until = self.fast_until;
+            }
+        }
+    }
+
     /// A new view of the cache's current token, at `now`. For the token
     /// the view has, its own copy of the header value, when due, and the
     /// instance's own `cache_ref` with the first such copy.
@@ -166,7 +180,7 @@ impl View {
             Some(token) if !token.needs_proof() => {
                 self.header = token.header.clone();
                 self.copy_due = true;
-                self.fast_until = token.timings.refresh_at;
+                self.fast_until = cache.presentable_until(token);
             }
             _ => {
                 self.header = HeaderValue::from_static("");

@@ -58,6 +58,9 @@ pub(crate) struct Accounts {
     /// account.
     this: Weak<Accounts>,
     watching: AtomicBool,
+    /// Whether this replica hears the store's news of sign-outs: accounts'
+    /// tokens are presented from memory only while it does.
+    hearing: Arc<crate::cache::Hearing>,
 }
 
 impl Accounts {
@@ -79,6 +82,7 @@ impl Accounts {
             warned: AtomicBool::new(false),
             pending: PendingLogins::default(),
             sessions: Sessions::default(),
+            hearing: Arc::default(),
         })
     }
 
@@ -165,7 +169,7 @@ impl Accounts {
         if factories.len() >= 2 * self.max + 64 {
             factories.retain(|_, factory| factory.strong_count() > 0);
         }
-        let factory = root.for_account(digest.clone());
+        let factory = root.for_account(digest.clone(), Arc::clone(&self.hearing));
         factories.insert(digest, Arc::downgrade(&factory));
         drop(factories);
         self.watch(root);
@@ -194,6 +198,7 @@ impl Accounts {
                 AccountEvent::SignedOut(digest) => accounts.forget(Some(digest)),
                 AccountEvent::LoggedIn(digest) => accounts.restart(digest),
                 AccountEvent::Resync => accounts.forget(None),
+                AccountEvent::HeardUntil(until) => accounts.hearing.heard_until(until),
             }
             true
         }));

@@ -83,6 +83,9 @@ pub(crate) struct SlotFactory {
     /// An account's factory: the caches it made, so that a login or a
     /// sign-out reaches each (a layer bound to the account holds one).
     pub(crate) made: std::sync::Mutex<Vec<std::sync::Weak<TokenCache>>>,
+    /// An account's factory: whether the replica hears the store's news of
+    /// sign-outs, which its caches' tokens are presented under.
+    pub(crate) hearing: Option<Arc<crate::cache::Hearing>>,
 }
 
 impl SlotFactory {
@@ -164,6 +167,7 @@ impl SlotFactory {
                 step_up,
                 resource: self.resource.clone(),
             },
+            self.hearing.clone(),
         );
         if account.is_some() {
             let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
@@ -189,7 +193,11 @@ impl SlotFactory {
     /// account's own chain of refresh tokens as the grant, and the account's
     /// digest in every identity, so that no store key or sealed value of
     /// one account serves another.
-    pub(crate) fn for_account(&self, account: AccountDigest) -> Arc<SlotFactory> {
+    pub(crate) fn for_account(
+        &self,
+        account: AccountDigest,
+        hearing: Arc<crate::cache::Hearing>,
+    ) -> Arc<SlotFactory> {
         let identity = self.identity.for_account(&account);
         let chain = Arc::new(Chain::for_account(account));
         Arc::new(SlotFactory {
@@ -207,6 +215,7 @@ impl SlotFactory {
             resources: self.resources.clone(),
             login: None,
             made: Default::default(),
+            hearing: Some(hearing),
         })
     }
 

@@ -523,6 +523,12 @@ pub enum AccountEvent<'a> {
     /// began again after a break): forget every account's tokens and chain,
     /// so that they come back from the store.
     Resync,
+    /// The store hears the news at least until this instant: a sign-out
+    /// on another replica waits for this one's word until then, and no
+    /// longer. Past it, with no newer word, the layer presents no
+    /// account's token from memory; each request reads it from the store.
+    /// A store that never says so leaves the tokens as they are.
+    HeardUntil(tokio::time::Instant),
 }
 
 /// What [`TokenStore::watch_accounts`] calls with each [`AccountEvent`]; it

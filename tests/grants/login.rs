@@ -761,7 +761,7 @@ async fn a_challenge_s_scopes_start_a_login_with_them_where_no_list_is_set() {
         .collect();
     assert_eq!(scopes, ["read offline_access", "read write offline_access"]);
     // No OpenID request: no `prompt` (OpenID Connect Core 11 does not apply).
-    assert!(server.authorizations()[0].get("prompt").is_none());
+    assert!(!server.authorizations()[0].contains_key("prompt"));
     // The wider login serves from then on.
     for _ in 0..3 {
         assert_eq!(status_with_retry(&oauth, &server.api_url()).await, 200);

@@ -17,6 +17,7 @@ mod login;
 mod par;
 mod real_browser;
 mod refresh_tokens;
+mod replica_failures;
 mod second_login;
 mod session_failures;
 mod token_exchange;

@@ -197,6 +197,7 @@ impl OAuthLayerBuilder {
             resources,
             login,
             made: Default::default(),
+            hearing: None,
         };
         let max_accounts = self
             .max_accounts

@@ -10,7 +10,12 @@
 //! `<prefix>{accounts}:watchers`, scored by Redis's own clock (no replica's
 //! clock counts). A sign-out waits until every replica in it has added its
 //! id to the sign-out's own set, or has left the list (its heartbeat
-//! stopped), within [`ACK_WAIT`].
+//! stopped, or its store was dropped), within [`ACK_WAIT`]. A listing is
+//! short ([`WATCH_TTL`]), so that a replica killed mid-way holds up a
+//! sign-out for little more; and a replica whose own heartbeat has not
+//! landed within it presents no account's token from memory
+//! ([`AccountEvent::HeardUntil`]), so that a sign-out that stopped waiting
+//! for it is never undone by it.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -30,18 +35,24 @@ use crate::support::random::random_hex;
 const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
 /// How often a watching replica says it still watches.
-const HEARTBEAT: Duration = Duration::from_secs(1);
+const HEARTBEAT: Duration = Duration::from_millis(250);
 
 /// How long a replica stays in the list after its last heartbeat: a
-/// replica gone (or cut off from Redis) leaves it by then. Six beats: a
-/// replica that is slow for a while (a busy machine) stays listed, so a
-/// sign-out waits for its word.
-const WATCH_TTL: Duration = Duration::from_secs(6);
+/// replica gone (or cut off from Redis) leaves it by then, so a sign-out
+/// waits at most this long for one that was killed. Six beats. A replica
+/// slower than that for a while (a busy machine, a stopped process) leaves
+/// the list, and until a beat of its own lands again it presents no
+/// account's token from memory (each request reads the store).
+const WATCH_TTL: Duration = Duration::from_millis(1500);
+
+/// What a replica takes off its own listing's end, for clocks that do not
+/// run at quite the same rate: it stops presenting before Redis drops it.
+const HEARING_MARGIN: Duration = Duration::from_millis(100);
 
 /// The longest a sign-out waits for the watching replicas' word; past
 /// [`WATCH_TTL`], so that a replica that went away meanwhile has left the
 /// list by then.
-const ACK_WAIT: Duration = Duration::from_secs(8);
+const ACK_WAIT: Duration = Duration::from_secs(3);
 
 /// The least time the watch's own operations (its heartbeat, its answers)
 /// are given, whatever the store's timeout: they hold up no request.
@@ -336,15 +347,28 @@ async fn hear(
         heartbeat, answer, ..
     } = &names.scripts;
     let ttl = super::protocol::millis(WATCH_TTL);
+    // A beat that landed keeps this replica listed until WATCH_TTL after
+    // Redis took it, which is after it was sent: the layers hear of it as
+    // lasting until WATCH_TTL after it was sent (less a margin), and no
+    // longer. A beat that does not land says nothing, and the last word
+    // runs out.
     let beat = async |con: &mut Connection| {
         let mut invocation = heartbeat.key(&names.watchers_key);
         invocation.arg(&names.id).arg(ttl);
+        let sent = Instant::now();
         let beat = invocation.invoke_async::<i64>(con);
         let landed = tokio::time::timeout(names.timeout.max(WATCH_OP_TIMEOUT), beat)
             .await
             .is_ok_and(|r| r.is_ok());
-        if !landed {
-            tracing::debug!("the accounts' watch could not say it still watches; trying again");
+        match landed {
+            true => tell(
+                watchers,
+                AccountEvent::HeardUntil(sent + WATCH_TTL - HEARING_MARGIN),
+            ),
+            false => tracing::debug!(
+                "the accounts' watch could not say it still watches; trying again (accounts' \
+                 tokens are read from the store meanwhile)"
+            ),
         }
     };
     tell(watchers, AccountEvent::Resync);
