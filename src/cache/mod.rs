@@ -174,30 +174,6 @@ impl TokenCache {
         })
     }
 
-    /// Until when the view of an instance may present `token` without
-    /// asking the cache: its renewal point, or for an account's token the
-    /// end of the store's last word, if sooner.
-    #[inline]
-    pub(crate) fn presentable_until(&self, token: &CachedToken) -> Instant {
-        match self.hearing.as_ref().and_then(|h| h.deadline()) {
-            Some(until) => until.min(token.timings.refresh_at),
-            None => token.timings.refresh_at,
-        }
-    }
-
-    /// Whether a token in memory may be presented at `now`: always, but for
-    /// an account's token while this replica hears the store's news.
-    #[inline]
-    fn hears(&self, now: Instant) -> bool {
-        self.hearing.as_ref().is_none_or(|h| h.hears(now))
-    }
-
-    /// Whether the cache's tokens are presented only while this replica
-    /// hears the store's news.
-    #[inline]
-    pub(crate) fn guarded(&self) -> bool {
-        self.hearing.is_some()
-    }
 
     /// The chain of refresh tokens this cache's fetches use, if any.
     pub(crate) fn chain(&self) -> Option<Arc<crate::endpoint::Chain>> {
