@@ -35,14 +35,15 @@ fn replica(redis_url: &str, authority_url: &str) -> OAuthLayer {
 
 /// Makes `oauth` watch the accounts' news (its first account does).
 async fn watch(oauth: &OAuthLayer) {
-    let _ = oauth
-        .token_for(&TokenParams::new().account("probe"))
-        .await;
+    let _ = oauth.token_for(&TokenParams::new().account("probe")).await;
 }
 
 fn listed(redis: &RedisServer) -> usize {
     let mut con = redis.connection();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*:watchers").query(&mut con).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*:watchers")
+        .query(&mut con)
+        .unwrap();
     keys.iter()
         .map(|k| redis::cmd("ZCARD").arg(k).query::<usize>(&mut con).unwrap())
         .sum()

@@ -64,6 +64,10 @@ impl TokenCache {
     /// or is backing off while it still serves.
     pub(crate) async fn fresh_token(self: &Arc<Self>) -> FetchResult {
         let now = Instant::now();
+        if !self.hears(now) {
+            // An account's token past the store's last word: from the store.
+            return self.token().await;
+        }
         let current = match self.current.load_full() {
             Some(token) if now < token.timings.refresh_at => return Ok(token),
             Some(token) if token.timings.usable_at(now) => token,

@@ -174,7 +174,6 @@ impl TokenCache {
         })
     }
 
-
     /// The chain of refresh tokens this cache's fetches use, if any.
     pub(crate) fn chain(&self) -> Option<Arc<crate::endpoint::Chain>> {
         self.fetcher.supply.load().chain.clone()

@@ -36,6 +36,13 @@ pub(crate) trait SupplyForScope: Send + Sync + 'static {
     /// (the product-information API's unencoded body and a scope with a space or a
     /// `&`), said in the log.
     fn for_scope(&self, scope: &str) -> Option<TokenSupply>;
+
+    /// The `scopes_supported` of the authorization server the tokens come
+    /// from, once its metadata was read; `None` when unknown (or not read
+    /// yet). A step-up without a list asks only for scopes on it.
+    fn server_scopes(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// The most scopes a step-up without a list asks for, all together: each
@@ -204,6 +211,25 @@ impl TokenCache {
                 .copied()
                 .filter(|s| !had(s) && allowed(s))
                 .collect();
+            // A person's login asks only for scopes the server lists (where
+            // it lists any): an API cannot steer it toward another scope of
+            // the server's, and the token in hand keeps serving.
+            if let (Allowed::Approved { .. }, Some(listed)) =
+                (&step_up.allowed, step_up.supplies.server_scopes())
+            {
+                let unlisted: Vec<&&str> = new
+                    .iter()
+                    .filter(|s| !listed.is_empty() && !listed.iter().any(|l| l == **s))
+                    .collect();
+                if !unlisted.is_empty() {
+                    tracing::warn!(
+                        ?unlisted,
+                        "the API asked for scopes the authorization server does not list in \
+                         scopes_supported; no login is begun for them"
+                    );
+                    return false;
+                }
+            }
             if new.is_empty() {
                 drop(scopes);
                 tracing::debug!(

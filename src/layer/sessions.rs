@@ -147,9 +147,16 @@ impl OAuthLayer {
         };
         // The `jti` is looked up first and spent last, once every account
         // it names is signed out: a logout that failed half-way is sent
-        // again by the server and does its work then.
+        // again by the server and does its work then. Marks are kept where
+        // links are: in the store when it keeps them sealed, else here.
         let used = digest("jti", &claims.jti);
-        if sessions.used_before(store, &used).await.map_err(unread)? {
+        let ttl = Duration::from_secs(claims.valid_for);
+        let marks = store.filter(|_| sealing_key.is_some());
+        if sessions
+            .used_before(marks, &used, ttl)
+            .await
+            .map_err(unread)?
+        {
             return Err(crate::login::logout_refused(
                 "was used before (its `jti` is known): a replay",
             ));
@@ -195,10 +202,16 @@ impl OAuthLayer {
                 )),
             );
         }
-        let ttl = Duration::from_secs(claims.valid_for);
-        if let Err(why) = sessions.mark_used(store, &used, ttl).await {
-            // The work is done; a replay would find nothing linked.
-            tracing::warn!(error = %why, "the logout token could not be marked used");
+        if let Err(why) = sessions.mark_used(marks, &used, ttl).await {
+            // The work is done, but a replay would not be known as one (a
+            // later login of the same person would be signed out by it):
+            // the server is told to send it again.
+            return Err(
+                TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                    "the back-channel logout signed out {signed_out} account(s), but its token \
+                 could not be marked used ({why}); the server may send it again"
+                )),
+            );
         }
         tracing::info!(
             accounts = signed_out,

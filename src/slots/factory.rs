@@ -436,6 +436,31 @@ impl SupplyForScope for ScopedSupply {
             chain,
         })
     }
+
+    fn server_scopes(&self) -> Option<Vec<String>> {
+        let resource = self
+            .params
+            .iter()
+            .find(|(name, _)| name == "resource")
+            .and_then(|(_, url)| {
+                let resources = &self.factory.resources;
+                resources
+                    .iter()
+                    .find(|r| crate::endpoint::same_identifier(r.url(), url))
+            })
+            .or(match &self.factory.resources[..] {
+                [only] => Some(only),
+                _ => None,
+            });
+        match resource {
+            Some(resource) => resource.server_scopes(),
+            None => {
+                let metadata = self.factory.metadata.lock();
+                let metadata = metadata.unwrap_or_else(PoisonError::into_inner);
+                Some(metadata.as_ref()?.scopes_supported.clone())
+            }
+        }
+    }
 }
 
 /// `base` without the names `extra` sets, then `extra`.

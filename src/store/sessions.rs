@@ -132,15 +132,23 @@ impl Sessions {
     }
 
     /// Whether `key` was marked used (and the mark has not run out): asked
-    /// of `store` where it keeps marks, else of this process's memory.
+    /// of `store` where it keeps marks, else of this process's memory. A
+    /// store that keeps marks but cannot look one up without making it
+    /// (one of yours with `use_once` and no `used_before`) marks it now,
+    /// for `ttl`: a replay is refused all the same, though a retry after a
+    /// failure is then refused too.
     pub(crate) async fn used_before(
         &self,
         store: Option<&dyn TokenStore>,
         key: &TokenIdentity,
+        ttl: Duration,
     ) -> Result<bool, String> {
         if let Some(store) = store {
             if let Some(used) = store.used_before(key.key()).await? {
                 return Ok(used);
+            }
+            if let Some(first) = store.use_once(key.key(), ttl).await? {
+                return Ok(!first);
             }
         }
         let used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
@@ -232,9 +240,9 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
-        assert!(!sessions.used_before(None, &alice).await.unwrap());
+        assert!(!sessions.used_before(None, &alice, hour).await.unwrap());
         assert!(sessions.mark_used(None, &alice, hour).await.unwrap());
-        assert!(sessions.used_before(None, &alice).await.unwrap());
+        assert!(sessions.used_before(None, &alice, hour).await.unwrap());
         assert!(!sessions.mark_used(None, &alice, hour).await.unwrap());
         assert!(sessions.mark_used(None, &key("bob"), hour).await.unwrap());
         sessions.unlink(None, &alice, "d1").await.unwrap();

@@ -126,6 +126,14 @@ impl Resource {
         self.read.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The `scopes_supported` of the authorization server its metadata
+    /// names, once read; `None` before.
+    pub(crate) fn server_scopes(&self) -> Option<Vec<String>> {
+        let server = Arc::clone(&self.lock().as_ref()?.server);
+        let metadata = server.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(metadata.as_ref()?.scopes_supported.clone())
+    }
+
     /// The resource identifier, as configured.
     pub(crate) fn url(&self) -> &str {
         &self.url

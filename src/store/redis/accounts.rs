@@ -71,6 +71,8 @@ pub(super) struct Watch {
     watchers: Arc<Mutex<Vec<AccountWatcher>>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
     id: String,
+    /// Until when the watch last said it hears (none yet: the past).
+    heard: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Default for Watch {
@@ -79,6 +81,7 @@ impl Default for Watch {
             watchers: Arc::default(),
             task: Mutex::default(),
             id: random_hex(),
+            heard: Arc::default(),
         }
     }
 }
@@ -301,6 +304,10 @@ impl RedisStore {
 
     pub(super) fn watch(&self, watcher: AccountWatcher) {
         let watch = &self.watch;
+        // Guarded from its first account on: it hears only once a beat of
+        // the watch has landed (the past until then).
+        let heard = *watch.heard.lock().unwrap_or_else(PoisonError::into_inner);
+        watcher(AccountEvent::HeardUntil(heard.unwrap_or_else(Instant::now)));
         watch
             .watchers
             .lock()
@@ -314,6 +321,7 @@ impl RedisStore {
             return;
         };
         let watchers = Arc::clone(&watch.watchers);
+        let heard = Arc::clone(&watch.heard);
         let deployment = Arc::clone(&self.deployment);
         let names = self.names();
         let handle = runtime.spawn(async move {
@@ -321,7 +329,7 @@ impl RedisStore {
                 let patience = names.timeout.max(WATCH_OP_TIMEOUT);
                 if let Some(pubsub) = deployment.subscribe(&names.channel, patience).await {
                     if let Ok(con) = deployment.connect(patience).await {
-                        hear(pubsub, con, &watchers, &names).await;
+                        hear(pubsub, con, (&watchers, &heard), &names).await;
                     }
                 }
                 tokio::time::sleep(RESUBSCRIBE).await;
@@ -339,7 +347,7 @@ impl RedisStore {
 async fn hear(
     mut pubsub: redis::aio::PubSub,
     mut con: Connection,
-    watchers: &Mutex<Vec<AccountWatcher>>,
+    (watchers, heard): (&Mutex<Vec<AccountWatcher>>, &Mutex<Option<Instant>>),
     names: &Names,
 ) {
     use futures_core::Stream;
@@ -361,10 +369,20 @@ async fn hear(
             .await
             .is_ok_and(|r| r.is_ok());
         match landed {
-            true => tell(
-                watchers,
-                AccountEvent::HeardUntil(sent + WATCH_TTL - HEARING_MARGIN),
-            ),
+            true => {
+                let until = sent + WATCH_TTL - HEARING_MARGIN;
+                let last = heard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .replace(until);
+                // Deaf since the last word (stopped, starved, cut off): news
+                // may wait unread; everything is read from the store again
+                // before the layers present anything.
+                if last.is_some_and(|last| last <= sent) {
+                    tell(watchers, AccountEvent::Resync);
+                }
+                tell(watchers, AccountEvent::HeardUntil(until));
+            }
             false => tracing::debug!(
                 "the accounts' watch could not say it still watches; trying again (accounts' \
                  tokens are read from the store meanwhile)"
