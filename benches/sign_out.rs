@@ -1,8 +1,8 @@
 //! How long a sign-out takes on Redis, the store waiting for every watching
 //! replica's word that it dropped the account's tokens: with every replica
-//! alive (3 replicas, in one process), and with one of two killed by its
-//! PID (SIGKILL, a process of its own, as an orchestrator kills one after
-//! its grace period) just before the sign-out. The baseline, in the same
+//! alive (3 replicas, in one process), and with one of 3 killed by its PID
+//! (SIGKILL, a process of its own, as an orchestrator kills one after its
+//! grace period) just before the sign-out. The baseline, in the same
 //! run: the same sign-out with no other replica listed. p50 and p99 (the
 //! slowest, for the 20 kills).
 //!
@@ -106,10 +106,10 @@ fn main() {
         watch(&c).await;
         until_listed(&redis, 3).await;
         let alive = sign_outs(&a, 100, "alive").await;
-        drop((b, c));
+        drop(c);
         let mut killed = Vec::new();
         for i in 0..20 {
-            until_listed(&redis, 1).await;
+            until_listed(&redis, 2).await;
             let mut child = std::process::Command::new(std::env::current_exe().unwrap())
                 .env(CHILD, format!("{} {}", redis.url(), authority.base_url()))
                 .stdout(std::process::Stdio::piped())
@@ -121,7 +121,7 @@ fn main() {
                 &mut line,
             )
             .unwrap();
-            until_listed(&redis, 2).await;
+            until_listed(&redis, 3).await;
             child.kill().unwrap();
             child.wait().unwrap();
             let started = Instant::now();
@@ -133,7 +133,7 @@ fn main() {
         for (what, times) in [
             ("1, alone (the baseline)", alone),
             ("3, all alive", alive),
-            ("2, one killed just before", killed),
+            ("3, one killed just before", killed),
         ] {
             let n = times.len();
             let (p50, p99) = percentiles(times);

@@ -622,3 +622,33 @@ async fn a_token_file_prunes_what_ran_out_at_each_write() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].starts_with("long"), "{left:?}");
 }
+
+/// A client the login registered (RFC 7591) with a secret of its own
+/// checks the server's HS256 ID tokens with that secret.
+#[tokio::test]
+async fn a_registered_client_s_own_secret_checks_its_hmac_id_tokens() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    server.set_metadata(
+        "id_token_signing_alg_values_supported",
+        serde_json::json!(["HS256"]),
+    );
+    server.set_metadata(
+        "token_endpoint_auth_methods_supported",
+        serde_json::json!(["client_secret_basic"]),
+    );
+    server
+        .state
+        .registers_confidential
+        .store(true, Ordering::SeqCst);
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .protected_resource(server.api_url())
+            .scope("openid read")
+            .login(Login::user_agent(LoginServer::user_agent())),
+    )
+    .build()
+    .unwrap();
+    oauth.login().await.unwrap();
+    assert_eq!(server.registrations().len(), 1);
+    assert_eq!(oauth.identity().await.unwrap().subject(), "person");
+}

@@ -149,6 +149,10 @@ pub struct State {
     /// A scope the API needs: a token without it gets `403
     /// insufficient_scope` naming it.
     pub required_scope: Mutex<Option<String>>,
+    /// Registrations make confidential clients: each gets the secret
+    /// `secret-of-<id>` (`client_secret_basic`), and the ID tokens are
+    /// signed with HS256 under it from then on.
+    pub registers_confidential: AtomicBool,
 }
 
 pub struct LoginServer {
@@ -566,6 +570,22 @@ impl State {
                     .lock()
                     .unwrap()
                     .insert(id.clone(), redirects);
+                if self.registers_confidential.load(Ordering::SeqCst) {
+                    let secret = format!("secret-of-{id}");
+                    self.oidc.rotate(
+                        super::id_tokens::SigningKey {
+                            alg: jsonwebtoken::Algorithm::HS256,
+                            key: jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+                            public_jwk: json!({"kty": "oct", "kid": "hmac"}),
+                        },
+                        true,
+                    );
+                    return answer(
+                        201,
+                        json!({"client_id": id, "client_secret": secret,
+                            "token_endpoint_auth_method": "client_secret_basic"}),
+                    );
+                }
                 answer(
                     201,
                     json!({"client_id": id, "token_endpoint_auth_method": "none"}),
@@ -924,7 +944,7 @@ fn serial_of(token: &str) -> Option<u64> {
 }
 
 /// The client of a request's `Authorization: Basic` header, if it holds the
-/// web app's id and secret.
+/// web app's id and secret, or a registered confidential client's.
 fn basic_client<B>(req: &http::Request<B>) -> Option<String> {
     let header = req.headers().get("authorization")?.to_str().ok()?;
     let encoded = header.strip_prefix("Basic ")?;
@@ -933,7 +953,8 @@ fn basic_client<B>(req: &http::Request<B>) -> Option<String> {
         .ok()?;
     let text = String::from_utf8(decoded).ok()?;
     let (id, secret) = text.split_once(':')?;
-    (id == WEB_CLIENT && secret == WEB_SECRET).then(|| id.to_owned())
+    let registered = id.starts_with("registered-") && secret == format!("secret-of-{id}");
+    (id == WEB_CLIENT && secret == WEB_SECRET || registered).then(|| id.to_owned())
 }
 
 /// A client's request: its form, the client its Basic header names, and

@@ -602,6 +602,32 @@ mod tests {
         );
     }
 
+    /// A server whose refusal reads "signed out" does not pass for a
+    /// sign-out, here or read back from a store; a sign-out does.
+    #[test]
+    fn a_refusal_that_says_signed_out_is_no_sign_out() {
+        use crate::login::{LoginState, LoginStatus};
+        let state_of = |chain: &Chain| LoginStatus::of(&chain.standing(), None).state();
+        let a = RefreshToken::new("rt-1").chain;
+        a.refused("rt-1", "signed out");
+        assert_eq!(
+            a.standing().ended,
+            Some(Ended::Refused("signed out".into()))
+        );
+        assert_eq!(state_of(&a), LoginState::Ended);
+        let b = RefreshToken::new("rt-1").chain;
+        b.adopt(&a.record());
+        assert_eq!(state_of(&b), LoginState::Ended);
+        assert!(!b.is_signed_out());
+        let c = RefreshToken::new("rt-2").chain;
+        c.sign_out();
+        assert_eq!(state_of(&c), LoginState::SignedOut);
+        let d = RefreshToken::new("rt-2").chain;
+        d.adopt(&c.record());
+        assert!(d.is_signed_out());
+        assert_eq!(state_of(&d), LoginState::SignedOut);
+    }
+
     #[test]
     fn debug_shows_no_token() {
         let t = RefreshToken::new("very-secret-refresh-token");
