@@ -360,6 +360,22 @@ mod tests {
         (paste, asked)
     }
 
+    /// A browser's GET of `url`: the page it got.
+    async fn browser_get(url: String) -> String {
+        let uri: http::Uri = url.parse().unwrap();
+        let mut stream = TcpStream::connect(uri.authority().unwrap().as_str())
+            .await
+            .unwrap();
+        let request = format!(
+            "GET {} HTTP/1.1\r\nhost: x\r\n\r\n",
+            uri.path_and_query().unwrap()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut page = String::new();
+        stream.read_to_string(&mut page).await.unwrap();
+        page
+    }
+
     fn callback(listener: &Listener, query: &str) -> String {
         format!("{}?{query}", listener.redirect_uri)
     }
@@ -424,20 +440,7 @@ mod tests {
         )
         .replace("localhost", "127.0.0.1");
         let (paste, _) = lines(Vec::new());
-        let browser = tokio::spawn(async move {
-            let uri: http::Uri = url.parse().unwrap();
-            let mut stream = TcpStream::connect(uri.authority().unwrap().as_str())
-                .await
-                .unwrap();
-            let request = format!(
-                "GET {} HTTP/1.1\r\nhost: x\r\n\r\n",
-                uri.path_and_query().unwrap()
-            );
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut page = String::new();
-            stream.read_to_string(&mut page).await.unwrap();
-            page
-        });
+        let browser = tokio::spawn(browser_get(url));
         let deadline = Instant::now() + Duration::from_secs(10);
         let code = listener.code(&expect(), deadline, Some(&paste)).await;
         assert_eq!(code.unwrap(), "ours");
@@ -461,17 +464,7 @@ mod tests {
             slow.push(TcpStream::connect(&address).await.unwrap());
         }
         let (paste, _) = lines(Vec::new());
-        let browser = tokio::spawn(async move {
-            let mut stream = TcpStream::connect(&address).await.unwrap();
-            let request = format!(
-                "GET {} HTTP/1.1\r\nhost: x\r\n\r\n",
-                uri.path_and_query().unwrap()
-            );
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut page = String::new();
-            stream.read_to_string(&mut page).await.unwrap();
-            page
-        });
+        let browser = tokio::spawn(browser_get(url));
         let deadline = Instant::now() + READ_TIMEOUT * 3;
         let code = listener.code(&expect(), deadline, Some(&paste)).await;
         assert_eq!(code.unwrap(), "ours");

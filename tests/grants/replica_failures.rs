@@ -86,6 +86,32 @@ async fn served_once(lines: &mut tokio::io::Lines<BufReader<tokio::process::Chil
     .expect("the child serves within 30 s");
 }
 
+/// The child's lines for `wait`, and those of them that say it served
+/// Alice with a request begun after `signed_out_at` (ms since the epoch).
+async fn lines_after(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    wait: Duration,
+    signed_out_at: u128,
+) -> (Vec<String>, Vec<String>) {
+    let mut after = Vec::new();
+    let _ = tokio::time::timeout(wait, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            after.push(line);
+        }
+    })
+    .await;
+    let late = after
+        .iter()
+        .filter(|line| {
+            line.strip_prefix("served ")
+                .and_then(|at| at.split(' ').next()?.parse::<u128>().ok())
+                .is_some_and(|at| at > signed_out_at)
+        })
+        .cloned()
+        .collect();
+    (after, late)
+}
+
 fn replica(server: &LoginServer, redis: &RedisServer) -> OAuthLayer {
     builder(server)
         .token_store(RedisStore::new(redis.url()).unwrap())
@@ -150,22 +176,8 @@ async fn a_replica_stopped_past_its_listing_never_presents_a_signed_out_token() 
     let signed_out_at = now_ms();
     signal("-CONT");
     // It runs on for a while: whatever it gets now, it never serves her.
-    let mut after = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(3), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            after.push(line);
-        }
-    })
-    .await;
+    let (after, late) = lines_after(&mut lines, Duration::from_secs(3), signed_out_at).await;
     child.start_kill().unwrap();
-    let late: Vec<&String> = after
-        .iter()
-        .filter(|line| {
-            line.strip_prefix("served ")
-                .and_then(|at| at.split(' ').next()?.parse::<u128>().ok())
-                .is_some_and(|at| at > signed_out_at)
-        })
-        .collect();
     assert!(late.is_empty(), "served after the sign-out: {late:?}");
     assert!(
         after.iter().any(|line| line.starts_with("refused ")),
@@ -254,22 +266,8 @@ async fn a_replica_cut_off_from_redis_stops_presenting_account_tokens() {
     a.sign_out("alice").await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2), "no wait for it");
     let signed_out_at = now_ms();
-    let mut after = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            after.push(line);
-        }
-    })
-    .await;
+    let (_, late) = lines_after(&mut lines, Duration::from_secs(2), signed_out_at).await;
     child.start_kill().unwrap();
-    let late: Vec<&String> = after
-        .iter()
-        .filter(|line| {
-            line.strip_prefix("served ")
-                .and_then(|at| at.split(' ').next()?.parse::<u128>().ok())
-                .is_some_and(|at| at > signed_out_at)
-        })
-        .collect();
     // Its requests now go to the store it cannot reach, and fail or wait:
     // none is served from memory.
     assert!(late.is_empty(), "served after the sign-out: {late:?}");
