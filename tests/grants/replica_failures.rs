@@ -133,7 +133,13 @@ async fn a_sign_out_answers_within_2_s_when_a_replica_was_killed() {
     let mut child = replica_process(&server, &redis);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     served_once(&mut lines).await;
-    assert_eq!(watchers(&redis), 2, "both replicas listed");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while watchers(&redis) != 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("both replicas listed");
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let started = std::time::Instant::now();
