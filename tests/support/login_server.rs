@@ -538,6 +538,7 @@ impl State {
                 }
                 match (q.get("post_logout_redirect_uri"), q.get("state")) {
                     (Some(back), Some(state)) => redirect(format!("{back}?state={state}")),
+                    (Some(back), None) => redirect(back.clone()),
                     _ => answer(200, json!({"signed_out": true})),
                 }
             }
