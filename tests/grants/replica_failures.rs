@@ -32,12 +32,7 @@ fn now_ms() -> u128 {
 /// A replica in a process of its own: this test binary, run again as
 /// `replica_child`, which serves Alice's account every 50 ms and prints
 /// what it got.
-fn replica_process(server: &LoginServer, redis: &RedisServer) -> tokio::process::Child {
-    replica_process_at(server, &redis.url())
-}
-
-/// The replica process, on the Redis at `redis_url`.
-fn replica_process_at(server: &LoginServer, redis_url: &str) -> tokio::process::Child {
+fn replica_process(server: &LoginServer, redis_url: &str) -> tokio::process::Child {
     tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "replica_failures::replica_child",
@@ -73,7 +68,7 @@ fn watchers(redis: &RedisServer) -> usize {
 /// Waits (at most 30 s) until `lines` says the child served Alice, and
 /// holds her token in memory (its watch began, and its first resync is
 /// done).
-async fn served_once(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
+async fn served_once(lines: &mut ChildLines) {
     tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if line.starts_with("served ") && line.ends_with("held=true") {
@@ -89,7 +84,7 @@ async fn served_once(lines: &mut tokio::io::Lines<BufReader<tokio::process::Chil
 /// The child's lines for `wait`, and those of them that say it served
 /// Alice with a request begun after `signed_out_at` (ms since the epoch).
 async fn lines_after(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    lines: &mut ChildLines,
     wait: Duration,
     signed_out_at: u128,
 ) -> (Vec<String>, Vec<String>) {
@@ -112,6 +107,26 @@ async fn lines_after(
     (after, late)
 }
 
+/// Lines the child prints.
+type ChildLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// Alice signed in on a replica here (on `redis`), and a replica process on
+/// the Redis at `child_redis` (the same, or a way to it) serving her from
+/// memory: the authorization server, the replica here, the child and its
+/// lines.
+async fn alice_on_two_replicas(
+    redis: &RedisServer,
+    child_redis: &str,
+) -> (LoginServer, OAuthLayer, tokio::process::Child, ChildLines) {
+    let server = LoginServer::start(Duration::from_secs(3600)).await;
+    let a = replica(&server, redis);
+    sign_in(&a, &a, "alice", "alice").await;
+    let mut child = replica_process(&server, child_redis);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    served_once(&mut lines).await;
+    (server, a, child, lines)
+}
+
 fn replica(server: &LoginServer, redis: &RedisServer) -> OAuthLayer {
     builder(server)
         .token_store(RedisStore::new(redis.url()).unwrap())
@@ -127,12 +142,8 @@ async fn a_sign_out_answers_within_2_s_when_a_replica_was_killed() {
         return;
     }
     let redis = RedisServer::start();
-    let server = LoginServer::start(Duration::from_secs(3600)).await;
-    let a = replica(&server, &redis);
-    sign_in(&a, &a, "alice", "alice").await;
-    let mut child = replica_process(&server, &redis);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    served_once(&mut lines).await;
+    // Its lines are kept open: the child writes to them until it is killed.
+    let (server, a, mut child, _lines) = alice_on_two_replicas(&redis, &redis.url()).await;
     tokio::time::timeout(Duration::from_secs(10), async {
         while watchers(&redis) != 2 {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -161,13 +172,8 @@ async fn a_replica_stopped_past_its_listing_never_presents_a_signed_out_token() 
         return;
     }
     let redis = RedisServer::start();
-    let server = LoginServer::start(Duration::from_secs(3600)).await;
-    let a = replica(&server, &redis);
-    sign_in(&a, &a, "alice", "alice").await;
-    let mut child = replica_process(&server, &redis);
+    let (server, a, mut child, mut lines) = alice_on_two_replicas(&redis, &redis.url()).await;
     let pid = child.id().unwrap().to_string();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    served_once(&mut lines).await;
     let signal = |name: &str| {
         let status = std::process::Command::new("kill")
             .args([name, &pid])
@@ -260,12 +266,7 @@ async fn a_replica_cut_off_from_redis_stops_presenting_account_tokens() {
     }
     let redis = RedisServer::start();
     let partition = Partition::start(&redis).await;
-    let server = LoginServer::start(Duration::from_secs(3600)).await;
-    let a = replica(&server, &redis);
-    sign_in(&a, &a, "alice", "alice").await;
-    let mut child = replica_process_at(&server, &partition.url);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    served_once(&mut lines).await;
+    let (_server, a, mut child, mut lines) = alice_on_two_replicas(&redis, &partition.url).await;
     partition.freeze();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let started = std::time::Instant::now();
