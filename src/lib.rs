@@ -308,8 +308,10 @@
 //!   own [`fetch_timeout`](OAuthLayerBuilder::fetch_timeout) either way, and
 //!   a request that times out while waiting does not cancel the fetch.
 //! - **Buffer and concurrency limits.** Inside the layer they limit API
-//!   calls. Outside, requests waiting for a token hold their slot while they
-//!   wait. The layer itself never queues: readiness is the inner service's.
+//!   calls: a request waiting for a token lets go of the capacity its
+//!   `poll_ready` reserved, and is made ready again once the token is here.
+//!   Outside, requests waiting for a token hold their slot while they wait.
+//!   The layer itself never queues: readiness is the inner service's.
 //! - **gRPC.** Wrap a tonic `Channel` directly: `UNAUTHENTICATED` in a
 //!   trailers-only response counts as a 401.
 //!

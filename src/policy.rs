@@ -58,10 +58,17 @@ pub(crate) const MAX_SETTING: Duration = Duration::from_secs(24 * 60 * 60);
 /// under it. If it is not alive, the request starts another.
 pub(crate) const RENEWAL_CHECK: Duration = Duration::from_millis(100);
 
-/// A fetch that has not finished within this many fetch timeouts, plus a
-/// second, runs on a runtime that is not running it. It is given up, and the
-/// next request starts another.
-pub(crate) const OVERDUE_FETCH_TIMEOUTS: u32 = 3;
+/// How many fetch timeouts a fetch may take in all, beside
+/// [`FETCH_BOUND_SLACK`]: a store's wait for its lock (two), the token
+/// request (one), and the store's write (one).
+const FETCH_BOUND_TIMEOUTS: u32 = 4;
+
+/// What a fetch's bound allows beyond its fetch timeouts: the store's
+/// margins on its waits and the retries of a chain's save.
+const FETCH_BOUND_SLACK: Duration = Duration::from_secs(4);
+
+/// Default of [`OAuthLayerBuilder::refresh_answer_timeout`](crate::OAuthLayerBuilder::refresh_answer_timeout).
+pub(crate) const DEFAULT_REFRESH_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A steady retry comes after this share of `min_backoff`, plus up to
 /// [`STEADY_SPREAD`] of it by jitter. It applies when no token serves and the
@@ -80,6 +87,9 @@ pub(crate) struct Policy {
     pub(crate) refresh_margin: Duration,
     pub(crate) expiry_skew: Duration,
     pub(crate) fetch_timeout: Duration,
+    /// How long a refresh request, once sent, is awaited to its answer: at
+    /// least the fetch timeout.
+    pub(crate) refresh_answer_timeout: Duration,
     pub(crate) forced_renewal_interval: Duration,
     pub(crate) min_backoff: Duration,
     pub(crate) max_backoff: Duration,
@@ -131,6 +141,7 @@ impl Default for Policy {
             refresh_margin: DEFAULT_REFRESH_MARGIN,
             expiry_skew: DEFAULT_EXPIRY_SKEW,
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            refresh_answer_timeout: DEFAULT_REFRESH_ANSWER_TIMEOUT,
             forced_renewal_interval: DEFAULT_FORCED_RENEWAL_INTERVAL,
             min_backoff: DEFAULT_MIN_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
@@ -206,6 +217,23 @@ impl Policy {
     pub(crate) fn is_fresh(&self, lifetime: Duration, usable_for: Duration) -> bool {
         let ahead = self.margin_for(lifetime) + self.max_jitter(lifetime);
         usable_for > ahead.saturating_sub(self.skew_for(lifetime))
+    }
+
+    /// The longest a fetch may take in all, through a store: its wait for
+    /// the store's lock, the token request and the store's write. A request
+    /// waiting for the fetch gets a `Timeout` by then, whatever the store
+    /// or the endpoint does, and whether or not other requests come. A
+    /// refresh already sent is still awaited past it, on its own task.
+    pub(crate) fn fetch_bound(&self) -> Duration {
+        self.fetch_timeout
+            .saturating_mul(FETCH_BOUND_TIMEOUTS)
+            .saturating_add(FETCH_BOUND_SLACK)
+    }
+
+    /// How long a refresh request, once sent, is awaited: the answer may
+    /// carry the only copy of a rotated refresh token.
+    pub(crate) fn refresh_answer_bound(&self) -> Duration {
+        self.refresh_answer_timeout.max(self.fetch_timeout)
     }
 
     /// How long everyone sharing a token holds back after a failure. It is the

@@ -83,6 +83,7 @@ pub struct OAuthLayerBuilder {
     refresh_margin: Option<Duration>,
     expiry_skew: Option<Duration>,
     fetch_timeout: Option<Duration>,
+    refresh_answer_timeout: Option<Duration>,
     forced_renewal_interval: Option<Duration>,
     min_backoff: Option<Duration>,
     max_backoff: Option<Duration>,
@@ -146,6 +147,7 @@ impl fmt::Debug for OAuthLayerBuilder {
             .field("refresh_margin", &self.refresh_margin)
             .field("expiry_skew", &self.expiry_skew)
             .field("fetch_timeout", &self.fetch_timeout)
+            .field("refresh_answer_timeout", &self.refresh_answer_timeout)
             .field("forced_renewal_interval", &self.forced_renewal_interval)
             .field("min_backoff", &self.min_backoff)
             .field("max_backoff", &self.max_backoff)

@@ -55,6 +55,26 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// How long a refresh request, once sent, is awaited to its answer,
+    /// past [`fetch_timeout`](Self::fetch_timeout) if need be. A server
+    /// that rotates refresh tokens retires the one sent when the request
+    /// arrives; its answer carries the only copy of the new one. Dropped,
+    /// the next refresh would send the retired one, and a server with reuse
+    /// detection (RFC 9700 section 4.14.2) would revoke the login. So the
+    /// answer is awaited on a task of its own, with the chain's turn (and a
+    /// store's lock) held: no other refresh is sent meanwhile, here or on
+    /// another replica. Requests waiting for the token get a `Timeout` by
+    /// the fetch's own bound; the answer, when it comes, is kept and stored.
+    /// Taken as at least the fetch timeout.
+    ///
+    /// Anything longer than 24 hours is taken as 24 hours.
+    ///
+    /// Default: 60 seconds.
+    pub fn refresh_answer_timeout(mut self, timeout: Duration) -> Self {
+        self.refresh_answer_timeout = Some(timeout);
+        self
+    }
+
     /// After the API answers `401 Unauthorized`, the token that was sent is
     /// dropped and a new one fetched, at most once per this interval. A 401
     /// within the interval after such a renewal leaves the token in place. So
@@ -76,7 +96,8 @@ impl OAuthLayerBuilder {
     /// failure can heal, retries come steadily instead, a little before each
     /// `min_backoff`: at 0.8 to 0.95 of it. So requests recover within
     /// `min_backoff` of the endpoint's return. Failures that can heal are 5xx,
-    /// 429, time-outs and transport errors. A `Retry-After` from the endpoint
+    /// 429, time-outs, transport errors and answers that do not read (an
+    /// HTML page with status 200, an error body, `expires_in` 0). A `Retry-After` from the endpoint
     /// takes precedence, up to one hour. Must be more than zero.
     ///
     /// Anything longer than 24 hours is taken as 24 hours.

@@ -10,7 +10,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::flight::{FetchOutcome, Flight};
-use crate::error::TokenError;
+use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::{Failure, Policy, MAX_RETRY_AFTER};
 
 #[derive(Debug, Default)]
@@ -132,7 +132,10 @@ impl Control {
         let failure = Failure {
             in_a_row: self.failures,
             retry_after: error.retry_after(),
-            can_heal: error.is_retryable(),
+            // An answer that does not read (a proxy's HTML page with 200,
+            // an error body, `expires_in` 0) is retried as a 503 is: a
+            // gateway or a deployment in progress answers so for a while.
+            can_heal: error.is_retryable() || error.kind() == TokenErrorKind::InvalidResponse,
             serving_until,
         };
         let at = policy.retry_at(&failure, now, jitter);

@@ -93,13 +93,13 @@ impl Fetcher {
         let Some(store_use) = &supply.store else {
             // Reckoned from the moment before the request was sent.
             let sent_at = Instant::now();
-            let ask = || {
-                ask_counted(
-                    &*supply.source,
-                    self.policy.fetch_timeout,
-                    &self.fleet.token_requests,
-                )
+            // A refresh's answer may carry the only copy of a rotated
+            // refresh token: it is awaited past the fetch timeout.
+            let bound = match &supply.chain {
+                Some(_) => self.policy.refresh_answer_bound(),
+                None => self.policy.fetch_timeout,
             };
+            let ask = || ask_counted(&*supply.source, bound, &self.fleet.token_requests);
             let token = match &supply.chain {
                 Some(chain) => refresh(chain, None, ask).await?,
                 None => ask().await?,
@@ -182,11 +182,35 @@ impl FetchTask {
             let token = cache.upgrade()?.serving(Instant::now())?;
             Some(token.timings.usable_until)
         };
-        let outcome = fetcher.fetch_to_end(refused, serving_until).await;
+        // Bounded here, not only by each step: a store or a source that
+        // never answers still finishes the flight, with no other request
+        // coming to find it overdue. A refresh already sent goes on to its
+        // answer on its own task (see `fetch_to_end`).
+        let bound = fetcher.policy.fetch_bound();
+        let fetch = fetcher.fetch_to_end(refused, serving_until);
+        // (On a runtime without timers the bound panics as it is made:
+        // `caught` says why.)
+        let outcome = caught("token fetch", async {
+            match tokio::time::timeout(bound, fetch).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(past_bound(bound)),
+            }
+        })
+        .await;
         if let Some(cache) = self.cache.upgrade() {
             cache.finish(&self.flight, outcome, self.reason, sent_at);
         }
     }
+}
+
+/// The error of a fetch that had no outcome within its `bound`.
+fn past_bound(bound: std::time::Duration) -> TokenError {
+    TokenError::new(TokenErrorKind::Timeout).with_message(format!(
+        "no token within {bound:?}, the fetch's bound (four fetch timeouts and 4 s, for the \
+         token store's waits, the token request and the store's write): the token store or \
+         the token endpoint did not answer in time; a refresh already sent is still awaited, \
+         and its answer kept"
+    ))
 }
 
 impl Drop for FetchTask {

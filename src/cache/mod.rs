@@ -55,7 +55,7 @@ pub(crate) use self::hearing::Hearing;
 pub(crate) use self::placement::{shared_bytes, Placement};
 pub(crate) use self::step_up::{origin_of, Allowed, Challenges, StepUp, SupplyForScope};
 use crate::error::{TokenError, TokenErrorKind};
-use crate::policy::{Policy, OVERDUE_FETCH_TIMEOUTS, RENEWAL_CHECK};
+use crate::policy::{Policy, RENEWAL_CHECK};
 use crate::source::TokenSource;
 use crate::store::StoreUse;
 use crate::telemetry::stats::{Counters, Stats};
@@ -406,7 +406,10 @@ impl TokenCache {
         Counters::bump(&self.counters.forced_renewals);
         crate::telemetry::renewal(crate::telemetry::Renewal::Refused);
         tracing::warn!("the access token was refused; dropping it and fetching a new one");
-        if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
+        // At once, even while a renewal's back-off lasts: the token in hand
+        // serves no more, and forced renewals are rate-limited already (by
+        // the interval above), so the endpoint sees at most one per interval.
+        if ctl.under_way(now).is_none() {
             // Without a runtime here, the next request starts the fetch.
             let refused = Some(current.token.clone());
             let _ = self.start_fetch(&mut ctl, Reason::Refused, refused, now);
@@ -434,7 +437,8 @@ impl TokenCache {
         self.set_current(&mut ctl, None);
         ctl.forced(now);
         Counters::bump(&self.counters.forced_renewals);
-        if ctl.under_way(now).is_none() && ctl.retry_at(now).is_none() {
+        // At once, back-off or not, as a forced renewal.
+        if ctl.under_way(now).is_none() {
             let _ = self.start_fetch(&mut ctl, Reason::Refused, None, now);
         }
     }
@@ -453,8 +457,9 @@ impl TokenCache {
             TokenError::new(TokenErrorKind::Runtime)
                 .with_message("a token fetch needs a Tokio runtime, and none is running here")
         })?;
-        let timeout = self.policy().fetch_timeout;
-        let overdue = timeout.saturating_mul(OVERDUE_FETCH_TIMEOUTS) + Duration::from_secs(1);
+        // The task finishes its flight by the fetch's bound; one still
+        // unfinished a second later is on a runtime that is not running it.
+        let overdue = self.policy().fetch_bound() + Duration::from_secs(1);
         let flight = Flight::new(now + overdue);
         Counters::bump(&self.counters.fetches);
         let slot = self.slot.as_deref().unwrap_or("default");

@@ -323,8 +323,9 @@ impl OAuthLayer {
     /// a new one. The next [`token`](Self::token) or request waits for it. It
     /// is rate-limited like the layer's own reaction to a 401. Within
     /// [`forced_renewal_interval`](OAuthLayerBuilder::forced_renewal_interval)
-    /// of the last forced renewal, this does nothing. Returns whether the token
-    /// was dropped.
+    /// of the last forced renewal, this does nothing. Otherwise the fetch
+    /// starts at once, even while a failed renewal's back-off lasts. Returns
+    /// whether the token was dropped.
     ///
     /// ```
     /// # async fn example(oauth: tower_oauth::OAuthLayer) -> Result<(), tower_oauth::TokenError> {

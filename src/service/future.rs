@@ -85,6 +85,10 @@ pin_project! {
         Failed {
             error: Option<TokenError>,
         },
+        // The inner service failed to become ready after the wait.
+        NotReady {
+            error: Option<BoxError>,
+        },
     }
 }
 
@@ -115,8 +119,9 @@ fn drop_out_of_line<T>(boxed: Pin<Box<T>>) {
     drop(boxed);
 }
 
-/// A request waiting for the shared fetch, holding the inner service that
-/// was made ready for it.
+/// A request waiting for the shared fetch, holding a clone of the inner
+/// service, made ready once the token is here: the wait holds none of the
+/// inner service's capacity.
 struct Waiting<S, B> {
     waiter: Waiter,
     asks: u8,
@@ -232,6 +237,8 @@ where
     Call(S::Future, Sent),
     Sign(Signing<S, B>),
     Fail(TokenError),
+    /// The inner service's readiness failed.
+    NotReady(BoxError),
 }
 
 impl<S, B> Next<S, B>
@@ -259,18 +266,32 @@ where
 impl<S, B> Waiting<S, B>
 where
     S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
 {
-    /// Sends the request with the flight's token, if it is still usable now;
-    /// `None` when the request must ask the cache again.
+    /// Sends the request with the flight's token, once the inner service is
+    /// ready, if the token is still usable then; `None` when the request
+    /// must ask the cache again.
     fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
-        Poll::Ready(match ready!(self.waiter.poll(cx)) {
+        let token = match ready!(self.waiter.poll(cx)) {
             FetchOutcome::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
-                Some(Next::send(take(&mut self.held), token))
+                Arc::clone(token)
             }
-            FetchOutcome::Done(Err(error)) => Some(Next::Fail(error.clone())),
+            FetchOutcome::Done(Err(error)) => return Poll::Ready(Some(Next::Fail(error.clone()))),
             // Cut off, or a token that ran out before this request woke.
-            _ => None,
-        })
+            _ => return Poll::Ready(None),
+        };
+        let Some((svc, _, _)) = &mut self.held else {
+            panic!("ResponseFuture polled after completion");
+        };
+        if let Err(error) = ready!(svc.poll_ready(cx)) {
+            return Poll::Ready(Some(Next::NotReady(error.into())));
+        }
+        // Polled again while the service was not ready: the token may have
+        // run out meanwhile, then the cache is asked again.
+        if !token.timings.usable_at(Instant::now()) {
+            return Poll::Ready(None);
+        }
+        Poll::Ready(Some(Next::send(take(&mut self.held), &token)))
     }
 
     /// Asks the cache again, on this request's own runtime: a token at once,
@@ -371,6 +392,12 @@ where
                         .expect("ResponseFuture polled after completion");
                     return Poll::Ready(Err(error.into()));
                 }
+                OtherProj::NotReady { error } => {
+                    let error = error
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Err(error));
+                }
             };
             state.set(State::after(next));
         }
@@ -387,6 +414,9 @@ where
             Next::Call(fut, sent) => ResponseFuture::calling(fut, Some(sent)).state,
             Next::Sign(signing) => ResponseFuture::other(Other::Signing { signing }).state,
             Next::Fail(error) => ResponseFuture::failed(error).state,
+            Next::NotReady(error) => {
+                ResponseFuture::other(Other::NotReady { error: Some(error) }).state
+            }
         }
     }
 }
@@ -402,7 +432,7 @@ where
                 Some(Other::Waiting { .. }) => "waiting for a token",
                 Some(Other::Signing { .. }) => "waiting for its DPoP proof",
                 Some(Other::Proving { .. }) => "calling the inner service with a DPoP proof",
-                Some(Other::Failed { .. }) | None => "failed",
+                Some(Other::Failed { .. } | Other::NotReady { .. }) | None => "failed",
             },
         };
         f.debug_struct("ResponseFuture")

@@ -327,8 +327,14 @@ impl<S> OAuthService<S> {
             }
             Acquire::Now(Err(error)) => ResponseFuture::failed(error),
             Acquire::Wait(flight) => {
+                // Waiting for a token holds none of the inner service's
+                // capacity: the service made ready for this request is let
+                // go (a concurrency limit's permit with it), and a clone is
+                // made ready again once the token is here.
                 let ready = self.take_ready();
-                ResponseFuture::waiting(flight, ready, req, cache_ref)
+                let svc = ready.clone();
+                drop(ready);
+                ResponseFuture::waiting(flight, svc, req, cache_ref)
             }
         }
     }

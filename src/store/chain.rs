@@ -24,8 +24,20 @@ const SAVE_RETRIES: [Duration; 3] = [
 pub(crate) trait ChainKeeper: Send + Sync {
     /// The stored record, `None` when there is none (or it does not open).
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>>;
-    /// Stores `record` in place of the one there.
-    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>>;
+    /// Stores `record` in place of the one there, unless the lock it is
+    /// written under is no longer this process's ([`Saved::Fenced`]).
+    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>>;
+}
+
+/// What a chain's write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Saved {
+    /// The record is stored.
+    Stored,
+    /// Nothing was written: the lock this process wrote under had run out
+    /// (it stalled past it), and another may have written since, such as a
+    /// sign-out.
+    Fenced,
 }
 
 impl FetchContext<'_> {
@@ -156,21 +168,35 @@ where
     }
     .await;
     if let Some(keeper) = keeper {
-        save(chain, keeper).await;
+        save(chain, keeper).await?;
     }
     outcome
 }
 
 /// Writes the chain to `keeper` if it changed, trying again a few times: a
-/// rotated refresh token that is not stored may be lost.
-async fn save(chain: &Chain, keeper: &dyn ChainKeeper) {
+/// rotated refresh token that is not stored may be lost. An error when the
+/// write was fenced off: what was fetched under a lock that ran out is not
+/// handed out, since the store may hold a sign-out made meanwhile.
+async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError> {
     let mut pauses = SAVE_RETRIES.iter();
     while chain.unsaved() {
         let record = chain.record();
         match keeper.save(&record).await {
-            Ok(()) => {
+            Ok(Saved::Stored) => {
                 chain.saved(&record);
-                return;
+                return Ok(());
+            }
+            Ok(Saved::Fenced) => {
+                tracing::error!(
+                    "the store's lock on the refresh-token chain ran out while this process \
+                     refreshed (it stalled, or the store did not answer): nothing is written \
+                     over what came after; the next token request reads the stored chain"
+                );
+                return Err(TokenError::new(TokenErrorKind::Transport).with_message(
+                    "the token store's lock on the refresh-token chain ran out before the \
+                     refresh's answer was stored; nothing was written over what another \
+                     replica stored meanwhile, and the next token request reads it",
+                ));
             }
             Err(why) => match pauses.next() {
                 Some(pause) => {
@@ -185,11 +211,12 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) {
                          restart) would send the old one, which the server may take for a \
                          replay and end the login"
                     );
-                    return;
+                    return Ok(());
                 }
             },
         }
     }
+    Ok(())
 }
 
 /// The error when a store's chain cannot be read: a refresh token is not
@@ -225,7 +252,7 @@ mod tests {
             Box::pin(async move { Ok(record.map(ChainRecord::from_bytes)) })
         }
 
-        fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
+        fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>> {
             self.saves.fetch_add(1, Ordering::SeqCst);
             let failed = self
                 .failing
@@ -238,7 +265,7 @@ mod tests {
                 if failed {
                     Err("the disk is full".to_owned())
                 } else {
-                    Ok(())
+                    Ok(Saved::Stored)
                 }
             })
         }

@@ -73,7 +73,8 @@ impl<'a> FetchContext<'a> {
     }
 
     /// Fetches a new token from the token endpoint. The layer's fetch timeout
-    /// bounds it, and a panic of the token source is an error. Returns the
+    /// bounds it (a refresh, its
+    /// [`refresh_answer_timeout`](crate::OAuthLayerBuilder::refresh_answer_timeout)), and a panic of the token source is an error. Returns the
     /// token and how long it may be presented from now.
     ///
     /// With a [refresh token](crate::grant::RefreshToken), the chain is kept in the
@@ -94,12 +95,14 @@ impl<'a> FetchContext<'a> {
     /// One token request, without the chain's bookkeeping.
     pub(crate) async fn fetch_once(&self) -> Result<StoredToken, TokenError> {
         let started = tokio::time::Instant::now();
-        let token = crate::source::ask_counted(
-            self.source,
-            self.policy.fetch_timeout,
-            &self.fleet.token_requests,
-        )
-        .await?;
+        // A refresh's answer may carry the only copy of a rotated refresh
+        // token: it is awaited past the fetch timeout.
+        let bound = match self.chain {
+            Some(_) => self.policy.refresh_answer_bound(),
+            None => self.policy.fetch_timeout,
+        };
+        let token =
+            crate::source::ask_counted(self.source, bound, &self.fleet.token_requests).await?;
         // A login's token counts from its own request.
         let started = token.sent_at.unwrap_or(started).max(started);
         let usable_for = self.usable_for(token.lifetime(), started.elapsed());

@@ -13,6 +13,7 @@ mod identity;
 mod jwt_bearer;
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 mod keyring;
+mod late_answers;
 mod login;
 mod par;
 mod real_browser;

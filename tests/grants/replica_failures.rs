@@ -2,7 +2,8 @@
 //! processes: a replica killed by its PID (SIGKILL, as an orchestrator does
 //! after the grace period) holds up a sign-out for no more than its short
 //! listing; a replica stopped (SIGSTOP) past its listing, then continued,
-//! never presents the signed-out person's token again.
+//! never presents the signed-out person's token again, nor writes what it
+//! refreshed under a lock that ran out over the sign-out.
 
 #![cfg(feature = "redis")]
 
@@ -21,6 +22,8 @@ use super::accounts::{builder, sign_in};
 
 const ISSUER_VAR: &str = "REPLICA_CHILD_ISSUER";
 const REDIS_VAR: &str = "REPLICA_CHILD_REDIS";
+/// The child's fetch timeout in ms, where a test sets one.
+const FETCH_TIMEOUT_VAR: &str = "REPLICA_CHILD_FETCH_TIMEOUT_MS";
 
 fn now_ms() -> u128 {
     SystemTime::now()
@@ -33,7 +36,17 @@ fn now_ms() -> u128 {
 /// `replica_child`, which serves Alice's account every 50 ms and prints
 /// what it got.
 fn replica_process(server: &LoginServer, redis_url: &str) -> tokio::process::Child {
+    replica_process_with(server, redis_url, &[])
+}
+
+/// [`replica_process`], with more variables for the child.
+fn replica_process_with(
+    server: &LoginServer,
+    redis_url: &str,
+    env: &[(&str, String)],
+) -> tokio::process::Child {
     tokio::process::Command::new(std::env::current_exe().unwrap())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .args([
             "replica_failures::replica_child",
             "--exact",
@@ -199,6 +212,68 @@ async fn a_replica_stopped_past_its_listing_never_presents_a_signed_out_token() 
     assert!(replica(&server, &redis).token_for(&params).await.is_err());
 }
 
+/// A replica stopped (SIGSTOP) while its refresh is out, past its lock
+/// (the fetch timeout and a second); the person signs out on another
+/// replica meanwhile; then the stopped one is continued (SIGCONT) and reads
+/// its refresh's answer. What it fetched under the lock that ran out is
+/// fenced off: it writes nothing over the sign-out, never serves her again,
+/// and a fresh replica gets no token for her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_mid_refresh_never_writes_over_a_sign_out() {
+    if missing() {
+        return;
+    }
+    let redis = RedisServer::start();
+    // Access tokens of 3 s: the child renews about every 1.5 s.
+    let server = LoginServer::start(Duration::from_secs(3)).await;
+    let a = replica(&server, &redis);
+    sign_in(&a, &a, "alice", "alice").await;
+    let env = [(FETCH_TIMEOUT_VAR, "1000".to_owned())];
+    let mut child = replica_process_with(&server, &redis.url(), &env);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    served_once(&mut lines).await;
+    let pid = child.id().unwrap().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {name}");
+    };
+    // The child's next refresh is answered 1.5 s after it arrives (the
+    // server rotates at once); the child is stopped as it arrives.
+    let before = server.arrivals("refresh_token");
+    server.delay_tokens(Duration::from_millis(1500));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while server.arrivals("refresh_token") == before {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the child refreshes");
+    signal("-STOP");
+    server.delay_tokens(Duration::ZERO);
+    // Past its lock (2 s) and its listing: the sign-out takes the lock.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.sign_out("alice").await.unwrap();
+    let signed_out_at = now_ms();
+    signal("-CONT");
+    let (after, late) = lines_after(&mut lines, Duration::from_secs(4), signed_out_at).await;
+    child.start_kill().unwrap();
+    assert!(late.is_empty(), "served after the sign-out: {late:?}");
+    assert!(
+        after.iter().any(|line| line.starts_with("refused ")),
+        "it went on asking: {after:?}"
+    );
+    let params = TokenParams::new().account("alice");
+    let fresh = replica(&server, &redis).token_for(&params).await;
+    assert_eq!(
+        fresh.unwrap_err().kind(),
+        tower_oauth::TokenErrorKind::LoginRequired
+    );
+    assert!(a.token_for(&params).await.is_err());
+}
+
 /// A TCP proxy to Redis on 127.0.0.1 that can be frozen: while frozen it
 /// forwards nothing either way, and keeps every connection open, as a
 /// network partition does.
@@ -294,6 +369,12 @@ async fn replica_child() {
             .trusted_issuers([issuer.as_str()])
             .client_id(WEB_CLIENT)
             .client_secret(WEB_SECRET),
+    )
+    .fetch_timeout(
+        std::env::var(FETCH_TIMEOUT_VAR)
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(Duration::from_secs(10), Duration::from_millis),
     )
     .token_store(RedisStore::new(var(REDIS_VAR)).unwrap())
     .build()

@@ -10,6 +10,7 @@ mod concurrency;
 mod faults;
 mod grpc;
 mod layer;
+mod network_failures;
 mod promises;
 mod seams;
 mod soak;

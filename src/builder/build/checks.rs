@@ -362,6 +362,10 @@ impl OAuthLayerBuilder {
             refresh_margin: setting(self.refresh_margin, defaults.refresh_margin),
             expiry_skew: setting(self.expiry_skew, defaults.expiry_skew),
             fetch_timeout: setting(self.fetch_timeout, defaults.fetch_timeout),
+            refresh_answer_timeout: setting(
+                self.refresh_answer_timeout,
+                defaults.refresh_answer_timeout,
+            ),
             forced_renewal_interval: setting(
                 self.forced_renewal_interval,
                 defaults.forced_renewal_interval,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::endpoint::ChainRecord;
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
-use crate::store::chain::ChainKeeper;
+use crate::store::chain::{ChainKeeper, Saved};
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json, until_ms};
 use crate::store::seal::Sealer;
 use crate::store::{
@@ -369,7 +369,7 @@ impl ChainKeeper for FileChain<'_> {
         })
     }
 
-    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
+    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>> {
         Box::pin(async move {
             let sealed = self
                 .sealer
@@ -377,7 +377,10 @@ impl ChainKeeper for FileChain<'_> {
                 .ok_or("the system's random source failed")?;
             let deadline = Instant::now() + self.write_wait;
             let key = self.key.to_owned();
-            self.store.put_locked(key, sealed, None, deadline).await
+            // The chain's lock is the OS's, held until this process lets it
+            // go or ends: it never runs out under a holder that stalls.
+            self.store.put_locked(key, sealed, None, deadline).await?;
+            Ok(Saved::Stored)
         })
     }
 }

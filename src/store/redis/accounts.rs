@@ -354,7 +354,7 @@ async fn hear(
     let Scripts {
         heartbeat, answer, ..
     } = &names.scripts;
-    let ttl = super::protocol::millis(WATCH_TTL);
+    let ttl = super::millis(WATCH_TTL);
     // A beat that landed keeps this replica listed until WATCH_TTL after
     // Redis took it, which is after it was sent: the layers hear of it as
     // lasting until WATCH_TTL after it was sent (less a margin), and no
@@ -474,7 +474,7 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
 
 /// A time to live in milliseconds, at least one (Redis refuses zero).
 fn ttl_ms(ttl: Duration) -> u64 {
-    super::protocol::millis(ttl).max(1)
+    super::millis(ttl).max(1)
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! [`RedisStore`]: one token, and one token request, for a whole fleet.
 //!
 //! This file holds its settings and deployments. `protocol` reads, locks,
-//! fetches, stores and wakes. `scripts` holds its Lua scripts. `connection`
+//! fetches, stores and wakes; `lock` keeps the lock alive while its holder
+//! works, and fences the chain's writes by it. `scripts` holds its Lua scripts. `connection`
 //! connects to one server, a cluster, or Sentinel's master.
 
 mod accounts;
 mod connection;
+mod lock;
 mod protocol;
 mod scripts;
 
@@ -352,4 +354,9 @@ impl fmt::Debug for RedisStore {
             .field("degraded", &self.degraded.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
+}
+
+/// `d` in whole milliseconds, as Redis takes a time.
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use tokio::time::{sleep, timeout, Instant};
 
+use super::lock::lock_ttl;
+use super::millis;
 use super::{Problem, RedisStore};
 use crate::endpoint::ChainRecord;
 use crate::error::TokenError;
-use crate::store::chain::ChainKeeper;
+
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
 use crate::store::{shared_as_failure, FetchContext, StoreEvent, StoredToken, TokenStore};
@@ -33,12 +35,6 @@ const RIDE_OUT_MARGIN: Duration = Duration::from_secs(1);
 /// How long a subscribed waiter waits for the news before it looks anyway
 /// (a message lost, a lock holder that died).
 const WAKE_FALLBACK: Duration = Duration::from_millis(500);
-
-/// How long a chain of refresh tokens stays in Redis after its last
-/// write: longer than the refresh tokens of the servers in the field live
-/// (90 days at most, for most), so that no key outlives its logins for
-/// ever.
-const CHAIN_TTL: Duration = Duration::from_secs(400 * 24 * 60 * 60);
 
 impl RedisStore {
     /// What Redis holds for `key`: the shared token and its remaining time
@@ -259,7 +255,8 @@ impl RedisStore {
             Err(failure)
         } else {
             ctx.record(StoreEvent::FetchedForFleet);
-            match self.fetch_chained(ctx, sealer, base).await {
+            let fetched = self.fetch_chained(ctx, sealer, base, (lock, nonce));
+            match self.holding(lock, nonce, lock_ttl(ctx), fetched).await {
                 // A callback another replica took first: its login's token,
                 // stored before that replica let the lock go.
                 Err(e) if e.is_login_state() => {
@@ -339,25 +336,6 @@ impl RedisStore {
         outcome.map_err(Problem::Token)
     }
 
-    /// The fetch under the lock, the chain (with a refresh token) read
-    /// from and written to `{base}:chain`.
-    async fn fetch_chained(
-        &self,
-        ctx: &FetchContext<'_>,
-        sealer: &Sealer<'_>,
-        base: &str,
-    ) -> Result<StoredToken, TokenError> {
-        let Some(chain_identity) = ctx.chain_identity else {
-            return ctx.fetch().await;
-        };
-        let keeper = RedisChain {
-            store: self,
-            key: format!("{base}:chain"),
-            sealer: sealer.beside(chain_identity.encoded()),
-        };
-        ctx.fetch_kept(Some(&keeper)).await
-    }
-
     fn redis_failed(&self, why: &str) {
         if self.deployment.forget() {
             // Through Sentinel: the next operation asks which server is
@@ -376,50 +354,6 @@ impl RedisStore {
         if self.degraded.swap(false, Ordering::Relaxed) {
             tracing::info!("Redis token store answers again; sharing tokens through it");
         }
-    }
-}
-
-/// A refresh-token chain kept in Redis, under the chain's lock.
-struct RedisChain<'a> {
-    store: &'a RedisStore,
-    key: String,
-    sealer: Sealer<'a>,
-}
-
-impl ChainKeeper for RedisChain<'_> {
-    fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
-        Box::pin(async move {
-            let mut con = self.store.connection().await.map_err(Problem::text)?;
-            let value: Option<String> = self
-                .store
-                .bounded(redis::cmd("GET").arg(&self.key).query_async(&mut con))
-                .await
-                .map_err(Problem::text)?;
-            Ok(value
-                .and_then(|v| self.store.open(&self.sealer, &self.key, &v))
-                .map(ChainRecord::from_bytes))
-        })
-    }
-
-    fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let sealed = self
-                .sealer
-                .seal(&self.key, record.as_bytes())
-                .ok_or("the system's random source failed")?;
-            let mut con = self.store.connection().await.map_err(Problem::text)?;
-            self.store
-                .bounded(
-                    redis::cmd("SET")
-                        .arg(&self.key)
-                        .arg(sealed)
-                        .arg("PX")
-                        .arg(millis(CHAIN_TTL))
-                        .query_async::<()>(&mut con),
-                )
-                .await
-                .map_err(Problem::text)
-        })
     }
 }
 
@@ -462,16 +396,6 @@ impl Wake {
 fn may_ride_out(ctx: &FetchContext<'_>, until: Instant) -> bool {
     let spare = RIDE_OUT_RETRY + ctx.fetch_timeout() + RIDE_OUT_MARGIN;
     Instant::now() + RIDE_OUT_RETRY < until && ctx.serving_for().is_some_and(|left| left > spare)
-}
-
-/// How long the fetch lock lives: a holder that died releases it by then.
-fn lock_ttl(ctx: &FetchContext<'_>) -> Duration {
-    ctx.fetch_timeout() + Duration::from_secs(1)
-}
-
-/// `d` in whole milliseconds, as Redis takes a time.
-pub(super) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl TokenStore for RedisStore {

@@ -43,6 +43,27 @@ end
 return 0
 "#;
 
+/// Extends the lock `KEYS[1]` to `ARGV[2]` ms from now if it still holds
+/// its holder's nonce `ARGV[1]`: 1, else 0 (it ran out, or another holds it).
+const EXTEND: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0
+"#;
+
+/// Stores the chain `ARGV[1]` under `KEYS[1]` for `ARGV[3]` ms only while
+/// the lock `KEYS[2]` (the same hash slot) holds the writer's nonce
+/// `ARGV[2]`: a holder that stalled past its lock writes nothing over what
+/// came after. 1 if written, else 0.
+const SAVE_FENCED: &str = r#"
+if redis.call("GET", KEYS[2]) ~= ARGV[2] then
+    return 0
+end
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[3])
+return 1
+"#;
+
 /// Puts `ARGV[1]` in the list `KEYS[1]` until `ARGV[2]` ms from now, by
 /// Redis's clock; those whose time ran out leave it, and the list itself
 /// runs out with its last member (no key outlives its replicas).
@@ -120,6 +141,8 @@ pub(super) struct Scripts {
     pub(super) chain: Script,
     pub(super) store: Script,
     pub(super) delete_if_equal: Script,
+    pub(super) extend: Script,
+    pub(super) save_fenced: Script,
     pub(super) heartbeat: Script,
     pub(super) answer: Script,
     pub(super) unanswered: Script,
@@ -134,6 +157,8 @@ impl Scripts {
             chain: Script::new(CHAIN),
             store: Script::new(STORE),
             delete_if_equal: Script::new(DELETE_IF_EQUAL),
+            extend: Script::new(EXTEND),
+            save_fenced: Script::new(SAVE_FENCED),
             heartbeat: Script::new(HEARTBEAT),
             answer: Script::new(ANSWER),
             unanswered: Script::new(UNANSWERED),
