@@ -193,6 +193,9 @@ struct Inner {
     /// This layer's own answer about a person's login, not a failure of a
     /// server's: never backed off, never shared through a store.
     local: bool,
+    /// A token endpoint's success answer that does not read (a gateway's
+    /// page with 200, an error body, `expires_in` 0): retried as a 503 is.
+    unreadable: bool,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
@@ -224,6 +227,7 @@ impl TokenError {
             backing_off: None,
             shared: false,
             local: false,
+            unreadable: false,
             source: None,
         })
     }
@@ -241,6 +245,7 @@ impl TokenError {
                 backing_off: shared.backing_off,
                 shared: shared.shared,
                 local: shared.local,
+                unreadable: shared.unreadable,
                 // The source cannot be cloned; keep its text.
                 source: shared
                     .source
@@ -314,6 +319,19 @@ impl TokenError {
     /// [`is_login_state`](Self::is_login_state)).
     pub(crate) fn marked_login_state(self) -> Self {
         self.map_inner(|i| i.local = true)
+    }
+
+    /// Whether this is a token endpoint's success answer that does not
+    /// read, which a gateway or a deployment under way gives for a while:
+    /// retried on the schedule of a 503.
+    pub(crate) fn is_unreadable_answer(&self) -> bool {
+        self.inner.unreadable
+    }
+
+    /// The same error, marked as an answer that does not read (see
+    /// [`is_unreadable_answer`](Self::is_unreadable_answer)).
+    pub(crate) fn marked_unreadable(self) -> Self {
+        self.map_inner(|i| i.unreadable = true)
     }
 
     /// The detail after the kind in `Display`: the message, or else the

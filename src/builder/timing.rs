@@ -64,8 +64,10 @@ impl OAuthLayerBuilder {
     /// answer is awaited on a task of its own, with the chain's turn (and a
     /// store's lock) held: no other refresh is sent meanwhile, here or on
     /// another replica. Requests waiting for the token get a `Timeout` by
-    /// the fetch's own bound; the answer, when it comes, is kept and stored.
-    /// Taken as at least the fetch timeout.
+    /// the fetch's own bound (four fetch timeouts and 4 s); the answer, when
+    /// it comes, is kept: its refresh token stored, its access token served
+    /// by the next fetch. It bounds the whole refresh (the request, its
+    /// DPoP retry, an ID token's check). Taken as at least the fetch timeout.
     ///
     /// Anything longer than 24 hours is taken as 24 hours.
     ///

@@ -10,7 +10,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::flight::{FetchOutcome, Flight};
-use crate::error::{TokenError, TokenErrorKind};
+use crate::error::TokenError;
 use crate::policy::{Failure, Policy, MAX_RETRY_AFTER};
 
 #[derive(Debug, Default)]
@@ -82,6 +82,13 @@ impl Control {
         Some((until - now, self.last_error.as_ref()?))
     }
 
+    /// Whether the back-off at `now` is one the server asked for
+    /// (`Retry-After`), which even a forced renewal waits out.
+    pub(crate) fn held_by_server(&self, now: Instant) -> bool {
+        self.backing_off(now)
+            .is_some_and(|(_, error)| error.retry_after().is_some())
+    }
+
     /// When the back-off ends, if it has not yet at `now`.
     pub(crate) fn retry_at(&self, now: Instant) -> Option<Instant> {
         self.retry_at.filter(|at| now < *at)
@@ -135,7 +142,7 @@ impl Control {
             // An answer that does not read (a proxy's HTML page with 200,
             // an error body, `expires_in` 0) is retried as a 503 is: a
             // gateway or a deployment in progress answers so for a while.
-            can_heal: error.is_retryable() || error.kind() == TokenErrorKind::InvalidResponse,
+            can_heal: error.is_retryable() || error.is_unreadable_answer(),
             serving_until,
         };
         let at = policy.retry_at(&failure, now, jitter);

@@ -24,6 +24,9 @@ pub(crate) struct Fetcher {
     pub(crate) policy: Policy,
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
+    /// A token a refresh brought after its fetch gave up, with where the
+    /// chain stood then (see `fetch_to_end`).
+    pub(crate) late: std::sync::Mutex<Option<((String, u64), Fetched)>>,
 }
 
 /// A token source, and the store it is shared through.
@@ -43,45 +46,76 @@ pub(crate) struct Fetched {
 }
 
 impl Fetcher {
-    /// [`fetch`](Self::fetch), on a task of its own when the layer
-    /// refreshes a chain of refresh tokens: a refresh the server answered is
-    /// stored to the end even if the layer is dropped meanwhile (a rotated
-    /// refresh token is never lost to a cancellation). That task ends
-    /// within the fetch timeout and the store's bounds.
+    /// A new token: from the store when there is one (telling it first that
+    /// `refused` was refused, and letting it ask until when the token in
+    /// hand serves), else from the source.
+    ///
+    /// A chain of refresh tokens takes its turn first, here (the layer's
+    /// caches refresh one at a time): a fetch that gives up while it waits
+    /// for the turn sends nothing. With the turn, the refresh runs on a task
+    /// of its own, so that a refresh the server answered is stored to the
+    /// end even if the layer, or the fetch, is dropped meanwhile (a rotated
+    /// refresh token is never lost to a cancellation). That task ends within
+    /// `refresh_answer_timeout` and the store's bounds. A token it brings
+    /// after its fetch gave up is kept for the next turn, while the chain
+    /// stands where that refresh left it.
     pub(crate) async fn fetch_to_end(
         self: &Arc<Self>,
         refused: Option<AccessToken>,
         serving_until: impl Fn() -> Option<Instant> + Send + Sync + 'static,
     ) -> Result<Fetched, TokenError> {
-        if self.supply.load().chain.is_none() {
-            return self.fetch(refused, &serving_until).await;
+        let supply = self.supply.load_full();
+        let Some(chain) = supply.chain.clone() else {
+            return self.fetch_by(&supply, refused, &serving_until).await;
+        };
+        let turn = chain.turn().await;
+        // (Not when this fetch begins something: a sign-out, a login.)
+        if !chain.needs_login() {
+            if let Some(fetched) = self.take_late(&chain) {
+                return Ok(fetched);
+            }
         }
         let fetcher = Arc::clone(self);
-        let task = tokio::spawn(async move { fetcher.fetch(refused, &serving_until).await });
-        task.await.unwrap_or_else(|e| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let fetched = fetcher.fetch_by(&supply, refused, &serving_until).await;
+            // A new refresh token is announced once stored (a store's write
+            // may have failed, or been fenced off).
+            if supply.store.is_none() || !chain.unsaved() {
+                chain.announce();
+            }
+            if let Err(Ok(late)) = tx.send(fetched) {
+                // Nobody waits any more: kept for the next turn.
+                fetcher.keep_late(&chain, late);
+            }
+            drop(turn);
+        });
+        rx.await.unwrap_or_else(|_| {
             Err(TokenError::new(TokenErrorKind::Panic)
-                .with_message(format!("the refresh task ended without an answer: {e}")))
+                .with_message("the refresh task ended without an answer"))
         })
     }
 
-    /// A new token: from the store when there is one (telling it first that
-    /// `refused` was refused, and letting it ask until when the token in
-    /// hand serves), else from the source. A chain of refresh tokens takes
-    /// its turn first (the layer's caches refresh one at a time), and hears
-    /// of a new refresh token once it is stored.
-    pub(crate) async fn fetch(
-        &self,
-        refused: Option<AccessToken>,
-        serving_until: &ServingUntil<'_>,
-    ) -> Result<Fetched, TokenError> {
-        let supply = self.supply.load_full();
-        let Some(chain) = &supply.chain else {
-            return self.fetch_by(&supply, refused, serving_until).await;
-        };
-        let _turn = chain.turn().await;
-        let fetched = self.fetch_by(&supply, refused, serving_until).await;
-        chain.announce();
-        fetched
+    /// Keeps `fetched`, which a refresh brought after its fetch gave up,
+    /// for the next turn of `chain` (without a store: a store keeps it).
+    fn keep_late(&self, chain: &Chain, fetched: Fetched) {
+        if self.supply.load().store.is_none() {
+            *self.late() = Some((chain.position(), fetched));
+        }
+    }
+
+    /// The token the last turn's refresh brought after its fetch gave up,
+    /// if the chain still stands where that refresh left it (no rotation,
+    /// login or sign-out since).
+    fn take_late(&self, chain: &Chain) -> Option<Fetched> {
+        let (position, fetched) = self.late().take()?;
+        (position == chain.position() && fetched.expires_at > Instant::now()).then_some(fetched)
+    }
+
+    fn late(&self) -> std::sync::MutexGuard<'_, Option<((String, u64), Fetched)>> {
+        self.late
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn fetch_by(
@@ -208,8 +242,8 @@ fn past_bound(bound: std::time::Duration) -> TokenError {
     TokenError::new(TokenErrorKind::Timeout).with_message(format!(
         "no token within {bound:?}, the fetch's bound (four fetch timeouts and 4 s, for the \
          token store's waits, the token request and the store's write): the token store or \
-         the token endpoint did not answer in time; a refresh already sent is still awaited, \
-         and its answer kept"
+         the token endpoint did not answer in time (a refresh token's request, once sent, is \
+         awaited on, and its answer kept)"
     ))
 }
 

@@ -163,6 +163,7 @@ impl TokenCache {
                 supply: ArcSwap::from_pointee(supply),
                 policy,
                 fleet: Default::default(),
+                late: Default::default(),
             }),
             placement,
             token_url,
@@ -409,7 +410,8 @@ impl TokenCache {
         // At once, even while a renewal's back-off lasts: the token in hand
         // serves no more, and forced renewals are rate-limited already (by
         // the interval above), so the endpoint sees at most one per interval.
-        if ctl.under_way(now).is_none() {
+        // A pause the server asked for (`Retry-After`) is waited out.
+        if ctl.under_way(now).is_none() && !ctl.held_by_server(now) {
             // Without a runtime here, the next request starts the fetch.
             let refused = Some(current.token.clone());
             let _ = self.start_fetch(&mut ctl, Reason::Refused, refused, now);
@@ -438,7 +440,7 @@ impl TokenCache {
         ctl.forced(now);
         Counters::bump(&self.counters.forced_renewals);
         // At once, back-off or not, as a forced renewal.
-        if ctl.under_way(now).is_none() {
+        if ctl.under_way(now).is_none() && !ctl.held_by_server(now) {
             let _ = self.start_fetch(&mut ctl, Reason::Refused, None, now);
         }
     }

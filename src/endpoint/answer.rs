@@ -21,7 +21,8 @@ pub(crate) fn read(
 ) -> Result<AccessToken, TokenError> {
     let status = response.status();
     if status.is_success() {
-        let mut token = AccessToken::from_json(response.body())?;
+        let mut token =
+            AccessToken::from_json(response.body()).map_err(TokenError::marked_unreadable)?;
         let server_now = response
             .headers()
             .get(http::header::DATE)

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::authorize::{authorize, put_proof, NextStep, ProvedToken, Sent, SentToken};
-use crate::cache::{cut_off, Acquire, CacheRef, FetchOutcome, Flight, Waiter};
+use crate::cache::{cut_off, Acquire, CacheRef, CachedToken, FetchOutcome, Flight, Waiter};
 use crate::error::TokenError;
 use crate::support::boxed::BoxError;
 use crate::support::boxed::BoxFuture;
@@ -125,6 +125,8 @@ fn drop_out_of_line<T>(boxed: Pin<Box<T>>) {
 struct Waiting<S, B> {
     waiter: Waiter,
     asks: u8,
+    /// The token had, while the inner service is made ready.
+    token: Option<Arc<CachedToken>>,
     /// The ready service, the request, and the reference its token comes
     /// through, until the request is sent.
     held: Option<(S, Request<B>, Arc<CacheRef>)>,
@@ -220,6 +222,7 @@ where
             waiting: Waiting {
                 waiter: Waiter::new(flight),
                 asks: 0,
+                token: None,
                 held: Some((svc, req, cache_ref)),
             },
         })
@@ -269,26 +272,45 @@ where
     S::Error: Into<BoxError>,
 {
     /// Sends the request with the flight's token, once the inner service is
-    /// ready, if the token is still usable then; `None` when the request
-    /// must ask the cache again.
+    /// ready; `None` when the request must ask the cache again.
     fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
-        let token = match ready!(self.waiter.poll(cx)) {
-            FetchOutcome::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
-                Arc::clone(token)
-            }
-            FetchOutcome::Done(Err(error)) => return Poll::Ready(Some(Next::Fail(error.clone()))),
-            // Cut off, or a token that ran out before this request woke.
-            _ => return Poll::Ready(None),
-        };
-        let Some((svc, _, _)) = &mut self.held else {
+        if self.token.is_none() {
+            self.token = Some(match ready!(self.waiter.poll(cx)) {
+                FetchOutcome::Done(Ok(token)) if token.timings.usable_at(Instant::now()) => {
+                    Arc::clone(token)
+                }
+                FetchOutcome::Done(Err(error)) => {
+                    return Poll::Ready(Some(Next::Fail(error.clone())))
+                }
+                // Cut off, or a token that ran out before this request woke.
+                _ => return Poll::Ready(None),
+            });
+        }
+        self.poll_send(cx)
+    }
+
+    /// Sends the request with the token in hand once the inner service is
+    /// ready, if that token is still the cache's and still usable: while
+    /// the service was not ready, the token may have run out, or been
+    /// dropped (a 401, a sign-out). `None`: ask the cache again.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<Option<Next<S, B>>> {
+        let Some((svc, _, cache_ref)) = &mut self.held else {
             panic!("ResponseFuture polled after completion");
         };
         if let Err(error) = ready!(svc.poll_ready(cx)) {
             return Poll::Ready(Some(Next::NotReady(error.into())));
         }
-        // Polled again while the service was not ready: the token may have
-        // run out meanwhile, then the cache is asked again.
-        if !token.timings.usable_at(Instant::now()) {
+        let token = self
+            .token
+            .take()
+            .expect("ResponseFuture polled after completion");
+        let current = cache_ref
+            .cache
+            .current()
+            .load()
+            .as_ref()
+            .is_some_and(|c| c.generation == token.generation);
+        if !current || !token.timings.usable_at(Instant::now()) {
             return Poll::Ready(None);
         }
         Poll::Ready(Some(Next::send(take(&mut self.held), &token)))
@@ -305,7 +327,11 @@ where
             panic!("ResponseFuture polled after completion");
         };
         match cache_ref.cache.acquire() {
-            Acquire::Now(Ok(token)) => Some(Next::send(take(&mut self.held), &token)),
+            // Sent once the inner service is ready (`poll_send`).
+            Acquire::Now(Ok(token)) => {
+                self.token = Some(token);
+                None
+            }
             Acquire::Now(Err(error)) => Some(Next::Fail(error)),
             Acquire::Wait(flight) => {
                 // The old waiter leaves its flight as it is replaced.

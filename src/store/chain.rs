@@ -22,7 +22,8 @@ const SAVE_RETRIES: [Duration; 3] = [
 /// Where a store keeps a chain: read and written under the store's lock
 /// for the chain, already opened and sealed by the store.
 pub(crate) trait ChainKeeper: Send + Sync {
-    /// The stored record, `None` when there is none (or it does not open).
+    /// The stored record, `None` when there is none; an error when there is
+    /// one that does not open (another sealing key, another format).
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>>;
     /// Stores `record` in place of the one there, unless the lock it is
     /// written under is no longer this process's ([`Saved::Fenced`]).
@@ -68,10 +69,18 @@ pub(crate) async fn refresh<T, F>(
 where
     F: Future<Output = Result<T, TokenError>>,
 {
+    let mut lost = false;
     if let Some(keeper) = keeper {
-        let stored = keeper.load().await.map_err(unreadable)?;
-        if let Some(record) = &stored {
-            chain.adopt(record);
+        match keeper.load().await.map_err(unreadable)? {
+            // A record that does not read is not refreshed over, nor
+            // written over: it may be another key's or format's, newer.
+            Some(record) if !chain.adopt(&record) => {
+                return Err(unreadable(
+                    "the stored chain is not one this version reads".into(),
+                ))
+            }
+            Some(_) => {}
+            None => lost = chain.was_stored(),
         }
     }
     // Web logins' callbacks take their pending logins here, under the
@@ -80,6 +89,14 @@ where
     // reads the token that login stored).
     if let Some(refused) = chain.take_callbacks().await {
         return Err(refused);
+    }
+    // The store lost the chain this copy came from: another replica may
+    // hold a newer one, so this one's refresh token is never sent. A new
+    // login or a sign-out begun here sends none of it.
+    if lost && !chain.needs_login() {
+        if let Some(required) = chain.store_lost() {
+            return Err(required);
+        }
     }
     // Another process's rotation is read again once, before the chain is
     // declared dead. A chain with a login logs in when it has no refresh

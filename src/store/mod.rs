@@ -170,6 +170,12 @@ impl<'a> FetchContext<'a> {
         self.policy.fetch_timeout
     }
 
+    /// How long a refresh, once sent, is awaited (see
+    /// [`refresh_answer_timeout`](crate::OAuthLayerBuilder::refresh_answer_timeout)).
+    pub(crate) fn refresh_answer_bound(&self) -> Duration {
+        self.policy.refresh_answer_bound()
+    }
+
     /// The layer's shortest back-off after a failed token request.
     pub fn min_backoff(&self) -> Duration {
         self.policy.min_backoff

@@ -15,6 +15,7 @@ mod jwt_bearer;
 mod keyring;
 mod late_answers;
 mod login;
+mod lost_chains;
 mod par;
 mod real_browser;
 mod refresh_tokens;

@@ -100,21 +100,34 @@ fn chaos_layer(chaos: &Chaos, backoff: Duration) -> OAuthLayer {
     .unwrap()
 }
 
-/// A renewal fails and the endpoint asks for a minute (`Retry-After`); it
-/// recovers; the API refuses the token in hand (a 401, here
-/// `force_renewal`): the layer fetches at once, not after the back-off.
+/// A renewal fails while the token still serves, and backs off for
+/// seconds; the endpoint recovers; the API refuses the token in hand (a
+/// 401, here `force_renewal`): the layer fetches at once, not after the
+/// back-off. A pause the server asked for (`Retry-After`) is waited out.
 #[tokio::test]
 async fn a_401_during_a_renewal_s_back_off_fetches_at_once() {
-    let chaos = Chaos::start(CLIENT_SECRET, Mode::Healthy { lifetime: 4 }).await;
-    let oauth = chaos_layer(&chaos, Duration::from_secs(1));
+    let chaos = Chaos::start(CLIENT_SECRET, Mode::Healthy { lifetime: 8 }).await;
+    let oauth = with_transport(
+        OAuthLayer::builder()
+            .token_url(chaos.url())
+            .client_id(CLIENT_ID)
+            .client_secret(CLIENT_SECRET)
+            .min_backoff(Duration::from_secs(3))
+            .max_backoff(Duration::from_secs(60))
+            .refresh_margin(Duration::from_secs(4))
+            .expiry_skew(Duration::from_millis(100))
+            .forced_renewal_interval(Duration::from_millis(200)),
+    )
+    .build()
+    .unwrap();
     let first = oauth.token().await.unwrap();
     chaos.set(Mode::Status {
         status: 503,
-        headers: vec![("retry-after".into(), "60".into())],
+        headers: vec![],
         body: "{}".into(),
     });
-    // Past the renewal point (1 s ahead of expiry), the renewal fails.
-    tokio::time::sleep(Duration::from_millis(3100)).await;
+    // Past the renewal point (4 s ahead of expiry), the renewal fails.
+    tokio::time::sleep(Duration::from_millis(4300)).await;
     let still = oauth.token().await.unwrap();
     assert_eq!(still.expose_token(), first.expose_token());
     for _ in 0..200 {
@@ -124,7 +137,7 @@ async fn a_401_during_a_renewal_s_back_off_fetches_at_once() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let backing_off = oauth.stats().backing_off.expect("the renewal failed");
-    assert!(backing_off > Duration::from_secs(50), "{backing_off:?}");
+    assert!(backing_off > Duration::from_secs(2), "{backing_off:?}");
     // The endpoint is back; the API refuses the token.
     chaos.set(Mode::Healthy { lifetime: 3600 });
     assert!(oauth.force_renewal());
@@ -133,6 +146,33 @@ async fn a_401_during_a_renewal_s_back_off_fetches_at_once() {
         .expect("waited out the back-off")
         .expect("a token, fetched at once");
     assert_ne!(fresh.expose_token(), first.expose_token());
+}
+
+/// A `Retry-After` from the endpoint holds even a forced renewal back.
+#[tokio::test]
+async fn a_forced_renewal_waits_out_a_retry_after() {
+    let chaos = Chaos::start(CLIENT_SECRET, Mode::Healthy { lifetime: 3600 }).await;
+    let oauth = chaos_layer(&chaos, Duration::from_millis(100));
+    oauth.token().await.unwrap();
+    chaos.set(Mode::Status {
+        status: 503,
+        headers: vec![("retry-after".into(), "60".into())],
+        body: "{}".into(),
+    });
+    assert!(oauth.force_renewal());
+    // The forced renewal's fetch fails and sets the server's pause.
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(60)), "{e}");
+    let asked = chaos.requests();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    oauth.force_renewal();
+    let e = oauth.token().await.unwrap_err();
+    assert!(e.retry_after().is_some(), "{e}");
+    assert_eq!(
+        chaos.requests(),
+        asked,
+        "a request inside the server's pause"
+    );
 }
 
 /// A token endpoint behind a gateway answers 200 with an HTML page, then

@@ -99,8 +99,9 @@ impl RefreshToken {
     }
 
     /// Calls `f` with each new refresh token once it is stored, in memory or in
-    /// the layer's token store. It serves users who keep the token elsewhere as
-    /// well, such as in a keychain or a database. It is called on the fetch's
+    /// the layer's token store (with a store, once the store has it: one the
+    /// store could not take, or fenced off, is not announced). It serves users
+    /// who keep the token elsewhere as well, such as in a keychain or a database. It is called on the fetch's
     /// task: keep it short, and keep what it gets secret.
     ///
     /// Default: nothing is called.
@@ -137,7 +138,7 @@ pub(crate) struct Chain {
     state: Mutex<State>,
     /// Held for a whole refresh: the caches of one layer refresh one at a
     /// time.
-    turn: tokio::sync::Mutex<()>,
+    turn: Arc<tokio::sync::Mutex<()>>,
     on_rotation: Option<OnRotation>,
     /// A person logs in when the chain has no refresh token (the layer's
     /// `Login`, which the login's token source holds).
@@ -186,8 +187,13 @@ struct State {
     /// SHA-256, in hex, of the refresh token the chain began with.
     login: String,
     /// When that login was handed over, in ms since the Unix epoch. 0 is the
-    /// one configured. The later one wins.
+    /// one configured. It orders only records written before generations.
     login_at: u64,
+    /// The generation of the stored record this state is, or was built on:
+    /// each write of the chain to a store is one more than the record it
+    /// replaces. 0: never stored. Which of two chains wins is decided by it,
+    /// never by replicas' clocks.
+    gen: u64,
     /// Rotations since the login.
     seq: u64,
     /// The issuer a person's login was made at, where its refresh tokens go
@@ -225,6 +231,7 @@ impl State {
             announced: (login.clone(), 0),
             login,
             login_at,
+            gen: 0,
             seq: 0,
             issuer: String::new(),
             client: None,
@@ -263,7 +270,7 @@ impl Chain {
             configured: self.configured.clone(),
             initial: self.initial.clone(),
             state: Mutex::new(self.state().clone()),
-            turn: tokio::sync::Mutex::new(()),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             on_rotation: self.on_rotation.clone(),
             logs_in: self.logs_in,
             automatic: self.automatic,
@@ -284,7 +291,7 @@ impl Chain {
             configured: configured.to_owned(),
             initial: String::new(),
             state: Mutex::new(State::begin("", 0)),
-            turn: tokio::sync::Mutex::new(()),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             on_rotation: None,
             logs_in: false,
             automatic: true,
@@ -327,25 +334,64 @@ impl Chain {
         check_given(&self.initial, "given to RefreshToken::new")
     }
 
-    /// Waits for the chain's turn: one refresh at a time.
-    pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.turn.lock().await
+    /// Waits for the chain's turn: one refresh at a time. The turn may be
+    /// handed to a task of its own.
+    pub(crate) async fn turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        Arc::clone(&self.turn).lock_owned().await
+    }
+
+    /// Where the chain stands: its login and rotation. A token fetched at
+    /// one position is the chain's own while it stands there.
+    pub(crate) fn position(&self) -> (String, u64) {
+        let state = self.state();
+        (state.login.clone(), state.seq)
     }
 
     /// The refresh token to send now, or the error of a dead chain (or of
     /// one a login has not begun yet).
     pub(crate) fn to_send(&self) -> Result<String, TokenError> {
         let state = self.state();
-        let required = |why: &str| match &self.account {
+        match &state.dead {
+            Some(why) => Err(self.required(why.text())),
+            None if state.current.is_empty() => Err(self.required("no login yet")),
+            None => Ok(state.current.clone()),
+        }
+    }
+
+    /// The "no login" error of this chain's kind, saying `why`.
+    fn required(&self, why: &str) -> TokenError {
+        match &self.account {
             Some(account) => account_login_required(account, why),
             None if self.logs_in => person_login_required(why),
             None => login_required(Some(why)),
-        };
-        match &state.dead {
-            Some(why) => Err(required(why.text())),
-            None if state.current.is_empty() => Err(required("no login yet")),
-            None => Ok(state.current.clone()),
         }
+    }
+
+    /// Whether the chain in memory came from a store, or went to one: then
+    /// a store that holds no record of it lost it, and this copy may be
+    /// older than another replica's. A new login made here and not stored
+    /// yet is the newest there is.
+    pub(crate) fn was_stored(&self) -> bool {
+        let state = self.state();
+        state.gen > 0 && !(state.unsaved && state.seq == 0 && state.login_at > 0)
+    }
+
+    /// The store lost the chain: this copy's refresh token is not sent. A
+    /// person's login that runs by itself begins again; otherwise "no
+    /// login", which every request reads again from the store.
+    pub(crate) fn store_lost(&self) -> Option<TokenError> {
+        const WHY: &str = "the token store no longer holds the login's refresh-token chain (a \
+                           store restarted empty, flushed, evicted, or failed over with writes \
+                           lost), and this replica's copy may be older than another's: it is \
+                           not sent, since the server may take it for a replay and revoke the \
+                           login";
+        tracing::error!("{WHY}");
+        if self.logs_in_by_itself() {
+            let current = self.current();
+            self.refused(&current, "the token store lost the login's chain");
+            return None;
+        }
+        Some(self.required(WHY))
     }
 
     /// The current refresh token, dead or not.
@@ -384,9 +430,11 @@ impl Chain {
         let at = at.max(state.login_at + 1);
         let announced = state.announced.clone();
         let client = state.client.take();
+        let gen = state.gen;
         *state = State {
             announced,
             client,
+            gen,
             ..State::begin(token, at)
         };
     }
@@ -565,7 +613,9 @@ mod tests {
         assert_eq!(b.current(), "second-token");
         // A dead record of the same rotation kills it.
         a.refused("second-token", "invalid_grant");
-        b.adopt(&a.record());
+        let dead = a.record();
+        a.saved(&dead);
+        b.adopt(&dead);
         assert_eq!(
             b.to_send().unwrap_err().kind(),
             TokenErrorKind::LoginRequired
@@ -576,6 +626,40 @@ mod tests {
         assert!(a.replaced_here());
         b.adopt(&a.record());
         assert_eq!(b.to_send().unwrap(), "new-login-token");
+    }
+
+    /// Which of two logins' records wins is decided by generation, never
+    /// by the replicas' clocks; a login made here and not stored yet stands.
+    #[test]
+    fn a_later_generation_wins_whatever_the_clocks_say() {
+        let a = RefreshToken::new("rt-a").chain;
+        a.replace("login-on-a-fast-clock");
+        a.state().login_at = u64::MAX / 2;
+        let first = a.record();
+        a.saved(&first);
+        let b = RefreshToken::new("rt-a").chain;
+        assert!(b.adopt(&first));
+        // B logs in under the lock after reading A's record, on a clock
+        // far behind: its record is of the next generation.
+        b.replace("login-on-a-slow-clock");
+        b.state().login_at = 1;
+        let second = b.record();
+        b.saved(&second);
+        assert!(a.adopt(&second));
+        assert_eq!(a.current(), "login-on-a-slow-clock");
+        // A's older record does not take it back.
+        let c = RefreshToken::new("rt-a").chain;
+        c.adopt(&second);
+        c.adopt(&first);
+        assert_eq!(c.current(), "login-on-a-slow-clock");
+        // A login made here, not stored yet, stands over the store's.
+        let d = RefreshToken::new("rt-a").chain;
+        d.replace("login-here");
+        d.adopt(&second);
+        assert_eq!(d.current(), "login-here");
+        assert!(d.unsaved());
+        // A record that does not read is said so.
+        assert!(!d.adopt(&ChainRecord::from_bytes(b"{}".to_vec())));
     }
 
     #[test]

@@ -315,6 +315,8 @@ impl FileStore {
             None => {
                 let key = random_key()?;
                 place.write(&key, lock.take()).await?;
+                self.made_key
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 tracing::info!(
                     place = %place.name(),
                     "the token file's sealing key is made"
@@ -347,7 +349,7 @@ impl FileStore {
                 }
             };
             if let Some(key) = read(&path)? {
-                return Ok(key);
+                return Ok((key, false));
             }
             let key = random_key()?;
             let mut temp = path.clone().into_os_string();
@@ -366,14 +368,19 @@ impl FileStore {
             })();
             let _ = std::fs::remove_file(&temp);
             match made {
-                Ok(()) => Ok(key),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    read(&path)?.ok_or_else(|| format!("`{}` vanished", path.display()))
-                }
+                Ok(()) => Ok((key, true)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path)?
+                    .map(|key| (key, false))
+                    .ok_or_else(|| format!("`{}` vanished", path.display())),
                 Err(e) => Err(format!("`{}` cannot be made: {e}", path.display())),
             }
         })
         .await?;
+        let (key, made) = key;
+        if made {
+            self.made_key
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok(*self.own_key.get_or_init(|| key))
     }
 }

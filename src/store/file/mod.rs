@@ -84,6 +84,10 @@ pub struct FileStore {
     own_key: std::sync::OnceLock<[u8; 32]>,
     /// One reading (or making) of the key at a time in the process.
     key_turn: tokio::sync::Mutex<()>,
+    /// This store made the file's own key, none being there: whatever the
+    /// file holds sealed with an earlier one can never be opened, and counts
+    /// as lost rather than as another key's.
+    made_key: AtomicBool,
     /// Where the key lives instead of `<path>.key`: the OS credential
     /// store's item ([`key_in_keyring`](Self::key_in_keyring)).
     key_place: Option<Box<dyn KeyPlace>>,
@@ -136,6 +140,7 @@ impl FileStore {
             handed_out: HandedOut::default(),
             own_key: std::sync::OnceLock::new(),
             key_turn: tokio::sync::Mutex::new(()),
+            made_key: AtomicBool::new(false),
             key_place: None,
         })
     }
@@ -364,8 +369,20 @@ impl ChainKeeper for FileChain<'_> {
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
         Box::pin(async move {
             let entries = self.store.entries().await?;
-            Ok(open_entry(&entries, self.key, &self.sealer)
-                .map(|(json, _)| ChainRecord::from_bytes(json)))
+            if !entries.contains_key(self.key) {
+                return Ok(None);
+            }
+            match open_entry(&entries, self.key, &self.sealer) {
+                Some((json, _)) => Ok(Some(ChainRecord::from_bytes(json))),
+                // Sealed with a key that is gone for good: lost.
+                None if self.store.made_key.load(Ordering::SeqCst) => Ok(None),
+                None => Err(
+                    "the token file's refresh-token chain does not open (sealed with \
+                             another key, or written in another format): it is left as it is; \
+                             give the key it was sealed with, or remove the file, to start again"
+                        .to_owned(),
+                ),
+            }
         })
     }
 

@@ -34,7 +34,6 @@ impl RedisStore {
         ctx: &FetchContext<'_>,
         sealer: &Sealer<'_>,
         base: &str,
-        (lock, nonce): (&str, &str),
     ) -> Result<StoredToken, TokenError> {
         let Some(chain_identity) = ctx.chain_identity else {
             return ctx.fetch().await;
@@ -43,8 +42,7 @@ impl RedisStore {
             store: self,
             key: format!("{base}:chain"),
             sealer: sealer.beside(chain_identity.encoded()),
-            lock,
-            nonce,
+            read: std::sync::Mutex::new(String::new()),
         };
         ctx.fetch_kept(Some(&keeper)).await
     }
@@ -102,10 +100,17 @@ struct RedisChain<'a> {
     store: &'a RedisStore,
     key: String,
     sealer: Sealer<'a>,
-    /// The lock it is written under, and its holder's nonce: writes are
-    /// fenced by it.
-    lock: &'a str,
-    nonce: &'a str,
+    /// The sealed record last read (or written) here, `""` for none: a
+    /// write lands only over it (see `SAVE_FENCED`).
+    read: std::sync::Mutex<String>,
+}
+
+impl RedisChain<'_> {
+    fn read(&self) -> std::sync::MutexGuard<'_, String> {
+        self.read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl ChainKeeper for RedisChain<'_> {
@@ -117,9 +122,19 @@ impl ChainKeeper for RedisChain<'_> {
                 .bounded(redis::cmd("GET").arg(&self.key).query_async(&mut con))
                 .await
                 .map_err(Problem::text)?;
-            Ok(value
-                .and_then(|v| self.store.open(&self.sealer, &self.key, &v))
-                .map(ChainRecord::from_bytes))
+            *self.read() = value.clone().unwrap_or_default();
+            let Some(value) = value else {
+                return Ok(None);
+            };
+            match self.store.open(&self.sealer, &self.key, &value) {
+                Some(record) => Ok(Some(ChainRecord::from_bytes(record))),
+                None => Err(format!(
+                    "Redis's refresh-token chain at {} does not open (sealed with another key, \
+                     or written in another format): it is left as it is; delete it, or give \
+                     the key it was sealed with, to start again",
+                    self.key
+                )),
+            }
         })
     }
 
@@ -129,6 +144,7 @@ impl ChainKeeper for RedisChain<'_> {
                 .sealer
                 .seal(&self.key, record.as_bytes())
                 .ok_or("the system's random source failed")?;
+            let expected = self.read().clone();
             let mut con = self.store.connection().await.map_err(Problem::text)?;
             let written = self
                 .store
@@ -137,16 +153,18 @@ impl ChainKeeper for RedisChain<'_> {
                         .scripts
                         .save_fenced
                         .key(&self.key)
-                        .key(self.lock)
-                        .arg(sealed)
-                        .arg(self.nonce)
+                        .arg(&sealed)
+                        .arg(expected)
                         .arg(millis(CHAIN_TTL))
                         .invoke_async::<i64>(&mut con),
                 )
                 .await
                 .map_err(Problem::text)?;
             Ok(match written {
-                1 => Saved::Stored,
+                1 => {
+                    *self.read() = sealed;
+                    Saved::Stored
+                }
                 _ => Saved::Fenced,
             })
         })

@@ -255,7 +255,7 @@ impl RedisStore {
             Err(failure)
         } else {
             ctx.record(StoreEvent::FetchedForFleet);
-            let fetched = self.fetch_chained(ctx, sealer, base, (lock, nonce));
+            let fetched = self.fetch_chained(ctx, sealer, base);
             match self.holding(lock, nonce, lock_ttl(ctx), fetched).await {
                 // A callback another replica took first: its login's token,
                 // stored before that replica let the lock go.
@@ -419,7 +419,13 @@ impl TokenStore for RedisStore {
             let started = Instant::now();
             // Waiting on another replica ends by then; with a fetch alone
             // after it, the whole stays within the layer's bound for a fetch.
-            let give_up = started + lock_ttl(ctx) + ctx.fetch_timeout();
+            // (A chain's holder may await its refresh's answer longer: the
+            // layer's bound on the fetch ends such a wait first.)
+            let longest = match ctx.chain_identity {
+                Some(_) => ctx.refresh_answer_bound(),
+                None => ctx.fetch_timeout(),
+            };
+            let give_up = started + lock_ttl(ctx) + longest;
             // A renewal ahead, while the token in hand still serves, tries
             // Redis again for a while rather than fetch alone: a failover
             // passes, and the fleet still makes one token request.

@@ -53,11 +53,13 @@ return 0
 "#;
 
 /// Stores the chain `ARGV[1]` under `KEYS[1]` for `ARGV[3]` ms only while
-/// the lock `KEYS[2]` (the same hash slot) holds the writer's nonce
-/// `ARGV[2]`: a holder that stalled past its lock writes nothing over what
-/// came after. 1 if written, else 0.
+/// `KEYS[1]` still holds `ARGV[2]`, the value its writer read (`""`: none),
+/// or already `ARGV[1]` (a write tried again): a writer that stalled past
+/// its lock writes nothing over what came after, a sign-out or another
+/// replica's rotation. 1 if written, else 0.
 const SAVE_FENCED: &str = r#"
-if redis.call("GET", KEYS[2]) ~= ARGV[2] then
+local now = redis.call("GET", KEYS[1]) or ""
+if now ~= ARGV[2] and now ~= ARGV[1] then
     return 0
 end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[3])

@@ -14,6 +14,9 @@ impl Chain {
         map.insert("refresh_token".into(), state.current.clone().into());
         map.insert("login".into(), state.login.clone().into());
         map.insert("login_at".into(), state.login_at.into());
+        // The generation this record will have once stored.
+        let gen = state.gen + u64::from(state.unsaved);
+        map.insert("gen".into(), gen.into());
         map.insert("seq".into(), state.seq.into());
         if !state.issuer.is_empty() {
             map.insert("issuer".into(), state.issuer.clone().into());
@@ -45,28 +48,35 @@ impl Chain {
     /// `record`, the chain's state when it was read, was stored.
     pub(crate) fn saved(&self, record: &ChainRecord) {
         let mut state = self.state();
-        if Self::read(record).is_some_and(|stored| {
+        if let Some(stored) = Self::read(record).filter(|stored| {
             stored.current == state.current && stored.seq == state.seq && stored.dead == state.dead
         }) {
             state.unsaved = false;
+            state.gen = stored.gen;
         }
     }
 
     /// Takes what a store holds, when it is newer than what this chain knows: a
-    /// later rotation of the same login, or a later login. A record that does
-    /// not read is ignored. The store's next write replaces it.
-    pub(crate) fn adopt(&self, record: &ChainRecord) {
+    /// later rotation of the same login, or a record of a later generation.
+    /// A login made here and not stored yet stands: it is the newest the
+    /// store's lock has seen. Whether the record reads: one that does not
+    /// is left alone, and the caller does not refresh over it.
+    pub(crate) fn adopt(&self, record: &ChainRecord) -> bool {
         let Some(stored) = Self::read(record) else {
-            tracing::warn!(
-                "the token store holds a refresh-token chain that does not read; ignored"
-            );
-            return;
+            tracing::warn!("the token store holds a refresh-token chain that does not read");
+            return false;
         };
         let mut state = self.state();
+        let new_here = state.unsaved && state.seq == 0 && state.login_at > 0;
         let newer = if stored.login == state.login {
             stored.seq > state.seq || stored.seq == state.seq && stored.dead.is_some()
-        } else {
+        } else if new_here {
+            false
+        } else if stored.gen == 0 && state.gen == 0 {
+            // Two records from before generations: by their login's time.
             stored.login_at > state.login_at
+        } else {
+            stored.gen > state.gen
         };
         if newer {
             let announced = state.announced.clone();
@@ -84,7 +94,10 @@ impl Chain {
                 // This process knows more (a new login here): the store gets it.
                 state.unsaved = stored.login != state.login || stored.seq < state.seq;
             }
+            // The next write goes above what the store holds.
+            state.gen = state.gen.max(stored.gen);
         }
+        true
     }
 
     /// A stored record, checked as an answer is: anything else counts as
@@ -104,6 +117,8 @@ impl Chain {
             announced: (String::new(), 0),
             login,
             login_at: map.get("login_at")?.as_u64()?,
+            // Absent from records written before generations.
+            gen: map.get("gen").and_then(Value::as_u64).unwrap_or(0),
             seq: map.get("seq")?.as_u64()?,
             issuer: map
                 .get("issuer")
