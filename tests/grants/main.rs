@@ -9,11 +9,13 @@ mod account_replicas;
 mod accounts;
 mod agent_host;
 mod dpop;
+mod failovers;
 mod identity;
 mod jwt_bearer;
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 mod keyring;
 mod late_answers;
+mod late_replies;
 mod login;
 mod lost_chains;
 mod par;

@@ -62,6 +62,14 @@ const WATCH_OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// oldest link goes.
 const MAX_LINKS: u32 = 64;
 
+/// How long a sign-out waits for a Redis replica to take its writes
+/// (Sentinel's deployments).
+const REPLICA_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a pending login taken stays under its taker's own key, for a
+/// try again whose first reply came late.
+const TAKEN_TTL: Duration = Duration::from_secs(60);
+
 /// How often a sign-out looks whether every replica answered.
 const ACK_POLL: Duration = Duration::from_millis(5);
 
@@ -134,18 +142,48 @@ impl RedisStore {
         Ok(true)
     }
 
+    /// Takes a pending login once (the `TAKE` script). A reply after the
+    /// store's bound is no proof the command failed: it is asked again with
+    /// the same taker's key, which holds what a late first try took.
     pub(super) async fn take_pending(&self, key: &str) -> Result<Option<String>, String> {
-        let mut cmd = redis::cmd("GETDEL");
-        cmd.arg(format!("{}:pending-login", self.key(key)));
-        self.query(&cmd).await
+        let pending = format!("{}:pending-login", self.key(key));
+        let taken = format!("{pending}:taken:{}", random_hex());
+        let mut failed = String::new();
+        for _ in 0..3 {
+            let tried = async {
+                let mut con = self.connection().await?;
+                self.bounded(
+                    self.scripts
+                        .take
+                        .key(&pending)
+                        .key(&taken)
+                        .arg(ttl_ms(TAKEN_TTL))
+                        .invoke_async::<Option<String>>(&mut con),
+                )
+                .await
+            };
+            match tried.await {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    failed = e.text();
+                    self.forget_master();
+                }
+            }
+        }
+        Err(failed)
     }
 
-    /// `cmd` on the store's connection, bounded by its timeout.
+    /// `cmd` on the store's connection, bounded by its timeout. After an
+    /// error, the next call asks Sentinel for the master again.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, String> {
-        let mut con = self.connection().await.map_err(Problem::text)?;
-        self.bounded(cmd.query_async::<T>(&mut con))
-            .await
-            .map_err(Problem::text)
+        let queried = async {
+            let mut con = self.connection().await?;
+            self.bounded(cmd.query_async::<T>(&mut con)).await
+        };
+        queried.await.map_err(|e| {
+            self.forget_master();
+            e.text()
+        })
     }
 
     /// Links an account under `key` (the [`LINK`](super::scripts) script:
@@ -246,14 +284,39 @@ impl RedisStore {
         identities: &[String],
     ) -> Result<(), String> {
         let names = self.names();
+        // Deleted once more after an error, on the master Sentinel names
+        // then: a failover's first error is not Redis's answer.
+        let delete = || async {
+            for identity in identities {
+                let key = self.key(identity);
+                let mut cmd = redis::cmd("DEL");
+                cmd.arg(&key).arg(format!("{key}:failure"));
+                self.query::<i64>(&cmd)
+                    .await
+                    .map_err(|e| format!("deleting the account's tokens failed: {e}"))?;
+            }
+            Ok(())
+        };
+        self.again(delete).await?;
         let mut con = self.connection().await.map_err(Problem::text)?;
-        for identity in identities {
-            let key = self.key(identity);
-            let mut cmd = redis::cmd("DEL");
-            cmd.arg(&key).arg(format!("{key}:failure"));
-            self.bounded(cmd.query_async::<i64>(&mut con))
-                .await
-                .map_err(|e| format!("deleting the account's tokens failed: {}", e.text()))?;
+        if self.deployment.has_replicas() && self.replicas_of_master(&mut con).await > 0 {
+            // Through Sentinel, with a replica connected: the chain's end
+            // and the deletes are on a replica before the sign-out answers,
+            // so that a failover now does not undo them.
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(1).arg(ttl_ms(REPLICA_WAIT));
+            let acked = tokio::time::timeout(
+                REPLICA_WAIT + self.timeout,
+                wait.query_async::<i64>(&mut con),
+            )
+            .await;
+            if !matches!(acked, Ok(Ok(n)) if n > 0) {
+                self.forget_master();
+                return Err(format!(
+                    "no Redis replica took the sign-out's writes within {REPLICA_WAIT:?}: a \
+                     failover now could undo it; sign out again"
+                ));
+            }
         }
         let answers = format!("{}{{accounts}}:answers:{}", names.prefix, random_hex());
         let mut cmd = redis::cmd("PUBLISH");
@@ -286,6 +349,20 @@ impl RedisStore {
             }
             tokio::time::sleep(ACK_POLL).await;
         }
+    }
+
+    /// How many replicas the master has connected (`INFO replication`); 0
+    /// when it does not say.
+    async fn replicas_of_master(&self, con: &mut Connection) -> usize {
+        let mut info = redis::cmd("INFO");
+        info.arg("replication");
+        let Ok(text) = self.bounded(info.query_async::<String>(con)).await else {
+            return 0;
+        };
+        text.lines()
+            .find_map(|line| line.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Tells the other replicas that `account` logged in here.
@@ -332,6 +409,9 @@ impl RedisStore {
                         hear(pubsub, con, (&watchers, &heard), &names).await;
                     }
                 }
+                // Through Sentinel, the master is asked for again: after a
+                // failover, the watch follows it.
+                deployment.forget();
                 tokio::time::sleep(RESUBSCRIBE).await;
             }
         });
@@ -388,9 +468,13 @@ async fn hear(
                  tokens are read from the store meanwhile)"
             ),
         }
+        landed
     };
     tell(watchers, AccountEvent::Resync);
-    beat(&mut con).await;
+    let mut landed_at = Instant::now();
+    if beat(&mut con).await {
+        landed_at = Instant::now();
+    }
     let mut next_beat = Instant::now() + HEARTBEAT;
     let mut messages = std::pin::pin!(pubsub.on_message());
     loop {
@@ -398,8 +482,14 @@ async fn hear(
         let message = match tokio::time::timeout_at(next_beat, next).await {
             Err(_) => {
                 // A heartbeat that fails leaves the list in time: sign-outs
-                // do not wait for a replica that cannot answer.
-                beat(&mut con).await;
+                // do not wait for a replica that cannot answer. Failing for
+                // longer than the listing (a master demoted, a connection
+                // stuck), the watch begins again, on the master then.
+                if beat(&mut con).await {
+                    landed_at = Instant::now();
+                } else if landed_at.elapsed() > WATCH_TTL {
+                    return;
+                }
                 next_beat = Instant::now() + HEARTBEAT;
                 continue;
             }

@@ -215,6 +215,16 @@ impl Deployment {
         Ok(client)
     }
 
+    /// Whether the deployment has replicas of its master by design
+    /// (Sentinel's): a write that must survive a failover waits for one.
+    pub(super) fn has_replicas(&self) -> bool {
+        match self {
+            #[cfg(feature = "redis-sentinel")]
+            Deployment::Sentinel { .. } => true,
+            _ => false,
+        }
+    }
+
     /// After an error: whether connections made so far should be dropped
     /// (through Sentinel, the master may have changed: it is asked for
     /// again).

@@ -1,7 +1,9 @@
-//! The fetch lock's holder at work: the lock kept alive while it works, and
-//! the refresh-token chain read and written under it, each write fenced by
-//! the lock, so that a holder that stalled past it writes nothing over what
-//! came after (a sign-out, another replica's rotation).
+//! The fetch lock: taken (asked again with the same nonce after a late
+//! reply), kept alive while its holder works, let go; and the
+//! refresh-token chain read and written under it, each write landing only
+//! over the record its writer read, so that a holder that stalled past the
+//! lock writes nothing over what came after (a sign-out, another
+//! replica's rotation).
 
 use std::time::Duration;
 
@@ -26,7 +28,62 @@ pub(super) fn lock_ttl(ctx: &FetchContext<'_>) -> Duration {
     ctx.fetch_timeout() + Duration::from_secs(1)
 }
 
+/// How many times a command whose reply may have come late is asked again
+/// (with the same nonce, so that its first landing counts).
+const TRIES: usize = 3;
+
 impl RedisStore {
+    /// Takes the fetch lock `lock` for `nonce`, for `ttl`: whether it was
+    /// free (or this nonce's already). A reply after the store's bound is
+    /// no proof that the command failed: it is asked again with the same
+    /// nonce, and if every try fails, the lock is let go should one of them
+    /// have landed, so that no replica waits on a lock nobody works under.
+    pub(super) async fn take_lock(
+        &self,
+        lock: &str,
+        nonce: &str,
+        ttl: Duration,
+    ) -> Result<bool, Problem> {
+        let mut failed = String::new();
+        for _ in 0..TRIES {
+            let tried = async {
+                let mut con = self.connection().await?;
+                self.bounded(
+                    self.scripts
+                        .lock
+                        .key(lock)
+                        .arg(nonce)
+                        .arg(millis(ttl))
+                        .invoke_async::<i64>(&mut con),
+                )
+                .await
+            };
+            match tried.await {
+                Ok(taken) => return Ok(taken == 1),
+                Err(Problem::Redis(why)) => failed = why,
+                Err(other) => return Err(other),
+            }
+        }
+        self.let_go(lock, nonce).await;
+        Err(Problem::Redis(failed))
+    }
+
+    /// Lets the lock go if `nonce` holds it (bounded, and best effort: it
+    /// runs out by itself).
+    pub(super) async fn let_go(&self, lock: &str, nonce: &str) {
+        if let Ok(mut con) = self.connection().await {
+            let _ = self
+                .bounded(
+                    self.scripts
+                        .delete_if_equal
+                        .key(lock)
+                        .arg(nonce)
+                        .invoke_async::<i64>(&mut con),
+                )
+                .await;
+        }
+    }
+
     /// The fetch under the lock, the chain (with a refresh token) read
     /// from and written to `{base}:chain`.
     pub(super) async fn fetch_chained(
@@ -106,6 +163,13 @@ struct RedisChain<'a> {
 }
 
 impl RedisChain<'_> {
+    /// A Redis error's text, the master asked for again (through Sentinel)
+    /// before the chain's next try: a save is tried again on the new master.
+    fn failed(&self, problem: Problem) -> String {
+        self.store.forget_master();
+        problem.text()
+    }
+
     fn read(&self) -> std::sync::MutexGuard<'_, String> {
         self.read
             .lock()
@@ -116,12 +180,12 @@ impl RedisChain<'_> {
 impl ChainKeeper for RedisChain<'_> {
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
         Box::pin(async move {
-            let mut con = self.store.connection().await.map_err(Problem::text)?;
+            let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
             let value: Option<String> = self
                 .store
                 .bounded(redis::cmd("GET").arg(&self.key).query_async(&mut con))
                 .await
-                .map_err(Problem::text)?;
+                .map_err(|e| self.failed(e))?;
             *self.read() = value.clone().unwrap_or_default();
             let Some(value) = value else {
                 return Ok(None);
@@ -145,7 +209,7 @@ impl ChainKeeper for RedisChain<'_> {
                 .seal(&self.key, record.as_bytes())
                 .ok_or("the system's random source failed")?;
             let expected = self.read().clone();
-            let mut con = self.store.connection().await.map_err(Problem::text)?;
+            let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
             let written = self
                 .store
                 .bounded(
@@ -159,7 +223,7 @@ impl ChainKeeper for RedisChain<'_> {
                         .invoke_async::<i64>(&mut con),
                 )
                 .await
-                .map_err(Problem::text)?;
+                .map_err(|e| self.failed(e))?;
             Ok(match written {
                 1 => {
                     *self.read() = sealed;

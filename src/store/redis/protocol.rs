@@ -121,19 +121,7 @@ impl RedisStore {
                 // before its back-off is over.
                 return Err(Problem::Token(failure));
             }
-            let mut con = self.connection().await?;
-            let acquired: Option<String> = self
-                .bounded(
-                    redis::cmd("SET")
-                        .arg(&lock)
-                        .arg(&nonce)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis(lock_ttl))
-                        .query_async(&mut con),
-                )
-                .await?;
-            if acquired.is_some() {
+            if self.take_lock(&lock, &nonce, lock_ttl).await? {
                 return self
                     .fetch_under_lock(ctx, sealer, (&key, &base), &lock, &nonce)
                     .await;
@@ -324,24 +312,36 @@ impl RedisStore {
             // The outcome stands; only sharing it failed.
             self.redis_failed(&e);
         }
-        let _ = self
-            .bounded(
-                self.scripts
-                    .delete_if_equal
-                    .key(lock)
-                    .arg(nonce)
-                    .invoke_async::<i64>(&mut con),
-            )
-            .await;
+        self.let_go(lock, nonce).await;
         outcome.map_err(Problem::Token)
     }
 
-    fn redis_failed(&self, why: &str) {
+    /// Through Sentinel: the next operation asks which server is master
+    /// now. Called after any Redis error, on every path.
+    pub(super) fn forget_master(&self) {
         if self.deployment.forget() {
-            // Through Sentinel: the next operation asks which server is
-            // master now.
             self.lock_connection().take();
         }
+    }
+
+    /// `op`, and once more after a Redis error, the master asked for again
+    /// first (through Sentinel): the first error after a failover, or after
+    /// a restart dropped the connection, is not Redis's answer.
+    pub(super) async fn again<T, F>(&self, op: impl Fn() -> F) -> Result<T, String>
+    where
+        F: std::future::Future<Output = Result<T, String>>,
+    {
+        match op().await {
+            Ok(done) => Ok(done),
+            Err(_) => {
+                self.forget_master();
+                op().await.inspect_err(|_| self.forget_master())
+            }
+        }
+    }
+
+    fn redis_failed(&self, why: &str) {
+        self.forget_master();
         if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 error = %why,
@@ -431,6 +431,13 @@ impl TokenStore for RedisStore {
             // passes, and the fleet still makes one token request.
             let ride_out_until = started + 2 * ctx.fetch_timeout();
             let mut outcome = self.shared(ctx, &sealer, give_up).await;
+            // The first error after a failover (or a restart that dropped
+            // the connection) is not Redis's answer: once more at once, on
+            // the master Sentinel names now.
+            if let Err(Problem::Redis(why)) = &outcome {
+                self.redis_failed(why);
+                outcome = self.shared(ctx, &sealer, give_up).await;
+            }
             while let Err(Problem::Redis(why)) = &outcome {
                 self.redis_failed(why);
                 if !may_ride_out(ctx, ride_out_until) {
@@ -501,7 +508,7 @@ impl TokenStore for RedisStore {
         value: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(self.link(key, member, value, ttl))
+        Box::pin(self.again(move || self.link(key, member, value, ttl)))
     }
 
     fn linked_accounts<'a>(
@@ -528,7 +535,7 @@ impl TokenStore for RedisStore {
         key: &'a str,
         member: &'a str,
     ) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(self.unlink(key, member))
+        Box::pin(self.again(move || self.unlink(key, member)))
     }
 
     fn keep_pending_login<'a>(
@@ -552,7 +559,11 @@ impl TokenStore for RedisStore {
         account: &'a str,
         identities: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.sign_out_everywhere(account, identities))
+        Box::pin(async move {
+            self.sign_out_everywhere(account, identities)
+                .await
+                .inspect_err(|_| self.forget_master())
+        })
     }
 
     fn logged_in<'a>(&'a self, account: &'a str) -> BoxFuture<'a, ()> {
@@ -560,7 +571,7 @@ impl TokenStore for RedisStore {
     }
 
     fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.read_chain_into(ctx))
+        Box::pin(self.again(move || self.read_chain_into(ctx)))
     }
 
     fn watch_accounts(&self, watcher: crate::store::AccountWatcher) {

@@ -43,6 +43,36 @@ end
 return 0
 "#;
 
+/// Takes the lock `KEYS[1]` for the nonce `ARGV[1]`, for `ARGV[2]` ms: when
+/// it is free, or holds that nonce already (an earlier try whose reply came
+/// late). 1 if taken, else 0.
+const LOCK: &str = r#"
+local holder = redis.call("GET", KEYS[1])
+if not holder then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+    return 1
+end
+if holder == ARGV[1] then
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    return 1
+end
+return 0
+"#;
+
+/// Takes the pending login `KEYS[1]` once: its value, moved to the taker's
+/// own key `KEYS[2]` (the same hash slot) for `ARGV[1]` ms, so that a try
+/// again whose first reply came late finds it there. Else what `KEYS[2]`
+/// holds (nil: none).
+const TAKE: &str = r#"
+local value = redis.call("GET", KEYS[1])
+if value then
+    redis.call("SET", KEYS[2], value, "PX", ARGV[1])
+    redis.call("DEL", KEYS[1])
+    return value
+end
+return redis.call("GET", KEYS[2])
+"#;
+
 /// Extends the lock `KEYS[1]` to `ARGV[2]` ms from now if it still holds
 /// its holder's nonce `ARGV[1]`: 1, else 0 (it ran out, or another holds it).
 const EXTEND: &str = r#"
@@ -143,6 +173,8 @@ pub(super) struct Scripts {
     pub(super) chain: Script,
     pub(super) store: Script,
     pub(super) delete_if_equal: Script,
+    pub(super) lock: Script,
+    pub(super) take: Script,
     pub(super) extend: Script,
     pub(super) save_fenced: Script,
     pub(super) heartbeat: Script,
@@ -159,6 +191,8 @@ impl Scripts {
             chain: Script::new(CHAIN),
             store: Script::new(STORE),
             delete_if_equal: Script::new(DELETE_IF_EQUAL),
+            lock: Script::new(LOCK),
+            take: Script::new(TAKE),
             extend: Script::new(EXTEND),
             save_fenced: Script::new(SAVE_FENCED),
             heartbeat: Script::new(HEARTBEAT),
