@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use support::refresh_server::RefreshServer;
-use tower_oauth::{grant::RefreshToken, store::FileStore, OAuthLayer, OAuthLayerBuilder};
+use tower_oauth::store::{FileStore, TokenStore};
+use tower_oauth::{grant::RefreshToken, OAuthLayer, OAuthLayerBuilder};
 use tower_oauth::{TokenError, TokenErrorKind};
 
 fn builder(server: &RefreshServer, initial: &str, fetch_timeout: Duration) -> OAuthLayerBuilder {
@@ -101,16 +102,17 @@ async fn a_refresh_answered_past_the_fetch_s_bound_is_kept_all_the_same() {
     assert!(!server.is_revoked(&initial));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_layers_on_one_file_wait_for_a_late_answer_and_share_it() {
-    let dir = support::scratch("late-answer-file");
-    let file = dir.join("tokens");
+/// Two layers sharing `store()`'s store: A's refresh is answered 2.5 s
+/// late; B asks while it is out, waits for the store's lock (kept alive on
+/// Redis), and then takes A's token rather than send the retired refresh
+/// token.
+async fn two_share_a_late_answer<S: TokenStore>(store: impl Fn() -> S) {
     let server = RefreshServer::start(Duration::from_secs(3)).await;
     let initial = server.login();
     server.state.delay_ms.store(2500, Ordering::SeqCst);
     let layer = || {
         builder(&server, &initial, Duration::from_secs(1))
-            .token_store(FileStore::new(&file).unwrap())
+            .token_store(store())
             .build()
             .unwrap()
     };
@@ -121,8 +123,6 @@ async fn two_layers_on_one_file_wait_for_a_late_answer_and_share_it() {
     });
     refreshes_reach(&server, 1).await;
     server.state.delay_ms.store(0, Ordering::SeqCst);
-    // B asks while A's refresh is out: it waits for the file's lock, and
-    // then takes A's token, rather than send the retired refresh token.
     let second = b.token().await;
     assert_eq!(server.reuses(), 0, "B sent the retired refresh token");
     second.expect("B's token, A's");
@@ -132,6 +132,13 @@ async fn two_layers_on_one_file_wait_for_a_late_answer_and_share_it() {
     keeps_refreshing(&a).await.unwrap();
     assert_eq!(server.reuses(), 0, "a retired refresh token was sent");
     assert!(!server.is_revoked(&initial));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_layers_on_one_file_wait_for_a_late_answer_and_share_it() {
+    let dir = support::scratch("late-answer-file");
+    let file = dir.join("tokens");
+    two_share_a_late_answer(|| FileStore::new(&file).unwrap()).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -140,40 +147,14 @@ mod on_redis {
     use support::redis_server::{missing, RedisServer};
     use tower_oauth::store::RedisStore;
 
-    /// Replica A's refresh is answered 2.5 s late, past its lock's first
-    /// time to live (the fetch timeout and a second): A keeps the lock alive
-    /// while it waits, so B waits for A's token instead of sending the
-    /// retired refresh token.
+    /// Past the lock's first time to live (the fetch timeout and a second):
+    /// A keeps it alive while it waits.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicas_wait_for_a_late_answer_and_share_it() {
         if missing() {
             return;
         }
         let redis = RedisServer::start();
-        let server = RefreshServer::start(Duration::from_secs(3)).await;
-        let initial = server.login();
-        server.state.delay_ms.store(2500, Ordering::SeqCst);
-        let replica = || {
-            builder(&server, &initial, Duration::from_secs(1))
-                .token_store(RedisStore::new(redis.url()).unwrap())
-                .build()
-                .unwrap()
-        };
-        let (a, b) = (replica(), replica());
-        let first = tokio::spawn({
-            let a = a.clone();
-            async move { a.token().await }
-        });
-        refreshes_reach(&server, 1).await;
-        server.state.delay_ms.store(0, Ordering::SeqCst);
-        let second = b.token().await;
-        assert_eq!(server.reuses(), 0, "B sent the retired refresh token");
-        second.expect("B's token, A's");
-        first.await.unwrap().expect("A's late answer");
-        sent_in_order(&server);
-        keeps_refreshing(&b).await.unwrap();
-        keeps_refreshing(&a).await.unwrap();
-        assert_eq!(server.reuses(), 0, "a retired refresh token was sent");
-        assert!(!server.is_revoked(&initial));
+        two_share_a_late_answer(|| RedisStore::new(redis.url()).unwrap()).await;
     }
 }

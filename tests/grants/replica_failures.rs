@@ -120,6 +120,38 @@ async fn lines_after(
     (after, late)
 }
 
+/// Sends `name` (`-STOP`, `-CONT`) to `child` by its PID.
+fn signal(child: &tokio::process::Child, name: &str) {
+    let pid = child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args([name, &pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {name}");
+}
+
+/// The child stopped already: after `stopped`, Alice signs out on `a`, and
+/// the child is continued. For 3 s then, whatever it gets, it serves her
+/// no more, and goes on asking; then it is killed.
+async fn signed_out_while_stopped(
+    a: &OAuthLayer,
+    child: &mut tokio::process::Child,
+    lines: &mut ChildLines,
+    stopped: Duration,
+) {
+    tokio::time::sleep(stopped).await;
+    a.sign_out("alice").await.unwrap();
+    let signed_out_at = now_ms();
+    signal(child, "-CONT");
+    let (after, late) = lines_after(lines, Duration::from_secs(3), signed_out_at).await;
+    child.start_kill().unwrap();
+    assert!(late.is_empty(), "served after the sign-out: {late:?}");
+    assert!(
+        after.iter().any(|line| line.starts_with("refused ")),
+        "it went on asking: {after:?}"
+    );
+}
+
 /// Lines the child prints.
 type ChildLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
 
@@ -186,28 +218,10 @@ async fn a_replica_stopped_past_its_listing_never_presents_a_signed_out_token() 
     }
     let redis = RedisServer::start();
     let (server, a, mut child, mut lines) = alice_on_two_replicas(&redis, &redis.url()).await;
-    let pid = child.id().unwrap().to_string();
-    let signal = |name: &str| {
-        let status = std::process::Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {name}");
-    };
-    signal("-STOP");
+    signal(&child, "-STOP");
     // Past its listing: the sign-out does not wait for it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    a.sign_out("alice").await.unwrap();
-    let signed_out_at = now_ms();
-    signal("-CONT");
-    // It runs on for a while: whatever it gets now, it never serves her.
-    let (after, late) = lines_after(&mut lines, Duration::from_secs(3), signed_out_at).await;
-    child.start_kill().unwrap();
-    assert!(late.is_empty(), "served after the sign-out: {late:?}");
-    assert!(
-        after.iter().any(|line| line.starts_with("refused ")),
-        "it went on asking: {after:?}"
-    );
+    let stopped = Duration::from_secs(2);
+    signed_out_while_stopped(&a, &mut child, &mut lines, stopped).await;
     let params = TokenParams::new().account("alice");
     assert!(replica(&server, &redis).token_for(&params).await.is_err());
 }
@@ -232,14 +246,6 @@ async fn a_replica_stopped_mid_refresh_never_writes_over_a_sign_out() {
     let mut child = replica_process_with(&server, &redis.url(), &env);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     served_once(&mut lines).await;
-    let pid = child.id().unwrap().to_string();
-    let signal = |name: &str| {
-        let status = std::process::Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {name}");
-    };
     // The child's next refresh is answered 1.5 s after it arrives (the
     // server rotates at once); the child is stopped as it arrives.
     let before = server.arrivals("refresh_token");
@@ -251,20 +257,11 @@ async fn a_replica_stopped_mid_refresh_never_writes_over_a_sign_out() {
     })
     .await
     .expect("the child refreshes");
-    signal("-STOP");
+    signal(&child, "-STOP");
     server.delay_tokens(Duration::ZERO);
     // Past its lock (2 s) and its listing: the sign-out takes the lock.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    a.sign_out("alice").await.unwrap();
-    let signed_out_at = now_ms();
-    signal("-CONT");
-    let (after, late) = lines_after(&mut lines, Duration::from_secs(4), signed_out_at).await;
-    child.start_kill().unwrap();
-    assert!(late.is_empty(), "served after the sign-out: {late:?}");
-    assert!(
-        after.iter().any(|line| line.starts_with("refused ")),
-        "it went on asking: {after:?}"
-    );
+    let stopped = Duration::from_secs(3);
+    signed_out_while_stopped(&a, &mut child, &mut lines, stopped).await;
     let params = TokenParams::new().account("alice");
     let fresh = replica(&server, &redis).token_for(&params).await;
     assert_eq!(
