@@ -311,7 +311,9 @@
 //!   calls: a request waiting for a token lets go of the capacity its
 //!   `poll_ready` reserved, and is made ready again once the token is here.
 //!   Outside, requests waiting for a token hold their slot while they wait.
-//!   The layer itself never queues: readiness is the inner service's.
+//!   Readiness is the inner service's: requests that wait for a token wait
+//!   in the layer, each until the fetch's bound at most, so put a limit
+//!   outside the layer to bound how many may wait.
 //! - **gRPC.** Wrap a tonic `Channel` directly: `UNAUTHENTICATED` in a
 //!   trailers-only response counts as a 401.
 //!
