@@ -35,9 +35,10 @@ pub(crate) trait ChainKeeper: Send + Sync {
 pub(crate) enum Saved {
     /// The record is stored.
     Stored,
-    /// Nothing was written: the lock this process wrote under had run out
-    /// (it stalled past it), and another may have written since, such as a
-    /// sign-out.
+    /// Nothing was written: the record is no longer the one this process
+    /// read (it stalled past its lock), and another wrote since, such as a
+    /// sign-out. (Only `RedisStore`, behind its feature, says so.)
+    #[allow(dead_code)]
     Fenced,
 }
 

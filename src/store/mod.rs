@@ -172,6 +172,8 @@ impl<'a> FetchContext<'a> {
 
     /// How long a refresh, once sent, is awaited (see
     /// [`refresh_answer_timeout`](crate::OAuthLayerBuilder::refresh_answer_timeout)).
+    /// (Read by `RedisStore`, behind its feature.)
+    #[allow(dead_code)]
     pub(crate) fn refresh_answer_bound(&self) -> Duration {
         self.policy.refresh_answer_bound()
     }
