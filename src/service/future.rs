@@ -81,12 +81,9 @@ pin_project! {
             fut: S::Future,
             proved: ProvedToken,
         },
-        // No token can be had now.
+        // No token can be had now, or the inner service failed to become
+        // ready after the wait.
         Failed {
-            error: Option<TokenError>,
-        },
-        // The inner service failed to become ready after the wait.
-        NotReady {
             error: Option<BoxError>,
         },
     }
@@ -156,7 +153,7 @@ where
                 put_proof(&mut req, proof);
                 Next::Call(self.svc.call(req), Sent::Proved(proved))
             }
-            Err(error) => Next::Fail(error),
+            Err(error) => Next::Fail(error.into()),
         })
     }
 }
@@ -208,8 +205,10 @@ where
         }
     }
 
-    pub(crate) fn failed(error: TokenError) -> Self {
-        Self::other(Other::Failed { error: Some(error) })
+    pub(crate) fn failed(error: impl Into<BoxError>) -> Self {
+        Self::other(Other::Failed {
+            error: Some(error.into()),
+        })
     }
 
     pub(crate) fn waiting(
@@ -239,9 +238,8 @@ where
 {
     Call(S::Future, Sent),
     Sign(Signing<S, B>),
-    Fail(TokenError),
-    /// The inner service's readiness failed.
-    NotReady(BoxError),
+    /// No token, or the inner service's readiness failed.
+    Fail(BoxError),
 }
 
 impl<S, B> Next<S, B>
@@ -261,7 +259,7 @@ where
                 req: Some(req),
                 proved: Some(proved),
             }),
-            NextStep::Fail(error) => Next::Fail(error),
+            NextStep::Fail(error) => Next::Fail(error.into()),
         }
     }
 }
@@ -280,7 +278,7 @@ where
                     Arc::clone(token)
                 }
                 FetchOutcome::Done(Err(error)) => {
-                    return Poll::Ready(Some(Next::Fail(error.clone())))
+                    return Poll::Ready(Some(Next::Fail(error.clone().into())))
                 }
                 // Cut off, or a token that ran out before this request woke.
                 _ => return Poll::Ready(None),
@@ -298,7 +296,7 @@ where
             panic!("ResponseFuture polled after completion");
         };
         if let Err(error) = ready!(svc.poll_ready(cx)) {
-            return Poll::Ready(Some(Next::NotReady(error.into())));
+            return Poll::Ready(Some(Next::Fail(error.into())));
         }
         let token = self
             .token
@@ -321,7 +319,7 @@ where
     fn ask_again(&mut self) -> Option<Next<S, B>> {
         self.asks += 1;
         if self.asks > MAX_ASKS {
-            return Some(Next::Fail(cut_off()));
+            return Some(Next::Fail(cut_off().into()));
         }
         let Some((_, _, cache_ref)) = &self.held else {
             panic!("ResponseFuture polled after completion");
@@ -332,7 +330,7 @@ where
                 self.token = Some(token);
                 None
             }
-            Acquire::Now(Err(error)) => Some(Next::Fail(error)),
+            Acquire::Now(Err(error)) => Some(Next::Fail(error.into())),
             Acquire::Wait(flight) => {
                 // The old waiter leaves its flight as it is replaced.
                 self.waiter = Waiter::new(flight);
@@ -416,12 +414,6 @@ where
                     let error = error
                         .take()
                         .expect("ResponseFuture polled after completion");
-                    return Poll::Ready(Err(error.into()));
-                }
-                OtherProj::NotReady { error } => {
-                    let error = error
-                        .take()
-                        .expect("ResponseFuture polled after completion");
                     return Poll::Ready(Err(error));
                 }
             };
@@ -440,9 +432,6 @@ where
             Next::Call(fut, sent) => ResponseFuture::calling(fut, Some(sent)).state,
             Next::Sign(signing) => ResponseFuture::other(Other::Signing { signing }).state,
             Next::Fail(error) => ResponseFuture::failed(error).state,
-            Next::NotReady(error) => {
-                ResponseFuture::other(Other::NotReady { error: Some(error) }).state
-            }
         }
     }
 }
@@ -458,7 +447,7 @@ where
                 Some(Other::Waiting { .. }) => "waiting for a token",
                 Some(Other::Signing { .. }) => "waiting for its DPoP proof",
                 Some(Other::Proving { .. }) => "calling the inner service with a DPoP proof",
-                Some(Other::Failed { .. } | Other::NotReady { .. }) | None => "failed",
+                Some(Other::Failed { .. }) | None => "failed",
             },
         };
         f.debug_struct("ResponseFuture")

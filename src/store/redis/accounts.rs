@@ -148,29 +148,20 @@ impl RedisStore {
     pub(super) async fn take_pending(&self, key: &str) -> Result<Option<String>, String> {
         let pending = format!("{}:pending-login", self.key(key));
         let taken = format!("{pending}:taken:{}", random_hex());
-        let mut failed = String::new();
-        for _ in 0..3 {
-            let tried = async {
-                let mut con = self.connection().await?;
-                self.bounded(
-                    self.scripts
-                        .take
-                        .key(&pending)
-                        .key(&taken)
-                        .arg(ttl_ms(TAKEN_TTL))
-                        .invoke_async::<Option<String>>(&mut con),
-                )
-                .await
-            };
-            match tried.await {
-                Ok(value) => return Ok(value),
-                Err(e) => {
-                    failed = e.text();
-                    self.forget_master();
-                }
-            }
-        }
-        Err(failed)
+        self.asked_again(|| async {
+            let mut con = self.connection().await?;
+            self.bounded(
+                self.scripts
+                    .take
+                    .key(&pending)
+                    .key(&taken)
+                    .arg(ttl_ms(TAKEN_TTL))
+                    .invoke_async::<Option<String>>(&mut con),
+            )
+            .await
+        })
+        .await
+        .map_err(Problem::text)
     }
 
     /// `cmd` on the store's connection, bounded by its timeout. After an

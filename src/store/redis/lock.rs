@@ -44,9 +44,8 @@ impl RedisStore {
         nonce: &str,
         ttl: Duration,
     ) -> Result<bool, Problem> {
-        let mut failed = String::new();
-        for _ in 0..TRIES {
-            let tried = async {
+        let taken = self
+            .asked_again(|| async {
                 let mut con = self.connection().await?;
                 self.bounded(
                     self.scripts
@@ -57,14 +56,32 @@ impl RedisStore {
                         .invoke_async::<i64>(&mut con),
                 )
                 .await
-            };
-            match tried.await {
-                Ok(taken) => return Ok(taken == 1),
-                Err(Problem::Redis(why)) => failed = why,
-                Err(other) => return Err(other),
+            })
+            .await;
+        if taken.is_err() {
+            self.let_go(lock, nonce).await;
+        }
+        taken.map(|taken| taken == 1)
+    }
+
+    /// `op`, a command whose reply may come late, asked up to [`TRIES`]
+    /// times: `op` must name what a landing is (the same nonce, the same
+    /// key), so that a try whose reply came late counts. After each Redis
+    /// error, the master is asked for again (through Sentinel).
+    pub(super) async fn asked_again<T, F>(&self, op: impl Fn() -> F) -> Result<T, Problem>
+    where
+        F: std::future::Future<Output = Result<T, Problem>>,
+    {
+        let mut failed = String::new();
+        for _ in 0..TRIES {
+            match op().await {
+                Err(Problem::Redis(why)) => {
+                    self.forget_master();
+                    failed = why;
+                }
+                done => return done,
             }
         }
-        self.let_go(lock, nonce).await;
         Err(Problem::Redis(failed))
     }
 
