@@ -29,10 +29,21 @@ const HELD: Duration = Duration::from_millis(600);
 /// whose bytes hold one of the `marks` has its reply held back for
 /// [`HELD`], once; everything else passes at once.
 async fn proxy(redis: &RedisServer, marks: &'static [&'static [u8]]) -> String {
+    let marks = marks.iter().map(|m| vec![*m]).collect();
+    proxy_all(redis, marks, Arc::new(AtomicBool::new(true))).await
+}
+
+/// [`proxy`], holding back the reply to the first request whose bytes hold
+/// every member of one of the `marks`, from when `armed` is set.
+async fn proxy_all(
+    redis: &RedisServer,
+    marks: Vec<Vec<&'static [u8]>>,
+    armed: Arc<AtomicBool>,
+) -> String {
     let target = format!("127.0.0.1:{}", redis.port);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("redis://{}", listener.local_addr().unwrap());
-    let armed = Arc::new(AtomicBool::new(true));
+    let marks = Arc::new(marks);
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
@@ -42,16 +53,16 @@ async fn proxy(redis: &RedisServer, marks: &'static [&'static [u8]]) -> String {
             let (mut sr, mut sw) = server.into_split();
             let hold = Arc::new(AtomicBool::new(false));
             let (armed, to_hold) = (Arc::clone(&armed), Arc::clone(&hold));
+            let marks = Arc::clone(&marks);
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16 * 1024];
                 while let Ok(n) = cr.read(&mut buf).await {
-                    let chunk = &buf[..n];
-                    let marked = marks
-                        .iter()
-                        .any(|m| chunk.windows(m.len()).any(|w| w == *m));
                     if n == 0 {
                         return;
                     }
+                    let chunk = &buf[..n];
+                    let holds = |m: &[u8]| chunk.windows(m.len()).any(|w| w == m);
+                    let marked = marks.iter().any(|all| all.iter().all(|m| holds(m)));
                     if marked && armed.swap(false, Ordering::SeqCst) {
                         to_hold.store(true, Ordering::SeqCst);
                     }
@@ -143,4 +154,49 @@ async fn a_pending_login_taken_by_a_late_reply_is_not_lost() {
     b.token_for(&TokenParams::new().account("alice"))
         .await
         .expect("Alice is served");
+}
+
+/// The chain's write is answered late, after it landed: the write tried
+/// again is the same write (the record sealed once), which lands over
+/// itself, not a write fenced off. The refresh serves, and the next one
+/// sends the rotated refresh token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_write_answered_late_is_not_taken_for_a_fenced_one() {
+    use support::refresh_server::RefreshServer;
+    use tower_oauth::grant::RefreshToken;
+    if missing() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let armed = Arc::new(AtomicBool::new(false));
+    // The chain's write: a script (EVALSHA) on the `:chain` key; its read
+    // is a GET.
+    let marks = vec![vec![b"EVALSHA".as_slice(), b":chain".as_slice()]];
+    let slow = proxy_all(&redis, marks, Arc::clone(&armed)).await;
+    let server = RefreshServer::start(Duration::from_secs(1)).await;
+    let initial = server.login();
+    let oauth = support::with_transport(
+        tower_oauth::OAuthLayer::builder()
+            .token_url(server.token_url())
+            .client_id("cli-app")
+            .refresh_token(RefreshToken::new(initial.clone())),
+    )
+    .token_store(RedisStore::new(slow).unwrap())
+    .build()
+    .unwrap();
+    // The first refresh loads the write's script into Redis.
+    oauth.token().await.unwrap();
+    armed.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    oauth
+        .token()
+        .await
+        .expect("the second refresh, stored late");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    oauth
+        .token()
+        .await
+        .expect("the third, with the rotated token");
+    assert_eq!(server.reuses(), 0);
+    assert!(!server.is_revoked(&initial));
 }

@@ -117,6 +117,7 @@ impl RedisStore {
             key: format!("{base}:chain"),
             sealer: sealer.beside(chain_identity.encoded()),
             read: std::sync::Mutex::new(String::new()),
+            sealed: std::sync::Mutex::new(None),
         };
         ctx.fetch_kept(Some(&keeper)).await
     }
@@ -177,6 +178,10 @@ struct RedisChain<'a> {
     /// The sealed record last read (or written) here, `""` for none: a
     /// write lands only over it (see `SAVE_FENCED`).
     read: std::sync::Mutex<String>,
+    /// The last record written, and its sealed value: a write tried again
+    /// (its first reply came late) sends the same value, which lands over
+    /// itself.
+    sealed: std::sync::Mutex<Option<(Vec<u8>, String)>>,
 }
 
 impl RedisChain<'_> {
@@ -185,6 +190,25 @@ impl RedisChain<'_> {
     fn failed(&self, problem: Problem) -> String {
         self.store.forget_master();
         problem.text()
+    }
+
+    /// `record` sealed, the same value each time the same record is written.
+    fn sealed_once(&self, record: &ChainRecord) -> Result<String, String> {
+        let mut last = self
+            .sealed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((bytes, sealed)) = &*last {
+            if bytes == record.as_bytes() {
+                return Ok(sealed.clone());
+            }
+        }
+        let sealed = self
+            .sealer
+            .seal(&self.key, record.as_bytes())
+            .ok_or("the system's random source failed")?;
+        *last = Some((record.as_bytes().to_vec(), sealed.clone()));
+        Ok(sealed)
     }
 
     fn read(&self) -> std::sync::MutexGuard<'_, String> {
@@ -221,10 +245,7 @@ impl ChainKeeper for RedisChain<'_> {
 
     fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>> {
         Box::pin(async move {
-            let sealed = self
-                .sealer
-                .seal(&self.key, record.as_bytes())
-                .ok_or("the system's random source failed")?;
+            let sealed = self.sealed_once(record)?;
             let expected = self.read().clone();
             let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
             let written = self
