@@ -662,6 +662,66 @@ mod tests {
         assert!(!d.adopt(&ChainRecord::from_bytes(b"{}".to_vec())));
     }
 
+    /// A sign-out outranks every record written before it, even from a
+    /// replica whose copy lagged behind (a store that lost writes): over
+    /// later rotations, and over a login made here whose write failed. Two
+    /// logins of one generation settle on the same one everywhere.
+    #[test]
+    fn a_sign_out_wins_over_what_came_before_it_and_ties_settle_alike() {
+        let a = RefreshToken::new("rt-1").chain;
+        let first = a.record();
+        a.saved(&first);
+        let b = RefreshToken::new("rt-1").chain;
+        b.adopt(&first);
+        // A rotates twice; B's copy stays at the first generation.
+        for (sent, new) in [("rt-1", "rt-2"), ("rt-2", "rt-3")] {
+            a.rotated(sent, new.into());
+            let record = a.record();
+            a.saved(&record);
+        }
+        // B signs out on its old copy: A takes it.
+        b.sign_out();
+        let signed_out = b.record();
+        assert!(a.adopt(&signed_out));
+        assert!(a.is_signed_out());
+        assert!(a.to_send().is_err());
+        // A login made here after reading the store stands over what it
+        // read, but not over a sign-out written after it.
+        let c = RefreshToken::new("rt-1").chain;
+        c.adopt(&first);
+        c.replace("login-here");
+        c.adopt(&first);
+        assert_eq!(c.current(), "login-here");
+        c.adopt(&signed_out);
+        assert!(
+            c.is_signed_out(),
+            "a later sign-out ends a login not stored"
+        );
+        let d = RefreshToken::new("rt-1").chain;
+        d.adopt(&signed_out);
+        d.replace("login-after-the-sign-out");
+        d.adopt(&signed_out);
+        assert_eq!(d.current(), "login-after-the-sign-out");
+        let after = d.record();
+        assert!(a.adopt(&after));
+        assert_eq!(a.current(), "login-after-the-sign-out");
+        // Two logins on one generation: both replicas keep the same one.
+        let (p, q) = (
+            RefreshToken::new("rt-1").chain,
+            RefreshToken::new("rt-1").chain,
+        );
+        p.adopt(&first);
+        q.adopt(&first);
+        p.replace("login-p");
+        q.replace("login-q");
+        let (p_record, q_record) = (p.record(), q.record());
+        p.saved(&p_record);
+        q.saved(&q_record);
+        p.adopt(&q_record);
+        q.adopt(&p_record);
+        assert_eq!(p.current(), q.current());
+    }
+
     #[test]
     fn hostile_refresh_tokens_are_refused_without_their_value() {
         let long = "a".repeat(100 * 1024);

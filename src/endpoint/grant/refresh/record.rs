@@ -68,15 +68,21 @@ impl Chain {
         };
         let mut state = self.state();
         let new_here = state.unsaved && state.seq == 0 && state.login_at > 0;
+        let signed_out = stored.dead == Some(Ended::SignedOut);
         let newer = if stored.login == state.login {
             stored.seq > state.seq || stored.seq == state.seq && stored.dead.is_some()
         } else if new_here {
-            false
+            // Made after this process read the store, under its lock: only
+            // a sign-out written since (its save failed, or was fenced off)
+            // stands over it.
+            signed_out && stored.gen > state.gen
         } else if stored.gen == 0 && state.gen == 0 {
             // Two records from before generations: by their login's time.
             stored.login_at > state.login_at
         } else {
-            stored.gen > state.gen
+            // Two records of one generation (writes a failover lost): the
+            // same one on every replica.
+            stored.gen > state.gen || stored.gen == state.gen && stored.login > state.login
         };
         if newer {
             let announced = state.announced.clone();
