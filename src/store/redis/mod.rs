@@ -2,7 +2,8 @@
 //!
 //! This file holds its settings and deployments. `protocol` reads, locks,
 //! fetches, stores and wakes; `lock` keeps the lock alive while its holder
-//! works, and fences the chain's writes by it. `scripts` holds its Lua scripts. `connection`
+//! works, and fences the chain's writes by it. `accounts` keeps pending
+//! logins, links and sign-outs; `watch` hears the accounts' news. `scripts` holds its Lua scripts. `connection`
 //! connects to one server, a cluster, or Sentinel's master.
 
 mod accounts;
@@ -10,6 +11,7 @@ mod connection;
 mod lock;
 mod protocol;
 mod scripts;
+mod watch;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,7 +119,7 @@ pub struct RedisStore {
     /// holds exactly that value.
     handed_out: crate::store::HandedOut,
     /// The layers that watch the accounts' news, and the task that hears it.
-    watch: accounts::Watch,
+    watch: watch::Watch,
 }
 
 /// What went wrong: Redis (fall back), or the token request (report).
