@@ -27,6 +27,8 @@ pub(crate) struct Fetcher {
     /// A token a refresh brought after its fetch gave up, with where the
     /// chain stood then (see `fetch_to_end`).
     pub(crate) late: std::sync::Mutex<Option<((String, u64), Fetched)>>,
+    /// For an account's tokens: whether the replica hears the store's news.
+    pub(crate) hearing: Option<Arc<super::Hearing>>,
 }
 
 /// A token source, and the store it is shared through.
@@ -180,6 +182,11 @@ impl Fetcher {
             serving_until,
             chain: supply.chain.as_deref(),
             chain_identity: store_use.chain_identity.as_ref(),
+            // Guarded, and the last word still runs.
+            hears_news: self
+                .hearing
+                .as_ref()
+                .is_some_and(|h| h.deadline().is_some_and(|until| Instant::now() < until)),
         }
     }
 

@@ -164,6 +164,7 @@ impl TokenCache {
                 policy,
                 fleet: Default::default(),
                 late: Default::default(),
+                hearing: hearing.clone(),
             }),
             placement,
             token_url,

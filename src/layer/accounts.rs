@@ -349,6 +349,59 @@ impl OAuthLayer {
     }
 }
 
+impl OAuthLayer {
+    /// Once the store lost its data (restarted empty, flushed) while this
+    /// replica heard its news: on a task of its own, each account in memory
+    /// asks for its token, one at a time. Where this replica's copy of the
+    /// account's chain is the newest the news told of, that token request
+    /// writes the chain back (see `store::chain`); once it is served, the
+    /// account is linked again to who signed in, for back-channel logouts.
+    /// The task holds no layer while it waits.
+    pub(super) fn restore_after_a_loss(&self) {
+        let shared = Arc::downgrade(&self.shared);
+        let restore = move || {
+            let weak = std::sync::Weak::clone(&shared);
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            runtime.spawn(async move {
+                let held = match weak.upgrade() {
+                    Some(shared) => shared.slots.accounts.held(),
+                    None => return,
+                };
+                tracing::info!(
+                    accounts = held.len(),
+                    "the token store lost its data: the accounts in memory write back their \
+                     chains where this replica holds the newest, and link again"
+                );
+                for (account, factory) in held {
+                    let Some(shared) = weak.upgrade() else {
+                        return;
+                    };
+                    let layer = OAuthLayer { shared };
+                    let probe = TokenParams::new().account(&account);
+                    let Ok(cache) = layer.cache_for(&probe) else {
+                        continue;
+                    };
+                    drop(layer);
+                    if cache.token().await.is_err() {
+                        continue;
+                    }
+                    let identity = (factory.chain())
+                        .and_then(|chain| chain.id_token())
+                        .and_then(|token| Identity::from_id_token(&token));
+                    if let (Some(identity), Some(shared)) = (identity, weak.upgrade()) {
+                        OAuthLayer { shared }
+                            .link_identity(&account, &identity)
+                            .await;
+                    }
+                }
+            });
+        };
+        self.shared.slots.accounts.on_store_lost(Box::new(restore));
+    }
+}
+
 /// Runs the sign-out `chain` began as the chain's token request, through
 /// `cache`: under the store's lock, on the chain the store holds; asked up
 /// to three times (a fetch under way may answer first). The error of the

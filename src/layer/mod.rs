@@ -90,7 +90,9 @@ impl fmt::Debug for Bound {
 impl OAuthLayer {
     /// A layer on `cache`, the default token, with its token slots.
     pub(crate) fn new(cache: Arc<TokenCache>, slots: Slots, endpoint: Option<Endpoint>) -> Self {
-        OAuthLayer::on(cache, slots, endpoint, None)
+        let layer = OAuthLayer::on(cache, slots, endpoint, None);
+        layer.restore_after_a_loss();
+        layer
     }
 
     /// A layer bound to an account: on `cache`, the account's default

@@ -24,6 +24,10 @@ use crate::token::params::{account_digest, AccountDigest, CarriedHash, TokenPara
 
 type Shard = HashMap<TokenParams, Arc<Entry>, BuildHasherDefault<CarriedHash>>;
 
+/// What the layer does once the store lost its data (see
+/// [`Accounts::on_store_lost`]).
+pub(crate) type Restore = Box<dyn Fn() + Send + Sync>;
+
 /// One account's token for one set of parameters.
 struct Entry {
     cache_ref: Arc<CacheRef>,
@@ -61,6 +65,8 @@ pub(crate) struct Accounts {
     /// Whether this replica hears the store's news of sign-outs: accounts'
     /// tokens are presented from memory only while it does.
     hearing: Arc<crate::cache::Hearing>,
+    /// What the layer does once the store lost its data.
+    restore: std::sync::OnceLock<Restore>,
 }
 
 impl Accounts {
@@ -83,6 +89,7 @@ impl Accounts {
             pending: PendingLogins::default(),
             sessions: Sessions::default(),
             hearing: Arc::default(),
+            restore: std::sync::OnceLock::new(),
         })
     }
 
@@ -180,7 +187,9 @@ impl Accounts {
     /// once. A sign-out: the account's slots leave memory, with their
     /// tokens, and its chain reads the store's before anything else. A login:
     /// the account's tokens are dropped, to come from the store. A break in
-    /// the news: every account is forgotten so. The watch ends with the
+    /// the news: every account is forgotten so, or for a short one (or a
+    /// store that lost its data) only their tokens. A chain's write: the
+    /// account's chain learns its generation. The watch ends with the
     /// layer.
     fn watch(&self, root: &SlotFactory) {
         let Some(store) = &root.store else {
@@ -198,23 +207,89 @@ impl Accounts {
                 AccountEvent::SignedOut(digest) => accounts.forget(Some(digest)),
                 AccountEvent::LoggedIn(digest) => accounts.restart(digest),
                 AccountEvent::Resync => accounts.forget(None),
+                AccountEvent::Reread => accounts.reread(true),
+                AccountEvent::StoreLost => {
+                    accounts.reread(false);
+                    if let Some(restore) = accounts.restore.get() {
+                        restore();
+                    }
+                }
+                AccountEvent::ChainSaved(digest, gen) => {
+                    if let Some(chain) = accounts.live(digest).as_ref().and_then(|f| f.chain()) {
+                        chain.heard_of(gen);
+                    }
+                }
                 AccountEvent::HeardUntil(until) => accounts.hearing.heard_until(until),
             }
             true
         }));
     }
 
-    /// Drops the tokens of the account of `digest`, on every slot and layer
-    /// bound to it: its next request reads them from the store.
-    fn restart(&self, digest: &str) {
-        let factory = self
-            .factories
+    /// Has `restore` called each time the store lost its data (restarted
+    /// empty, flushed) while this replica heard its news: the layer writes
+    /// back what it holds, and links its accounts again. Once per layer.
+    pub(crate) fn on_store_lost(&self, restore: Restore) {
+        let _ = self.restore.set(restore);
+    }
+
+    /// Each account with a slot in memory, once: its id, and its factory.
+    pub(crate) fn held(&self) -> Vec<(String, Arc<SlotFactory>)> {
+        let mut held: Vec<(String, Arc<SlotFactory>)> = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.read().unwrap_or_else(PoisonError::into_inner);
+            for (params, entry) in shard.iter() {
+                let Some(account) = params.get_account() else {
+                    continue;
+                };
+                if !held.iter().any(|(_, f)| Arc::ptr_eq(f, &entry.factory)) {
+                    held.push((account.to_owned(), Arc::clone(&entry.factory)));
+                }
+            }
+        }
+        held
+    }
+
+    /// The factory of the account of `digest`, while any of its slots (or a
+    /// layer bound to it) lives.
+    fn live(&self, digest: &str) -> Option<Arc<SlotFactory>> {
+        self.factories
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&AccountDigest(digest.to_owned()))
-            .and_then(Weak::upgrade);
-        for cache in factory.iter().flat_map(|f| f.caches()) {
+            .and_then(Weak::upgrade)
+    }
+
+    /// Drops the tokens of the account of `digest`, on every slot and layer
+    /// bound to it: its next request reads them from the store.
+    fn restart(&self, digest: &str) {
+        for cache in self.live(digest).iter().flat_map(|f| f.caches()) {
             cache.restart();
+        }
+    }
+
+    /// After a break in the store's news that no sign-out answered `Ok` can
+    /// have hidden: every account's tokens are dropped, to be read from the
+    /// store, and each chain is read from it before anything else; the
+    /// chains themselves stay. `missed_writes`: a chain write may have been
+    /// missed too, so no copy here is written back before it is read again.
+    fn reread(&self, missed_writes: bool) {
+        let factories: Vec<Arc<SlotFactory>> = self
+            .factories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for factory in &factories {
+            if let Some(chain) = factory.chain() {
+                if missed_writes {
+                    chain.unvouch();
+                }
+                chain.mark_unverified();
+            }
+            for cache in factory.caches() {
+                cache.restart();
+            }
         }
     }
 

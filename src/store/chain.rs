@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::endpoint::{login_required, Chain, ChainRecord};
+use crate::endpoint::{login_required, Chain, ChainRecord, Lost};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::store::{FetchContext, StoredToken};
 use crate::support::boxed::BoxFuture;
@@ -28,6 +28,15 @@ pub(crate) trait ChainKeeper: Send + Sync {
     /// Stores `record` in place of the one there, unless the lock it is
     /// written under is no longer this process's ([`Saved::Fenced`]).
     fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>>;
+    /// Whether the replica hears the store's news of every chain write
+    /// (and tells it with each of its own): then a copy read or written
+    /// here is known to be the newest there is, until the news tells of a
+    /// newer one, and may be written back to a store that lost it.
+    ///
+    /// Default: no news, and no copy written back.
+    fn hears_news(&self) -> bool {
+        false
+    }
 }
 
 /// What a chain's write did.
@@ -80,7 +89,7 @@ where
                     "the stored chain is not one this version reads".into(),
                 ))
             }
-            Some(_) => {}
+            Some(_) => chain.synced(keeper.hears_news()),
             None => lost = chain.was_stored(),
         }
     }
@@ -94,9 +103,15 @@ where
     // The store lost the chain this copy came from: another replica may
     // hold a newer one, so this one's refresh token is never sent. A new
     // login or a sign-out begun here sends none of it.
-    if lost && !chain.needs_login() {
-        if let Some(required) = chain.store_lost() {
-            return Err(required);
+    if let (true, false, Some(keeper)) = (lost, chain.needs_login(), keeper) {
+        match chain.lost_by_store(keeper.hears_news()) {
+            Lost::WriteBack => write_back(chain, keeper).await?,
+            Lost::Wait => return Err(held_elsewhere()),
+            Lost::Unknown => {
+                if let Some(required) = chain.store_lost() {
+                    return Err(required);
+                }
+            }
         }
     }
     // Another process's rotation is read again once, before the chain is
@@ -202,6 +217,7 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError>
         match keeper.save(&record).await {
             Ok(Saved::Stored) => {
                 chain.saved(&record);
+                chain.synced(keeper.hears_news());
                 return Ok(());
             }
             Ok(Saved::Fenced) => {
@@ -235,6 +251,52 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError>
         }
     }
     Ok(())
+}
+
+/// Writes this replica's copy of the chain back to a store that lost it,
+/// the copy being the newest the store's news told of, before anything is
+/// sent: the record lands only where there is none, so that a chain
+/// written meanwhile (another replica's sign-out, or its own write-back)
+/// is read instead.
+async fn write_back(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError> {
+    let record = chain.record();
+    let why = match keeper.save(&record).await {
+        Ok(Saved::Stored) => {
+            chain.saved(&record);
+            chain.synced(true);
+            tracing::warn!(
+                "the token store had lost the refresh-token chain; this replica's copy, the \
+                 newest its news told of, is written back"
+            );
+            return Ok(());
+        }
+        Ok(Saved::Fenced) => match keeper.load().await {
+            Ok(Some(stored)) if chain.adopt(&stored) => {
+                chain.synced(keeper.hears_news());
+                return Ok(());
+            }
+            Ok(_) => "another replica wrote a chain that does not read".to_owned(),
+            Err(why) => why,
+        },
+        Err(why) => why,
+    };
+    Err(
+        TokenError::new(TokenErrorKind::Transport).with_message(format!(
+            "the token store lost the refresh-token chain, and writing this replica's copy (the \
+         newest there is) back failed ({why}); nothing was sent; try again"
+        )),
+    )
+}
+
+/// The error of a replica whose copy of a chain the store lost may not be
+/// the newest: another replica's is (or it has none), or it does not hear
+/// the store's news now.
+pub(crate) fn held_elsewhere() -> TokenError {
+    TokenError::new(TokenErrorKind::Transport).with_message(
+        "the token store lost the refresh-token chain; the replica that holds the newest copy \
+         writes it back (another one, or this one once it hears the store's news again); \
+         nothing was sent; try again",
+    )
 }
 
 /// The error when a store's chain cannot be read: a refresh token is not

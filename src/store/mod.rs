@@ -59,6 +59,8 @@ pub struct FetchContext<'a> {
     /// is kept under in a store.
     pub(crate) chain: Option<&'a Chain>,
     pub(crate) chain_identity: Option<&'a TokenIdentity>,
+    /// Whether the replica hears the store's news of accounts' chains now.
+    pub(crate) hears_news: bool,
 }
 
 impl<'a> FetchContext<'a> {
@@ -531,9 +533,27 @@ pub enum AccountEvent<'a> {
     /// of its earlier login, so that the new one's come from the store.
     LoggedIn(&'a str),
     /// The store's news may have been missed (its subscription began, or
-    /// began again after a break): forget every account's tokens and chain,
-    /// so that they come back from the store.
+    /// began again after a break longer than this replica's listing):
+    /// forget every account's tokens and chain, so that they come back from
+    /// the store.
     Resync,
+    /// The store's news broke off for less than this replica's listing, so
+    /// that no sign-out answered `Ok` missed it: keep the accounts' chains,
+    /// but drop their tokens and read each chain from the store before its
+    /// next refresh. A chain the store no longer holds is not written back
+    /// from here until it is read again: a rotation made meanwhile may have
+    /// been missed.
+    Reread,
+    /// The store lost what it held (it restarted empty, or was flushed)
+    /// while this replica heard its news up to the loss: keep the
+    /// accounts' chains and drop their tokens. A chain whose copy here is
+    /// the newest the news told of is written back by its next token
+    /// request, and the account's links to who signed in with it.
+    StoreLost,
+    /// The account's chain was written to the store (on any replica) with
+    /// this generation: a copy here that is older is not the one to write
+    /// back, should the store lose it.
+    ChainSaved(&'a str, u64),
     /// The store hears the news at least until this instant: a sign-out
     /// on another replica waits for this one's word until then, and no
     /// longer. Past it, with no newer word, the layer presents no

@@ -3,7 +3,9 @@
 //! replica with another sealing key): no replica sends a refresh token it
 //! cannot know is the newest, at a server that revokes the login when a
 //! retired one comes back; and a record that does not open is never
-//! written over.
+//! written over. Where the replicas hear the store's news (accounts on
+//! Redis), the one that holds the newest copy writes it back, with the
+//! account's links, and every replica goes on serving.
 
 use crate::support;
 
@@ -95,6 +97,165 @@ mod on_redis {
         redis.stop();
         redis.restart();
         neither_sends(&server, &initial, [&a, &b]).await;
+    }
+
+    /// Alice and bob, logged in on two replicas that both refresh their
+    /// chains (2 s access tokens); then Redis restarts empty. For each
+    /// person, the replica holding the newest chain writes it back, with
+    /// the links to who signed in; both replicas go on serving both, and
+    /// no retired refresh token is ever sent. A back-channel logout after
+    /// the restart signs alice out everywhere, and bob stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_restarted_empty_keeps_both_people_served_on_both_replicas() {
+        use crate::accounts::{builder, sign_in};
+        use std::time::Instant;
+        use support::login_server::{LoginServer, WEB_CLIENT};
+        use tower_oauth::TokenParams;
+        if missing() {
+            return;
+        }
+        let mut redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(2)).await;
+        let replica = || {
+            builder(&server)
+                .scope("openid read")
+                .token_store(RedisStore::new(redis.url()).unwrap())
+                .min_backoff(Duration::from_millis(100))
+                .build()
+                .unwrap()
+        };
+        let replicas = [replica(), replica()];
+        sign_in(&replicas[0], &replicas[0], "alice-account", "alice").await;
+        sign_in(&replicas[1], &replicas[1], "bob-account", "bob").await;
+        let ask = |r: usize, account: &'static str| {
+            let oauth = replicas[r].clone();
+            async move {
+                let params = TokenParams::new().account(account);
+                oauth
+                    .token_for(&params)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.kind())
+            }
+        };
+        let pairs = [
+            (0, "alice-account"),
+            (1, "alice-account"),
+            (0, "bob-account"),
+            (1, "bob-account"),
+        ];
+        // Both serve both, through rotations on either replica.
+        let until = Instant::now() + Duration::from_millis(4500);
+        while Instant::now() < until {
+            for (r, account) in pairs {
+                ask(r, account).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let before = server.refreshes();
+        assert!(before >= 2, "{before} refreshes before the restart");
+        redis.stop();
+        redis.restart();
+        let restarted = Instant::now();
+        // Every 50 ms, each replica asks for each person's token: the last
+        // failure of each pair, and none saying that a login is needed.
+        let mut last_failure = [None::<Duration>; 4];
+        while restarted.elapsed() < Duration::from_secs(12) {
+            for (i, (r, account)) in pairs.into_iter().enumerate() {
+                match ask(r, account).await {
+                    Ok(()) => {}
+                    Err(kind) => {
+                        assert_ne!(kind, TokenErrorKind::LoginRequired, "{account} on {r}");
+                        last_failure[i] = Some(restarted.elapsed());
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for (i, (r, account)) in pairs.into_iter().enumerate() {
+            println!(
+                "{account} on replica {r}: unserved for {:?} after the restart",
+                last_failure[i].unwrap_or_default()
+            );
+            // Served again within 6 s, and served on for 6 s (three token
+            // lifetimes, refreshed on the chains written back) since.
+            assert!(
+                last_failure[i].unwrap_or_default() < Duration::from_secs(6),
+                "{account} on {r}: {last_failure:?}"
+            );
+        }
+        assert!(
+            server.refreshes() > before + 2,
+            "no refresh after the restart"
+        );
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+        // The links were written back: a back-channel logout finds alice.
+        let token = (server.state.oidc).logout_token(
+            &server.issuer(),
+            WEB_CLIENT,
+            Some("alice"),
+            None,
+            None,
+        );
+        assert_eq!(replicas[1].back_channel_logout(&token).await.unwrap(), 1);
+        for r in 0..2 {
+            assert_eq!(
+                ask(r, "alice-account").await,
+                Err(TokenErrorKind::LoginRequired)
+            );
+            ask(r, "bob-account").await.unwrap();
+        }
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+    }
+
+    /// Redis restarts empty, and alice signs out on B at once, before A
+    /// has heard the store again (its listing was lost with the rest): the
+    /// sign-out answers `Ok` only once A no longer presents her token from
+    /// memory, and from then on neither replica serves her, whichever
+    /// writes first (A's copy written back, or B's sign-out).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sign_out_just_after_redis_restarted_empty_holds_on_every_replica() {
+        use crate::accounts::{builder, sign_in};
+        use tower_oauth::TokenParams;
+        if missing() {
+            return;
+        }
+        let mut redis = RedisServer::start();
+        let server = support::login_server::LoginServer::start(Duration::from_secs(60)).await;
+        let replica = || {
+            builder(&server)
+                .token_store(RedisStore::new(redis.url()).unwrap())
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (replica(), replica());
+        sign_in(&a, &a, "alice-account", "alice").await;
+        let alice = TokenParams::new().account("alice-account");
+        a.token_for(&alice).await.unwrap();
+        b.token_for(&alice).await.unwrap();
+        redis.stop();
+        redis.restart();
+        // (The first calls after the restart may find their connections
+        // dropped.)
+        let mut signed_out = b.sign_out("alice-account").await;
+        for _ in 0..20 {
+            if signed_out.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            signed_out = b.sign_out("alice-account").await;
+        }
+        signed_out.unwrap();
+        for _ in 0..40 {
+            for (name, oauth) in [("A", &a), ("B", &b)] {
+                let served = oauth.token_for(&alice).await;
+                assert!(served.is_err(), "{name} served alice after her sign-out");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let e = a.token_for(&alice).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
     }
 
     /// A replica sealing with another key finds a chain it cannot open: an

@@ -27,6 +27,7 @@ mod record;
 pub(crate) use self::account::{HandedCallback, TakeCode};
 pub(crate) use self::kept::{Code, LoginClient};
 pub(crate) use self::person::{person_login_required, Ended, Standing};
+pub(crate) use self::record::Lost;
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
 pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
@@ -170,6 +171,9 @@ pub(crate) struct Chain {
     /// The scopes an API's challenge added (a step-up without a list),
     /// which a login asks for only where the server lists them.
     asked_by_apis: Mutex<Vec<String>>,
+    /// What the store's news told of the chain's writes (see
+    /// `record::News`).
+    news: Mutex<record::News>,
 }
 
 impl fmt::Debug for Chain {
@@ -256,6 +260,14 @@ impl ChainRecord {
     pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.0
     }
+
+    /// The record's generation (0 for one that does not say).
+    pub(crate) fn generation(&self) -> u64 {
+        serde_json::from_slice::<Value>(&self.0)
+            .ok()
+            .and_then(|record| record.get("gen").and_then(Value::as_u64))
+            .unwrap_or(0)
+    }
 }
 
 impl Chain {
@@ -282,6 +294,7 @@ impl Chain {
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
+            news: Mutex::default(),
         }
     }
 
@@ -303,6 +316,7 @@ impl Chain {
             signing_out: AtomicBool::new(false),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
+            news: Mutex::default(),
         }
     }
 
@@ -367,13 +381,15 @@ impl Chain {
         }
     }
 
-    /// Whether the chain in memory came from a store, or went to one: then
-    /// a store that holds no record of it lost it, and this copy may be
-    /// older than another replica's. A new login made here and not stored
+    /// Whether the chain in memory came from a store, or went to one (or
+    /// the store's news told of a write of it): then a store that holds no
+    /// record of it lost it, and this copy may be older than another
+    /// replica's. A new login made here and not stored
     /// yet is the newest there is.
     pub(crate) fn was_stored(&self) -> bool {
+        let heard = self.heard_of_any();
         let state = self.state();
-        state.gen > 0 && !(state.unsaved && state.seq == 0 && state.login_at > 0)
+        (state.gen > 0 || heard) && !(state.unsaved && state.seq == 0 && state.login_at > 0)
     }
 
     /// The store lost the chain: this copy's refresh token is not sent. A
@@ -720,6 +736,44 @@ mod tests {
         p.adopt(&q_record);
         q.adopt(&p_record);
         assert_eq!(p.current(), q.current());
+    }
+
+    /// A copy of a chain the store lost is written back only when it was
+    /// read or written while the replica heard the news, the news told of
+    /// nothing newer, and the replica hears it now. An older copy waits for
+    /// the newer one's holder, for a while; a copy read again after a break
+    /// in the news may be written back again.
+    #[test]
+    fn only_the_newest_copy_the_news_told_of_is_written_back() {
+        let a = RefreshToken::new("rt-1").chain;
+        let record = a.record();
+        a.saved(&record);
+        assert_eq!(a.lost_by_store(true), Lost::Unknown, "never heard");
+        a.synced(true);
+        assert_eq!(a.lost_by_store(true), Lost::WriteBack);
+        assert_eq!(a.lost_by_store(false), Lost::Wait, "until it hears again");
+        a.heard_of(record.generation());
+        assert_eq!(a.lost_by_store(true), Lost::WriteBack, "its own write");
+        a.unvouch();
+        assert_eq!(
+            a.lost_by_store(true),
+            Lost::Unknown,
+            "a write may be missed"
+        );
+        a.synced(true);
+        a.heard_of(record.generation() + 1);
+        assert_eq!(
+            a.lost_by_store(true),
+            Lost::Wait,
+            "another holds a newer one"
+        );
+        assert!(a.was_stored());
+        // A replica that never held the chain, but heard of it, waits too.
+        let b = RefreshToken::new("rt-1").chain;
+        assert!(!b.was_stored());
+        b.heard_of(3);
+        assert!(b.was_stored());
+        assert_eq!(b.lost_by_store(true), Lost::Wait);
     }
 
     #[test]

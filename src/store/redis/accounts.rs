@@ -9,7 +9,7 @@
 //! clock counts). A sign-out waits until every replica in it has added its
 //! id to the sign-out's own set, or has left the list (its heartbeat
 //! stopped, or its store was dropped), within [`ACK_WAIT`]. A listing is
-//! short ([`WATCH_TTL`](super::watch::WATCH_TTL)), so that a replica killed mid-way holds up a
+//! short ([`WATCH_TTL`]), so that a replica killed mid-way holds up a
 //! sign-out for little more; and a replica whose own heartbeat has not
 //! landed within it presents no account's token from memory
 //! ([`AccountEvent::HeardUntil`](crate::store::AccountEvent::HeardUntil)),
@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::connection::Connection;
 use super::scripts::Scripts;
+use super::watch::WATCH_TTL;
 use super::{Problem, RedisStore};
 use crate::endpoint::ChainRecord;
 use crate::store::seal::Sealer;
@@ -52,17 +53,25 @@ pub(super) struct Names {
     pub(super) scripts: Scripts,
     pub(super) channel: String,
     pub(super) watchers_key: String,
+    /// What tells a Redis that lost its data from the one before.
+    pub(super) epoch_key: String,
     pub(super) prefix: String,
     pub(super) id: String,
     pub(super) timeout: Duration,
 }
 
 impl RedisStore {
+    /// Where the accounts' news is published.
+    pub(super) fn accounts_channel(&self) -> String {
+        format!("{}accounts", self.prefix)
+    }
+
     pub(super) fn names(&self) -> Names {
         Names {
             scripts: self.scripts.clone(),
-            channel: format!("{}accounts", self.prefix),
+            channel: self.accounts_channel(),
             watchers_key: format!("{}{{accounts}}:watchers", self.prefix),
+            epoch_key: format!("{}{{accounts}}:epoch", self.prefix),
             prefix: self.prefix.clone(),
             id: self.watch.id.clone(),
             timeout: self.timeout,
@@ -249,6 +258,7 @@ impl RedisStore {
                 ));
             }
         }
+        self.after_a_loss(&mut con, &names).await;
         let answers = format!("{}{{accounts}}:answers:{}", names.prefix, random_hex());
         let mut cmd = redis::cmd("PUBLISH");
         cmd.arg(&names.channel)
@@ -279,6 +289,37 @@ impl RedisStore {
                 ));
             }
             tokio::time::sleep(ACK_POLL).await;
+        }
+    }
+
+    /// Waits, when Redis lost its data (restarted empty, flushed) less than
+    /// a listing ago, until the listing of every replica that watched
+    /// before has run out: the list of those that watch was lost too, and
+    /// a replica that has not beaten since presents its accounts' tokens
+    /// from memory until then. Past it, each such replica either heard the
+    /// news again (and is listed, and answers) or reads every token from
+    /// the store.
+    async fn after_a_loss(&self, con: &mut Connection, names: &Names) {
+        let age = self
+            .bounded(
+                names
+                    .scripts
+                    .epoch_age
+                    .key(&names.epoch_key)
+                    .invoke_async::<i64>(con),
+            )
+            .await;
+        let wait = match age {
+            Ok(age) if age >= 0 => WATCH_TTL.saturating_sub(Duration::from_millis(age as u64)),
+            _ => WATCH_TTL,
+        };
+        if !wait.is_zero() {
+            tracing::info!(
+                wait = ?wait,
+                "Redis lost its data a moment ago: the sign-out waits until every replica that \
+                 watched before reads its tokens from the store"
+            );
+            tokio::time::sleep(wait).await;
         }
     }
 

@@ -112,12 +112,17 @@ impl RedisStore {
         let Some(chain_identity) = ctx.chain_identity else {
             return ctx.fetch().await;
         };
+        // An account's chain writes are news for the replicas that watch.
+        let news = (ctx.chain.and_then(|chain| chain.account()))
+            .map(|account| (self.accounts_channel(), account.0.clone()));
         let keeper = RedisChain {
             store: self,
             key: format!("{base}:chain"),
             sealer: sealer.beside(chain_identity.encoded()),
             read: std::sync::Mutex::new(String::new()),
             sealed: std::sync::Mutex::new(None),
+            news,
+            hears_news: ctx.hears_news,
         };
         ctx.fetch_kept(Some(&keeper)).await
     }
@@ -182,6 +187,11 @@ struct RedisChain<'a> {
     /// (its first reply came late) sends the same value, which lands over
     /// itself.
     sealed: std::sync::Mutex<Option<(Vec<u8>, String)>>,
+    /// For an account's chain: the accounts' channel, and the account's
+    /// digest, which each write's news names.
+    news: Option<(String, String)>,
+    /// Whether the replica hears that news now.
+    hears_news: bool,
 }
 
 impl RedisChain<'_> {
@@ -219,6 +229,10 @@ impl RedisChain<'_> {
 }
 
 impl ChainKeeper for RedisChain<'_> {
+    fn hears_news(&self) -> bool {
+        self.news.is_some() && self.hears_news
+    }
+
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
         Box::pin(async move {
             let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
@@ -247,6 +261,13 @@ impl ChainKeeper for RedisChain<'_> {
         Box::pin(async move {
             let sealed = self.sealed_once(record)?;
             let expected = self.read().clone();
+            let (channel, message) = match &self.news {
+                Some((channel, account)) => (
+                    channel.as_str(),
+                    format!("chain-saved {account} {}", record.generation()),
+                ),
+                None => ("", String::new()),
+            };
             let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
             let written = self
                 .store
@@ -258,6 +279,8 @@ impl ChainKeeper for RedisChain<'_> {
                         .arg(&sealed)
                         .arg(expected)
                         .arg(millis(CHAIN_TTL))
+                        .arg(channel)
+                        .arg(message)
                         .invoke_async::<i64>(&mut con),
                 )
                 .await

@@ -10,9 +10,10 @@ use tokio::time::{sleep, timeout, Instant};
 use super::lock::lock_ttl;
 use super::millis;
 use super::{Problem, RedisStore};
-use crate::endpoint::ChainRecord;
+use crate::endpoint::{ChainRecord, Lost};
 use crate::error::TokenError;
 
+use crate::store::chain::held_elsewhere;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
 use crate::store::{shared_as_failure, FetchContext, StoreEvent, StoredToken, TokenStore};
@@ -190,8 +191,17 @@ impl RedisStore {
             }
         })?;
         let chain_sealer = sealer.beside(chain_identity.encoded());
-        if let Some(record) = record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
-            chain.adopt(&ChainRecord::from_bytes(record));
+        match record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
+            Some(record) => {
+                chain.adopt(&ChainRecord::from_bytes(record));
+            }
+            // Redis lost a chain that was there (and is written back).
+            None if locked == 0 && chain.was_stored() => {
+                if let Lost::Wait = chain.lost_by_store(ctx.hears_news) {
+                    return Ok(Some(held_elsewhere()));
+                }
+            }
+            None => {}
         }
         Ok(match locked {
             0 => ctx.login_required_now(),

@@ -86,26 +86,49 @@ return 0
 /// `KEYS[1]` still holds `ARGV[2]`, the value its writer read (`""`: none),
 /// or already `ARGV[1]` (a write tried again): a writer that stalled past
 /// its lock writes nothing over what came after, a sign-out or another
-/// replica's rotation. 1 if written, else 0.
+/// replica's rotation. Then, in the same step, publishes `ARGV[5]` (unless
+/// empty) on the channel `ARGV[4]`: the news of the write reaches the
+/// replicas with it. 1 if written, else 0.
 const SAVE_FENCED: &str = r#"
 local now = redis.call("GET", KEYS[1]) or ""
 if now ~= ARGV[2] and now ~= ARGV[1] then
     return 0
 end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[3])
+if ARGV[5] ~= "" then
+    redis.call("PUBLISH", ARGV[4], ARGV[5])
+end
 return 1
 "#;
 
 /// Puts `ARGV[1]` in the list `KEYS[1]` until `ARGV[2]` ms from now, by
 /// Redis's clock; those whose time ran out leave it, and the list itself
-/// runs out with its last member (no key outlives its replicas).
+/// runs out with its last member (no key outlives its replicas). Returns
+/// the store's epoch `KEYS[2]`, begun as `ARGV[3]` and Redis's time when
+/// missing (a Redis that restarted empty, or was flushed, has a new one),
+/// kept for `ARGV[4]` ms from each beat.
 const HEARTBEAT: &str = r#"
 local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 redis.call("ZADD", KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
-return 1
+redis.call("SET", KEYS[2], ARGV[3] .. " " .. now, "NX")
+redis.call("PEXPIRE", KEYS[2], ARGV[4])
+return redis.call("GET", KEYS[2])
+"#;
+
+/// How long ago the store's epoch `KEYS[1]` began, in ms by Redis's clock;
+/// -1 without one.
+const EPOCH_AGE: &str = r#"
+local epoch = redis.call("GET", KEYS[1])
+if not epoch then
+    return -1
+end
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local born = tonumber(string.match(epoch, " (%d+)$")) or 0
+return now - born
 "#;
 
 /// Links `ARGV[2]` as member `ARGV[1]` of the hash `KEYS[1]`, for
@@ -178,6 +201,7 @@ pub(super) struct Scripts {
     pub(super) extend: Script,
     pub(super) save_fenced: Script,
     pub(super) heartbeat: Script,
+    pub(super) epoch_age: Script,
     pub(super) answer: Script,
     pub(super) unanswered: Script,
     pub(super) link: Script,
@@ -196,6 +220,7 @@ impl Scripts {
             extend: Script::new(EXTEND),
             save_fenced: Script::new(SAVE_FENCED),
             heartbeat: Script::new(HEARTBEAT),
+            epoch_age: Script::new(EPOCH_AGE),
             answer: Script::new(ANSWER),
             unanswered: Script::new(UNANSWERED),
             link: Script::new(LINK),

@@ -34,6 +34,10 @@ pub(super) const WATCH_TTL: Duration = Duration::from_millis(1500);
 /// run at quite the same rate: it stops presenting before Redis drops it.
 const HEARING_MARGIN: Duration = Duration::from_millis(100);
 
+/// How long the store's epoch (what tells a Redis that lost its data from
+/// the one before) lives after the last beat of any replica.
+const EPOCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The least time the watch's own operations (its heartbeat, its answers)
 /// are given, whatever the store's timeout: they hold up no request.
 const WATCH_OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -96,11 +100,12 @@ impl RedisStore {
         let deployment = Arc::clone(&self.deployment);
         let names = self.names();
         let handle = runtime.spawn(async move {
+            let mut rejoin = Rejoin::default();
             loop {
                 let patience = names.timeout.max(WATCH_OP_TIMEOUT);
                 if let Some(pubsub) = deployment.subscribe(&names.channel, patience).await {
                     if let Ok(con) = deployment.connect(patience).await {
-                        hear(pubsub, con, (&watchers, &heard), &names).await;
+                        hear(pubsub, con, (&watchers, &heard), &names, &mut rejoin).await;
                     }
                 }
                 // Through Sentinel, the master is asked for again: after a
@@ -113,16 +118,47 @@ impl RedisStore {
     }
 }
 
+/// What the watch knows across its subscriptions: the store's epoch as its
+/// last beat found it, and whether it still heard the news when its last
+/// subscription ended.
+#[derive(Default)]
+struct Rejoin {
+    epoch: Option<String>,
+    heard_to_the_end: bool,
+}
+
+impl Rejoin {
+    /// What the layers are told when a subscription's first beat lands,
+    /// sent at `sent`, finding `epoch`; `last`, the end of the replica's
+    /// listing as its previous beat left it.
+    fn event(&self, epoch: &str, last: Option<Instant>, sent: Instant) -> AccountEvent<'static> {
+        match &self.epoch {
+            // The first subscription: nothing heard before.
+            None => AccountEvent::Resync,
+            // Redis lost its data (restarted empty, flushed): a write made
+            // before the loss that this replica did not hear of would have
+            // had to come while it still heard the news.
+            Some(before) if before != epoch && self.heard_to_the_end => AccountEvent::StoreLost,
+            // Listed all along: a sign-out waited for this replica's word.
+            Some(before) if before == epoch && last.is_some_and(|last| last > sent) => {
+                AccountEvent::Reread
+            }
+            Some(_) => AccountEvent::Resync,
+        }
+    }
+}
+
 /// Hears the accounts' news on `pubsub` until the subscription ends: each
 /// event passed to the watchers still there, each sign-out answered on
-/// `con`, the heartbeat kept. It begins with an [`AccountEvent::Resync`]
-/// (news published before it may have been missed) and a heartbeat, tried
-/// again at each beat until it lands.
+/// `con`, the heartbeat kept (tried again at each beat until it lands).
+/// The first beat that lands says what may have been missed since the last
+/// subscription ([`Rejoin::event`]).
 async fn hear(
     mut pubsub: redis::aio::PubSub,
     mut con: Connection,
     (watchers, heard): (&Mutex<Vec<AccountWatcher>>, &Mutex<Option<Instant>>),
     names: &Names,
+    rejoin: &mut Rejoin,
 ) {
     use futures_core::Stream;
     let Scripts {
@@ -133,40 +169,52 @@ async fn hear(
     // Redis took it, which is after it was sent: the layers hear of it as
     // lasting until WATCH_TTL after it was sent (less a margin), and no
     // longer. A beat that does not land says nothing, and the last word
-    // runs out.
+    // runs out. A beat that lands gives the store's epoch.
     let beat = async |con: &mut Connection| {
         let mut invocation = heartbeat.key(&names.watchers_key);
-        invocation.arg(&names.id).arg(ttl);
+        invocation
+            .key(&names.epoch_key)
+            .arg(&names.id)
+            .arg(ttl)
+            .arg(random_hex())
+            .arg(super::millis(EPOCH_TTL));
         let sent = Instant::now();
-        let beat = invocation.invoke_async::<i64>(con);
-        let landed = tokio::time::timeout(names.timeout.max(WATCH_OP_TIMEOUT), beat)
-            .await
-            .is_ok_and(|r| r.is_ok());
-        match landed {
-            true => {
-                let until = sent + WATCH_TTL - HEARING_MARGIN;
-                let last = heard
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .replace(until);
-                // Deaf since the last word (stopped, starved, cut off): news
-                // may wait unread; everything is read from the store again
-                // before the layers present anything.
-                if last.is_some_and(|last| last <= sent) {
-                    tell(watchers, AccountEvent::Resync);
-                }
-                tell(watchers, AccountEvent::HeardUntil(until));
+        let beat = invocation.invoke_async::<String>(con);
+        match tokio::time::timeout(names.timeout.max(WATCH_OP_TIMEOUT), beat).await {
+            Ok(Ok(epoch)) => Some((sent, epoch)),
+            _ => {
+                tracing::debug!(
+                    "the accounts' watch could not say it still watches; trying again \
+                     (accounts' tokens are read from the store meanwhile)"
+                );
+                None
             }
-            false => tracing::debug!(
-                "the accounts' watch could not say it still watches; trying again (accounts' \
-                 tokens are read from the store meanwhile)"
-            ),
         }
-        landed
     };
-    tell(watchers, AccountEvent::Resync);
+    let mut first = true;
+    let mut landed = |sent: Instant, epoch: String| {
+        let until = sent + WATCH_TTL - HEARING_MARGIN;
+        let last = heard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(until);
+        if std::mem::take(&mut first) {
+            tell(watchers, rejoin.event(&epoch, last, sent));
+        } else if rejoin.epoch.as_deref() != Some(epoch.as_str()) {
+            // Flushed while this replica heard it all.
+            tell(watchers, AccountEvent::StoreLost);
+        } else if last.is_some_and(|last| last <= sent) {
+            // Deaf since the last word (stopped, starved, cut off): news
+            // may wait unread; everything is read from the store again
+            // before the layers present anything.
+            tell(watchers, AccountEvent::Resync);
+        }
+        rejoin.epoch = Some(epoch);
+        tell(watchers, AccountEvent::HeardUntil(until));
+    };
     let mut landed_at = Instant::now();
-    if beat(&mut con).await {
+    if let Some((sent, epoch)) = beat(&mut con).await {
+        landed(sent, epoch);
         landed_at = Instant::now();
     }
     let mut next_beat = Instant::now() + HEARTBEAT;
@@ -179,15 +227,16 @@ async fn hear(
                 // do not wait for a replica that cannot answer. Failing for
                 // longer than the listing (a master demoted, a connection
                 // stuck), the watch begins again, on the master then.
-                if beat(&mut con).await {
+                if let Some((sent, epoch)) = beat(&mut con).await {
+                    landed(sent, epoch);
                     landed_at = Instant::now();
                 } else if landed_at.elapsed() > WATCH_TTL {
-                    return;
+                    break;
                 }
                 next_beat = Instant::now() + HEARTBEAT;
                 continue;
             }
-            Ok(None) => return,
+            Ok(None) => break,
             Ok(Some(message)) => message,
         };
         let Ok(text) = message.get_payload::<String>() else {
@@ -205,9 +254,16 @@ async fn hear(
             Some(Heard::LoggedIn(account, origin)) if origin != names.id => {
                 tell(watchers, AccountEvent::LoggedIn(account));
             }
+            Some(Heard::ChainSaved(account, generation)) => {
+                tell(watchers, AccountEvent::ChainSaved(account, generation));
+            }
             _ => {}
         }
     }
+    // Whether every word up to the end was heard: the listing had not run
+    // out when the subscription ended.
+    let until = *heard.lock().unwrap_or_else(PoisonError::into_inner);
+    rejoin.heard_to_the_end = until.is_some_and(|until| until > Instant::now());
 }
 
 /// Passes `event` to the watchers still there; those whose layer is gone
@@ -232,11 +288,13 @@ enum Heard<'a> {
     SignedOut(&'a str, &'a str),
     /// An account's digest, and the id of the replica it logged in on.
     LoggedIn(&'a str, &'a str),
+    /// An account's digest, and the generation its chain was written with.
+    ChainSaved(&'a str, u64),
 }
 
 /// Reads a message of the accounts' channel; `None` for anything but
 /// news in the store's own words (a digest of 64 hex digits, ids of 32,
-/// an answers set under `prefix`).
+/// an answers set under `prefix`, a generation in decimal).
 fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
     let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     let mut parts = text.split(' ');
@@ -252,6 +310,9 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
             hex(id, 32).then_some(Heard::SignedOut(account, last))
         }
         "logged-in" => hex(last, 32).then_some(Heard::LoggedIn(account, last)),
+        "chain-saved" if last.len() <= 20 && last.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(Heard::ChainSaved(account, last.parse().ok()?))
+        }
         _ => None,
     }
 }
@@ -259,6 +320,34 @@ fn read_event<'a>(text: &'a str, prefix: &str) -> Option<Heard<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a subscription's first beat tells: a new epoch after news heard
+    /// to the end is a loss (chains kept); the same epoch within the
+    /// listing, a short break (chains kept, read again); anything else,
+    /// everything forgotten.
+    #[test]
+    fn a_rejoin_keeps_the_chains_only_when_nothing_can_have_been_missed() {
+        let sent = Instant::now();
+        let (within, past) = (
+            Some(sent + Duration::from_millis(1)),
+            Some(sent - Duration::from_millis(1)),
+        );
+        let first = Rejoin::default();
+        assert_eq!(first.event("e1", within, sent), AccountEvent::Resync);
+        let heard = Rejoin {
+            epoch: Some("e1".into()),
+            heard_to_the_end: true,
+        };
+        assert_eq!(heard.event("e2", past, sent), AccountEvent::StoreLost);
+        assert_eq!(heard.event("e1", within, sent), AccountEvent::Reread);
+        assert_eq!(heard.event("e1", past, sent), AccountEvent::Resync);
+        let deaf = Rejoin {
+            epoch: Some("e1".into()),
+            heard_to_the_end: false,
+        };
+        assert_eq!(deaf.event("e2", within, sent), AccountEvent::Resync);
+        assert_eq!(deaf.event("e1", within, sent), AccountEvent::Reread);
+    }
 
     #[test]
     fn only_the_stores_own_news_is_read() {
@@ -273,6 +362,10 @@ mod tests {
             read_event(&format!("logged-in {digest} {id}"), "tower-oauth:"),
             Some(Heard::LoggedIn(&digest, &id))
         );
+        assert_eq!(
+            read_event(&format!("chain-saved {digest} 4294967298"), "tower-oauth:"),
+            Some(Heard::ChainSaved(&digest, 4_294_967_298))
+        );
         for hostile in [
             format!("signed-out {digest} other:{{accounts}}:answers:{id}"),
             format!("signed-out {digest} tower-oauth:{{accounts}}:answers:{id}x"),
@@ -280,6 +373,9 @@ mod tests {
             format!("signed-out {} {answers}", "a".repeat(63)),
             format!("logged-in {digest} {id} extra"),
             format!("logged-out {digest} {id}"),
+            format!("chain-saved {digest} -1"),
+            format!("chain-saved {digest} 99999999999999999999"),
+            format!("chain-saved {digest} 1e3"),
             digest.clone(),
             String::new(),
         ] {

@@ -1,12 +1,106 @@
 //! A chain as a store keeps it: the [`ChainRecord`] written, read back,
-//! checked as an answer is, and adopted when it is newer.
+//! checked as an answer is, and adopted when it is newer; and what the
+//! store's news says of it, which decides whether this copy may be written
+//! back to a store that lost it.
+
+use std::sync::{MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use super::LoginClient;
 use super::{check_value, Chain, ChainRecord, Ended, State};
 
+/// How long a replica whose copy of a chain is older than the newest the
+/// news told of (or which has none) waits for the replica holding that one
+/// to write it back, each token request meanwhile a `Transport` error,
+/// before it says that a login is needed (which it says no longer once the
+/// chain is written back: an account's "no login" is read from the store
+/// each time).
+const WRITE_BACK_WAIT: Duration = Duration::from_secs(10);
+
+/// What the store's news told of a chain's writes.
+#[derive(Debug, Default)]
+pub(super) struct News {
+    /// The newest generation written, on any replica, that the news told
+    /// of.
+    heard: u64,
+    /// Whether this copy was last read from (or written to) the store while
+    /// the replica heard its news, with no break in the news since that
+    /// could hide a write: then a copy of the newest generation heard is
+    /// the newest there is.
+    vouched: bool,
+    /// When a token request first found that the store lost the chain,
+    /// while another replica held a newer copy.
+    lost_at: Option<Instant>,
+}
+
+/// What a replica does with its copy of a chain the store lost.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// The copy is the newest the news told of, and the replica hears the
+    /// news now: it is written back.
+    WriteBack,
+    /// Another replica holds a newer copy, which it writes back; or this
+    /// one does not hear the news now, and will know once it does: try
+    /// again.
+    Wait,
+    /// Nothing says which copy is the newest: a login is needed.
+    Unknown,
+}
+
 impl Chain {
+    fn news(&self) -> MutexGuard<'_, News> {
+        self.news.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The news told of a write of the chain with generation `gen`.
+    pub(crate) fn heard_of(&self, gen: u64) {
+        let mut news = self.news();
+        news.heard = news.heard.max(gen);
+    }
+
+    /// The chain was read from (or written to) the store, while the replica
+    /// heard its news (`hears`) or not.
+    pub(crate) fn synced(&self, hears: bool) {
+        let mut news = self.news();
+        news.vouched = hears;
+        news.lost_at = None;
+    }
+
+    /// The news broke off and a write may have been missed: this copy is
+    /// not written back until it is read again.
+    pub(crate) fn unvouch(&self) {
+        self.news().vouched = false;
+    }
+
+    /// What to do with this copy, now that the store no longer holds the
+    /// chain (`hears`: the replica hears the store's news now).
+    pub(crate) fn lost_by_store(&self, hears: bool) -> Lost {
+        let gen = self.state().gen;
+        let mut news = self.news();
+        let newest_here = news.vouched && gen >= news.heard;
+        if newest_here && hears {
+            return Lost::WriteBack;
+        }
+        // Another replica wrote a newer one, which it writes back; or this
+        // one's may be the newest, once it hears the news again: for a
+        // while (the other may be gone, or this one cut off for good).
+        if !newest_here && gen >= news.heard {
+            return Lost::Unknown;
+        }
+        let since = *news.lost_at.get_or_insert_with(Instant::now);
+        match since.elapsed() < WRITE_BACK_WAIT {
+            true => Lost::Wait,
+            false => Lost::Unknown,
+        }
+    }
+
+    /// Whether the news told of a write of this chain.
+    pub(crate) fn heard_of_any(&self) -> bool {
+        self.news().heard > 0
+    }
+
     /// The chain as a store keeps it.
     pub(crate) fn record(&self) -> ChainRecord {
         let state = self.state();
