@@ -21,8 +21,7 @@ use tokio::time::Instant;
 
 use super::connection::Connection;
 use super::scripts::Scripts;
-use super::watch::WATCH_TTL;
-use super::{Problem, RedisStore};
+use super::{Problem, RedisStore, WATCH_TTL};
 use crate::endpoint::ChainRecord;
 use crate::store::seal::Sealer;
 use crate::store::FetchContext;

@@ -26,6 +26,14 @@ use crate::error::{ConfigError, TokenError};
 
 use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 
+/// How long a replica stays in the list after its last heartbeat: a
+/// replica gone (or cut off from Redis) leaves it by then, so a sign-out
+/// waits at most this long for one that was killed. Six beats. A replica
+/// slower than that for a while (a busy machine, a stopped process) leaves
+/// the list, and until a beat of its own lands again it presents no
+/// account's token from memory (each request reads the store).
+const WATCH_TTL: Duration = Duration::from_millis(1500);
+
 /// Shares tokens among the replicas of a service through Redis, with feature
 /// `redis`. The Redis may be one server ([`new`](RedisStore::new)), a Redis
 /// Cluster ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the

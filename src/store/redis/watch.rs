@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::accounts::Names;
 use super::connection::Connection;
 use super::scripts::Scripts;
-use super::RedisStore;
+use super::{RedisStore, WATCH_TTL};
 use crate::store::{AccountEvent, AccountWatcher};
 use crate::support::random::random_hex;
 
@@ -21,14 +21,6 @@ const RESUBSCRIBE: Duration = Duration::from_secs(1);
 
 /// How often a watching replica says it still watches.
 const HEARTBEAT: Duration = Duration::from_millis(250);
-
-/// How long a replica stays in the list after its last heartbeat: a
-/// replica gone (or cut off from Redis) leaves it by then, so a sign-out
-/// waits at most this long for one that was killed. Six beats. A replica
-/// slower than that for a while (a busy machine, a stopped process) leaves
-/// the list, and until a beat of its own lands again it presents no
-/// account's token from memory (each request reads the store).
-pub(super) const WATCH_TTL: Duration = Duration::from_millis(1500);
 
 /// What a replica takes off its own listing's end, for clocks that do not
 /// run at quite the same rate: it stops presenting before Redis drops it.
