@@ -25,10 +25,18 @@ pub(crate) struct Fetcher {
     /// What the store did for this layer's fetches.
     pub(crate) fleet: crate::store::FleetCounters,
     /// A token a refresh brought after its fetch gave up, with where the
-    /// chain stood then (see `fetch_to_end`).
-    pub(crate) late: std::sync::Mutex<Option<((String, u64), Fetched)>>,
+    /// chain stood then and the supply it was asked of (see `fetch_to_end`).
+    pub(crate) late: std::sync::Mutex<Option<Late>>,
     /// For an account's tokens: whether the replica hears the store's news.
     pub(crate) hearing: Option<Arc<super::Hearing>>,
+}
+
+/// A token a refresh brought after its fetch gave up: where the chain
+/// stood, and the supply (its scope) it was asked of.
+pub(crate) struct Late {
+    position: (String, u64),
+    supply: Weak<TokenSupply>,
+    fetched: Fetched,
 }
 
 /// A token source, and the store it is shared through.
@@ -73,11 +81,12 @@ impl Fetcher {
         let turn = chain.turn().await;
         // (Not when this fetch begins something: a sign-out, a login.)
         if !chain.needs_login() {
-            if let Some(fetched) = self.take_late(&chain) {
+            if let Some(fetched) = self.take_late(&chain, &supply) {
                 return Ok(fetched);
             }
         }
         let fetcher = Arc::clone(self);
+        let asked = Arc::downgrade(&supply);
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let fetched = fetcher.fetch_by(&supply, refused, &serving_until).await;
@@ -88,7 +97,7 @@ impl Fetcher {
             }
             if let Err(Ok(late)) = tx.send(fetched) {
                 // Nobody waits any more: kept for the next turn.
-                fetcher.keep_late(&chain, late);
+                fetcher.keep_late(&chain, asked, late);
             }
             drop(turn);
         });
@@ -98,23 +107,32 @@ impl Fetcher {
         })
     }
 
-    /// Keeps `fetched`, which a refresh brought after its fetch gave up,
-    /// for the next turn of `chain` (without a store: a store keeps it).
-    fn keep_late(&self, chain: &Chain, fetched: Fetched) {
+    /// Keeps `fetched`, which a refresh of `supply` brought after its fetch
+    /// gave up, for the next turn of `chain` (without a store: a store
+    /// keeps it).
+    fn keep_late(&self, chain: &Chain, supply: Weak<TokenSupply>, fetched: Fetched) {
         if self.supply.load().store.is_none() {
-            *self.late() = Some((chain.position(), fetched));
+            *self.late() = Some(Late {
+                position: chain.position(),
+                supply,
+                fetched,
+            });
         }
     }
 
     /// The token the last turn's refresh brought after its fetch gave up,
     /// if the chain still stands where that refresh left it (no rotation,
-    /// login or sign-out since).
-    fn take_late(&self, chain: &Chain) -> Option<Fetched> {
-        let (position, fetched) = self.late().take()?;
-        (position == chain.position() && fetched.expires_at > Instant::now()).then_some(fetched)
+    /// login or sign-out since) and it was asked of `supply` (no step-up
+    /// since).
+    fn take_late(&self, chain: &Chain, supply: &Arc<TokenSupply>) -> Option<Fetched> {
+        let late = self.late().take()?;
+        (late.position == chain.position()
+            && std::ptr::eq(late.supply.as_ptr(), Arc::as_ptr(supply))
+            && late.fetched.expires_at > Instant::now())
+        .then_some(late.fetched)
     }
 
-    fn late(&self) -> std::sync::MutexGuard<'_, Option<((String, u64), Fetched)>> {
+    fn late(&self) -> std::sync::MutexGuard<'_, Option<Late>> {
         self.late
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -221,6 +221,8 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError>
                 return Ok(());
             }
             Ok(Saved::Fenced) => {
+                // A sign-out is not done until it is stored: it runs again.
+                chain.sign_out_again();
                 tracing::error!(
                     "the store's lock on the refresh-token chain ran out while this process \
                      refreshed (it stalled, or the store did not answer): nothing is written \
@@ -318,11 +320,13 @@ mod tests {
     use super::*;
     use crate::endpoint::RefreshToken;
 
-    /// A store's chain in memory, whose writes fail `failing` times first.
+    /// A store's chain in memory, whose writes fail `failing` times first,
+    /// and are fenced off `fenced` times.
     #[derive(Default)]
     struct Kept {
         record: Mutex<Option<Vec<u8>>>,
         failing: AtomicUsize,
+        fenced: AtomicUsize,
         saves: AtomicUsize,
     }
 
@@ -334,6 +338,13 @@ mod tests {
 
         fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>> {
             self.saves.fetch_add(1, Ordering::SeqCst);
+            let fenced = self
+                .fenced
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fenced {
+                return Box::pin(async { Ok(Saved::Fenced) });
+            }
             let failed = self
                 .failing
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -387,6 +398,41 @@ mod tests {
         assert_eq!(kept.saves.load(Ordering::SeqCst), 4);
         assert!(chain.unsaved());
         assert_eq!(chain.to_send().unwrap(), "second-refresh");
+    }
+
+    /// A sign-out whose write was fenced off (another replica rotated the
+    /// chain meanwhile) is not done: it runs again, on the stored chain,
+    /// whose refresh token is the one it revokes.
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_off_sign_out_runs_again_on_the_stored_chain() {
+        let chain = RefreshToken::new("rt-1").chain;
+        let kept = Kept::default();
+        let elsewhere = RefreshToken::new("rt-1").chain;
+        elsewhere.rotated("rt-1", "rt-2".into());
+        let revoked = Mutex::new(Vec::new());
+        let sign_out = || async {
+            if chain.take_sign_out() {
+                revoked.lock().unwrap().extend(chain.sign_out());
+            }
+            Err::<(), _>(TokenError::new(TokenErrorKind::LoginRequired))
+        };
+        chain.begin_sign_out();
+        kept.fenced.store(1, Ordering::SeqCst);
+        // Another replica's rotation lands while this one signs out.
+        let first = refresh(&chain, Some(&kept), || async {
+            *kept.record.lock().unwrap() = Some(elsewhere.record().as_bytes().to_vec());
+            sign_out().await
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(first.kind(), TokenErrorKind::Transport, "{first}");
+        assert!(chain.is_signing_out(), "the sign-out runs again");
+        refresh(&chain, Some(&kept), sign_out).await.unwrap_err();
+        assert!(!chain.is_signing_out());
+        assert_eq!(*revoked.lock().unwrap(), ["rt-1", "rt-2"]);
+        let stored = RefreshToken::new("rt-1").chain;
+        stored.adopt(&kept.load().await.unwrap().unwrap());
+        assert!(stored.is_signed_out());
     }
 
     #[tokio::test]

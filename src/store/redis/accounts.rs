@@ -238,21 +238,20 @@ impl RedisStore {
         };
         self.again(delete).await?;
         let mut con = self.connection().await.map_err(Problem::text)?;
-        if self.deployment.has_replicas() && self.replicas_of_master(&mut con).await > 0 {
+        if self.deployment.has_replicas() && self.replicas_of_master(&mut con).await? > 0 {
             // Through Sentinel, with a replica connected: the chain's end
             // and the deletes are on a replica before the sign-out answers,
-            // so that a failover now does not undo them.
+            // so that a failover now does not undo them. On the connection
+            // that wrote them (`WAIT` counts its own writes), within its
+            // reply's bound.
+            let patience = REPLICA_WAIT.min(self.timeout * 4 / 5);
             let mut wait = redis::cmd("WAIT");
-            wait.arg(1).arg(ttl_ms(REPLICA_WAIT));
-            let acked = tokio::time::timeout(
-                REPLICA_WAIT + self.timeout,
-                wait.query_async::<i64>(&mut con),
-            )
-            .await;
-            if !matches!(acked, Ok(Ok(n)) if n > 0) {
+            wait.arg(1).arg(ttl_ms(patience));
+            let acked = self.bounded(wait.query_async::<i64>(&mut con)).await;
+            if !matches!(acked, Ok(n) if n > 0) {
                 self.forget_master();
                 return Err(format!(
-                    "no Redis replica took the sign-out's writes within {REPLICA_WAIT:?}: a \
+                    "no Redis replica took the sign-out's writes within {patience:?}: a \
                      failover now could undo it; sign out again"
                 ));
             }
@@ -322,18 +321,28 @@ impl RedisStore {
         }
     }
 
-    /// How many replicas the master has connected (`INFO replication`); 0
-    /// when it does not say.
-    async fn replicas_of_master(&self, con: &mut Connection) -> usize {
+    /// How many replicas the master has connected (`INFO replication`); an
+    /// error when it does not answer (a sign-out is not said to be safe
+    /// from a failover when nobody knows).
+    async fn replicas_of_master(&self, con: &mut Connection) -> Result<usize, String> {
         let mut info = redis::cmd("INFO");
         info.arg("replication");
-        let Ok(text) = self.bounded(info.query_async::<String>(con)).await else {
-            return 0;
-        };
-        text.lines()
+        let text = self
+            .bounded(info.query_async::<String>(con))
+            .await
+            .map_err(|e| {
+                self.forget_master();
+                format!(
+                    "Redis did not say whether a replica takes the sign-out's writes ({}); sign \
+                     out again",
+                    e.text()
+                )
+            })?;
+        Ok(text
+            .lines()
             .find_map(|line| line.strip_prefix("connected_slaves:"))
             .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(0))
     }
 
     /// Tells the other replicas that `account` logged in here.

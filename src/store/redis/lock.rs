@@ -143,6 +143,7 @@ impl RedisStore {
             loop {
                 sleep(ttl / 3).await;
                 let Ok(mut con) = self.connection().await else {
+                    self.forget_master();
                     continue;
                 };
                 let extended = self
@@ -155,9 +156,13 @@ impl RedisStore {
                             .invoke_async::<i64>(&mut con),
                     )
                     .await;
-                if matches!(extended, Ok(0)) {
+                match extended {
                     // Lost: the chain's save is fenced off, nothing more to do.
-                    std::future::pending::<()>().await;
+                    Ok(0) => std::future::pending::<()>().await,
+                    Ok(_) => {}
+                    // Through Sentinel, the next try asks for the master
+                    // again: a failover does not let the lock run out.
+                    Err(_) => self.forget_master(),
                 }
             }
         };

@@ -264,60 +264,67 @@ impl RedisStore {
                 outcome => outcome,
             }
         };
-        let mut con = self.connection().await?;
-        let shared = match &outcome {
-            Ok(shared) => {
-                let Some(sealed) =
-                    sealer.seal(key, token_json(&shared.token, shared.usable_for).as_bytes())
-                else {
-                    return outcome.map_err(Problem::Token);
-                };
-                self.handed_out
-                    .put(key, shared.token.expose_token(), sealed.clone());
-                self.bounded(
-                    self.scripts
-                        .store
-                        .key(key)
-                        .key(failure_key(key))
-                        .arg(sealed)
-                        .arg(millis(shared.usable_for).max(1))
-                        .arg(landed_channel(base))
-                        .arg("token")
-                        .invoke_async::<()>(&mut con),
-                )
-                .await
-            }
-            // "No login" is the chain's state, which every replica reads
-            // from the chain itself: not a failure to hold back for. The
-            // waiters are woken to read it.
-            Err(e) if !shared_as_failure(e) => {
-                let mut publish = redis::cmd("PUBLISH");
-                publish.arg(landed_channel(base)).arg("failure");
-                self.bounded(publish.query_async::<i64>(&mut con))
+        // Shared with the other replicas: the outcome stands whatever
+        // becomes of that (the connection made again, the random source),
+        // and the lock is let go.
+        let shared = async {
+            let mut con = self.connection().await?;
+            match &outcome {
+                Ok(shared) => {
+                    let Some(sealed) =
+                        sealer.seal(key, token_json(&shared.token, shared.usable_for).as_bytes())
+                    else {
+                        return Ok(());
+                    };
+                    self.handed_out
+                        .put(key, shared.token.expose_token(), sealed.clone());
+                    self.bounded(
+                        self.scripts
+                            .store
+                            .key(key)
+                            .key(failure_key(key))
+                            .arg(sealed)
+                            .arg(millis(shared.usable_for).max(1))
+                            .arg(landed_channel(base))
+                            .arg("token")
+                            .invoke_async::<()>(&mut con),
+                    )
                     .await
-                    .map(drop)
+                }
+                // "No login" is the chain's state, which every replica reads
+                // from the chain itself: not a failure to hold back for. The
+                // waiters are woken to read it.
+                Err(e) if !shared_as_failure(e) => {
+                    let mut publish = redis::cmd("PUBLISH");
+                    publish.arg(landed_channel(base)).arg("failure");
+                    self.bounded(publish.query_async::<i64>(&mut con))
+                        .await
+                        .map(drop)
+                }
+                Err(e) => {
+                    // The fleet holds back as long as this replica will.
+                    let hold = ctx.hold_after(e);
+                    let failure_key = failure_key(key);
+                    let Some(sealed) =
+                        sealer.seal(&failure_key, encode_failure(e, hold).as_bytes())
+                    else {
+                        return Ok(());
+                    };
+                    self.bounded(
+                        self.scripts
+                            .store
+                            .key(failure_key)
+                            .arg(sealed)
+                            .arg(millis(hold).max(1))
+                            .arg(landed_channel(base))
+                            .arg("failure")
+                            .invoke_async::<()>(&mut con),
+                    )
+                    .await
+                }
             }
-            Err(e) => {
-                // The fleet holds back as long as this replica will.
-                let hold = ctx.hold_after(e);
-                let failure_key = failure_key(key);
-                let Some(sealed) = sealer.seal(&failure_key, encode_failure(e, hold).as_bytes())
-                else {
-                    return outcome.map_err(Problem::Token);
-                };
-                self.bounded(
-                    self.scripts
-                        .store
-                        .key(failure_key)
-                        .arg(sealed)
-                        .arg(millis(hold).max(1))
-                        .arg(landed_channel(base))
-                        .arg("failure")
-                        .invoke_async::<()>(&mut con),
-                )
-                .await
-            }
-        };
+        }
+        .await;
         if let Err(Problem::Redis(e)) = shared {
             // The outcome stands; only sharing it failed.
             self.redis_failed(&e);

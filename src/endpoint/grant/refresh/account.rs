@@ -147,6 +147,25 @@ impl Chain {
         live
     }
 
+    /// The sign-out's write was fenced off (another replica wrote the
+    /// chain after this one read it, while this one stalled): it begins
+    /// again, on the chain the store holds now, whose refresh token is the
+    /// one to revoke. A chain that is not an unsaved sign-out is left.
+    pub(crate) fn sign_out_again(&self) {
+        let mut state = self.state();
+        if state.dead != Some(super::Ended::SignedOut) || !state.unsaved {
+            return;
+        }
+        // Blank, so that it takes whatever the store holds.
+        let announced = state.announced.clone();
+        *state = super::State {
+            announced,
+            ..super::State::begin("", 0)
+        };
+        drop(state);
+        self.signing_out.store(true, Ordering::SeqCst);
+    }
+
     /// Whether the next token request begins something here: a sign-out,
     /// a code's exchange, or a callback's.
     pub(super) fn begins_here(&self) -> bool {
