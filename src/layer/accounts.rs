@@ -352,10 +352,11 @@ impl OAuthLayer {
 impl OAuthLayer {
     /// Once the store lost its data (restarted empty, flushed) while this
     /// replica heard its news: on a task of its own, each account in memory
-    /// asks for its token, one at a time. Where this replica's copy of the
-    /// account's chain is the newest the news told of, that token request
-    /// writes the chain back (see `store::chain`); once it is served, the
-    /// account is linked again to who signed in, for back-channel logouts.
+    /// asks for its token, one at a time, whatever the back-off. Where this
+    /// replica's copy of the account's chain is the newest the news told
+    /// of, that token request writes the chain back (see `store::chain`);
+    /// an account whose chain is still live here is linked again to who
+    /// signed in, for back-channel logouts.
     /// The task holds no layer while it waits.
     pub(super) fn restore_after_a_loss(&self) {
         let shared = Arc::downgrade(&self.shared);
@@ -384,11 +385,17 @@ impl OAuthLayer {
                         continue;
                     };
                     drop(layer);
-                    if cache.token().await.is_err() {
+                    // Whatever the back-off the outage left.
+                    let _ = cache.fetch_now().await;
+                    // A chain that is still live here (written back, or
+                    // waiting for the replica that writes it back) is
+                    // linked: a link to an account signed out meanwhile
+                    // finds nothing to sign out.
+                    let Some(chain) = factory.chain().filter(|c| c.to_send().is_ok()) else {
                         continue;
-                    }
-                    let identity = (factory.chain())
-                        .and_then(|chain| chain.id_token())
+                    };
+                    let identity = chain
+                        .id_token()
                         .and_then(|token| Identity::from_id_token(&token));
                     if let (Some(identity), Some(shared)) = (identity, weak.upgrade()) {
                         OAuthLayer { shared }
