@@ -2,7 +2,8 @@
 //! ([`OAuthLayer::begin_login`], [`OAuthLayer::finish_login`]) and its
 //! sign-out ([`OAuthLayer::sign_out`]).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use super::OAuthLayer;
 use crate::cache::TokenCache;
@@ -351,62 +352,88 @@ impl OAuthLayer {
 
 impl OAuthLayer {
     /// Once the store lost its data (restarted empty, flushed) while this
-    /// replica heard its news: on a task of its own, each account in memory
-    /// asks for its token, one at a time, whatever the back-off. Where this
-    /// replica's copy of the account's chain is the newest the news told
-    /// of, that token request writes the chain back (see `store::chain`);
-    /// an account whose chain is still live here is linked again to who
-    /// signed in, for back-channel logouts.
-    /// The task holds no layer while it waits.
+    /// replica heard its news: on a task of its own (one at a time, run
+    /// again if the store loses its data meanwhile), see `restore_accounts`.
     pub(super) fn restore_after_a_loss(&self) {
         let shared = Arc::downgrade(&self.shared);
+        let running = Arc::new(AtomicBool::new(false));
+        let again = Arc::new(AtomicBool::new(false));
         let restore = move || {
-            let weak = std::sync::Weak::clone(&shared);
+            again.store(true, Ordering::SeqCst);
+            if running.swap(true, Ordering::SeqCst) {
+                return;
+            }
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                running.store(false, Ordering::SeqCst);
                 return;
             };
+            let (shared, running, again) = (Weak::clone(&shared), running.clone(), again.clone());
             runtime.spawn(async move {
-                let held = match weak.upgrade() {
-                    Some(shared) => shared.slots.accounts.held(),
-                    None => return,
-                };
-                tracing::info!(
-                    accounts = held.len(),
-                    "the token store lost its data: the accounts in memory write back their \
-                     chains where this replica holds the newest, and link again"
-                );
-                for (account, factory) in held {
-                    let Some(shared) = weak.upgrade() else {
+                loop {
+                    while again.swap(false, Ordering::SeqCst) {
+                        restore_accounts(&shared).await;
+                    }
+                    running.store(false, Ordering::SeqCst);
+                    // A loss told between the last round and now.
+                    if !again.load(Ordering::SeqCst) || running.swap(true, Ordering::SeqCst) {
                         return;
-                    };
-                    let layer = OAuthLayer { shared };
-                    let probe = TokenParams::new().account(&account);
-                    let Ok(cache) = layer.cache_for(&probe) else {
-                        continue;
-                    };
-                    drop(layer);
-                    // Whatever the back-off the outage left.
-                    let _ = cache.fetch_now().await;
-                    // A chain that is still live here (written back, or
-                    // waiting for the replica that writes it back) is
-                    // linked: a link to an account signed out meanwhile
-                    // finds nothing to sign out.
-                    let Some(chain) = factory.chain().filter(|c| c.to_send().is_ok()) else {
-                        continue;
-                    };
-                    let identity = chain
-                        .id_token()
-                        .and_then(|token| Identity::from_id_token(&token));
-                    if let (Some(identity), Some(shared)) = (identity, weak.upgrade()) {
-                        OAuthLayer { shared }
-                            .link_identity(&account, &identity)
-                            .await;
                     }
                 }
             });
         };
         self.shared.slots.accounts.on_store_lost(Box::new(restore));
     }
+}
+
+/// How many accounts' token requests a restore has out at once.
+const RESTORING_AT_ONCE: usize = 8;
+
+/// After the store lost its data: each account in memory whose chain is
+/// still live here is linked again to who signed in (for back-channel
+/// logouts; a link to an account signed out meanwhile finds nothing to
+/// sign out), all of them first; then each asks for its token, whatever
+/// the back-off the outage left, a few at a time. Where this replica's
+/// copy of the account's chain is the newest the news told of, that token
+/// request writes the chain back (see `store::chain`). It holds no layer
+/// while it waits.
+async fn restore_accounts(shared: &Weak<super::Shared>) {
+    let held = match shared.upgrade() {
+        Some(shared) => shared.slots.accounts.held(),
+        None => return,
+    };
+    tracing::info!(
+        accounts = held.len(),
+        "the token store lost its data: the accounts in memory link again, and write back \
+         their chains where this replica holds the newest"
+    );
+    for (account, factory) in &held {
+        let live = factory.chain().filter(|c| c.to_send().is_ok());
+        let identity = live
+            .and_then(|chain| chain.id_token())
+            .and_then(|token| Identity::from_id_token(&token));
+        if let (Some(identity), Some(shared)) = (identity, shared.upgrade()) {
+            OAuthLayer { shared }
+                .link_identity(account, &identity)
+                .await;
+        }
+    }
+    let mut asking = tokio::task::JoinSet::new();
+    for (account, _) in held {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let cache = OAuthLayer { shared }.cache_for(&TokenParams::new().account(&account));
+        let Ok(cache) = cache else {
+            continue;
+        };
+        if asking.len() >= RESTORING_AT_ONCE {
+            asking.join_next().await;
+        }
+        asking.spawn(async move {
+            let _ = cache.fetch_now().await;
+        });
+    }
+    while asking.join_next().await.is_some() {}
 }
 
 /// Runs the sign-out `chain` began as the chain's token request, through

@@ -16,6 +16,11 @@ use crate::token::params::{account_digest, TokenParams};
 /// The longest a read of the store for an identity waits.
 const READ_BOUND: Duration = Duration::from_secs(5);
 
+/// How long after the store lost its data a logout that finds nobody
+/// linked is an error (to be sent again) rather than "nobody": the time the
+/// replicas take to link their accounts again.
+const RELINK_WINDOW: Duration = Duration::from_secs(60);
+
 /// How long an account stays linked to who signed in, for a back-channel
 /// logout to find it: longer than the refresh tokens of the servers in the
 /// field live (90 days at most, for most). Each login links it anew.
@@ -123,7 +128,10 @@ impl OAuthLayer {
     /// token that fails a check (replayed included), saying which; the
     /// error of reading the server's metadata or keys; a
     /// [`Transport`](TokenErrorKind::Transport) error when the store could
-    /// not be read; the error of an account's sign-out.
+    /// not be read, or when it finds nobody within a minute after the store
+    /// lost its data (the replicas link their accounts again meanwhile);
+    /// the error of an account's sign-out. In each case the token is not
+    /// marked used, and the server may send it again.
     pub async fn back_channel_logout(
         &self,
         logout_token: impl AsRef<str>,
@@ -175,6 +183,16 @@ impl OAuthLayer {
                     accounts.push(account);
                 }
             }
+        }
+        // Nobody linked, while the replicas link their accounts again after
+        // the store lost its data: not "nobody" yet, which a link written
+        // back later would undo; the server sends it again.
+        if accounts.is_empty() && self.shared.slots.accounts.lost_within(RELINK_WINDOW) {
+            return Err(TokenError::new(TokenErrorKind::Transport).with_message(
+                "the token store lost its data a moment ago, and the replicas are linking \
+                     their accounts to who signed in again: nobody is linked yet; its token is \
+                     not marked used, so the server may send it again",
+            ));
         }
         let mut signed_out = 0;
         let mut failed = Vec::new();

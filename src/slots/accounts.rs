@@ -67,6 +67,11 @@ pub(crate) struct Accounts {
     hearing: Arc<crate::cache::Hearing>,
     /// What the layer does once the store lost its data.
     restore: std::sync::OnceLock<Restore>,
+    /// Factories forgotten (a sign-out, a break in the news) that layers
+    /// bound to their accounts still hold: they hear the news too.
+    orphans: Mutex<Vec<Weak<SlotFactory>>>,
+    /// When the store last lost its data, as this replica heard.
+    lost_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl Accounts {
@@ -90,6 +95,8 @@ impl Accounts {
             sessions: Sessions::default(),
             hearing: Arc::default(),
             restore: std::sync::OnceLock::new(),
+            orphans: Mutex::default(),
+            lost_at: Mutex::default(),
         })
     }
 
@@ -209,14 +216,20 @@ impl Accounts {
                 AccountEvent::Resync => accounts.forget(None),
                 AccountEvent::Reread => accounts.reread(true),
                 AccountEvent::StoreLost => {
+                    *accounts
+                        .lost_at
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(std::time::Instant::now());
                     accounts.reread(false);
                     if let Some(restore) = accounts.restore.get() {
                         restore();
                     }
                 }
                 AccountEvent::ChainSaved(digest, gen) => {
-                    if let Some(chain) = accounts.live(digest).as_ref().and_then(|f| f.chain()) {
-                        chain.heard_of(gen);
+                    for factory in accounts.all_of(digest) {
+                        if let Some(chain) = factory.chain() {
+                            chain.heard_of(gen);
+                        }
                     }
                 }
                 AccountEvent::HeardUntil(until) => accounts.hearing.heard_until(until),
@@ -230,6 +243,13 @@ impl Accounts {
     /// back what it holds, and links its accounts again. Once per layer.
     pub(crate) fn on_store_lost(&self, restore: Restore) {
         let _ = self.restore.set(restore);
+    }
+
+    /// Whether the store lost its data (as this replica heard) within
+    /// `window`.
+    pub(crate) fn lost_within(&self, window: std::time::Duration) -> bool {
+        let lost_at = *self.lost_at.lock().unwrap_or_else(PoisonError::into_inner);
+        lost_at.is_some_and(|at| at.elapsed() < window)
     }
 
     /// Each account with a slot in memory, once: its id, and its factory.
@@ -273,13 +293,16 @@ impl Accounts {
     /// chains themselves stay. `missed_writes`: a chain write may have been
     /// missed too, so no copy here is written back before it is read again.
     fn reread(&self, missed_writes: bool) {
-        let factories: Vec<Arc<SlotFactory>> = self
+        let mut factories: Vec<Arc<SlotFactory>> = self
             .factories
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .filter_map(Weak::upgrade)
             .collect();
+        let orphans = self.orphans.lock().unwrap_or_else(PoisonError::into_inner);
+        factories.extend(orphans.iter().filter_map(Weak::upgrade));
+        drop(orphans);
         for factory in &factories {
             if let Some(chain) = factory.chain() {
                 if missed_writes {
@@ -383,11 +406,32 @@ impl Accounts {
         for factory in &factories {
             if let Some(chain) = factory.chain() {
                 chain.mark_unverified();
+                // News may have been missed: not written back before it is
+                // read again.
+                chain.unvouch();
             }
             for cache in factory.caches() {
                 cache.restart();
             }
         }
+        // Those a layer bound to the account still holds go on hearing the
+        // news of its chain.
+        let mut orphans = self.orphans.lock().unwrap_or_else(PoisonError::into_inner);
+        orphans.retain(|o| o.strong_count() > 0);
+        orphans.extend(factories.iter().map(Arc::downgrade));
+    }
+
+    /// Every live factory of the account of `digest`: the one its slots
+    /// share, and those layers bound to it hold since it was forgotten.
+    fn all_of(&self, digest: &str) -> Vec<Arc<SlotFactory>> {
+        let mut all: Vec<Arc<SlotFactory>> = self.live(digest).into_iter().collect();
+        let orphans = self.orphans.lock().unwrap_or_else(PoisonError::into_inner);
+        all.extend(orphans.iter().filter_map(Weak::upgrade).filter(|f| {
+            f.chain()
+                .and_then(|chain| chain.account())
+                .is_some_and(|a| a.0 == digest)
+        }));
+        all
     }
 
     /// The counters of every slot, live or evicted, summed.

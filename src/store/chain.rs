@@ -37,6 +37,17 @@ pub(crate) trait ChainKeeper: Send + Sync {
     fn hears_news(&self) -> bool {
         false
     }
+
+    /// Tells the other replicas, before a refresh token is sent, the
+    /// generation the chain will have once its answer is stored: should the
+    /// store lose its data while the answer is out, no replica takes its
+    /// older copy for the newest. An error: nothing is sent.
+    ///
+    /// Default: nothing to tell.
+    fn sending(&self, generation: u64) -> BoxFuture<'_, Result<(), String>> {
+        let _ = generation;
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// What a chain's write did.
@@ -127,6 +138,17 @@ where
             } else {
                 chain.to_send()?
             };
+            if let (Some(keeper), false) = (keeper, sent.is_empty()) {
+                keeper
+                    .sending(chain.next_generation())
+                    .await
+                    .map_err(|why| {
+                        TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                            "the other replicas could not be told that a refresh is under way \
+                             ({why}); nothing was sent"
+                        ))
+                    })?;
+            }
             let mut client_gone = false;
             let error = match fetch().await {
                 Ok(token) => return Ok(token),

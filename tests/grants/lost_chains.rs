@@ -192,6 +192,18 @@ mod on_redis {
             "no refresh after the restart"
         );
         assert!(server.violations().is_empty(), "{:?}", server.violations());
+        // Within a minute of the loss, a logout that finds nobody is not
+        // taken for done (a link may still come back); the server sends it
+        // again.
+        let nobody = (server.state.oidc).logout_token(
+            &server.issuer(),
+            WEB_CLIENT,
+            Some("carol"),
+            None,
+            None,
+        );
+        let e = replicas[0].back_channel_logout(&nobody).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::Transport, "{e}");
         // The links were written back: a back-channel logout finds alice.
         let token = (server.state.oidc).logout_token(
             &server.issuer(),
@@ -225,6 +237,75 @@ mod on_redis {
         if !missing() {
             restarted_empty(Duration::from_secs(3)).await;
         }
+    }
+
+    /// A's refresh of alice's chain is out at the server (answered 1.5 s
+    /// late) when Redis restarts empty. B's copy is the one A read, and the
+    /// news told B that a newer one is coming: B sends nothing and waits,
+    /// A writes its answer back, and both serve alice again; no refresh
+    /// token is ever sent twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refresh_out_when_redis_restarts_empty_is_never_sent_again() {
+        use crate::accounts::{builder, sign_in};
+        use std::time::Instant;
+        use support::login_server::LoginServer;
+        use tower_oauth::TokenParams;
+        if missing() {
+            return;
+        }
+        let mut redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(2)).await;
+        let replica = || {
+            builder(&server)
+                .token_store(RedisStore::new(redis.url()).unwrap())
+                .min_backoff(Duration::from_millis(100))
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (replica(), replica());
+        sign_in(&a, &a, "alice-account", "alice").await;
+        let alice = TokenParams::new().account("alice-account");
+        // Both serve her, through rotations on either, while they hear.
+        let until = Instant::now() + Duration::from_millis(4500);
+        while Instant::now() < until {
+            a.token_for(&alice).await.unwrap();
+            b.token_for(&alice).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Her token runs out; A's refresh is answered 1.5 s late.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        server.delay_tokens(Duration::from_millis(1500));
+        let forms = server.token_forms().len();
+        let out = {
+            let (a, alice) = (a.clone(), alice.clone());
+            tokio::spawn(async move { a.token_for(&alice).await.map(drop) })
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.token_forms().len() == forms {
+            assert!(Instant::now() < deadline, "A sent no refresh");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        redis.stop();
+        redis.restart();
+        let _ = out.await.unwrap();
+        server.delay_tokens(Duration::ZERO);
+        // Both ask every 50 ms for 10 s: served again, and for the last 4 s.
+        let restarted = Instant::now();
+        let mut last_failure = [Duration::ZERO; 2];
+        while restarted.elapsed() < Duration::from_secs(10) {
+            for (i, oauth) in [&a, &b].into_iter().enumerate() {
+                if oauth.token_for(&alice).await.is_err() {
+                    last_failure[i] = restarted.elapsed();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!("alice unserved on A and B until {last_failure:?} after the restart");
+        assert!(
+            last_failure.iter().all(|at| *at < Duration::from_secs(6)),
+            "{last_failure:?}"
+        );
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
     }
 
     /// Redis restarts empty, and alice signs out on B at once, before A

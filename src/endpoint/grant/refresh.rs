@@ -37,6 +37,18 @@ pub(crate) const REFRESH_GRANT_TYPE: &str = "refresh_token";
 /// flood a store.
 pub(crate) const MAX_REFRESH_TOKEN_LEN: usize = 8 * 1024;
 
+/// How far a new login moves its chain's generation: past any number of
+/// rotations (up to a million) a replica's copy may lag behind, so that its
+/// record wins over every record written before it, whichever replica
+/// reads the two.
+const LOGIN_STEP: u64 = 1 << 20;
+
+/// How far a sign-out moves it: past any number of logins (up to a
+/// million) its replica may not have seen, so that a sign-out outranks them
+/// (a person who logged in on a store that lost the sign-out logs in
+/// again, rather than one who signed out being served).
+pub(super) const SIGN_OUT_STEP: u64 = 1 << 40;
+
 /// What is called with each new refresh token once it is stored.
 type OnRotation = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -446,7 +458,11 @@ impl Chain {
         let at = at.max(state.login_at + 1);
         let announced = state.announced.clone();
         let client = state.client.take();
-        let gen = state.gen;
+        // Above every write this replica knows of, and past the rotations
+        // another replica's copy may hold that this one never saw (a store
+        // that lost its data): a new login outranks what came before it,
+        // wherever it was made.
+        let gen = (state.gen.max(self.heard_gen())).saturating_add(LOGIN_STEP);
         *state = State {
             announced,
             client,
@@ -721,6 +737,16 @@ mod tests {
         let after = d.record();
         assert!(a.adopt(&after));
         assert_eq!(a.current(), "login-after-the-sign-out");
+        // A sign-out from a replica that never heard of a login made
+        // elsewhere outranks it too.
+        let e = RefreshToken::new("rt-1").chain;
+        e.replace("login-on-e");
+        let login = e.record();
+        e.saved(&login);
+        let f = RefreshToken::new("rt-1").chain;
+        f.sign_out();
+        assert!(e.adopt(&f.record()));
+        assert!(e.is_signed_out());
         // Two logins on one generation: both replicas keep the same one.
         let (p, q) = (
             RefreshToken::new("rt-1").chain,

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::connection::Connection;
 use super::scripts::Scripts;
-use super::{Problem, RedisStore, WATCH_TTL};
+use super::{Problem, RedisStore, EPOCH_TTL, WATCH_TTL};
 use crate::endpoint::ChainRecord;
 use crate::store::seal::Sealer;
 use crate::store::FetchContext;
@@ -290,6 +290,24 @@ impl RedisStore {
         }
     }
 
+    /// How long ago Redis's data began (its epoch, begun now if missing),
+    /// by its own clock.
+    async fn epoch_age(&self, con: &mut Connection, names: &Names) -> Result<Duration, String> {
+        let age = self
+            .bounded(
+                names
+                    .scripts
+                    .epoch_age
+                    .key(&names.epoch_key)
+                    .arg(random_hex())
+                    .arg(super::millis(EPOCH_TTL))
+                    .invoke_async::<i64>(con),
+            )
+            .await
+            .map_err(Problem::text)?;
+        Ok(Duration::from_millis(u64::try_from(age).unwrap_or(0)))
+    }
+
     /// Waits, when Redis lost its data (restarted empty, flushed) less than
     /// a listing ago, until the listing of every replica that watched
     /// before has run out: the list of those that watch was lost too, and
@@ -298,18 +316,9 @@ impl RedisStore {
     /// news again (and is listed, and answers) or reads every token from
     /// the store.
     async fn after_a_loss(&self, con: &mut Connection, names: &Names) {
-        let age = self
-            .bounded(
-                names
-                    .scripts
-                    .epoch_age
-                    .key(&names.epoch_key)
-                    .invoke_async::<i64>(con),
-            )
-            .await;
-        let wait = match age {
-            Ok(age) if age >= 0 => WATCH_TTL.saturating_sub(Duration::from_millis(age as u64)),
-            _ => WATCH_TTL,
+        let wait = match self.epoch_age(con, names).await {
+            Ok(age) => WATCH_TTL.saturating_sub(age),
+            Err(_) => WATCH_TTL,
         };
         if !wait.is_zero() {
             tracing::info!(

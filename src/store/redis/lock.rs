@@ -238,6 +238,24 @@ impl ChainKeeper for RedisChain<'_> {
         self.news.is_some() && self.hears_news
     }
 
+    fn sending(&self, generation: u64) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let Some((channel, account)) = &self.news else {
+                return Ok(());
+            };
+            let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;
+            let mut publish = redis::cmd("PUBLISH");
+            publish
+                .arg(channel)
+                .arg(format!("chain-saved {account} {generation}"));
+            self.store
+                .bounded(publish.query_async::<i64>(&mut con))
+                .await
+                .map(drop)
+                .map_err(|e| self.failed(e))
+        })
+    }
+
     fn load(&self) -> BoxFuture<'_, Result<Option<ChainRecord>, String>> {
         Box::pin(async move {
             let mut con = self.store.connection().await.map_err(|e| self.failed(e))?;

@@ -34,6 +34,10 @@ use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
 /// account's token from memory (each request reads the store).
 const WATCH_TTL: Duration = Duration::from_millis(1500);
 
+/// How long the store's epoch (what tells a Redis that lost its data from
+/// the one before) lives after the last beat of any replica.
+const EPOCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Shares tokens among the replicas of a service through Redis, with feature
 /// `redis`. The Redis may be one server ([`new`](RedisStore::new)), a Redis
 /// Cluster ([`cluster`](RedisStore::cluster), feature `redis-cluster`), or the

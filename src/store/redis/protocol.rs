@@ -191,10 +191,12 @@ impl RedisStore {
             }
         })?;
         let chain_sealer = sealer.beside(chain_identity.encoded());
-        match record.and_then(|v| self.open(&chain_sealer, &key, &v)) {
-            Some(record) => {
-                chain.adopt(&ChainRecord::from_bytes(record));
-            }
+        let record = record.and_then(|v| self.open(&chain_sealer, &key, &v));
+        match record.map(ChainRecord::from_bytes) {
+            // Read while the replica hears the news: no write since is
+            // missed, and this copy may be written back after a loss.
+            Some(record) if chain.adopt(&record) => chain.synced(ctx.hears_news),
+            Some(_) => {}
             // Redis lost a chain that was there (and is written back).
             None if locked == 0 && chain.was_stored() => {
                 if let Lost::Wait = chain.lost_by_store(ctx.hears_news) {

@@ -119,14 +119,16 @@ return redis.call("GET", KEYS[2])
 "#;
 
 /// How long ago the store's epoch `KEYS[1]` began, in ms by Redis's clock;
-/// -1 without one.
+/// without one (a Redis that lost its data, before any replica's beat), it
+/// begins now, as `ARGV[1]`, for `ARGV[2]` ms, and the answer is 0.
 const EPOCH_AGE: &str = r#"
-local epoch = redis.call("GET", KEYS[1])
-if not epoch then
-    return -1
-end
 local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local epoch = redis.call("GET", KEYS[1])
+if not epoch then
+    redis.call("SET", KEYS[1], ARGV[1] .. " " .. now, "PX", ARGV[2])
+    return 0
+end
 local born = tonumber(string.match(epoch, " (%d+)$")) or 0
 return now - born
 "#;

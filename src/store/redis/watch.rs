@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::accounts::Names;
 use super::connection::Connection;
 use super::scripts::Scripts;
-use super::{RedisStore, WATCH_TTL};
+use super::{RedisStore, EPOCH_TTL, WATCH_TTL};
 use crate::store::{AccountEvent, AccountWatcher};
 use crate::support::random::random_hex;
 
@@ -25,10 +25,6 @@ const HEARTBEAT: Duration = Duration::from_millis(250);
 /// What a replica takes off its own listing's end, for clocks that do not
 /// run at quite the same rate: it stops presenting before Redis drops it.
 const HEARING_MARGIN: Duration = Duration::from_millis(100);
-
-/// How long the store's epoch (what tells a Redis that lost its data from
-/// the one before) lives after the last beat of any replica.
-const EPOCH_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The least time the watch's own operations (its heartbeat, its answers)
 /// are given, whatever the store's timeout: they hold up no request.
@@ -253,9 +249,22 @@ async fn hear(
         }
     }
     // Whether every word up to the end was heard: the listing had not run
-    // out when the subscription ended.
+    // out when the subscription ended, and Redis, asked once more, is gone
+    // (or came back with a new epoch). A subscription that ended while
+    // Redis lived on (a proxy, a killed client) hears no writes from then
+    // on: after a later loss, the chains are not kept.
     let until = *heard.lock().unwrap_or_else(PoisonError::into_inner);
-    rejoin.heard_to_the_end = until.is_some_and(|until| until > Instant::now());
+    let in_time = until.is_some_and(|until| until > Instant::now());
+    rejoin.heard_to_the_end = in_time && {
+        // (Read, not beaten: this replica no longer answers sign-outs.)
+        let mut get = redis::cmd("GET");
+        get.arg(&names.epoch_key);
+        let asked = get.query_async::<Option<String>>(&mut con);
+        match tokio::time::timeout(names.timeout.max(WATCH_OP_TIMEOUT), asked).await {
+            Ok(Ok(epoch)) => rejoin.epoch != epoch,
+            _ => true,
+        }
+    };
 }
 
 /// Passes `event` to the watchers still there; those whose layer is gone

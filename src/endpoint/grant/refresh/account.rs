@@ -15,11 +15,6 @@ use crate::error::{TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::params::AccountDigest;
 
-/// How far a sign-out moves its chain's generation: past any number of
-/// rotations a replica's copy may lag behind, so that its record wins over
-/// every record written before it, whichever replica reads the two.
-const SIGN_OUT_STEP: u64 = 1 << 32;
-
 /// What takes a callback's pending login from where it is kept, checks the
 /// callback against it, and gives its code.
 pub(crate) type TakeCode = Box<dyn FnOnce() -> BoxFuture<'static, Result<Code, TokenError>> + Send>;
@@ -140,10 +135,8 @@ impl Chain {
         self.replace("");
         let mut state = self.state();
         state.dead = Some(super::Ended::SignedOut);
-        // Above every rotation this replica may not have seen (a store
-        // that lost its last writes, a copy older than another replica's):
-        // a sign-out outranks what came before it, wherever it was made.
-        state.gen = state.gen.saturating_add(SIGN_OUT_STEP);
+        // Above every login this replica may not have seen, too.
+        state.gen = state.gen.saturating_add(super::SIGN_OUT_STEP);
         live
     }
 

@@ -77,7 +77,11 @@ impl Chain {
     /// What to do with this copy, now that the store no longer holds the
     /// chain (`hears`: the replica hears the store's news now).
     pub(crate) fn lost_by_store(&self, hears: bool) -> Lost {
-        let gen = self.state().gen;
+        // The generation this copy's record has, written or about to be.
+        let gen = {
+            let state = self.state();
+            state.gen + u64::from(state.unsaved)
+        };
         let mut news = self.news();
         let newest_here = news.vouched && gen >= news.heard;
         if newest_here && hears {
@@ -99,6 +103,17 @@ impl Chain {
     /// Whether the news told of a write of this chain.
     pub(crate) fn heard_of_any(&self) -> bool {
         self.news().heard > 0
+    }
+
+    /// The generation the chain's record will have once the answer to a
+    /// refresh sent now is stored.
+    pub(crate) fn next_generation(&self) -> u64 {
+        self.state().gen + 1
+    }
+
+    /// The newest generation the news told of.
+    pub(super) fn heard_gen(&self) -> u64 {
+        self.news().heard
     }
 
     /// The chain as a store keeps it.
