@@ -240,8 +240,9 @@ mod on_redis {
     }
 
     /// A's refresh of alice's chain is out at the server (answered 1.5 s
-    /// late) when Redis restarts empty. B's copy is the one A read, and the
-    /// news told B that a newer one is coming: B sends nothing and waits,
+    /// late) when Redis restarts empty. B's copy is the one A read (B wrote
+    /// it), and the news told B that a newer one is coming: B sends nothing
+    /// and waits,
     /// A writes its answer back, and both serve alice again; no refresh
     /// token is ever sent twice.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -272,6 +273,11 @@ mod on_redis {
             b.token_for(&alice).await.unwrap();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // B makes the last rotation before (its copy is the newest, and it
+        // knows so), and A takes its token from the store.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        b.token_for(&alice).await.unwrap();
+        a.token_for(&alice).await.unwrap();
         // Her token runs out; A's refresh is answered 1.5 s late.
         tokio::time::sleep(Duration::from_millis(2100)).await;
         server.delay_tokens(Duration::from_millis(1500));
