@@ -29,9 +29,10 @@ pub(crate) trait ChainKeeper: Send + Sync {
     /// written under is no longer this process's ([`Saved::Fenced`]).
     fn save<'a>(&'a self, record: &'a ChainRecord) -> BoxFuture<'a, Result<Saved, String>>;
     /// Whether the replica hears the store's news of every chain write
-    /// (and tells it with each of its own): then a copy read or written
-    /// here is known to be the newest there is, until the news tells of a
-    /// newer one, and may be written back to a store that lost it.
+    /// (and tells it with each of its own, and of each refresh it sends):
+    /// then a copy read or written here is the newest the replica knows of
+    /// until the news tells of a newer one, and may be written back to a
+    /// store that lost it.
     ///
     /// Default: no news, and no copy written back.
     fn hears_news(&self) -> bool {

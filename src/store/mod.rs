@@ -544,15 +544,17 @@ pub enum AccountEvent<'a> {
     /// from here until it is read again: a rotation made meanwhile may have
     /// been missed.
     Reread,
-    /// The store lost what it held (it restarted empty, or was flushed)
-    /// while this replica heard its news up to the loss: keep the
-    /// accounts' chains and drop their tokens. A chain whose copy here is
-    /// the newest the news told of is written back by its next token
-    /// request, and the account's links to who signed in with it.
+    /// The store lost what it held (it restarted empty, or was flushed),
+    /// and this replica heard its news until its subscription ended, when
+    /// the store was gone: keep the accounts' chains and drop their tokens.
+    /// A chain whose copy here is the newest the news told of is written
+    /// back by its next token request, and the account's links to who
+    /// signed in with it.
     StoreLost,
     /// The account's chain was written to the store (on any replica) with
-    /// this generation: a copy here that is older is not the one to write
-    /// back, should the store lose it.
+    /// this generation, or a refresh went out whose answer will have it: a
+    /// copy here that is older is not the one to write back, should the
+    /// store lose it.
     ChainSaved(&'a str, u64),
     /// The store hears the news at least until this instant: a sign-out
     /// on another replica waits for this one's word until then, and no
