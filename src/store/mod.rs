@@ -60,6 +60,8 @@ pub struct FetchContext<'a> {
     pub(crate) chain: Option<&'a Chain>,
     pub(crate) chain_identity: Option<&'a TokenIdentity>,
     /// Whether the replica hears the store's news of accounts' chains now.
+    /// (Read by `RedisStore`, behind its feature.)
+    #[allow(dead_code)]
     pub(crate) hears_news: bool,
 }
 

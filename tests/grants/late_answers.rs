@@ -142,6 +142,7 @@ async fn two_layers_on_one_file_wait_for_a_late_answer_and_share_it() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
     use support::redis_server::{missing, RedisServer};

@@ -76,6 +76,7 @@ async fn a_token_file_removed_makes_no_process_send_an_old_refresh_token() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
     use support::redis_server::{missing, RedisServer};
