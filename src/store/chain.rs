@@ -129,6 +129,8 @@ where
     // Another process's rotation is read again once, before the chain is
     // declared dead. A chain with a login logs in when it has no refresh
     // token, once a fetch at most.
+    // The generation the news was told a refresh's answer would have.
+    let mut told = 0;
     let outcome = async {
         let mut looked_again = false;
         let mut logged_in = false;
@@ -140,15 +142,14 @@ where
                 chain.to_send()?
             };
             if let (Some(keeper), false) = (keeper, sent.is_empty()) {
-                keeper
-                    .sending(chain.next_generation())
-                    .await
-                    .map_err(|why| {
-                        TokenError::new(TokenErrorKind::Transport).with_message(format!(
-                            "the other replicas could not be told that a refresh is under way \
+                let generation = chain.next_generation();
+                told = told.max(generation);
+                keeper.sending(generation).await.map_err(|why| {
+                    TokenError::new(TokenErrorKind::Transport).with_message(format!(
+                        "the other replicas could not be told that a refresh is under way \
                              ({why}); nothing was sent"
-                        ))
-                    })?;
+                    ))
+                })?;
             }
             let mut client_gone = false;
             let error = match fetch().await {
@@ -224,6 +225,7 @@ where
     }
     .await;
     if let Some(keeper) = keeper {
+        chain.reach(told);
         save(chain, keeper).await?;
     }
     outcome
@@ -244,8 +246,11 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError>
                 return Ok(());
             }
             Ok(Saved::Fenced) => {
-                // A sign-out is not done until it is stored: it runs again.
-                chain.sign_out_again();
+                // A sign-out is not done until it is stored: it runs again,
+                // unless a newer login stands there.
+                if let Ok(stored) = keeper.load().await {
+                    chain.sign_out_again(stored.as_ref());
+                }
                 tracing::error!(
                     "the store's lock on the refresh-token chain ran out while this process \
                      refreshed (it stalled, or the store did not answer): nothing is written \
@@ -456,6 +461,53 @@ mod tests {
         let stored = RefreshToken::new("rt-1").chain;
         stored.adopt(&kept.load().await.unwrap().unwrap());
         assert!(stored.is_signed_out());
+    }
+
+    /// A sign-out fenced off by a newer login stored meanwhile does not run
+    /// again: that login stands.
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_off_sign_out_leaves_a_newer_login_standing() {
+        let chain = RefreshToken::new("rt-1").chain;
+        let kept = Kept::default();
+        let elsewhere = RefreshToken::new("rt-1").chain;
+        elsewhere.replace("a-new-login");
+        chain.begin_sign_out();
+        kept.fenced.store(1, Ordering::SeqCst);
+        let outcome = refresh(&chain, Some(&kept), || async {
+            *kept.record.lock().unwrap() = Some(elsewhere.record().as_bytes().to_vec());
+            if chain.take_sign_out() {
+                chain.sign_out();
+            }
+            Err::<(), _>(TokenError::new(TokenErrorKind::LoginRequired))
+        })
+        .await;
+        assert!(outcome.is_err());
+        assert!(!chain.is_signing_out(), "the newer login stands");
+        let stored = RefreshToken::new("rt-1").chain;
+        stored.adopt(&kept.load().await.unwrap().unwrap());
+        assert_eq!(stored.current(), "a-new-login");
+    }
+
+    /// A refresh whose answer the news was told to expect (its generation)
+    /// reaches it in the store, even when it brought nothing new: the
+    /// store never stays behind what the replicas heard.
+    #[tokio::test(start_paused = true)]
+    async fn a_refresh_that_failed_still_stores_the_generation_it_told() {
+        let chain = RefreshToken::new("rt-1").chain;
+        let kept = Kept::default();
+        let first = chain.record();
+        chain.saved(&first);
+        *kept.record.lock().unwrap() = Some(first.as_bytes().to_vec());
+        let told = chain.next_generation();
+        let unavailable = || async {
+            chain.to_send()?;
+            Err::<(), _>(TokenError::new(TokenErrorKind::Status))
+        };
+        refresh(&chain, Some(&kept), unavailable).await.unwrap_err();
+        let stored = kept.load().await.unwrap().unwrap();
+        assert_eq!(stored.generation(), told);
+        assert_eq!(chain.to_send().unwrap(), "rt-1", "the same refresh token");
+        assert!(!chain.unsaved());
     }
 
     #[tokio::test]

@@ -176,6 +176,8 @@ pub(crate) struct Chain {
     /// The account signs out at the next token request, which revokes the
     /// refresh token the store holds by then.
     signing_out: AtomicBool,
+    /// The login the last sign-out here ended, until its record is stored.
+    signed_out_of: Mutex<String>,
     /// Another replica's news may have changed the chain (a sign-out, or a
     /// break in the news): the next token request reads the stored chain
     /// before anything else.
@@ -306,6 +308,7 @@ impl Chain {
             callbacks: Mutex::new(Vec::new()),
             refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
+            signed_out_of: Mutex::default(),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
             news: Mutex::default(),
@@ -328,6 +331,7 @@ impl Chain {
             callbacks: Mutex::new(Vec::new()),
             refreshed_id_token: Mutex::new(None),
             signing_out: AtomicBool::new(false),
+            signed_out_of: Mutex::default(),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
             news: Mutex::default(),

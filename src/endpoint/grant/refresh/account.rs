@@ -9,8 +9,8 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use super::Chain;
 use super::Code;
+use super::{Chain, ChainRecord};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::params::AccountDigest;
@@ -132,6 +132,11 @@ impl Chain {
     /// held, if it was live, for revoking.
     pub(crate) fn sign_out(&self) -> Option<String> {
         let live = self.to_send().ok();
+        let login = self.state().login.clone();
+        *self
+            .signed_out_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = login;
         self.replace("");
         let mut state = self.state();
         state.dead = Some(super::Ended::SignedOut);
@@ -142,11 +147,21 @@ impl Chain {
 
     /// The sign-out's write was fenced off (another replica wrote the
     /// chain after this one read it, while this one stalled): it begins
-    /// again, on the chain the store holds now, whose refresh token is the
-    /// one to revoke. A chain that is not an unsaved sign-out is left.
-    pub(crate) fn sign_out_again(&self) {
+    /// again, on the chain the store holds now (`stored`), whose refresh
+    /// token is the one to revoke, when that is still the login it ended
+    /// (rotated since) or none. A newer login there stands, and the
+    /// sign-out is over. A chain that is not an unsaved sign-out is left.
+    pub(crate) fn sign_out_again(&self, stored: Option<&ChainRecord>) {
+        let ended = self
+            .signed_out_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let newer_login = stored
+            .and_then(Self::read)
+            .is_some_and(|stored| stored.login != ended && stored.dead.is_none());
         let mut state = self.state();
-        if state.dead != Some(super::Ended::SignedOut) || !state.unsaved {
+        if state.dead != Some(super::Ended::SignedOut) || !state.unsaved || newer_login {
             return;
         }
         // Blank, so that it takes whatever the store holds.

@@ -80,7 +80,7 @@ impl Chain {
         // The generation this copy's record has, written or about to be.
         let gen = {
             let state = self.state();
-            state.gen + u64::from(state.unsaved)
+            state.gen.saturating_add(u64::from(state.unsaved))
         };
         let mut news = self.news();
         let newest_here = news.vouched && gen >= news.heard;
@@ -108,7 +108,17 @@ impl Chain {
     /// The generation the chain's record will have once the answer to a
     /// refresh sent now is stored.
     pub(crate) fn next_generation(&self) -> u64 {
-        self.state().gen + 1
+        self.state().gen.saturating_add(1)
+    }
+
+    /// A refresh went out whose answer was told to have `generation`: the
+    /// chain's next write reaches it, whatever the answer (none, an error,
+    /// the same refresh token), so that the store holds what the news told.
+    pub(crate) fn reach(&self, generation: u64) {
+        let mut state = self.state();
+        if state.gen.saturating_add(u64::from(state.unsaved)) < generation {
+            state.unsaved = true;
+        }
     }
 
     /// The newest generation the news told of.
@@ -124,7 +134,7 @@ impl Chain {
         map.insert("login".into(), state.login.clone().into());
         map.insert("login_at".into(), state.login_at.into());
         // The generation this record will have once stored.
-        let gen = state.gen + u64::from(state.unsaved);
+        let gen = state.gen.saturating_add(u64::from(state.unsaved));
         map.insert("gen".into(), gen.into());
         map.insert("seq".into(), state.seq.into());
         if !state.issuer.is_empty() {
@@ -217,7 +227,7 @@ impl Chain {
 
     /// A stored record, checked as an answer is: anything else counts as
     /// no record.
-    fn read(record: &ChainRecord) -> Option<State> {
+    pub(super) fn read(record: &ChainRecord) -> Option<State> {
         let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&record.0) else {
             return None;
         };
