@@ -255,13 +255,15 @@ impl Accounts {
     /// Each account with a slot in memory, once: its id, and its factory.
     pub(crate) fn held(&self) -> Vec<(String, Arc<SlotFactory>)> {
         let mut held: Vec<(String, Arc<SlotFactory>)> = Vec::new();
+        // By the factory's address: one look each, however many accounts.
+        let mut seen = std::collections::HashSet::new();
         for shard in self.shards.iter() {
             let shard = shard.read().unwrap_or_else(PoisonError::into_inner);
             for (params, entry) in shard.iter() {
                 let Some(account) = params.get_account() else {
                     continue;
                 };
-                if !held.iter().any(|(_, f)| Arc::ptr_eq(f, &entry.factory)) {
+                if seen.insert(Arc::as_ptr(&entry.factory)) {
                     held.push((account.to_owned(), Arc::clone(&entry.factory)));
                 }
             }

@@ -126,11 +126,11 @@ where
             }
         }
     }
+    // The generation the news was told a refresh's answer would have.
+    let mut told = 0;
     // Another process's rotation is read again once, before the chain is
     // declared dead. A chain with a login logs in when it has no refresh
     // token, once a fetch at most.
-    // The generation the news was told a refresh's answer would have.
-    let mut told = 0;
     let outcome = async {
         let mut looked_again = false;
         let mut logged_in = false;
