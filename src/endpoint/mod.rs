@@ -4,6 +4,8 @@
 //!
 //! - The request and its answer:
 //!   - `request`: one token request, and the few sent again at once;
+//!   - `requests`: where a layer's requests come from (configured, or made
+//!     from metadata);
 //!   - `spec`: what every request of a layer is made of;
 //!   - `prepared`: the parts made from the credential;
 //!   - `answer`: reading the response, and the checks every token passes;
@@ -15,23 +17,25 @@
 //!   JWT-bearer, token exchange, and the refresh token with its chain.
 //!   A person's login, which begins a chain, is `crate::login`, above this
 //!   folder: it wraps the token request.
-//! - `jwks`: a server's signing keys, and a JWT it signed checked with them.
 //! - `discovery`: the endpoint and client authentication, from an issuer's RFC
-//!   8414 metadata.
+//!   8414 metadata; `server`: what that metadata says ([`ServerMetadata`]).
 //! - `resource`: the server, `resource` and scopes, from a protected resource's
 //!   RFC 9728 metadata.
-//! - `transport/`: what carries the request, reqwest or any Tower service. Also
-//!   the built-in transport's TLS and proxy settings.
+//!
+//! What carries the request is `crate::transport`, below this folder; a
+//! server's signing keys and the JWTs it signs (ID tokens, logout tokens)
+//! are OpenID Connect's, in `crate::login`.
 
 mod answer;
 mod client_auth;
 mod discovery;
 mod grant;
-pub(crate) mod jwks;
 mod prepared;
 mod redact;
 mod request;
+mod requests;
 mod resource;
+mod server;
 mod spec;
 mod url;
 
@@ -40,7 +44,7 @@ pub(crate) use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
 pub use self::client_auth::{
     ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, JWT_BEARER_ASSERTION_TYPE,
 };
-pub use self::discovery::ServerMetadata;
+pub use self::server::ServerMetadata;
 pub use self::grant::id_jag::IdentityAssertion;
 pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
 pub use self::grant::refresh::RefreshToken;
@@ -55,7 +59,7 @@ pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretS
 pub(crate) use self::client_auth::{
     check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
 };
-pub(crate) use self::discovery::{Discovery, SharedMetadata};
+pub(crate) use self::discovery::{get_json, Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
     account_login_required, answered_id_token, answered_refresh_token,
@@ -65,7 +69,8 @@ pub(crate) use self::grant::refresh::{
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::redact::Redactor;
-pub(crate) use self::request::{Requests, TokenRequest};
+pub(crate) use self::request::TokenRequest;
+pub(crate) use self::requests::Requests;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub use self::spec::PushedAuthorization;
 pub(crate) use self::spec::{RequestSpec, RequestTarget};

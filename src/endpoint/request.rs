@@ -227,37 +227,6 @@ impl TokenRequest {
     }
 }
 
-/// Where a layer's token requests come from: one configured, or the one an
-/// issuer's or a protected resource's metadata makes (read when first
-/// needed, and again when it moved).
-#[derive(Clone, Debug)]
-pub(crate) enum Requests {
-    Direct(Arc<TokenRequest>),
-    Discovered(Arc<crate::endpoint::Discovery>),
-    Resource(Arc<crate::endpoint::ResourceSource>),
-}
-
-impl Requests {
-    /// The token request as it stands now, its metadata read if need be.
-    pub(crate) async fn token_request(&self) -> Result<Arc<TokenRequest>, TokenError> {
-        match self {
-            Requests::Direct(request) => Ok(Arc::clone(request)),
-            Requests::Discovered(discovery) => discovery.token_request().await,
-            Requests::Resource(source) => source.token_request().await,
-        }
-    }
-
-    /// One token request of the grant, with what each way does when it
-    /// fails (the metadata read again).
-    pub(crate) fn fetch(&self) -> BoxFuture<'_, Result<AccessToken, TokenError>> {
-        match self {
-            Requests::Direct(request) => request.fetch(),
-            Requests::Discovered(discovery) => discovery.fetch(),
-            Requests::Resource(source) => source.fetch(),
-        }
-    }
-}
-
 impl TokenRequest {
     /// One token request, and its answer read (the
     /// [`TokenSource`](crate::TokenSource) of a layer with a token URL).

@@ -39,8 +39,6 @@ pub(crate) struct RequestSpec {
     /// Plain `http` to a non-loopback host is allowed (for a discovered
     /// endpoint too).
     pub(crate) allow_insecure_http: bool,
-    /// The servers' signing keys, for ID tokens and logout tokens.
-    pub(crate) key_sets: Arc<crate::endpoint::jwks::KeySets>,
     /// How far an ID token's or logout token's `iat` and `exp` may be off.
     pub(crate) id_token_skew: std::time::Duration,
     /// When a login pushes its authorization request (RFC 9126).

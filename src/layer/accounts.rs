@@ -11,7 +11,7 @@ use crate::endpoint::{Chain, HandedCallback, TakeCode};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{
     finish_web_login as finish, foreign_callback as foreign, state_of, Identity, Pending,
-    PENDING_LOGIN_TTL,
+    ServerLogin, PENDING_LOGIN_TTL,
 };
 use crate::slots::factory::SlotFactory;
 use crate::token::params::{account_digest, TokenParams};
@@ -62,7 +62,7 @@ impl OAuthLayer {
         let factory = self.account_factory(&probe)?;
         let request = factory.login_request().await?;
         let digest = account_digest(account.as_ref());
-        let begun = request
+        let begun = ServerLogin::new(&request, &factory.key_sets)
             .begin_web_login(&digest, redirect_uri.as_ref())
             .await?;
         let key = factory.pending_login_key(&begun.state);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::OAuthLayer;
 use crate::cache::TokenCache;
 use crate::error::{TokenError, TokenErrorKind};
-use crate::login::{session_digest, Identity, LogoutClaims};
+use crate::login::{session_digest, Checks, Identity, LogoutClaims, ServerLogin};
 use crate::token::params::{account_digest, TokenParams};
 
 /// The longest a read of the store for an identity waits.
@@ -86,7 +86,8 @@ impl OAuthLayer {
         let cache = self.cache_for(&probe)?;
         let identity = read_identity(&cache).await.ok().flatten();
         let hint = identity.as_ref().map(Identity::id_token);
-        let url = request.end_session_url(hint, post_logout_redirect_uri.as_ref())?;
+        let url = ServerLogin::new(&request, &factory.key_sets)
+            .end_session_url(hint, post_logout_redirect_uri.as_ref())?;
         self.sign_out(account.as_ref()).await?;
         Ok(url)
     }
@@ -142,7 +143,11 @@ impl OAuthLayer {
             return Err(TokenError::new(TokenErrorKind::Configuration)
                 .with_message("a back-channel logout needs the server's metadata"));
         };
-        let claims = request
+        let checks = Checks {
+            request: &request,
+            keys: &root.key_sets,
+        };
+        let claims = checks
             .verified_logout_token(server, logout_token.as_ref(), &request.spec.client_id)
             .await?;
         let issuer = server.issuer.clone();

@@ -8,11 +8,10 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Method};
 use serde_json::{json, Value};
 
-use super::failed;
+use super::{failed, ServerLogin};
 use crate::endpoint::Chain;
 use crate::endpoint::LoginClient;
 use crate::endpoint::ServerMetadata;
-use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError};
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -28,7 +27,7 @@ pub(super) struct Registration<'a> {
     pub(super) grant_types: &'a [&'a str],
 }
 
-impl TokenRequest {
+impl ServerLogin<'_> {
     /// The client id of a login at `server`: configured, kept from an
     /// earlier registration, a metadata document's URL, or registered now.
     pub(super) async fn login_client(
@@ -38,8 +37,8 @@ impl TokenRequest {
         metadata_url: Option<&str>,
         registration: Registration<'_>,
     ) -> Result<String, TokenError> {
-        if !self.spec.client_id.is_empty() {
-            return Ok(self.spec.client_id.clone());
+        if !self.request.spec.client_id.is_empty() {
+            return Ok(self.request.spec.client_id.clone());
         }
         if let Some(client) = chain.client_at(&server.issuer) {
             return Ok(client.id);
@@ -85,7 +84,7 @@ impl TokenRequest {
         let url = crate::endpoint::checked_url(
             "registration_endpoint",
             endpoint,
-            self.spec.allow_insecure_http,
+            self.request.spec.allow_insecure_http,
         )
         .map_err(|e| failed(e.to_string()))?;
         let mut response_types = Vec::new();
@@ -113,6 +112,7 @@ impl TokenRequest {
             .insert(ACCEPT, HeaderValue::from_static("application/json"));
         let refused = |why: String| failed(format!("the registration at `{url}` {why}"));
         let response = self
+            .request
             .spec
             .transport
             .send(request, MAX_RESPONSE_BODY)

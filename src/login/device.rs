@@ -8,9 +8,8 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
-use super::{failed, Answered, DevicePrompt, Prompt};
+use super::{failed, Answered, DevicePrompt, Prompt, ServerLogin};
 use crate::endpoint::ServerMetadata;
-use crate::endpoint::TokenRequest;
 use crate::error::{clip, TokenError, TokenErrorKind};
 
 /// The device code grant's `grant_type` (RFC 8628 section 3.4).
@@ -31,7 +30,7 @@ const MAX_TEXT: usize = 2048;
 /// A device login at `server`: the codes, the prompt, the polls until
 /// `deadline` or the code's end.
 pub(super) async fn log_in(
-    request: &TokenRequest,
+    login: &ServerLogin<'_>,
     server: &ServerMetadata,
     prompt: &Prompt,
     scope: Option<&str>,
@@ -47,15 +46,15 @@ pub(super) async fn log_in(
     let url = crate::endpoint::checked_url(
         "device_authorization_endpoint",
         endpoint,
-        request.spec.allow_insecure_http,
+        login.request.spec.allow_insecure_http,
     )
     .map_err(|e| failed(e.to_string()))?;
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     if let Some(scope) = scope {
         pairs.push(("scope", scope));
     }
-    pairs.extend(request.resources().into_iter().map(|r| ("resource", r)));
-    let answer = request.client_post(&url, &pairs).await?;
+    pairs.extend(login.resources().into_iter().map(|r| ("resource", r)));
+    let answer = login.client_post(&url, &pairs).await?;
     let codes = Codes::read(&answer)?;
     let expires_at = (Instant::now() + codes.prompt.expires_in).min(deadline);
     let shown = DevicePrompt {
@@ -75,7 +74,7 @@ pub(super) async fn log_in(
             ));
         }
         tokio::time::sleep(interval).await;
-        let polled = request
+        let polled = login
             .login_token(
                 DEVICE_CODE_GRANT_TYPE,
                 &[("device_code", &codes.device_code)],

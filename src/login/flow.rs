@@ -14,16 +14,15 @@ use super::authorization::{
 };
 use super::client::Registration;
 use super::listener::Listener;
-use super::{device, failed, Answered, Login, Way, DEFAULT_USER_AGENT_REDIRECT};
+use super::{device, failed, Answered, Login, ServerLogin, Way, DEFAULT_USER_AGENT_REDIRECT};
 use crate::endpoint::ServerMetadata;
-use crate::endpoint::TokenRequest;
 use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
 
-impl TokenRequest {
+impl ServerLogin<'_> {
     /// A person's login, `login`, at the server this request's metadata
     /// names; its refresh token (if any) begins `chain` anew. The access
     /// token.
@@ -32,7 +31,7 @@ impl TokenRequest {
         chain: &Chain,
         login: &Login,
     ) -> Result<AccessToken, TokenError> {
-        let Some(server) = self.target.server.as_deref() else {
+        let Some(server) = self.request.target.server.as_deref() else {
             return Err(failed(
                 "a login needs the authorization server's metadata, for its \
                  authorization_endpoint: configure the layer with issuer or protected_resource",
@@ -60,7 +59,8 @@ impl TokenRequest {
                 let scope = scope.as_deref();
                 let answered = device::log_in(self, server, prompt, scope, deadline).await?;
                 // The device grant sends no nonce.
-                self.with_identity(server, answered, &client_id, scope, None)
+                self.checks()
+                    .with_identity(server, answered, &client_id, scope, None)
                     .await?
             }
             way => {
@@ -125,7 +125,8 @@ impl TokenRequest {
             state: &secrets.state,
             issuer: &server.issuer,
             // The FAPI 2.0 profile requires it of every response.
-            iss_required: server.authorization_response_iss_parameter_supported || self.spec.fapi2,
+            iss_required: server.authorization_response_iss_parameter_supported
+                || self.request.spec.fapi2,
         };
         // The browser's listener first: its port is in the redirect URI a
         // registration names.
@@ -154,7 +155,7 @@ impl TokenRequest {
             redirect_uri: &redirect_uri,
             scope,
             resources: self.resources(),
-            dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+            dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
         let code = match (way, listener) {
@@ -207,7 +208,8 @@ impl TokenRequest {
             .login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
             .await?;
         let nonce = Some(secrets.nonce.as_str());
-        self.with_identity(server, answered, &client_id, scope, nonce)
+        self.checks()
+            .with_identity(server, answered, &client_id, scope, nonce)
             .await
     }
 
@@ -221,7 +223,7 @@ impl TokenRequest {
         server: &ServerMetadata,
         login: &Login,
     ) -> Result<Listener, TokenError> {
-        let kept = match (&login.redirect_uri, self.spec.client_id.is_empty()) {
+        let kept = match (&login.redirect_uri, self.request.spec.client_id.is_empty()) {
             (None, true) => chain.kept_redirect_uri(&server.issuer),
             _ => None,
         };
@@ -246,7 +248,7 @@ impl TokenRequest {
     /// Whether the chain kept a client of its own for `server` (not one
     /// configured), now forgotten so that the login registers anew.
     fn kept_client_forgotten(&self, chain: &Chain, server: &ServerMetadata) -> bool {
-        self.spec.client_id.is_empty() && chain.forget_client(&server.issuer)
+        self.request.spec.client_id.is_empty() && chain.forget_client(&server.issuer)
     }
 
     /// The scope a login asks for: the request's, with what the chain's
@@ -259,6 +261,7 @@ impl TokenRequest {
         // `unlisted_scopes`); the configured ones always go.
         let unlisted = self.unlisted_scopes(server);
         let mut scopes: Vec<&str> = self
+            .request
             .target
             .scope()
             .unwrap_or_default()
@@ -287,13 +290,14 @@ impl TokenRequest {
     /// so that an API cannot steer a person's login toward a scope of the
     /// server's that is not its own. The app's own scopes always go.
     pub(crate) fn unlisted_scopes(&self, server: &ServerMetadata) -> Vec<&str> {
-        let Some(chain) = self.spec.login_chain() else {
+        let Some(chain) = self.request.spec.login_chain() else {
             return Vec::new();
         };
         if server.scopes_supported.is_empty() {
             return Vec::new();
         }
-        self.target
+        self.request
+            .target
             .scope()
             .unwrap_or_default()
             .split_whitespace()
@@ -305,7 +309,8 @@ impl TokenRequest {
 
     /// The `resource` parameters of this request (RFC 8707).
     pub(super) fn resources(&self) -> Vec<&str> {
-        self.target
+        self.request
+            .target
             .params
             .iter()
             .filter(|(name, _)| name == "resource")
@@ -324,19 +329,22 @@ impl TokenRequest {
         pairs: &[(&str, &str)],
         secrets: &[&str],
     ) -> Result<Answered, TokenError> {
-        let prepared = self.prepared();
+        let prepared = self.request.prepared();
         let mut nonce_retried = false;
         loop {
-            let transport = &*self.spec.transport;
+            let transport = &*self.request.spec.transport;
             let (body, mut sent) = prepared
                 .login_body(Some(grant_type), pairs, transport)
                 .await?;
             sent.secrets.extend(secrets.iter().map(|s| (*s).to_owned()));
             let sent_at = Instant::now();
-            let request = self.post(&prepared, &self.target.url, body, true).await?;
+            let request = self
+                .request
+                .post(&prepared, &self.request.target.url, body, true)
+                .await?;
             let response = transport.send(request, MAX_RESPONSE_BODY).await?;
-            if let Some(dpop) = &self.spec.dpop {
-                dpop.remember_from(&self.target.url, response.headers());
+            if let Some(dpop) = &self.request.spec.dpop {
+                dpop.remember_from(&self.request.target.url, response.headers());
             }
             let redactor = prepared.redactor.and(&sent.secrets);
             let (refresh, id_token) = if response.status().is_success() {
@@ -347,7 +355,7 @@ impl TokenRequest {
             };
             match read(&response, &redactor) {
                 Ok(mut token) => {
-                    self.check_token_type(&token)?;
+                    self.request.check_token_type(&token)?;
                     token.sent_at = Some(sent_at);
                     return Ok(Answered {
                         token,
@@ -356,7 +364,7 @@ impl TokenRequest {
                         identity: None,
                     });
                 }
-                Err(e) if !nonce_retried && self.asks_for_nonce(&e) => nonce_retried = true,
+                Err(e) if !nonce_retried && self.request.asks_for_nonce(&e) => nonce_retried = true,
                 Err(e) => return Err(e),
             }
         }
@@ -387,11 +395,11 @@ impl TokenRequest {
         pairs: &[(&str, &str)],
         secrets: &[&str],
     ) -> Result<http::Response<Bytes>, TokenError> {
-        let prepared = self.prepared();
-        let transport = &*self.spec.transport;
+        let prepared = self.request.prepared();
+        let transport = &*self.request.spec.transport;
         let (body, mut sent) = prepared.login_body(None, pairs, transport).await?;
         sent.secrets.extend(secrets.iter().map(|s| (*s).to_owned()));
-        let request = self.post(&prepared, url, body, false).await?;
+        let request = self.request.post(&prepared, url, body, false).await?;
         let response = transport.send(request, MAX_RESPONSE_BODY).await?;
         let status = response.status();
         if status.is_success() {

@@ -35,6 +35,7 @@ mod web;
 
 pub use self::oidc::Identity;
 pub(crate) use self::oidc::{logout_refused, session_digest, LogoutClaims, MAX_LOGOUT_VALID_FOR};
+pub(crate) use self::oidc::{Checks, KeySets};
 pub(crate) use self::person::Person;
 pub use self::status::{LoginState, LoginStatus};
 pub use crate::endpoint::PushedAuthorization;
@@ -43,9 +44,45 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::endpoint::TokenRequest;
 use crate::error::{ConfigError, ConfigErrorKind, TokenError, TokenErrorKind};
 use crate::support::boxed::{BoxError, BoxFuture};
 use crate::token::AccessToken;
+
+/// One login's requests at one authorization server, made through the
+/// layer's token request there, which gives the server's metadata
+/// (`request.target.server`), the client and its authentication, and the
+/// transport; ID tokens are checked with the layer's `keys`. What it does is
+/// written where each part belongs:
+///
+/// - `flow`: a login from the server's metadata to its token
+///   (`log_in`), and the login's own token requests;
+/// - `device`: the device grant's polls, through it;
+/// - `client`: which client the login is (`login_client`);
+/// - `authorization/par`: where the browser goes (`authorization_url`);
+/// - `web`: a web app's login (`begin_web_login`, `exchange_code`), a
+///   sign-out's revocation (`sign_out`) and the end-session URL;
+/// - `oidc`: the ID token's checks, through [`checks`](Self::checks).
+#[derive(Clone, Copy)]
+pub(crate) struct ServerLogin<'a> {
+    pub(crate) request: &'a TokenRequest,
+    pub(crate) keys: &'a KeySets,
+}
+
+impl<'a> ServerLogin<'a> {
+    /// A login through `request`, whose ID tokens `keys` check.
+    pub(crate) fn new(request: &'a TokenRequest, keys: &'a KeySets) -> Self {
+        ServerLogin { request, keys }
+    }
+
+    /// The checks of the JWTs this login's server signs.
+    pub(crate) fn checks(&self) -> oidc::Checks<'a> {
+        oidc::Checks {
+            request: self.request,
+            keys: self.keys,
+        }
+    }
+}
 
 /// A login's token answer: the access token, the refresh token if any, the
 /// ID token as it came, and the identity it names once checked.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::Login;
+use super::{KeySets, Login, ServerLogin};
 use crate::endpoint::{Chain, Requests};
 use crate::error::TokenError;
 use crate::source::TokenSource;
@@ -19,14 +19,22 @@ pub(crate) struct Person {
     /// How the person logs in; none for an account, whose web login the
     /// app's routes run.
     login: Option<Arc<Login>>,
+    /// The layer's servers' keys, for the login's ID tokens.
+    keys: Arc<KeySets>,
 }
 
 impl Person {
-    pub(crate) fn new(requests: Requests, chain: Arc<Chain>, login: Option<Arc<Login>>) -> Self {
+    pub(crate) fn new(
+        requests: Requests,
+        chain: Arc<Chain>,
+        login: Option<Arc<Login>>,
+        keys: Arc<KeySets>,
+    ) -> Self {
         Person {
             requests,
             chain,
             login,
+            keys,
         }
     }
 
@@ -34,13 +42,14 @@ impl Person {
     pub(crate) async fn fetch(&self) -> Result<AccessToken, TokenError> {
         let chain = &self.chain;
         let request = self.requests.token_request().await?;
+        let at_server = ServerLogin::new(&request, &self.keys);
         // A web login's callback came: its code is exchanged. An account
         // signs out: its refresh token is revoked.
         if let Some(code) = chain.take_code() {
-            return request.exchange_code(chain, code).await;
+            return at_server.exchange_code(chain, code).await;
         }
         if chain.take_sign_out() {
-            return Err(request.sign_out(chain).await);
+            return Err(at_server.sign_out(chain).await);
         }
         if let Some(login) = &self.login {
             // A refresh token goes only to the server its login was made
@@ -49,7 +58,7 @@ impl Person {
             let elsewhere = chain.issued_elsewhere(request.target.issuer.as_deref());
             let narrow = !chain.covers(request.target.scope());
             let unlisted = match (narrow, request.target.server.as_deref()) {
-                (true, Some(server)) => request.unlisted_scopes(server),
+                (true, Some(server)) => at_server.unlisted_scopes(server),
                 _ => Vec::new(),
             };
             if !unlisted.is_empty() {
@@ -71,7 +80,7 @@ impl Person {
                     };
                     return Err(crate::endpoint::person_login_required(why));
                 }
-                return request.log_in(chain, login).await;
+                return at_server.log_in(chain, login).await;
             }
         }
         // An ID token of an earlier answer that did not count is not this one's.
@@ -91,7 +100,8 @@ impl Person {
                     earlier: Some(&earlier),
                     asked: true,
                 };
-                let renewed = request
+                let renewed = at_server
+                    .checks()
                     .verified_id_token(server, Some(&id_token), expected)
                     .await?;
                 // A renewed ID token without `sid` (servers seldom repeat

@@ -11,9 +11,8 @@ use super::authorization::{
     asks_openid, check_endpoint, read_callback, with_query, Callback, Expect, Request, Secrets,
     MAX_CALLBACK_LEN,
 };
-use super::failed;
 use super::flow::check_pkce;
-use crate::endpoint::TokenRequest;
+use super::{failed, ServerLogin};
 use crate::endpoint::{now_ms, Chain, Code};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::params::AccountDigest;
@@ -89,7 +88,7 @@ pub(crate) struct Begun {
     pub(crate) pending: Pending,
 }
 
-impl TokenRequest {
+impl ServerLogin<'_> {
     /// Begins `account`'s login: the authorization request to the server
     /// this request's metadata names, with PKCE, `state`, `resource` and the
     /// scope, and the browser sent back to `redirect_uri`.
@@ -98,13 +97,13 @@ impl TokenRequest {
         account: &AccountDigest,
         redirect_uri: &str,
     ) -> Result<Begun, TokenError> {
-        let Some(server) = self.target.server.as_deref() else {
+        let Some(server) = self.request.target.server.as_deref() else {
             return Err(failed(
                 "a web login needs the authorization server's metadata, for its \
                  authorization_endpoint: configure the layer with issuer or protected_resource",
             ));
         };
-        if self.spec.client_id.is_empty() {
+        if self.request.spec.client_id.is_empty() {
             return Err(failed(
                 "a web login needs the web app's own client: configure client_id (and its \
                  client authentication)",
@@ -129,11 +128,11 @@ impl TokenRequest {
         let scope = self.login_scope(server, "");
         let request = Request {
             endpoint,
-            client_id: &self.spec.client_id,
+            client_id: &self.request.spec.client_id,
             redirect_uri,
             scope: scope.as_deref(),
             resources: self.resources(),
-            dpop_jkt: self.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+            dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
         let ttl = u64::try_from(PENDING_LOGIN_TTL.as_millis()).unwrap_or(u64::MAX);
@@ -145,7 +144,7 @@ impl TokenRequest {
                 redirect_uri: redirect_uri.to_owned(),
                 issuer: server.issuer.clone(),
                 iss_required: server.authorization_response_iss_parameter_supported
-                    || self.spec.fapi2,
+                    || self.request.spec.fapi2,
                 nonce: match asks_openid(scope.as_deref()) {
                     true => secrets.nonce,
                     false => String::new(),
@@ -165,7 +164,7 @@ impl TokenRequest {
         chain: &Chain,
         code: Code,
     ) -> Result<AccessToken, TokenError> {
-        if self.target.issuer.as_deref() != Some(code.issuer.as_str()) {
+        if self.request.target.issuer.as_deref() != Some(code.issuer.as_str()) {
             return Err(failed(
                 "the login was begun at another authorization server than the one this \
                  token request goes to; begin it again",
@@ -180,11 +179,12 @@ impl TokenRequest {
         let answered = self
             .login_token("authorization_code", &pairs, &[&code.code, &code.verifier])
             .await?;
-        let answered = match self.target.server.as_deref() {
+        let answered = match self.request.target.server.as_deref() {
             Some(server) => {
                 let nonce = Some(code.nonce.as_str()).filter(|n| !n.is_empty());
                 let scope = Some(code.scope.as_str());
-                self.with_identity(server, answered, &self.spec.client_id, scope, nonce)
+                self.checks()
+                    .with_identity(server, answered, &self.request.spec.client_id, scope, nonce)
                     .await?
             }
             None => answered,
@@ -239,6 +239,7 @@ impl TokenRequest {
     /// when it refused.
     pub(crate) async fn revoke(&self, refresh_token: &str) -> Result<bool, TokenError> {
         let Some(endpoint) = self
+            .request
             .target
             .server
             .as_deref()
@@ -249,7 +250,7 @@ impl TokenRequest {
         let url = crate::endpoint::checked_url(
             "revocation_endpoint",
             endpoint,
-            self.spec.allow_insecure_http,
+            self.request.spec.allow_insecure_http,
         )
         .map_err(|e| {
             TokenError::new(TokenErrorKind::InvalidResponse)
@@ -264,7 +265,7 @@ impl TokenRequest {
     }
 }
 
-impl TokenRequest {
+impl ServerLogin<'_> {
     /// The URL of the server's `end_session_endpoint` (OpenID Connect
     /// RP-Initiated Logout 1.0) that ends the session `id_token` names
     /// (`id_token_hint`, where there is one), with the client's id, and the
@@ -274,7 +275,7 @@ impl TokenRequest {
         id_token: Option<&str>,
         post_logout_redirect_uri: &str,
     ) -> Result<String, TokenError> {
-        let Some(server) = self.target.server.as_deref() else {
+        let Some(server) = self.request.target.server.as_deref() else {
             return Err(failed(
                 "a logout at the server needs its metadata: configure the layer with issuer or \
                  protected_resource",
@@ -303,7 +304,7 @@ impl TokenRequest {
             pairs.push(("id_token_hint", hint));
         }
         pairs.extend([
-            ("client_id", self.spec.client_id.as_str()),
+            ("client_id", self.request.spec.client_id.as_str()),
             ("post_logout_redirect_uri", post_logout_redirect_uri),
         ]);
         Ok(with_query(endpoint, &pairs))

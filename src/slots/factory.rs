@@ -14,7 +14,7 @@ use crate::endpoint::{
     SharedMetadata, TokenRequest,
 };
 use crate::error::{TokenError, TokenErrorKind};
-use crate::login::Person;
+use crate::login::{KeySets, Person};
 use crate::policy::Policy;
 use crate::slots::routes::Routes;
 use crate::slots::{ParamsFor, Slots};
@@ -80,6 +80,9 @@ pub(crate) struct SlotFactory {
     pub(crate) resources: Vec<Arc<Resource>>,
     /// How a person logs in, when the layer acts for one.
     pub(crate) login: Option<Arc<crate::login::Login>>,
+    /// The servers' signing keys, for ID tokens and logout tokens: the
+    /// layer's, shared by its accounts' factories.
+    pub(crate) key_sets: Arc<KeySets>,
     /// An account's factory: the caches it made, so that a login or a
     /// sign-out reaches each (a layer bound to the account holds one).
     pub(crate) made: std::sync::Mutex<Vec<std::sync::Weak<TokenCache>>>,
@@ -214,6 +217,7 @@ impl SlotFactory {
             step_up_scopes: self.step_up_scopes.clone(),
             resources: self.resources.clone(),
             login: None,
+            key_sets: Arc::clone(&self.key_sets),
             made: Default::default(),
             hearing: Some(hearing),
         })
@@ -290,7 +294,12 @@ impl SlotFactory {
         let (source, endpoint) = self.endpoint_source(params);
         if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), &endpoint.requests) {
             if chain.logs_in() || chain.account().is_some() {
-                let person = Person::new(requests.clone(), Arc::clone(chain), self.login.clone());
+                let person = Person::new(
+                    requests.clone(),
+                    Arc::clone(chain),
+                    self.login.clone(),
+                    Arc::clone(&self.key_sets),
+                );
                 return (Arc::new(person), endpoint);
             }
         }

@@ -157,7 +157,6 @@ impl OAuthLayerBuilder {
             dpop: placement.dpop.clone(),
             transport,
             allow_insecure_http: self.allow_insecure_http,
-            key_sets: Default::default(),
             id_token_skew,
             par: match self.fapi2 {
                 true => crate::login::PushedAuthorization::Always,
@@ -196,6 +195,7 @@ impl OAuthLayerBuilder {
             step_up_scopes: self.checked_step_up_scopes()?,
             resources,
             login,
+            key_sets: Default::default(),
             made: Default::default(),
             hearing: None,
         };

@@ -10,17 +10,17 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{with_query, Request, Secrets};
-use crate::endpoint::{PushedAuthorization, ServerMetadata, TokenRequest};
+use crate::endpoint::{PushedAuthorization, ServerMetadata};
 use crate::error::{clip, TokenError};
-use crate::login::failed;
 use crate::login::flow::refusal;
+use crate::login::{failed, ServerLogin};
 use crate::transport::MAX_RESPONSE_BODY;
 
 /// The longest `request_uri` taken from a server: RFC 9126's are short
 /// (`urn:ietf:params:oauth:request_uri:` and a random part).
 const MAX_REQUEST_URI: usize = 512;
 
-impl TokenRequest {
+impl ServerLogin<'_> {
     /// Where the browser goes for `request` at `server`: the authorization
     /// endpoint with the request's parameters, or, when the request is
     /// pushed first, with the client id and the `request_uri` the server
@@ -33,7 +33,7 @@ impl TokenRequest {
     ) -> Result<String, TokenError> {
         let pairs = request.pairs(secrets);
         let pairs: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        let mode = self.spec.par;
+        let mode = self.request.spec.par;
         let push = server.require_pushed_authorization_requests
             || match mode {
                 PushedAuthorization::Never => false,
@@ -47,7 +47,7 @@ impl TokenRequest {
         }
         let Some(endpoint) = server.pushed_authorization_request_endpoint.as_deref() else {
             let why = match (
-                self.spec.fapi2,
+                self.request.spec.fapi2,
                 server.require_pushed_authorization_requests,
             ) {
                 (true, _) => "the FAPI 2.0 profile (fapi2) pushes every authorization request",
@@ -86,13 +86,13 @@ impl TokenRequest {
         let url = crate::endpoint::checked_url(
             "pushed_authorization_request_endpoint",
             endpoint,
-            self.spec.allow_insecure_http,
+            self.request.spec.allow_insecure_http,
         )
         .map_err(|e| failed(format!("the server's {e}")))?;
         let mut nonce_retried = false;
         loop {
-            let prepared = self.prepared();
-            let transport = &*self.spec.transport;
+            let prepared = self.request.prepared();
+            let transport = &*self.request.spec.transport;
             // The client's authentication names the client where it goes
             // in the body: once, as RFC 9126 section 2.1 asks.
             let pairs: Vec<(&str, &str)> = pairs
@@ -101,9 +101,9 @@ impl TokenRequest {
                 .filter(|(name, _)| *name != "client_id" || !prepared.names_client())
                 .collect();
             let (body, sent) = prepared.login_body(None, &pairs, transport).await?;
-            let request = self.post(&prepared, &url, body, true).await?;
+            let request = self.request.post(&prepared, &url, body, true).await?;
             let response = transport.send(request, MAX_RESPONSE_BODY).await?;
-            if let Some(dpop) = &self.spec.dpop {
+            if let Some(dpop) = &self.request.spec.dpop {
                 dpop.remember_from(&url, response.headers());
             }
             let status = response.status();
@@ -111,7 +111,7 @@ impl TokenRequest {
                 return self.pushed(response.body());
             }
             let e = refusal(&response, &prepared.redactor.and(&sent.secrets));
-            if !nonce_retried && self.asks_for_nonce(&e) {
+            if !nonce_retried && self.request.asks_for_nonce(&e) {
                 nonce_retried = true;
                 continue;
             }
@@ -163,7 +163,7 @@ impl TokenRequest {
                 ))
             }
         };
-        if !self.spec.used_request_uris.first_use(uri) {
+        if !self.request.spec.used_request_uris.first_use(uri) {
             return Err(refused(
                 "repeats a request_uri a login used already (each is used once)",
             ));

@@ -5,9 +5,10 @@
 
 use serde_json::{Map, Value};
 
+use super::jwks::ServerJwt;
+use super::Checks;
 use super::Identity;
-use crate::endpoint::jwks::ServerJwt;
-use crate::endpoint::{now_ms, ServerMetadata, TokenRequest};
+use crate::endpoint::{now_ms, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::login::authorization::asks_openid;
 use crate::login::Answered;
@@ -29,7 +30,7 @@ pub(crate) struct Expected<'a> {
     pub(crate) asked: bool,
 }
 
-impl TokenRequest {
+impl Checks<'_> {
     /// The identity of `id_token`, from a token answer of `server`, once
     /// every check passed. `None` where none came and none was due: a
     /// scope without `openid`, a refresh, or a server that is no OpenID
@@ -63,8 +64,16 @@ impl TokenRequest {
             algorithms: &server.id_token_algorithms,
             kind: TokenErrorKind::LoginFailed,
         };
-        let claims = self.server_signed(server, raw, signed).await?;
-        check_claims(&claims, &server.issuer, &expected, self.spec.id_token_skew)?;
+        let claims = self
+            .keys
+            .server_signed(self.request, server, raw, signed)
+            .await?;
+        check_claims(
+            &claims,
+            &server.issuer,
+            &expected,
+            self.request.spec.id_token_skew,
+        )?;
         let identity =
             Identity::from_claims(claims, raw).ok_or_else(|| refused("has no `iss` or `sub`"))?;
         tracing::info!(
@@ -76,7 +85,7 @@ impl TokenRequest {
     }
 }
 
-impl TokenRequest {
+impl Checks<'_> {
     /// `answered`, a login's token answer from `server` for `client_id`,
     /// with the identity of its ID token, checked, where `scope` asked for
     /// `openid`; `nonce`, what the authorization request sent.

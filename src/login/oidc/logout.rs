@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use super::id_token::{check_audience, check_times};
-use crate::endpoint::jwks::ServerJwt;
-use crate::endpoint::{now_ms, ServerMetadata, TokenRequest};
+use super::jwks::ServerJwt;
+use super::Checks;
+use crate::endpoint::{now_ms, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 
 /// The member of a logout token's `events` that makes it one.
@@ -31,7 +32,7 @@ pub(crate) struct LogoutClaims {
     pub(crate) valid_for: u64,
 }
 
-impl TokenRequest {
+impl Checks<'_> {
     /// The claims of `token`, a logout token from `server` for `client_id`,
     /// once every check passed.
     ///
@@ -68,7 +69,10 @@ impl TokenRequest {
             algorithms: &server.id_token_algorithms,
             kind: TokenErrorKind::InvalidRequest,
         };
-        let claims = self.server_signed(server, token, signed).await?;
+        let claims = self
+            .keys
+            .server_signed(self.request, server, token, signed)
+            .await?;
         let text = |name: &str| {
             claims
                 .get(name)
@@ -89,7 +93,7 @@ impl TokenRequest {
         }
         check_audience(&claims, client_id).map_err(|why| refused(&why))?;
         let now = now_ms() / 1000;
-        let skew = self.spec.id_token_skew.as_secs();
+        let skew = self.request.spec.id_token_skew.as_secs();
         check_times(&claims, now, skew).map_err(|why| refused(&why))?;
         let event = claims
             .get("events")

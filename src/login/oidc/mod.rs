@@ -1,11 +1,14 @@
 //! Who signed in, by OpenID Connect: the [`Identity`] a verified ID token
-//! names; the ID token's checks (`id_token`) and a logout token's
-//! (`logout`), each after its signature is checked with the server's keys.
+//! names; [`Checks`], of the ID token (`id_token`) and of a logout token
+//! (`logout`), each after its signature is checked with the server's keys
+//! ([`KeySets`], `jwks`).
 
 mod id_token;
+mod jwks;
 mod logout;
 
 pub(crate) use self::id_token::Expected;
+pub(crate) use self::jwks::KeySets;
 pub(crate) use self::logout::{
     refused as logout_refused, LogoutClaims, MAX_VALID_FOR as MAX_LOGOUT_VALID_FOR,
 };
@@ -14,6 +17,19 @@ use std::fmt;
 
 use base64::Engine;
 use serde_json::{Map, Value};
+
+use crate::endpoint::TokenRequest;
+
+/// The checks of the JWTs a server signs, an ID token for a login (in
+/// `id_token`: `verified_id_token`, `with_identity`) and a logout token for a
+/// back-channel logout (in `logout`: `verified_logout_token`): made through
+/// `request`, which gives its client, its settings and its transport, with
+/// the layer's `keys`.
+#[derive(Clone, Copy)]
+pub(crate) struct Checks<'a> {
+    pub(crate) request: &'a TokenRequest,
+    pub(crate) keys: &'a KeySets,
+}
 
 /// The person a login signed in, as the server's verified ID token names
 /// them (OpenID Connect Core 1.0): [`OAuthLayer::finish_login`] returns it,

@@ -1,7 +1,8 @@
-//! A server's signing keys, from its `jwks_uri`: read when first needed,
-//! kept per issuer (bounded), read again for a key id they do not hold (at
-//! most once a minute) or once a day; and a JWT the server signed checked
-//! with them, or with the client's secret for an HMAC the server lists.
+//! [`KeySets`]: the servers' signing keys, from each one's `jwks_uri`: read
+//! when first needed, kept per issuer (bounded), read again for a key id they
+//! do not hold (at most once a minute) or once a day; and a JWT the server
+//! signed checked with them, or with the client's secret for an HMAC the
+//! server lists.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 use crate::endpoint::{ServerMetadata, TokenRequest};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::keys::verify::{fits, is_hmac, Jws, CHECKED_ALGORITHMS, FAPI2_ALGORITHMS};
+use crate::transport::Transport;
 
 /// The most issuers whose keys one layer keeps.
 const MAX_ISSUERS: usize = 32;
@@ -27,7 +29,8 @@ const KEEP_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest a read of the keys may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A layer's servers' key sets, by issuer.
+/// A layer's servers' key sets, by issuer: one for the layer, shared by its
+/// accounts, made by the builder and held by the layer's slot factory.
 #[derive(Default)]
 pub(crate) struct KeySets {
     sets: Mutex<HashMap<String, Arc<KeySet>>>,
@@ -103,8 +106,8 @@ pub(crate) struct ServerJwt<'a> {
     pub(crate) kind: TokenErrorKind,
 }
 
-impl TokenRequest {
-    /// The claims of `token`, a JWT `server` signed, once its signature is
+impl KeySets {
+    /// The claims of `token`, a JWT `server` signed for `request`'s client, once its signature is
     /// checked: by an algorithm the server lists (`none` never; an HMAC only
     /// with the client's own secret), with one of the server's keys from its
     /// `jwks_uri` (read again, at most once a minute, for a key id not
@@ -112,6 +115,7 @@ impl TokenRequest {
     /// read of the keys that failed is its error.
     pub(crate) async fn server_signed(
         &self,
+        request: &TokenRequest,
         server: &ServerMetadata,
         token: &str,
         signed: ServerJwt<'_>,
@@ -131,7 +135,7 @@ impl TokenRequest {
                 clip(&alg)
             )));
         }
-        if self.spec.fapi2 && !FAPI2_ALGORITHMS.contains(&alg.as_str()) {
+        if request.spec.fapi2 && !FAPI2_ALGORITHMS.contains(&alg.as_str()) {
             return Err(refused(format!(
                 "is signed with {alg}; the FAPI 2.0 profile (fapi2) takes PS256, ES256 and \
                  EdDSA only"
@@ -151,7 +155,7 @@ impl TokenRequest {
             ));
         }
         if is_hmac(&alg) {
-            let Some(secret) = self.id_token_secret() else {
+            let Some(secret) = request.id_token_secret() else {
                 return Err(refused(format!(
                     "is signed with {alg}, an HMAC, which only the secret of a client that \
                      authenticates with one checks; this client has none"
@@ -171,11 +175,12 @@ impl TokenRequest {
             )));
         };
         let kid = jws.text("kid").map(str::to_owned);
-        let set = self.spec.key_sets.set(&server.issuer);
+        let set = self.set(&server.issuer);
+        let read = |reread| read_keys(request, &set, uri, reread);
         let mut keys = match set.candidates(uri, &alg, kid.as_deref()) {
             Some(keys) => keys,
             None => {
-                self.read_keys(&set, uri, false).await?;
+                read(false).await?;
                 set.candidates(uri, &alg, kid.as_deref())
                     .unwrap_or_default()
             }
@@ -183,7 +188,7 @@ impl TokenRequest {
         if keys.is_empty() {
             // A key rotated at the server, or made up: read once more (or
             // another check just did).
-            self.read_keys(&set, uri, true).await?;
+            read(true).await?;
             keys = set
                 .candidates(uri, &alg, kid.as_deref())
                 .unwrap_or_default();
@@ -204,69 +209,74 @@ impl TokenRequest {
             "has an {alg} signature that does not verify with the server's key"
         )))
     }
+}
 
-    /// Reads the server's keys at `uri` into `set`; for an unknown key id
-    /// (`reread`), only if none was for the last minute. Whether
-    /// it read them.
-    async fn read_keys(&self, set: &KeySet, uri: &str, reread: bool) -> Result<bool, TokenError> {
-        let _reading = set.reading.lock().await;
-        {
-            let held = set.held();
-            if reread && held.reread.is_some_and(|at| at.elapsed() < REREAD_AFTER) {
-                return Ok(false);
-            }
-            // Read meanwhile by another check, which waited first.
-            let fresh = held
-                .read
-                .as_ref()
-                .is_some_and(|(from, at)| from == uri && at.elapsed() <= KEEP_FOR);
-            if fresh && !reread {
-                return Ok(true);
-            }
+/// Reads the server's keys at `uri` into `set`, through `request`'s
+/// transport; for an unknown key id (`reread`), only if none was for the last
+/// minute. Whether it read them.
+async fn read_keys(
+    request: &TokenRequest,
+    set: &KeySet,
+    uri: &str,
+    reread: bool,
+) -> Result<bool, TokenError> {
+    let _reading = set.reading.lock().await;
+    {
+        let held = set.held();
+        if reread && held.reread.is_some_and(|at| at.elapsed() < REREAD_AFTER) {
+            return Ok(false);
         }
-        let url = crate::endpoint::checked_url("jwks_uri", uri, self.spec.allow_insecure_http)
-            .map_err(|e| {
-                TokenError::new(TokenErrorKind::InvalidResponse)
-                    .with_message(format!("the server's jwks_uri: {e}"))
-            })?;
-        let transport = &*self.spec.transport;
-        let doc = tokio::time::timeout(
-            READ_TIMEOUT,
-            crate::endpoint::discovery::get_json(transport, &url, "the server's keys"),
-        )
-        .await
-        .map_err(|_| {
-            TokenError::new(TokenErrorKind::Transport).with_message(format!(
-                "the server's keys at `{url}` did not come within {} s",
-                READ_TIMEOUT.as_secs()
-            ))
-        })??;
-        let keys: Vec<Map<String, Value>> = doc
-            .get("keys")
-            .and_then(Value::as_array)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| k.as_object().cloned())
-                    .filter(|k| !k.contains_key("d") && !k.contains_key("k"))
-                    .take(MAX_KEYS)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let now = Instant::now();
-        let mut held = set.held();
-        held.reads += 1;
-        tracing::info!(
-            jwks_uri = %clip(uri),
-            keys = keys.len(),
-            reads = held.reads,
-            reread,
-            "read the server's signing keys"
-        );
-        held.keys = keys;
-        held.read = Some((uri.to_owned(), now));
-        if reread {
-            held.reread = Some(now);
+        // Read meanwhile by another check, which waited first.
+        let fresh = held
+            .read
+            .as_ref()
+            .is_some_and(|(from, at)| from == uri && at.elapsed() <= KEEP_FOR);
+        if fresh && !reread {
+            return Ok(true);
         }
-        Ok(true)
     }
+    let url = crate::endpoint::checked_url("jwks_uri", uri, request.spec.allow_insecure_http)
+        .map_err(|e| {
+            TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message(format!("the server's jwks_uri: {e}"))
+        })?;
+    let transport: &dyn Transport = &*request.spec.transport;
+    let doc = tokio::time::timeout(
+        READ_TIMEOUT,
+        crate::endpoint::get_json(transport, &url, "the server's keys"),
+    )
+    .await
+    .map_err(|_| {
+        TokenError::new(TokenErrorKind::Transport).with_message(format!(
+            "the server's keys at `{url}` did not come within {} s",
+            READ_TIMEOUT.as_secs()
+        ))
+    })??;
+    let keys: Vec<Map<String, Value>> = doc
+        .get("keys")
+        .and_then(Value::as_array)
+        .map(|keys| {
+            keys.iter()
+                .filter_map(|k| k.as_object().cloned())
+                .filter(|k| !k.contains_key("d") && !k.contains_key("k"))
+                .take(MAX_KEYS)
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = Instant::now();
+    let mut held = set.held();
+    held.reads += 1;
+    tracing::info!(
+        jwks_uri = %clip(uri),
+        keys = keys.len(),
+        reads = held.reads,
+        reread,
+        "read the server's signing keys"
+    );
+    held.keys = keys;
+    held.read = Some((uri.to_owned(), now));
+    if reread {
+        held.reread = Some(now);
+    }
+    Ok(true)
 }
