@@ -49,9 +49,7 @@ pub enum TokenErrorKind {
     /// This request cannot carry the token as it is, and fails alone. The layer
     /// and its token are untouched. A DPoP proof needs the request's absolute
     /// URI, with scheme and host, which this request lacks. Sending it again
-    /// unchanged does not help. Also a logout token handed to
-    /// [`OAuthLayer::back_channel_logout`](crate::OAuthLayer::back_channel_logout)
-    /// that fails a check (the message says which): nothing was signed out.
+    /// unchanged does not help.
     InvalidRequest,
     /// No token is usable at this moment, and one is being fetched in the
     /// background. Only the accessors that never wait return it, such as
@@ -88,6 +86,14 @@ pub enum TokenErrorKind {
     /// be sent to. Or a callback failed a check, such as a wrong `iss`. The
     /// message says which. The next token request logs in again.
     LoginFailed,
+    /// A logout token handed to
+    /// [`OAuthLayer::back_channel_logout`](crate::OAuthLayer::back_channel_logout)
+    /// failed a check: its signature, `typ`, `iss`, `aud`, its times, its
+    /// event, `sub` or `sid`, a `nonce`, or a `jti` used before (a replay).
+    /// The message says which. Nothing was signed out and nothing was
+    /// marked used; the app answers the server `400 Bad Request`. Sending
+    /// it again unchanged does not help.
+    InvalidLogoutToken,
 }
 
 impl TokenErrorKind {
@@ -108,6 +114,7 @@ impl TokenErrorKind {
             TokenErrorKind::Configuration => "configuration",
             TokenErrorKind::LoginRequired => "login_required",
             TokenErrorKind::LoginFailed => "login_failed",
+            TokenErrorKind::InvalidLogoutToken => "invalid_logout_token",
         }
     }
 
@@ -127,6 +134,7 @@ impl TokenErrorKind {
             TokenErrorKind::Configuration,
             TokenErrorKind::LoginRequired,
             TokenErrorKind::LoginFailed,
+            TokenErrorKind::InvalidLogoutToken,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -147,6 +155,7 @@ impl TokenErrorKind {
             TokenErrorKind::Configuration => "layer settings do not fit the protected resource",
             TokenErrorKind::LoginRequired => "a new login is needed",
             TokenErrorKind::LoginFailed => "the login did not complete",
+            TokenErrorKind::InvalidLogoutToken => "the logout token was refused",
         }
     }
 }
@@ -407,7 +416,8 @@ impl TokenError {
             | TokenErrorKind::InvalidRequest
             | TokenErrorKind::Configuration
             | TokenErrorKind::LoginRequired
-            | TokenErrorKind::LoginFailed => false,
+            | TokenErrorKind::LoginFailed
+            | TokenErrorKind::InvalidLogoutToken => false,
         }
     }
 }
@@ -691,6 +701,11 @@ mod tests {
             "signing",
             "invalid_request",
             "not_ready",
+            "credential",
+            "configuration",
+            "login_required",
+            "login_failed",
+            "invalid_logout_token",
         ] {
             assert_eq!(TokenErrorKind::from_code(code).unwrap().code(), code);
         }

@@ -44,7 +44,6 @@ pub(crate) use self::client_auth::secret::KUBERNETES_TOKEN_FILE;
 pub use self::client_auth::{
     ClientAuth, CLIENT_AUTHENTICATION_JWT_TYPE, JWT_BEARER_ASSERTION_TYPE,
 };
-pub use self::server::ServerMetadata;
 pub use self::grant::id_jag::IdentityAssertion;
 pub use self::grant::jwt_bearer::{JwtBearer, JWT_BEARER_GRANT_TYPE};
 pub use self::grant::refresh::RefreshToken;
@@ -53,6 +52,7 @@ pub use self::grant::token_exchange::{
     JWT_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE,
 };
 pub use self::resource::ResourceMetadata;
+pub use self::server::ServerMetadata;
 
 pub(crate) use self::answer::{check_token, read as read_answer, retry_after, status_error};
 pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretSource};

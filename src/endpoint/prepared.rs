@@ -206,9 +206,6 @@ impl Prepared {
         Ok((body, sent))
     }
 
-    /// The body of one of a login's requests: `grant_type` (none for the
-    /// device authorization request), the client's proof, and `pairs`
-    /// (their values secrets to scrub from the answer), and what it carried.
     /// Whether the client's part of a body names the client id itself (a
     /// body method, an assertion, no authentication): a request that adds
     /// its own parameters then leaves `client_id` out of them.
@@ -216,6 +213,9 @@ impl Prepared {
         self.client_part.starts_with("&client_id=")
     }
 
+    /// The body of one of a login's requests: `grant_type` (none for the
+    /// device authorization request), the client's proof, and `pairs`
+    /// (their values secrets to scrub from the answer), and what it carried.
     pub(crate) async fn login_body(
         &self,
         grant_type: Option<&str>,

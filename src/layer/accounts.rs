@@ -252,7 +252,7 @@ impl OAuthLayer {
         };
         // Who signed in, for the links a back-channel logout finds the
         // account by: they go with the sign-out.
-        let identity = super::sessions::read_identity(&cache)
+        let identity = super::logout::read_identity(&cache)
             .await
             .unwrap_or_else(|_| chain.id_token().and_then(|t| Identity::from_id_token(&t)));
         chain.begin_sign_out();

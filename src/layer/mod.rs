@@ -5,8 +5,8 @@
 //! tokens come from.
 
 mod accounts;
+mod logout;
 mod person;
-mod sessions;
 
 use std::fmt;
 use std::sync::Arc;

@@ -10,7 +10,8 @@ use http::Uri;
 use tokio::time::Instant;
 
 use super::authorization::{
-    check_endpoint, read_callback, refused_login, Callback, Expect, Request, Secrets,
+    callback_query, check_endpoint, read_callback, refused_login, Callback, Expect, Request,
+    Secrets,
 };
 use super::client::Registration;
 use super::listener::Listener;
@@ -166,8 +167,7 @@ impl ServerLogin<'_> {
                         failed("the user agent did not return before the login's timeout")
                     })?
                     .map_err(|e| failed(format!("the user agent failed: {e}")))?;
-                let query = back.split('#').next().unwrap_or("");
-                let query = query.split_once('?').map_or("", |(_, q)| q);
+                let query = callback_query(&back, None).unwrap_or_default();
                 match read_callback(query, &expect)? {
                     Callback::Code(code) => code,
                     Callback::Refused(why) => return Err(refused_login(&why)),

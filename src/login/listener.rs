@@ -14,7 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::authorization::{read_callback, refused_login, Callback, Expect, MAX_CALLBACK_LEN};
+use super::authorization::{
+    callback_query, read_callback, refused_login, Callback, Expect, MAX_CALLBACK_LEN,
+};
 use super::failed;
 use super::paste::{pasted_query, Paste};
 use crate::error::TokenError;
@@ -175,10 +177,9 @@ impl Listener {
                 Next::Connection(Ok(None)) => break Err(failed("the login's listener stopped")),
                 Next::Connection(Ok(Some(next))) => next,
             };
-            let query = target.as_deref().and_then(|t| {
-                let (path, query) = t.split_once('?').unwrap_or((t, ""));
-                (path == self.path).then_some(query)
-            });
+            let query = target
+                .as_deref()
+                .and_then(|t| callback_query(t, Some(&self.path)).ok());
             let checked = match query {
                 Some(query) => read_callback(query, expect),
                 None => Ok(Callback::Foreign),

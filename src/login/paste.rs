@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, Mutex};
 
-use super::authorization::MAX_CALLBACK_LEN;
+use super::authorization::{callback_query, MAX_CALLBACK_LEN};
 use crate::support::boxed::BoxFuture;
 
 /// Gives the next line a person pasted; `None` when the source has no more.
@@ -28,23 +28,10 @@ pub(crate) fn pasted_query<'a>(text: &'a str, path: &str) -> Result<&'a str, &'s
     if text.chars().any(|c| c.is_control() || c == ' ') {
         return Err("it holds a control character or a space");
     }
-    let text = text.split('#').next().unwrap_or_default();
-    if let Some(query) = text.strip_prefix('?') {
-        return Ok(query);
-    }
-    if !text.contains("://") {
-        return match text.contains('=') {
-            true => Ok(text),
-            false => Err("it is not an address"),
-        };
-    }
-    let uri: http::Uri = text.parse().map_err(|_| "it is not an address")?;
-    if uri.path() != path {
-        return Err("it is not this sign-in's address (another path)");
-    }
-    match text.split_once('?') {
-        Some((_, query)) if !query.is_empty() => Ok(query),
-        _ => Err("it carries no code"),
+    match callback_query(text, Some(path))? {
+        "" => Err("it carries no code"),
+        query if !query.contains('=') => Err("it is not an address"),
+        query => Ok(query),
     }
 }
 

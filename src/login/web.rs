@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authorization::{
-    asks_openid, check_endpoint, read_callback, with_query, Callback, Expect, Request, Secrets,
-    MAX_CALLBACK_LEN,
+    asks_openid, callback_query, check_endpoint, read_callback, with_query, Callback, Expect,
+    Request, Secrets,
 };
 use super::flow::check_pkce;
 use super::{failed, ServerLogin};
@@ -313,7 +313,7 @@ impl ServerLogin<'_> {
 
 /// The `state` of a callback URL (or its query alone), if it carries one.
 pub(crate) fn state_of(callback: &str) -> Option<String> {
-    let query = query_of(callback)?;
+    let query = callback_query(callback, None).ok()?;
     form_urlencoded::parse(query.as_bytes())
         .find(|(name, _)| name == "state")
         .map(|(_, value)| value.into_owned())
@@ -341,7 +341,7 @@ pub(crate) fn finish(
         issuer: &pending.issuer,
         iss_required: pending.iss_required,
     };
-    match read_callback(query_of(callback).unwrap_or_default(), &expect)? {
+    match read_callback(callback_query(callback, None).unwrap_or_default(), &expect)? {
         Callback::Code(code) => Ok(Code {
             code,
             verifier: pending.verifier,
@@ -361,19 +361,6 @@ pub(crate) fn foreign() -> TokenError {
         "the callback belongs to no login this account began (its state is unknown, used, \
          expired or another account's); nothing changed",
     )
-}
-
-/// The query of a callback URL, or the text itself when it is a query alone;
-/// `None` past [`MAX_CALLBACK_LEN`].
-fn query_of(callback: &str) -> Option<&str> {
-    if callback.len() > MAX_CALLBACK_LEN {
-        return None;
-    }
-    let callback = callback.split('#').next().unwrap_or_default();
-    Some(match callback.split_once('?') {
-        Some((_, query)) => query,
-        None => callback,
-    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::evict_oldest;
 use super::factory::SlotFactory;
 use crate::cache::CacheRef;
 use crate::error::TokenError;
-use crate::store::{AccountEvent, PendingLogins, Sessions};
+use crate::store::{AccountEvent, Links, PendingLogins};
 use crate::telemetry::stats::Stats;
 use crate::token::params::{account_digest, AccountDigest, CarriedHash, TokenParams};
 
@@ -57,7 +57,7 @@ pub(crate) struct Accounts {
     pub(crate) pending: PendingLogins,
     /// Who signed in to which account, and the logout tokens used, where
     /// the store keeps none.
-    pub(crate) sessions: Sessions,
+    pub(crate) links: Links,
     /// Itself, for the store's watch of sign-outs, begun with the first
     /// account.
     this: Weak<Accounts>,
@@ -92,7 +92,7 @@ impl Accounts {
             has_store,
             warned: AtomicBool::new(false),
             pending: PendingLogins::default(),
-            sessions: Sessions::default(),
+            links: Links::default(),
             hearing: Arc::default(),
             restore: std::sync::OnceLock::new(),
             orphans: Mutex::default(),

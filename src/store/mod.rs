@@ -13,7 +13,7 @@
 
 // Inside: `seal` says how values are sealed, `codec` how they are kept as
 // text, `chain` how a refresh-token chain goes through a store, `pending`
-// where web logins wait for their callback, `sessions` who signed in to
+// where web logins wait for their callback, `links` who signed in to
 // which account, for logouts from the server's side.
 
 use std::fmt;
@@ -594,21 +594,21 @@ pub(crate) struct StoreUse {
 pub(crate) use self::chain::refresh;
 pub use self::file::FileStore;
 pub(crate) use self::handed_out::HandedOut;
+pub(crate) use self::links::Links;
 pub(crate) use self::pending::PendingLogins;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
-pub(crate) use self::sessions::Sessions;
 
 mod arc;
 mod chain;
 mod codec;
 mod file;
 mod handed_out;
+mod links;
 mod pending;
 #[cfg(feature = "redis")]
 mod redis;
 mod seal;
-mod sessions;
 
 /// The key a layer derives from `credential`, a client secret or the private
 /// key's bytes. It is the same on every replica that holds the credential, and

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::links::make_room;
 use super::seal::Sealer;
-use super::sessions::make_room;
 use super::TokenStore;
 use crate::token::identity::TokenIdentity;
 

@@ -136,12 +136,26 @@ impl IdentityBase {
         TokenIdentity::from_encoded(encoded)
     }
 
-    /// What a layer keeps about who signed in under, for logouts from the
-    /// server's side: `what` (`sub`, `sid`, or `jti` for a logout token's
-    /// use) and `digest`, a digest of the issuer and the claim's value.
-    pub(crate) fn session(&self, what: &str, digest: &str) -> TokenIdentity {
+    /// What a layer links its accounts under, for logouts from the
+    /// server's side: who signed in, by `what` (`sub`, the person, or `sid`,
+    /// the session) and `digest`, a digest of the issuer and that claim's
+    /// value.
+    pub(crate) fn signed_in(&self, what: &str, digest: &str) -> TokenIdentity {
+        debug_assert!(what == "sub" || what == "sid", "{what}");
+        self.keyed(b's', what, digest)
+    }
+
+    /// The mark of a logout token used, under `digest`, a digest of the
+    /// issuer and its `jti`: a replay of the token is known by it. Kept
+    /// apart from [`signed_in`](Self::signed_in)'s links by its own name.
+    pub(crate) fn replay_mark(&self, digest: &str) -> TokenIdentity {
+        self.keyed(b's', "jti", digest)
+    }
+
+    /// The identity with `name` under the field `tag`, and `digest`.
+    fn keyed(&self, tag: u8, name: &str, digest: &str) -> TokenIdentity {
         let mut encoded = self.encoded.clone();
-        field(&mut encoded, b's', what);
+        field(&mut encoded, tag, name);
         field(&mut encoded, b'S', digest);
         TokenIdentity::from_encoded(encoded)
     }
@@ -238,6 +252,32 @@ mod tests {
             identity.key(),
             "ef7f804be8976643bcc2d9290b2e28dd79afc8d45080019b28817d1e571e15d1"
         );
+    }
+
+    #[test]
+    fn links_and_replay_marks_keep_their_encoding_and_never_meet() {
+        // What stores already hold stays found: `s` names what a key is
+        // for (`sub`, `sid`, `jti`) and `S` carries the digest.
+        let base_bytes = base().with_params(&[]).encoded().to_vec();
+        let keyed = |name: &str, digest: &str| {
+            let mut expected = base_bytes.clone();
+            for (tag, value) in [(b's', name), (b'S', digest)] {
+                expected.push(tag);
+                expected.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                expected.extend_from_slice(value.as_bytes());
+            }
+            expected
+        };
+        let (sub, sid, mark) = (
+            base().signed_in("sub", "d"),
+            base().signed_in("sid", "d"),
+            base().replay_mark("d"),
+        );
+        assert_eq!(sub.encoded(), &keyed("sub", "d")[..]);
+        assert_eq!(sid.encoded(), &keyed("sid", "d")[..]);
+        assert_eq!(mark.encoded(), &keyed("jti", "d")[..]);
+        assert_ne!(mark.key(), sub.key());
+        assert_ne!(mark.key(), sid.key());
     }
 
     #[test]

@@ -60,8 +60,7 @@ fn named(code: &str) -> Vec<(String, String)> {
             i += 1;
             continue;
         };
-        let (mut found, end) =
-            read_path(&bytes, i + start.len() - 2, start.trim_end_matches("::"));
+        let (mut found, end) = read_path(&bytes, i + start.len() - 2, start.trim_end_matches("::"));
         let (alias, end) = alias_at(&bytes, end);
         if let (Some(alias), [(_, name)]) = (alias, found.as_mut_slice()) {
             *name = alias;
@@ -376,4 +375,3 @@ fn the_reader_finds_grouped_and_inline_paths() {
         ["super::a::B", "super::c::d", "super::c::e", "crate::g::h"]
     );
 }
-

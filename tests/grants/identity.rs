@@ -429,7 +429,7 @@ async fn back_channel_logout_tokens_checked_and_used_once() {
     ];
     for (name, token, says) in hostile {
         let e = oauth.back_channel_logout(&token).await.unwrap_err();
-        assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{name}: {e}");
+        assert_eq!(e.kind(), TokenErrorKind::InvalidLogoutToken, "{name}: {e}");
         assert!(e.to_string().contains(says), "{name}: {e}");
         for account in ["a1", "a2", "b"] {
             assert!(

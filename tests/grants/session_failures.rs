@@ -251,7 +251,7 @@ async fn logout_tokens_typed_jwt_are_taken_and_other_types_refused() {
     }
     let at_jwt = hooked(&server, "alice", |_, h| h.typ = Some("at+jwt".into()));
     let e = oauth.back_channel_logout(&at_jwt).await.unwrap_err();
-    assert_eq!(e.kind(), TokenErrorKind::InvalidRequest);
+    assert_eq!(e.kind(), TokenErrorKind::InvalidLogoutToken);
     assert!(e.to_string().contains("typ"), "{e}");
     assert!(token_of(&oauth, "a").await.is_ok());
     let jwt = hooked(&server, "alice", |_, h| h.typ = Some("JWT".into()));

@@ -200,6 +200,44 @@ pub(crate) enum Callback {
     Foreign,
 }
 
+/// The query of a callback: `text` is the address the browser came back to
+/// (absolute, or a request's target, `/path?query`) or its query alone
+/// (`?query`, or `query`), its fragment dropped. With `path`, an address must
+/// be that path's. Why it is none, in a few words a person reads at the
+/// terminal. Every way a callback comes (the listener, a pasted address, a
+/// user agent's URL, a web app's route) reads it here.
+pub(crate) fn callback_query<'a>(
+    text: &'a str,
+    path: Option<&str>,
+) -> Result<&'a str, &'static str> {
+    if text.len() > MAX_CALLBACK_LEN {
+        return Err("it is too long to be the sign-in's address");
+    }
+    let text = text.split('#').next().unwrap_or_default();
+    let (address, query) = text.split_once('?').unwrap_or((text, ""));
+    let absolute = address.contains("://");
+    if !absolute && !address.starts_with('/') {
+        // A query alone: `?query` (no address before it), or `query`.
+        return Ok(if address.is_empty() { query } else { text });
+    }
+    let Some(path) = path else {
+        return Ok(query);
+    };
+    let same = match absolute {
+        true => {
+            text.parse::<http::Uri>()
+                .map_err(|_| "it is not an address")?
+                .path()
+                == path
+        }
+        false => address == path,
+    };
+    match same {
+        true => Ok(query),
+        false => Err("it is not this sign-in's address (another path)"),
+    }
+}
+
 /// Reads a callback's `query`, checked against `expect`. A wrong `iss`
 /// with the right `state` ends the login: the code may be another server's
 /// (a mix-up attack, RFC 9207).
@@ -333,5 +371,42 @@ mod tests {
             let e = check_endpoint("authorization_endpoint", bad).unwrap_err();
             assert_eq!(e.kind(), crate::error::TokenErrorKind::LoginFailed, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_callback_s_query_is_read_one_way_from_every_form_it_comes_in() {
+        let path = Some("/callback");
+        for (text, path, query) in [
+            (
+                "https://app.example/cb?code=a&state=s#f",
+                None,
+                Ok("code=a&state=s"),
+            ),
+            ("https://app.example/cb", None, Ok("")),
+            ("?code=a&state=s", None, Ok("code=a&state=s")),
+            ("code=a&state=s", None, Ok("code=a&state=s")),
+            ("/callback?code=a&state=s", path, Ok("code=a&state=s")),
+            ("/callback", path, Ok("")),
+            ("http://127.0.0.1:8400/callback?code=a", path, Ok("code=a")),
+            (
+                "/other?code=a",
+                path,
+                Err("it is not this sign-in's address (another path)"),
+            ),
+            (
+                "http://127.0.0.1:8400/other?code=a",
+                path,
+                Err("it is not this sign-in's address (another path)"),
+            ),
+            (
+                "http://bad host/callback?code=a",
+                path,
+                Err("it is not an address"),
+            ),
+        ] {
+            assert_eq!(super::callback_query(text, path), query, "{text:?}");
+        }
+        let huge = "a".repeat(MAX_CALLBACK_LEN + 1);
+        assert!(super::callback_query(&huge, None).is_err());
     }
 }

@@ -38,7 +38,7 @@ impl Checks<'_> {
     ///
     /// # Errors
     ///
-    /// [`InvalidRequest`](TokenErrorKind::InvalidRequest) saying which check
+    /// [`InvalidLogoutToken`](TokenErrorKind::InvalidLogoutToken) saying which check
     /// failed; a read of the server's keys that failed is its error.
     pub(crate) async fn verified_logout_token(
         &self,
@@ -67,7 +67,7 @@ impl Checks<'_> {
         let signed = ServerJwt {
             what: "the logout token",
             algorithms: &server.id_token_algorithms,
-            kind: TokenErrorKind::InvalidRequest,
+            kind: TokenErrorKind::InvalidLogoutToken,
         };
         let claims = self
             .keys
@@ -131,6 +131,6 @@ impl Checks<'_> {
 
 /// The error of a logout token that fails a check.
 pub(crate) fn refused(why: &str) -> TokenError {
-    TokenError::new(TokenErrorKind::InvalidRequest)
+    TokenError::new(TokenErrorKind::InvalidLogoutToken)
         .with_message(format!("the logout token {why}; nothing was signed out"))
 }

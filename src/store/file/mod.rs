@@ -27,7 +27,7 @@ use self::files::{blocking, live, lock_is_free, owner_only, Files, KeyPlace, HOL
 mod files;
 #[cfg(feature = "keyring")]
 mod keyring;
-mod sessions;
+mod links;
 
 /// Shares tokens, token requests and refresh-token chains among the processes
 /// of one machine, through one file. It serves CLIs, desktop agents, developer

@@ -125,7 +125,7 @@ impl OAuthLayer {
     ///
     /// # Errors
     ///
-    /// [`InvalidRequest`](TokenErrorKind::InvalidRequest) for a logout
+    /// [`InvalidLogoutToken`](TokenErrorKind::InvalidLogoutToken) for a logout
     /// token that fails a check (replayed included), saying which; the
     /// error of reading the server's metadata or keys; a
     /// [`Transport`](TokenErrorKind::Transport) error when the store could
@@ -151,25 +151,18 @@ impl OAuthLayer {
             .verified_logout_token(server, logout_token.as_ref(), &request.spec.client_id)
             .await?;
         let issuer = server.issuer.clone();
-        let sessions = &self.shared.slots.accounts.sessions;
+        let links = &self.shared.slots.accounts.links;
         let store = root.store.as_deref();
         let sealing_key = root.sealing_key.as_ref();
-        let digest = |what: &str, value: &str| {
-            root.identity
-                .session(what, &session_digest(sealing_key, &issuer, what, value))
-        };
+        let digest = |what: &str, value: &str| session_digest(sealing_key, &issuer, what, value);
         // The `jti` is looked up first and spent last, once every account
         // it names is signed out: a logout that failed half-way is sent
         // again by the server and does its work then. Marks are kept where
         // links are: in the store when it keeps them sealed, else here.
-        let used = digest("jti", &claims.jti);
+        let used = root.identity.replay_mark(&digest("jti", &claims.jti));
         let ttl = Duration::from_secs(claims.valid_for);
         let marks = store.filter(|_| sealing_key.is_some());
-        if sessions
-            .used_before(marks, &used, ttl)
-            .await
-            .map_err(unread)?
-        {
+        if links.used_before(marks, &used, ttl).await.map_err(unread)? {
             return Err(crate::login::logout_refused(
                 "was used before (its `jti` is known): a replay",
             ));
@@ -178,8 +171,8 @@ impl OAuthLayer {
         // no `sid` is found by its `sub`.
         let mut accounts = Vec::new();
         for (what, value) in names_of_claims(&claims) {
-            let key = digest(what, value);
-            for account in sessions
+            let key = root.identity.signed_in(what, &digest(what, value));
+            for account in links
                 .linked(store, &key, sealing_key)
                 .await
                 .map_err(unread)?
@@ -225,7 +218,7 @@ impl OAuthLayer {
                 )),
             );
         }
-        if let Err(why) = sessions.mark_used(marks, &used, ttl).await {
+        if let Err(why) = links.mark_used(marks, &used, ttl).await {
             // The work is done, but a replay would not be known as one (a
             // later login of the same person would be signed out by it):
             // the server is told to send it again.
@@ -312,21 +305,17 @@ impl OAuthLayer {
         let Ok(root) = self.shared.slots.root() else {
             return;
         };
-        let sessions = &self.shared.slots.accounts.sessions;
+        let links = &self.shared.slots.accounts.links;
         let (store, sealing_key) = (root.store.as_deref(), root.sealing_key.as_ref());
         let digest = account_digest(account);
         for &(what, value) in names {
             let key = root
                 .identity
-                .session(what, &session_digest(sealing_key, issuer, what, value));
+                .signed_in(what, &session_digest(sealing_key, issuer, what, value));
             let member = (digest.0.as_str(), account);
             let changed = match link {
-                true => {
-                    sessions
-                        .link(store, &key, sealing_key, member, LINK_TTL)
-                        .await
-                }
-                false => sessions.unlink(store, &key, member.0).await,
+                true => links.link(store, &key, sealing_key, member, LINK_TTL).await,
+                false => links.unlink(store, &key, member.0).await,
             };
             if let Err(why) = changed {
                 tracing::warn!(

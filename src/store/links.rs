@@ -27,12 +27,12 @@ type Members = HashMap<String, (String, Instant)>;
 
 /// A layer's links and used marks where its store keeps none.
 #[derive(Default)]
-pub(crate) struct Sessions {
+pub(crate) struct Links {
     links: Mutex<HashMap<String, (Members, Instant)>>,
     used: Mutex<HashMap<String, Instant>>,
 }
 
-impl Sessions {
+impl Links {
     /// Links `account` (member `member`, its digest) under `key` for
     /// `ttl`: sealed with `sealing_key`, in `store` when it keeps links,
     /// else here. Without a sealing key (a public client), here only.
@@ -218,54 +218,54 @@ mod tests {
             dpop_thumbprint: None,
             grant: None,
         })
-        .session("sub", name)
+        .signed_in("sub", name)
     }
 
     #[tokio::test]
     async fn links_and_marks_in_memory() {
-        let sessions = Sessions::default();
+        let links = Links::default();
         let hour = Duration::from_secs(3600);
         let alice = key("alice");
         for (member, account) in [("d1", "alice@app"), ("d2", "alice-work@app")] {
-            sessions
+            links
                 .link(None, &alice, None, (member, account), hour)
                 .await
                 .unwrap();
         }
-        let mut linked = sessions.linked(None, &alice, None).await.unwrap();
+        let mut linked = links.linked(None, &alice, None).await.unwrap();
         linked.sort();
         assert_eq!(linked, ["alice-work@app", "alice@app"]);
-        assert!(sessions
+        assert!(links
             .linked(None, &key("bob"), None)
             .await
             .unwrap()
             .is_empty());
-        assert!(!sessions.used_before(None, &alice, hour).await.unwrap());
-        assert!(sessions.mark_used(None, &alice, hour).await.unwrap());
-        assert!(sessions.used_before(None, &alice, hour).await.unwrap());
-        assert!(!sessions.mark_used(None, &alice, hour).await.unwrap());
-        assert!(sessions.mark_used(None, &key("bob"), hour).await.unwrap());
-        sessions.unlink(None, &alice, "d1").await.unwrap();
+        assert!(!links.used_before(None, &alice, hour).await.unwrap());
+        assert!(links.mark_used(None, &alice, hour).await.unwrap());
+        assert!(links.used_before(None, &alice, hour).await.unwrap());
+        assert!(!links.mark_used(None, &alice, hour).await.unwrap());
+        assert!(links.mark_used(None, &key("bob"), hour).await.unwrap());
+        links.unlink(None, &alice, "d1").await.unwrap();
         assert_eq!(
-            sessions.linked(None, &alice, None).await.unwrap(),
+            links.linked(None, &alice, None).await.unwrap(),
             ["alice-work@app"]
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_full_entry_drops_its_oldest_link_alone() {
-        let sessions = Sessions::default();
+        let links = Links::default();
         let hour = Duration::from_secs(3600);
         let alice = key("alice");
         for n in 0..=MAX_MEMBERS {
             let account = format!("login-{n}");
-            sessions
+            links
                 .link(None, &alice, None, (&format!("d{n}"), &account), hour)
                 .await
                 .unwrap();
             tokio::time::advance(Duration::from_millis(1)).await;
         }
-        let linked = sessions.linked(None, &alice, None).await.unwrap();
+        let linked = links.linked(None, &alice, None).await.unwrap();
         assert_eq!(linked.len(), MAX_MEMBERS);
         assert!(!linked.contains(&"login-0".to_owned()));
         assert!(linked.contains(&"login-1".to_owned()));
