@@ -168,10 +168,12 @@ impl OAuthMcpClient {
             }
             // Rmcp passes on the challenge, not the `DPoP-Nonce` beside it
             // (RFC 9449 section 9): asked once more, for the nonce alone.
-            let use_nonce = crate::dpop::dpop_error(answer.headers());
+            let use_nonce = crate::dpop::nonces::dpop_error(answer.headers());
             if first && use_nonce.as_deref() == Some("use_dpop_nonce") {
                 if let Some(nonce) = self.nonce(&cache, &method, &uri, &custom).await {
-                    answer.headers_mut().insert(crate::dpop::DPOP_NONCE, nonce);
+                    answer
+                        .headers_mut()
+                        .insert(crate::dpop::nonces::DPOP_NONCE, nonce);
                 }
             }
             let answered = sent.answered(&mut answer);
@@ -216,7 +218,12 @@ impl OAuthMcpClient {
             .ok()?
             .ok()?;
         (response.status() == StatusCode::UNAUTHORIZED)
-            .then(|| response.headers().get(crate::dpop::DPOP_NONCE).cloned())
+            .then(|| {
+                response
+                    .headers()
+                    .get(crate::dpop::nonces::DPOP_NONCE)
+                    .cloned()
+            })
             .flatten()
     }
 }

@@ -42,12 +42,6 @@ pub(crate) const DEFAULT_ASSERTION_CLOCK_SKEW: Duration = Duration::from_secs(5)
 /// 60 seconds.
 pub(crate) const DEFAULT_ID_TOKEN_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
-/// Default of `RedisStore::prefix`, with feature `redis`: `tower-oauth:`.
-pub(crate) const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
-
-/// Default of `RedisStore::timeout`, with feature `redis`: 250 ms.
-pub(crate) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
-
 /// The longest any duration setting is taken to be: 24 hours. A longer one,
 /// even `Duration::MAX`, is cut to this, so that no instant computed from a
 /// setting can overflow.

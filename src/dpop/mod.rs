@@ -12,7 +12,7 @@
 // 5. When the answer comes back, `Dpop::answered` keeps a new nonce. It
 //    tells a nonce challenge from a refused token.
 
-mod nonces;
+pub(crate) mod nonces;
 mod proof;
 
 use std::fmt;
@@ -26,7 +26,7 @@ use crate::keys::jwk::PublicJwk;
 use crate::keys::{Algorithm, JwsSigner, SigningKey};
 use crate::support::boxed::BoxFuture;
 
-pub(crate) use self::nonces::{dpop_error, NonceBook, DPOP_NONCE};
+pub(crate) use self::nonces::NonceBook;
 pub(crate) use self::proof::Htu;
 
 /// The request header that carries a DPoP proof, from RFC 9449 section 4.1.

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::login_server::{Approve, LoginServer};
+use support::login_server::LoginServer;
 use tower_oauth::{store::FileStore, OAuthLayer, TokenErrorKind, TokenParams};
 
 use super::accounts::{builder, on_one_file, sign_in, token_requests, CALLBACK};
@@ -378,6 +378,7 @@ async fn in_one_layer_a_callback_submitted_twice_logs_in_once() {
 #[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
+    use support::login_server::Approve;
     use support::redis_server::{missing, RedisServer};
     use tower_oauth::store::RedisStore;
 

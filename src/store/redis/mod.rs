@@ -24,7 +24,11 @@ use self::connection::{Connection, Deployment};
 use self::scripts::Scripts;
 use crate::error::{ConfigError, TokenError};
 
-use crate::policy::{DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT};
+/// Default of [`RedisStore::prefix`]: `tower-oauth:`.
+const DEFAULT_REDIS_PREFIX: &str = "tower-oauth:";
+
+/// Default of [`RedisStore::timeout`]: 250 ms.
+const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How long a replica stays in the list after its last heartbeat: a
 /// replica gone (or cut off from Redis) leaves it by then, so a sign-out
