@@ -12,6 +12,7 @@ use http::{HeaderValue, Method};
 
 use crate::endpoint::client_auth::secret::{refuses_client, ClientSecret};
 use crate::endpoint::client_auth::{check_unencoded, ClientAuth};
+use crate::endpoint::grant::refresh::RegisteredSecret;
 use crate::endpoint::prepared::{Prepared, SentProof};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::error::{ConfigErrorKind, TokenError};
@@ -77,10 +78,8 @@ impl TokenRequest {
         if prepared.version != self.spec.secret.version() || prepared.client_id != *client_id {
             let (version, current) = self.spec.secret.current();
             let (secret, auth) = match got.as_ref().and_then(|c| c.secret.as_ref()) {
-                Some((secret, method)) if method == "client_secret_post" => {
-                    (secret.as_str(), ClientAuth::FormBody)
-                }
-                Some((secret, _)) => (secret.as_str(), ClientAuth::Basic),
+                Some(RegisteredSecret::Post(secret)) => (secret.as_str(), ClientAuth::FormBody),
+                Some(RegisteredSecret::Basic(secret)) => (secret.as_str(), ClientAuth::Basic),
                 None => (&*current, self.target.auth.clone()),
             };
             let client = (client_id.as_str(), secret, &auth);
@@ -115,7 +114,7 @@ impl TokenRequest {
     /// public client, whatever the secret slot holds.
     pub(crate) fn id_token_secret(&self) -> Option<Arc<str>> {
         if let Some(client) = self.client_got() {
-            return client.secret.map(|(secret, _)| Arc::from(secret));
+            return client.secret.map(|secret| Arc::from(secret.secret()));
         }
         let uses_secret = matches!(
             self.target.auth,

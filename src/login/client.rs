@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::{failed, ServerLogin};
 use crate::endpoint::Chain;
-use crate::endpoint::LoginClient;
 use crate::endpoint::ServerMetadata;
+use crate::endpoint::{LoginClient, RegisteredSecret};
 use crate::error::{clip, TokenError};
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -67,7 +67,7 @@ impl ServerLogin<'_> {
         chain.set_client(LoginClient {
             id: id.clone(),
             issuer: server.issuer.clone(),
-            secret: secret.map(|s| (s, method.to_owned())),
+            secret: secret.and_then(|s| RegisteredSecret::new(method, s)),
             redirect_uri,
         });
         Ok(id)

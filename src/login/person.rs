@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{KeySets, Login, ServerLogin};
-use crate::endpoint::{Chain, Requests};
+use crate::endpoint::{Chain, NoLogin, Requests};
 use crate::error::TokenError;
 use crate::source::TokenSource;
 use crate::support::boxed::BoxFuture;
@@ -74,9 +74,13 @@ impl Person {
                 // opened.
                 if !chain.take_login_asked() && !login.automatic {
                     let why = match (elsewhere, narrow) {
-                        (true, _) => "the login was made at another authorization server",
-                        (_, true) => "the request needs scopes the login did not ask for",
-                        _ => "no login yet",
+                        (true, _) => {
+                            NoLogin::Needed("the login was made at another authorization server")
+                        }
+                        (_, true) => {
+                            NoLogin::Needed("the request needs scopes the login did not ask for")
+                        }
+                        _ => NoLogin::Yet,
                     };
                     return Err(crate::endpoint::person_login_required(why));
                 }
@@ -96,9 +100,7 @@ impl Person {
                 let client_id = request.client_id_in_use();
                 let expected = super::oidc::Expected {
                     client_id: &client_id,
-                    nonce: None,
-                    earlier: Some(&earlier),
-                    asked: true,
+                    occasion: super::oidc::Occasion::Refresh { earlier: &earlier },
                 };
                 let renewed = at_server
                     .checks()

@@ -53,7 +53,7 @@ impl LoginStatus {
             (_, true) => LoginState::SignedIn,
             (None, false) if usable.is_some() && standing.logged_in_once => LoginState::SignedIn,
             (Some(Ended::SignedOut), false) => LoginState::SignedOut,
-            (Some(Ended::Refused(_)), false) => LoginState::Ended,
+            (Some(Ended::Refused(_) | Ended::StoreLost), false) => LoginState::Ended,
             (None, false) if standing.logged_in_once => LoginState::Ended,
             (None, false) => LoginState::NeverSignedIn,
         };

@@ -13,7 +13,7 @@ use super::authorization::{
 };
 use super::flow::check_pkce;
 use super::{failed, ServerLogin};
-use crate::endpoint::{now_ms, Chain, Code};
+use crate::endpoint::{now_ms, Chain, Code, Ended, NoLogin};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::params::AccountDigest;
 use crate::token::AccessToken;
@@ -225,7 +225,9 @@ impl ServerLogin<'_> {
             }
         }
         match chain.account() {
-            Some(account) => crate::endpoint::account_login_required(account, "signed out"),
+            Some(account) => {
+                crate::endpoint::account_login_required(account, NoLogin::Ended(&Ended::SignedOut))
+            }
             None => TokenError::new(TokenErrorKind::LoginRequired).with_message(
                 "signed out (OAuthLayer::logout): sign in again with OAuthLayer::login; no \
                  token request was sent",

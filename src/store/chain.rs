@@ -6,7 +6,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::endpoint::{login_required, Chain, ChainRecord, Lost};
+use crate::endpoint::{
+    account_login_required, login_required, person_login_required, Chain, ChainRecord, Ended, Lost,
+    NoLogin,
+};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::store::{FetchContext, StoredToken};
 use crate::support::boxed::BoxFuture;
@@ -204,11 +207,12 @@ where
                 "the token endpoint refused the refresh token: the login has ended, and a new \
                  one is needed (OAuthLayer::login, or OAuthLayer::replace_refresh_token)"
             );
+            let ended = Ended::Refused(why.clone());
             if let Some(account) = chain.account() {
-                return Err(crate::endpoint::account_login_required(account, &why));
+                return Err(account_login_required(account, NoLogin::Ended(&ended)));
             }
             if chain.logs_in() {
-                return Err(crate::endpoint::person_login_required(&why));
+                return Err(person_login_required(NoLogin::Ended(&ended)));
             }
             // The server's words once: in the status part when it answered.
             let required = match error.status() {

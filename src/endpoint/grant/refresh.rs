@@ -25,8 +25,8 @@ mod person;
 mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
-pub(crate) use self::kept::{Code, LoginClient};
-pub(crate) use self::person::{person_login_required, Ended, Standing};
+pub(crate) use self::kept::{Code, LoginClient, RegisteredSecret};
+pub(crate) use self::person::{person_login_required, Ended, NoLogin, Standing};
 pub(crate) use self::record::Lost;
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
@@ -384,18 +384,20 @@ impl Chain {
     pub(crate) fn to_send(&self) -> Result<String, TokenError> {
         let state = self.state();
         match &state.dead {
-            Some(why) => Err(self.required(why.text())),
-            None if state.current.is_empty() => Err(self.required("no login yet")),
+            Some(ended) => Err(self.required(NoLogin::Ended(ended))),
+            None if state.current.is_empty() => Err(self.required(NoLogin::Yet)),
             None => Ok(state.current.clone()),
         }
     }
 
     /// The "no login" error of this chain's kind, saying `why`.
-    fn required(&self, why: &str) -> TokenError {
-        match &self.account {
-            Some(account) => account_login_required(account, why),
-            None if self.logs_in => person_login_required(why),
-            None => login_required(Some(why)),
+    fn required(&self, why: NoLogin<'_>) -> TokenError {
+        match (&self.account, why) {
+            (Some(account), why) => account_login_required(account, why),
+            (None, why) if self.logs_in => person_login_required(why),
+            (None, NoLogin::Yet) => login_required(None),
+            (None, NoLogin::Ended(ended)) => login_required(Some(ended.text())),
+            (None, NoLogin::Needed(why)) => login_required(Some(why)),
         }
     }
 
@@ -422,10 +424,10 @@ impl Chain {
         tracing::error!("{WHY}");
         if self.logs_in_by_itself() {
             let current = self.current();
-            self.refused(&current, "the token store lost the login's chain");
+            self.end(&current, Ended::StoreLost);
             return None;
         }
-        Some(self.required(WHY))
+        Some(self.required(NoLogin::Needed(WHY)))
     }
 
     /// The current refresh token, dead or not.
@@ -447,9 +449,14 @@ impl Chain {
     /// The server refused `sent`, and `why` is what it said. The chain is dead,
     /// unless it moved on meanwhile.
     pub(crate) fn refused(&self, sent: &str, why: &str) {
+        self.end(sent, Ended::Refused(crate::error::clip(why)));
+    }
+
+    /// The chain ends as `ended`, if `sent` is still its refresh token.
+    fn end(&self, sent: &str, ended: Ended) {
         let mut state = self.state();
         if state.current == sent && state.dead.is_none() {
-            state.dead = Some(Ended::Refused(crate::error::clip(why)));
+            state.dead = Some(ended);
             state.unsaved = true;
         }
     }
@@ -547,11 +554,12 @@ pub(crate) fn login_required(why: Option<&str>) -> TokenError {
     ))
 }
 
-/// The error of an account without a live chain: `why` is what ended it.
-pub(crate) fn account_login_required(account: &AccountDigest, why: &str) -> TokenError {
+/// The error of an account without a live chain, saying `why`.
+pub(crate) fn account_login_required(account: &AccountDigest, why: NoLogin<'_>) -> TokenError {
     let why = match why {
-        "no login yet" => String::new(),
-        why => format!(" ({why})"),
+        NoLogin::Yet => String::new(),
+        NoLogin::Ended(ended) => format!(" ({})", ended.text()),
+        NoLogin::Needed(why) => format!(" ({why})"),
     };
     TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
         "account {account:?} has no login{why}: sign the person in with \
@@ -856,6 +864,57 @@ mod tests {
         d.adopt(&c.record());
         assert!(d.is_signed_out());
         assert_eq!(state_of(&d), LoginState::SignedOut);
+    }
+
+    /// A chain a store lost ends as that, not as a server's refusal: the
+    /// status has no server's words to show, a store reads it back, and the
+    /// login that runs by itself begins again.
+    #[test]
+    fn a_chain_the_store_lost_ends_as_that_and_logs_in_again() {
+        use crate::login::{LoginState, LoginStatus};
+        let a = Chain::for_login(true);
+        a.logged_in(Some("rt-1"), "https://as.example", "read");
+        assert!(a.store_lost().is_none());
+        assert_eq!(a.standing().ended, Some(Ended::StoreLost));
+        assert!(a.needs_login());
+        let status = LoginStatus::of(&a.standing(), None);
+        assert_eq!(status.state(), LoginState::Ended);
+        assert_eq!(status.ended_because(), None);
+        let b = Chain::for_login(true);
+        b.adopt(&a.record());
+        assert_eq!(b.standing().ended, Some(Ended::StoreLost));
+        // A chain that does not log in by itself answers "no login",
+        // worded for its kind, and keeps its token unsent.
+        let given = RefreshToken::new("rt-2").chain;
+        let e = given.store_lost().unwrap();
+        assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
+        assert!(e.to_string().contains("no longer holds"), "{e}");
+        let person = Chain::for_login(false);
+        let e = person.to_send().unwrap_err();
+        assert!(e.to_string().contains("no one has signed in yet"), "{e}");
+    }
+
+    /// A registered client's secret reads back from a record by the method
+    /// it goes by, and by no other name.
+    #[test]
+    fn a_registered_client_s_secret_reads_back_by_its_method() {
+        for method in ["client_secret_basic", "client_secret_post"] {
+            let a = Chain::for_login(true);
+            a.logged_in(Some("rt-1"), "https://as.example", "read");
+            a.set_client(LoginClient {
+                id: "client".into(),
+                issuer: "https://as.example".into(),
+                secret: RegisteredSecret::new(method, "s3cret".into()),
+                redirect_uri: None,
+            });
+            let b = Chain::for_login(true);
+            b.adopt(&a.record());
+            let got = b.client_at("https://as.example").unwrap();
+            let secret = got.secret.unwrap();
+            assert_eq!((secret.method(), secret.secret()), (method, "s3cret"));
+            assert!(!format!("{:?}", a.client_at("https://as.example")).contains("s3cret"));
+        }
+        assert!(RegisteredSecret::new("private_key_jwt", "s".into()).is_none());
     }
 
     #[test]

@@ -20,14 +20,24 @@ const MAX_AUDIENCES: usize = 16;
 pub(crate) struct Expected<'a> {
     /// The client the login was made with: its `aud` (and `azp`).
     pub(crate) client_id: &'a str,
-    /// The `nonce` the authorization request sent; `None` for a grant that
-    /// sends none (the device grant, a refresh).
-    pub(crate) nonce: Option<&'a str>,
-    /// The login's identity, when a refresh brought a new ID token: the
-    /// same issuer and subject.
-    pub(crate) earlier: Option<&'a Identity>,
-    /// Whether the login asked for `openid` (an ID token is then due).
-    pub(crate) asked: bool,
+    /// Which answer brought it: a login's, or a refresh's.
+    pub(crate) occasion: Occasion<'a>,
+}
+
+/// The answer an ID token came in, which says what it must match.
+#[derive(Clone, Copy)]
+pub(crate) enum Occasion<'a> {
+    /// A login's token answer.
+    Login {
+        /// The `nonce` the authorization request sent; `None` for a grant
+        /// that sends none (the device grant).
+        nonce: Option<&'a str>,
+        /// Whether the login asked for `openid`: an ID token is then due.
+        asked: bool,
+    },
+    /// A refresh that renewed the login's ID token: the same issuer and
+    /// subject as `earlier`, the login's, and its nonce where it had one.
+    Refresh { earlier: &'a Identity },
 }
 
 impl Checks<'_> {
@@ -46,12 +56,16 @@ impl Checks<'_> {
         id_token: Option<&str>,
         expected: Expected<'_>,
     ) -> Result<Option<Identity>, TokenError> {
-        if !expected.asked {
+        let (asked, login) = match expected.occasion {
+            Occasion::Login { asked, .. } => (asked, true),
+            Occasion::Refresh { .. } => (true, false),
+        };
+        if !asked {
             return Ok(None);
         }
         let raw = match id_token {
             Some(raw) => raw,
-            None if expected.earlier.is_none() && server.jwks_uri.is_some() => {
+            None if login && server.jwks_uri.is_some() => {
                 return Err(refused(
                     "is missing: the login asked for `openid`, and the server's token answer \
                      carries no id_token",
@@ -78,7 +92,7 @@ impl Checks<'_> {
             Identity::from_claims(claims, raw).ok_or_else(|| refused("has no `iss` or `sub`"))?;
         tracing::info!(
             issuer = %identity.issuer(),
-            refresh = expected.earlier.is_some(),
+            refresh = !login,
             "the ID token was verified"
         );
         Ok(Some(identity))
@@ -99,9 +113,10 @@ impl Checks<'_> {
     ) -> Result<Answered, TokenError> {
         let expected = Expected {
             client_id,
-            nonce,
-            earlier: None,
-            asked: asks_openid(scope),
+            occasion: Occasion::Login {
+                nonce,
+                asked: asks_openid(scope),
+            },
         };
         answered.identity = self
             .verified_id_token(server, answered.id_token.as_deref(), expected)
@@ -134,11 +149,12 @@ fn check_claims(
     let skew = skew.as_secs();
     check_times(claims, now, skew).map_err(|why| refused(&why))?;
     let nonce = text("nonce");
-    let want = match (expected.nonce, expected.earlier) {
-        (Some(sent), _) => Some(sent),
+    let want = match expected.occasion {
+        Occasion::Login { nonce: sent, .. } => sent,
         // A refresh's ID token carries the login's nonce, if any.
-        (None, Some(earlier)) => nonce.and(earlier.claims().get("nonce").and_then(Value::as_str)),
-        (None, None) => None,
+        Occasion::Refresh { earlier } => {
+            nonce.and(earlier.claims().get("nonce").and_then(Value::as_str))
+        }
     };
     if want.is_some() && nonce != want {
         return Err(refused(match nonce {
@@ -146,7 +162,7 @@ fn check_claims(
             None => "carries no `nonce`, though the login sent one",
         }));
     }
-    if let Some(earlier) = expected.earlier {
+    if let Occasion::Refresh { earlier } = expected.occasion {
         if sub != earlier.subject() || iss != earlier.issuer() {
             return Err(refused(
                 "of the refresh names another person than the login's (its `sub` or `iss` \

@@ -32,14 +32,49 @@ pub(crate) struct LoginClient {
     pub(crate) id: String,
     /// The issuer it is good at.
     pub(crate) issuer: String,
-    /// A registration's secret, and the method it goes by
-    /// (`client_secret_basic` or `client_secret_post`); none for a public
+    /// A registration's secret, by the way it goes; none for a public
     /// client.
-    pub(crate) secret: Option<(String, String)>,
+    pub(crate) secret: Option<RegisteredSecret>,
     /// The redirect URI it was registered with, for a browser login's next
     /// listener: a server that matches redirect URIs exactly knows no
     /// other.
     pub(crate) redirect_uri: Option<String>,
+}
+
+/// A registered client's secret, by the way the server takes it (its
+/// `token_endpoint_auth_method`).
+#[derive(Clone, PartialEq)]
+pub(crate) enum RegisteredSecret {
+    /// In a `Basic` header: `client_secret_basic`.
+    Basic(String),
+    /// In the form body: `client_secret_post`.
+    Post(String),
+}
+
+impl RegisteredSecret {
+    /// `secret`, for the method named `method`; `None` for any other.
+    pub(crate) fn new(method: &str, secret: String) -> Option<Self> {
+        match method {
+            "client_secret_basic" => Some(RegisteredSecret::Basic(secret)),
+            "client_secret_post" => Some(RegisteredSecret::Post(secret)),
+            _ => None,
+        }
+    }
+
+    /// The method's name, as registration and the metadata spell it.
+    pub(crate) fn method(&self) -> &'static str {
+        match self {
+            RegisteredSecret::Basic(_) => "client_secret_basic",
+            RegisteredSecret::Post(_) => "client_secret_post",
+        }
+    }
+
+    /// The secret.
+    pub(crate) fn secret(&self) -> &str {
+        match self {
+            RegisteredSecret::Basic(secret) | RegisteredSecret::Post(secret) => secret,
+        }
+    }
 }
 
 impl fmt::Debug for LoginClient {
@@ -53,7 +88,7 @@ impl fmt::Debug for LoginClient {
                 &self
                     .secret
                     .as_ref()
-                    .map(|(_, m)| format!("[redacted], {m}")),
+                    .map(|s| format!("[redacted], {}", s.method())),
             )
             .finish()
     }

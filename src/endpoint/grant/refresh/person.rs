@@ -31,6 +31,10 @@ pub(crate) enum Ended {
     SignedOut,
     /// The server refused the refresh token; what it said (clipped).
     Refused(String),
+    /// The token store lost the chain, and this copy was not the newest
+    /// for sure: it is not sent (a person's login that runs by itself
+    /// begins again).
+    StoreLost,
 }
 
 impl Ended {
@@ -39,8 +43,21 @@ impl Ended {
         match self {
             Ended::SignedOut => "signed out",
             Ended::Refused(why) => why,
+            Ended::StoreLost => "the token store lost the login's chain",
         }
     }
+}
+
+/// Why a chain has no refresh token to send, for its "no login" error. A
+/// type, not a sentence: the errors word each case their own way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NoLogin<'a> {
+    /// No login has begun the chain yet.
+    Yet,
+    /// The chain ended.
+    Ended(&'a Ended),
+    /// A login is needed, for this reason, in words.
+    Needed(&'a str),
 }
 
 impl Chain {
@@ -258,11 +275,12 @@ impl Chain {
 }
 
 /// The error of a person's chain with no live refresh token, whose login
-/// runs only when asked (`Login::automatic(false)`): `why` is what ended it.
-pub(crate) fn person_login_required(why: &str) -> TokenError {
+/// runs only when asked (`Login::automatic(false)`), saying `why`.
+pub(crate) fn person_login_required(why: NoLogin<'_>) -> TokenError {
     let why = match why {
-        "no login yet" => "no one has signed in yet".to_owned(),
-        why => format!("the login has ended ({why})"),
+        NoLogin::Yet => "no one has signed in yet".to_owned(),
+        NoLogin::Ended(ended) => format!("the login has ended ({})", ended.text()),
+        NoLogin::Needed(why) => why.to_owned(),
     };
     TokenError::new(TokenErrorKind::LoginRequired).with_message(format!(
         "{why}: sign in with OAuthLayer::login (this layer's login runs only when asked, \

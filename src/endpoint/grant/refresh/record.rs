@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::LoginClient;
 use super::{check_value, Chain, ChainRecord, Ended, State};
+use super::{LoginClient, RegisteredSecret};
 
 /// How long a replica whose copy of a chain is older than the newest the
 /// news told of (or which has none) waits for the replica holding that one
@@ -147,15 +147,20 @@ impl Chain {
             if let Some(uri) = &client.redirect_uri {
                 map.insert("client_redirect_uri".into(), uri.clone().into());
             }
-            if let Some((secret, method)) = &client.secret {
-                map.insert("client_secret".into(), secret.clone().into());
-                map.insert("client_auth".into(), method.clone().into());
+            if let Some(secret) = &client.secret {
+                map.insert("client_secret".into(), secret.secret().into());
+                map.insert("client_auth".into(), secret.method().into());
             }
         }
         if let Some(ended) = &state.dead {
             map.insert("dead".into(), ended.text().into());
-            if *ended == Ended::SignedOut {
-                map.insert("signed_out".into(), true.into());
+            let flag = match ended {
+                Ended::SignedOut => Some("signed_out"),
+                Ended::StoreLost => Some("store_lost"),
+                Ended::Refused(_) => None,
+            };
+            if let Some(flag) = flag {
+                map.insert(flag.into(), true.into());
             }
         }
         if !state.id_token.is_empty() {
@@ -267,7 +272,7 @@ impl Chain {
                         map.get("client_auth").and_then(Value::as_str),
                     ) {
                         (Some(secret), Some(method)) => {
-                            Some((secret.to_owned(), method.to_owned()))
+                            RegisteredSecret::new(method, secret.to_owned())
                         }
                         _ => None,
                     },
@@ -281,12 +286,10 @@ impl Chain {
                 }),
                 _ => None,
             },
-            dead: match map.get("signed_out").and_then(Value::as_bool) {
-                Some(true) => Some(Ended::SignedOut),
-                _ => map
-                    .get("dead")
-                    .and_then(Value::as_str)
-                    .map(|why| Ended::Refused(why.to_owned())),
+            dead: match map.get("dead").and_then(Value::as_str) {
+                _ if map.get("signed_out") == Some(&Value::Bool(true)) => Some(Ended::SignedOut),
+                _ if map.get("store_lost") == Some(&Value::Bool(true)) => Some(Ended::StoreLost),
+                why => why.map(|why| Ended::Refused(why.to_owned())),
             },
             // Written by this crate once verified; sealed in the store.
             id_token: map
