@@ -196,16 +196,24 @@ struct Inner {
     retry_after: Option<Duration>,
     message: Option<String>,
     backing_off: Option<Duration>,
+    origin: Origin,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+/// Where an error comes from, which says how the layer treats it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// This layer's own token request (or its source): the usual case.
+    Here,
     /// Reported by another replica through a token store, not a token
     /// request of this layer's.
-    shared: bool,
+    AnotherReplica,
     /// This layer's own answer about a person's login, not a failure of a
     /// server's: never backed off, never shared through a store.
-    local: bool,
+    LoginState,
     /// A token endpoint's success answer that does not read (a gateway's
     /// page with 200, an error body, `expires_in` 0): retried as a 503 is.
-    unreadable: bool,
-    source: Option<Box<dyn StdError + Send + Sync>>,
+    UnreadableAnswer,
 }
 
 impl TokenError {
@@ -234,9 +242,7 @@ impl TokenError {
             retry_after: None,
             message: None,
             backing_off: None,
-            shared: false,
-            local: false,
-            unreadable: false,
+            origin: Origin::Here,
             source: None,
         })
     }
@@ -252,9 +258,7 @@ impl TokenError {
                 retry_after: shared.retry_after,
                 message: shared.message.clone(),
                 backing_off: shared.backing_off,
-                shared: shared.shared,
-                local: shared.local,
-                unreadable: shared.unreadable,
+                origin: shared.origin,
                 // The source cannot be cloned; keep its text.
                 source: shared
                     .source
@@ -313,7 +317,7 @@ impl TokenError {
 
     /// Whether this is another replica's failure read from a token store.
     pub(crate) fn is_reported_by_another(&self) -> bool {
-        self.inner.shared
+        self.inner.origin == Origin::AnotherReplica
     }
 
     /// Whether this is the state of a person's login rather than a
@@ -321,26 +325,26 @@ impl TokenError {
     /// ([`LoginRequired`](TokenErrorKind::LoginRequired)), or a callback
     /// that logged nobody in here. Never backed off, never shared.
     pub(crate) fn is_login_state(&self) -> bool {
-        self.inner.local || self.inner.kind == TokenErrorKind::LoginRequired
+        self.inner.origin == Origin::LoginState || self.inner.kind == TokenErrorKind::LoginRequired
     }
 
     /// The same error, marked as the state of a person's login (see
     /// [`is_login_state`](Self::is_login_state)).
     pub(crate) fn marked_login_state(self) -> Self {
-        self.map_inner(|i| i.local = true)
+        self.map_inner(|i| i.origin = Origin::LoginState)
     }
 
     /// Whether this is a token endpoint's success answer that does not
     /// read, which a gateway or a deployment under way gives for a while:
     /// retried on the schedule of a 503.
     pub(crate) fn is_unreadable_answer(&self) -> bool {
-        self.inner.unreadable
+        self.inner.origin == Origin::UnreadableAnswer
     }
 
     /// The same error, marked as an answer that does not read (see
     /// [`is_unreadable_answer`](Self::is_unreadable_answer)).
     pub(crate) fn marked_unreadable(self) -> Self {
-        self.map_inner(|i| i.unreadable = true)
+        self.map_inner(|i| i.origin = Origin::UnreadableAnswer)
     }
 
     /// The detail after the kind in `Display`: the message, or else the
@@ -434,7 +438,7 @@ impl TokenError {
     /// [`retry_after`](Self::retry_after). It does not count the error as a
     /// failure of its own.
     pub(crate) fn reported_by_another(self) -> Self {
-        self.map_inner(|i| i.shared = true)
+        self.map_inner(|i| i.origin = Origin::AnotherReplica)
     }
 }
 

@@ -352,7 +352,7 @@ async fn identity_of(cache: &Arc<TokenCache>) -> Option<Identity> {
     if let Err(why) = cache.read_for_status(READ_BOUND).await.0 {
         tracing::warn!(error = %why, "the token store could not be read for the identity");
     }
-    if chain.standing().ended.is_some() {
+    if matches!(chain.standing().stands, crate::endpoint::Stands::Ended(_)) {
         return None;
     }
     Identity::from_id_token(&chain.id_token()?)

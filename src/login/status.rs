@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::endpoint::{Ended, Standing};
+use crate::endpoint::{Ended, Standing, Stands};
 
 /// Where a layer's login stands, as
 /// [`OAuthLayer::login_status`](crate::OAuthLayer::login_status) reads it:
@@ -49,24 +49,24 @@ impl LoginStatus {
     /// The status of a chain that stands as `standing`, with an access
     /// token usable for `usable` more.
     pub(crate) fn of(standing: &Standing, usable: Option<Duration>) -> Self {
-        let state = match (&standing.ended, standing.live) {
-            (_, true) => LoginState::SignedIn,
-            (None, false) if usable.is_some() && standing.logged_in_once => LoginState::SignedIn,
-            (Some(Ended::SignedOut), false) => LoginState::SignedOut,
-            (Some(Ended::Refused(_) | Ended::StoreLost), false) => LoginState::Ended,
-            (None, false) if standing.logged_in_once => LoginState::Ended,
-            (None, false) => LoginState::NeverSignedIn,
+        let state = match &standing.stands {
+            Stands::Live => LoginState::SignedIn,
+            Stands::NoRefreshToken if usable.is_some() => LoginState::SignedIn,
+            Stands::NoRefreshToken => LoginState::Ended,
+            Stands::NeverLoggedIn => LoginState::NeverSignedIn,
+            Stands::Ended(Ended::SignedOut) => LoginState::SignedOut,
+            Stands::Ended(Ended::Refused(_) | Ended::StoreLost) => LoginState::Ended,
         };
         let signed_in = state == LoginState::SignedIn;
         LoginStatus {
             state,
-            ended_because: match &standing.ended {
-                Some(Ended::Refused(why)) => Some(why.clone()),
+            ended_because: match &standing.stands {
+                Stands::Ended(Ended::Refused(why)) => Some(why.clone()),
                 _ => None,
             },
             scope: standing.scope.clone(),
             issuer: (!standing.issuer.is_empty()).then(|| standing.issuer.clone()),
-            refresh_token: standing.live,
+            refresh_token: standing.stands == Stands::Live,
             access_token_usable_for: usable.filter(|_| signed_in),
             store_unread: None,
         }

@@ -26,7 +26,7 @@ mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
 pub(crate) use self::kept::{Code, LoginClient, RegisteredSecret};
-pub(crate) use self::person::{person_login_required, Ended, NoLogin, Standing};
+pub(crate) use self::person::{person_login_required, Ended, NoLogin, Standing, Stands};
 pub(crate) use self::record::Lost;
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
@@ -849,8 +849,8 @@ mod tests {
         let a = RefreshToken::new("rt-1").chain;
         a.refused("rt-1", "signed out");
         assert_eq!(
-            a.standing().ended,
-            Some(Ended::Refused("signed out".into()))
+            a.standing().stands,
+            Stands::Ended(Ended::Refused("signed out".into()))
         );
         assert_eq!(state_of(&a), LoginState::Ended);
         let b = RefreshToken::new("rt-1").chain;
@@ -875,14 +875,14 @@ mod tests {
         let a = Chain::for_login(true);
         a.logged_in(Some("rt-1"), "https://as.example", "read");
         assert!(a.store_lost().is_none());
-        assert_eq!(a.standing().ended, Some(Ended::StoreLost));
+        assert_eq!(a.standing().stands, Stands::Ended(Ended::StoreLost));
         assert!(a.needs_login());
         let status = LoginStatus::of(&a.standing(), None);
         assert_eq!(status.state(), LoginState::Ended);
         assert_eq!(status.ended_because(), None);
         let b = Chain::for_login(true);
         b.adopt(&a.record());
-        assert_eq!(b.standing().ended, Some(Ended::StoreLost));
+        assert_eq!(b.standing().stands, Stands::Ended(Ended::StoreLost));
         // A chain that does not log in by itself answers "no login",
         // worded for its kind, and keeps its token unsent.
         let given = RefreshToken::new("rt-2").chain;

@@ -10,17 +10,26 @@ use crate::error::{TokenError, TokenErrorKind};
 /// Where a chain stands, as memory holds it (after a read of the store).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Standing {
-    /// A refresh token the server has not refused.
-    pub(crate) live: bool,
-    /// A login began the chain, here or in another process: `false` for a
-    /// chain that never had one.
-    pub(crate) logged_in_once: bool,
-    /// What ended it: a sign-out, or the server's refusal.
-    pub(crate) ended: Option<Ended>,
+    /// Whether it has a refresh token to send, and if not, why.
+    pub(crate) stands: Stands,
     /// The scopes its login asked for, space-separated.
     pub(crate) scope: String,
     /// The server its login was made at; empty for a refresh token given.
     pub(crate) issuer: String,
+}
+
+/// Whether a chain has a refresh token to send, and if not, why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Stands {
+    /// A refresh token the server has not refused.
+    Live,
+    /// No login began the chain, here or in another process.
+    NeverLoggedIn,
+    /// A login began it, and brought no refresh token (an access token
+    /// alone may still serve).
+    NoRefreshToken,
+    /// It ended: a sign-out, the server's refusal, a store's loss.
+    Ended(Ended),
 }
 
 /// What ended a chain. A type, not a sentence: no words of a server's
@@ -264,10 +273,14 @@ impl Chain {
     /// Where the chain stands now, in memory.
     pub(crate) fn standing(&self) -> Standing {
         let state = self.state();
+        let stands = match &state.dead {
+            Some(ended) => Stands::Ended(ended.clone()),
+            None if !state.current.is_empty() => Stands::Live,
+            None if state.login_at > 0 || !self.initial.is_empty() => Stands::NoRefreshToken,
+            None => Stands::NeverLoggedIn,
+        };
         Standing {
-            live: !state.current.is_empty() && state.dead.is_none(),
-            logged_in_once: state.login_at > 0 || !self.initial.is_empty(),
-            ended: state.dead.clone(),
+            stands,
             scope: state.scope.clone(),
             issuer: state.issuer.clone(),
         }
