@@ -196,13 +196,13 @@ struct Inner {
     retry_after: Option<Duration>,
     message: Option<String>,
     backing_off: Option<Duration>,
-    origin: Origin,
+    origin: ErrorOrigin,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
 /// Where an error comes from, which says how the layer treats it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Origin {
+enum ErrorOrigin {
     /// This layer's own token request (or its source): the usual case.
     Here,
     /// Reported by another replica through a token store, not a token
@@ -242,7 +242,7 @@ impl TokenError {
             retry_after: None,
             message: None,
             backing_off: None,
-            origin: Origin::Here,
+            origin: ErrorOrigin::Here,
             source: None,
         })
     }
@@ -317,7 +317,7 @@ impl TokenError {
 
     /// Whether this is another replica's failure read from a token store.
     pub(crate) fn is_reported_by_another(&self) -> bool {
-        self.inner.origin == Origin::AnotherReplica
+        self.inner.origin == ErrorOrigin::AnotherReplica
     }
 
     /// Whether this is the state of a person's login rather than a
@@ -325,26 +325,27 @@ impl TokenError {
     /// ([`LoginRequired`](TokenErrorKind::LoginRequired)), or a callback
     /// that logged nobody in here. Never backed off, never shared.
     pub(crate) fn is_login_state(&self) -> bool {
-        self.inner.origin == Origin::LoginState || self.inner.kind == TokenErrorKind::LoginRequired
+        self.inner.origin == ErrorOrigin::LoginState
+            || self.inner.kind == TokenErrorKind::LoginRequired
     }
 
     /// The same error, marked as the state of a person's login (see
     /// [`is_login_state`](Self::is_login_state)).
     pub(crate) fn marked_login_state(self) -> Self {
-        self.map_inner(|i| i.origin = Origin::LoginState)
+        self.map_inner(|i| i.origin = ErrorOrigin::LoginState)
     }
 
     /// Whether this is a token endpoint's success answer that does not
     /// read, which a gateway or a deployment under way gives for a while:
     /// retried on the schedule of a 503.
     pub(crate) fn is_unreadable_answer(&self) -> bool {
-        self.inner.origin == Origin::UnreadableAnswer
+        self.inner.origin == ErrorOrigin::UnreadableAnswer
     }
 
     /// The same error, marked as an answer that does not read (see
     /// [`is_unreadable_answer`](Self::is_unreadable_answer)).
     pub(crate) fn marked_unreadable(self) -> Self {
-        self.map_inner(|i| i.origin = Origin::UnreadableAnswer)
+        self.map_inner(|i| i.origin = ErrorOrigin::UnreadableAnswer)
     }
 
     /// The detail after the kind in `Display`: the message, or else the
@@ -438,7 +439,7 @@ impl TokenError {
     /// [`retry_after`](Self::retry_after). It does not count the error as a
     /// failure of its own.
     pub(crate) fn reported_by_another(self) -> Self {
-        self.map_inner(|i| i.origin = Origin::AnotherReplica)
+        self.map_inner(|i| i.origin = ErrorOrigin::AnotherReplica)
     }
 }
 

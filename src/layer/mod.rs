@@ -18,7 +18,7 @@ use crate::cache::{CacheRef, CachedToken, TokenCache};
 use crate::endpoint::{ResourceMetadata, ServerMetadata};
 use crate::error::{ConfigError, TokenError};
 use crate::service::OAuthService;
-use crate::slots::factory::Endpoint;
+use crate::slots::factory::{Endpoint, Via};
 use crate::slots::Slots;
 use crate::telemetry::stats::Stats;
 use crate::token::params::TokenParams;
@@ -162,7 +162,7 @@ impl OAuthLayer {
     /// [`issuer`](OAuthLayerBuilder::issuer): see
     /// [`server_metadata`](Self::server_metadata) for that.
     pub fn token_url(&self) -> Option<&http::Uri> {
-        self.shared.endpoint.as_ref().and_then(|e| e.url.as_ref())
+        self.shared.endpoint.as_ref().and_then(Endpoint::url)
     }
 
     /// The issuer the layer discovers its token endpoint from, when built with
@@ -170,11 +170,10 @@ impl OAuthLayer {
     /// resource](OAuthLayerBuilder::protected_resource) and no issuer, the
     /// server taken is in [`resource_metadata`](Self::resource_metadata).
     pub fn issuer(&self) -> Option<&str> {
-        let endpoint = self.shared.endpoint.as_ref()?;
-        match (&endpoint.discovery, &endpoint.resource) {
-            (Some(discovery), _) => Some(discovery.issuer()),
-            (None, Some((resource, _))) => resource.issuer(),
-            (None, None) => None,
+        match &self.shared.endpoint.as_ref()?.via {
+            Via::Issuer(discovery) => Some(discovery.issuer()),
+            Via::Resource(resource, _) => resource.issuer(),
+            Via::Url(..) | Via::Nowhere => None,
         }
     }
 
@@ -185,19 +184,20 @@ impl OAuthLayer {
     /// failed discovery, and for layers without an issuer or a protected
     /// resource.
     pub fn server_metadata(&self) -> Option<ServerMetadata> {
-        let endpoint = self.shared.endpoint.as_ref()?;
-        match (&endpoint.discovery, &endpoint.resource) {
-            (Some(discovery), _) => discovery.metadata(),
-            (None, Some((_, source))) => source.server()?.metadata(),
-            (None, None) => None,
+        match &self.shared.endpoint.as_ref()?.via {
+            Via::Issuer(discovery) => discovery.metadata(),
+            Via::Resource(_, source) => source.server()?.metadata(),
+            Via::Url(..) | Via::Nowhere => None,
         }
     }
 
     /// The [protected resource](OAuthLayerBuilder::protected_resource) the
     /// layer's tokens are for, as configured.
     pub fn protected_resource(&self) -> Option<&str> {
-        let (resource, _) = self.shared.endpoint.as_ref()?.resource.as_ref()?;
-        Some(resource.url())
+        match &self.shared.endpoint.as_ref()?.via {
+            Via::Resource(resource, _) => Some(resource.url()),
+            _ => None,
+        }
     }
 
     /// What the [protected resource](OAuthLayerBuilder::protected_resource)'s
@@ -205,8 +205,10 @@ impl OAuthLayer {
     /// metadata is read at the first token request. `None` before it, while no
     /// reading has succeeded, and for layers without a protected resource.
     pub fn resource_metadata(&self) -> Option<ResourceMetadata> {
-        let (resource, _) = self.shared.endpoint.as_ref()?.resource.as_ref()?;
-        resource.metadata()
+        match &self.shared.endpoint.as_ref()?.via {
+            Via::Resource(resource, _) => resource.metadata(),
+            _ => None,
+        }
     }
 
     /// The client id the layer authenticates as. `None` for a layer built on a

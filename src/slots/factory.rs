@@ -41,16 +41,41 @@ pub(crate) enum Target {
 /// Where a layer's tokens come from, as the layer reports it.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
-    /// The token endpoint, when it was configured (not discovered).
-    pub(crate) url: Option<Uri>,
     pub(crate) client_id: String,
-    /// The issuer's discovery, when the layer was configured with one.
-    pub(crate) discovery: Option<Arc<Discovery>>,
-    /// The protected resource, and the default token's source, when the
-    /// layer was configured with one.
-    pub(crate) resource: Option<(Arc<Resource>, Arc<ResourceSource>)>,
+    pub(crate) via: Via,
+}
+
+/// How a layer's token requests find their endpoint.
+#[derive(Clone, Debug)]
+pub(crate) enum Via {
+    /// The token endpoint configured (not discovered), and its request.
+    Url(Uri, Arc<TokenRequest>),
+    /// The issuer's discovery.
+    Issuer(Arc<Discovery>),
+    /// The protected resource, and the default token's source.
+    Resource(Arc<Resource>, Arc<ResourceSource>),
+    /// None: only the protected resources' slots have tokens.
+    Nowhere,
+}
+
+impl Endpoint {
+    /// The token endpoint, when it was configured (not discovered).
+    pub(crate) fn url(&self) -> Option<&Uri> {
+        match &self.via {
+            Via::Url(url, _) => Some(url),
+            _ => None,
+        }
+    }
+
     /// Where the token requests come from; none without an endpoint.
-    pub(crate) requests: Option<Requests>,
+    pub(crate) fn requests(&self) -> Option<Requests> {
+        match &self.via {
+            Via::Url(_, request) => Some(Requests::Direct(Arc::clone(request))),
+            Via::Issuer(discovery) => Some(Requests::Discovered(Arc::clone(discovery))),
+            Via::Resource(_, source) => Some(Requests::Resource(Arc::clone(source))),
+            Via::Nowhere => None,
+        }
+    }
 }
 
 /// Everything checked by the builder that a token cache is made from.
@@ -164,7 +189,7 @@ impl SlotFactory {
             supply,
             self.policy.clone(),
             self.placement.clone(),
-            endpoint.url.clone(),
+            endpoint.url().cloned(),
             slot,
             Challenges {
                 step_up,
@@ -239,11 +264,10 @@ impl SlotFactory {
     /// once its server's metadata is read: what a web login is begun with.
     pub(crate) async fn login_request(self: &Arc<Self>) -> Result<Arc<TokenRequest>, TokenError> {
         let (_, endpoint) = self.source(self.spec.params.clone());
-        if let Some(discovery) = &endpoint.discovery {
-            return discovery.token_request().await;
-        }
-        if let Some((_, source)) = &endpoint.resource {
-            return source.token_request().await;
+        match &endpoint.via {
+            Via::Issuer(discovery) => return discovery.token_request().await,
+            Via::Resource(_, source) => return source.token_request().await,
+            Via::Url(..) | Via::Nowhere => {}
         }
         Err(TokenError::new(TokenErrorKind::Configuration).with_message(
             "a web login needs the authorization server's metadata: configure the layer with \
@@ -292,10 +316,10 @@ impl SlotFactory {
     /// first ([`Person`]).
     fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
         let (source, endpoint) = self.endpoint_source(params);
-        if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), &endpoint.requests) {
+        if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), endpoint.requests()) {
             if chain.logs_in() || chain.account().is_some() {
                 let person = Person::new(
-                    requests.clone(),
+                    requests,
                     Arc::clone(chain),
                     self.login.clone(),
                     Arc::clone(&self.key_sets),
@@ -322,11 +346,8 @@ impl SlotFactory {
         if let Some(resource) = resource {
             let source = ResourceSource::new(Arc::clone(resource), Arc::clone(&self.spec), params);
             let endpoint = Endpoint {
-                url: None,
                 client_id,
-                discovery: None,
-                resource: Some((Arc::clone(resource), Arc::clone(&source))),
-                requests: Some(Requests::Resource(Arc::clone(&source))),
+                via: Via::Resource(Arc::clone(resource), Arc::clone(&source)),
             };
             return (source, endpoint);
         }
@@ -340,11 +361,8 @@ impl SlotFactory {
                     Arc::clone(&self.metadata),
                 );
                 let endpoint = Endpoint {
-                    url: None,
                     client_id,
-                    discovery: Some(Arc::clone(&discovery)),
-                    resource: None,
-                    requests: Some(Requests::Discovered(Arc::clone(&discovery))),
+                    via: Via::Issuer(Arc::clone(&discovery)),
                 };
                 (discovery, endpoint)
             }
@@ -353,21 +371,15 @@ impl SlotFactory {
                 let source =
                     ResourceSource::new(Arc::clone(&resource), Arc::clone(&self.spec), params);
                 let endpoint = Endpoint {
-                    url: None,
                     client_id,
-                    discovery: None,
-                    resource: Some((resource, Arc::clone(&source))),
-                    requests: Some(Requests::Resource(Arc::clone(&source))),
+                    via: Via::Resource(resource, Arc::clone(&source)),
                 };
                 (source, endpoint)
             }
             Target::NoEndpoint => {
                 let endpoint = Endpoint {
-                    url: None,
                     client_id,
-                    discovery: None,
-                    resource: None,
-                    requests: None,
+                    via: Via::Nowhere,
                 };
                 let names: Vec<&str> = self.resources.iter().map(|r| r.url()).collect();
                 (Arc::new(NoDefaultToken(names.join(", "))), endpoint)
@@ -387,11 +399,8 @@ impl SlotFactory {
                 }
                 let source = Arc::new(source);
                 let endpoint = Endpoint {
-                    url: Some(url.clone()),
                     client_id,
-                    discovery: None,
-                    resource: None,
-                    requests: Some(Requests::Direct(Arc::clone(&source))),
+                    via: Via::Url(url.clone(), Arc::clone(&source)),
                 };
                 (source, endpoint)
             }
