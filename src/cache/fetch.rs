@@ -13,7 +13,7 @@ use crate::endpoint::Chain;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::policy::Policy;
 use crate::source::{ask_counted, caught, TokenSource};
-use crate::store::{refresh, FetchContext, ServingUntil, StoreUse};
+use crate::store::{refresh, FetchContext, KeptChain, ServingUntil, StoreUse};
 use crate::token::AccessToken;
 
 /// What the fetch task needs, and nothing of the cache: so that a fetch
@@ -198,8 +198,11 @@ impl Fetcher {
             fleet: &self.fleet,
             sealing_key: store_use.sealing_key.as_ref(),
             serving_until,
-            chain: supply.chain.as_deref(),
-            chain_identity: store_use.chain_identity.as_ref(),
+            chain: supply
+                .chain
+                .as_deref()
+                .zip(store_use.chain_identity.as_ref())
+                .map(|(chain, identity)| KeptChain { chain, identity }),
             // Guarded, and the last word still runs.
             hears_news: self
                 .hearing

@@ -75,7 +75,7 @@ impl FetchContext<'_> {
         keeper: Option<&dyn ChainKeeper>,
     ) -> Result<StoredToken, TokenError> {
         match self.chain {
-            Some(chain) => refresh(chain, keeper, || self.fetch_once()).await,
+            Some(kept) => refresh(kept.chain, keeper, || self.fetch_once()).await,
             None => self.fetch_once().await,
         }
     }

@@ -55,14 +55,21 @@ pub struct FetchContext<'a> {
     pub(crate) sealing_key: Option<&'a [u8; 32]>,
     /// Until when the layer's token in hand serves, asked anew each time.
     pub(crate) serving_until: &'a ServingUntil<'a>,
-    /// The chain of refresh tokens, when the layer refreshes, and what it
+    /// The chain of refresh tokens, when the layer refreshes, with what it
     /// is kept under in a store.
-    pub(crate) chain: Option<&'a Chain>,
-    pub(crate) chain_identity: Option<&'a TokenIdentity>,
+    pub(crate) chain: Option<KeptChain<'a>>,
     /// Whether the replica hears the store's news of accounts' chains now.
     /// (Read by `RedisStore`, behind its feature.)
     #[allow(dead_code)]
     pub(crate) hears_news: bool,
+}
+
+/// A layer's chain of refresh tokens, and what a store keeps it under: the
+/// same for every token slot of the layer.
+#[derive(Clone, Copy)]
+pub(crate) struct KeptChain<'a> {
+    pub(crate) chain: &'a Chain,
+    pub(crate) identity: &'a TokenIdentity,
 }
 
 impl<'a> FetchContext<'a> {
@@ -136,13 +143,13 @@ impl<'a> FetchContext<'a> {
     /// that keeps the chain answers it only after reading the chain once:
     /// another replica may have logged the person in.
     pub(crate) fn login_required_now(&self) -> Option<TokenError> {
-        self.chain?.login_required_now()
+        self.chain?.chain.login_required_now()
     }
 
     /// Whether a new login was handed to this layer and not yet stored:
     /// neither a token nor a failure shared from before applies to it.
     pub(crate) fn begins_login(&self) -> bool {
-        self.chain.is_some_and(Chain::replaced_here)
+        self.chain.is_some_and(|kept| kept.chain.replaced_here())
     }
 
     /// A key for sealing what the store keeps, derived with HKDF-SHA256. It

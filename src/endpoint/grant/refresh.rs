@@ -153,17 +153,12 @@ pub(crate) struct Chain {
     /// time.
     turn: Arc<tokio::sync::Mutex<()>>,
     on_rotation: Option<OnRotation>,
-    /// A person logs in when the chain has no refresh token (the layer's
-    /// `Login`, which the login's token source holds).
-    logs_in: bool,
-    /// The login runs when a token request needs it; `false`: only when
-    /// asked (`OAuthLayer::login`).
-    automatic: bool,
+    /// Whose chain it is, which says what happens when it has no refresh
+    /// token.
+    owner: Owner,
     /// `OAuthLayer::login` asked for a login: the next token request runs
     /// it, automatic or not.
     login_asked: AtomicBool,
-    /// The account whose chain this is, when the layer serves many people.
-    account: Option<AccountDigest>,
     /// A web login's code, from its callback, for the next token request
     /// to exchange. Never stored: the fetch that exchanges it runs here.
     code: Mutex<Option<Code>>,
@@ -188,6 +183,20 @@ pub(crate) struct Chain {
     /// What the store's news told of the chain's writes (see
     /// `record::News`).
     news: Mutex<record::News>,
+}
+
+/// Whose a chain is, which says what happens when it has no refresh token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The layer's, from a refresh token given to it: "no login" until a
+    /// new one is given.
+    Given,
+    /// A person's, whose login (the layer's `Login`, which the login's
+    /// token source holds) begins it: when a token request needs it
+    /// (`automatic`), or only when asked (`OAuthLayer::login`).
+    Person { automatic: bool },
+    /// An account's, whose web login the app's routes run.
+    Account(AccountDigest),
 }
 
 impl fmt::Debug for Chain {
@@ -300,10 +309,8 @@ impl Chain {
             state: Mutex::new(self.state().clone()),
             turn: Arc::new(tokio::sync::Mutex::new(())),
             on_rotation: self.on_rotation.clone(),
-            logs_in: self.logs_in,
-            automatic: self.automatic,
+            owner: self.owner.clone(),
             login_asked: AtomicBool::new(false),
-            account: self.account.clone(),
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
             refreshed_id_token: Mutex::new(None),
@@ -323,10 +330,8 @@ impl Chain {
             state: Mutex::new(State::begin("", 0)),
             turn: Arc::new(tokio::sync::Mutex::new(())),
             on_rotation: None,
-            logs_in: false,
-            automatic: true,
+            owner: Owner::Given,
             login_asked: AtomicBool::new(false),
-            account: None,
             code: Mutex::new(None),
             callbacks: Mutex::new(Vec::new()),
             refreshed_id_token: Mutex::new(None),
@@ -343,7 +348,7 @@ impl Chain {
     /// until a store holds its chain.
     pub(crate) fn for_account(account: AccountDigest) -> Chain {
         Chain {
-            account: Some(account),
+            owner: Owner::Account(account),
             ..Chain::empty("account")
         }
     }
@@ -360,7 +365,7 @@ impl Chain {
 
     /// Checks the configured refresh token (none for a login's chain).
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        if self.logs_in && self.initial.is_empty() {
+        if self.logs_in() && self.initial.is_empty() {
             return Ok(());
         }
         check_given(&self.initial, "given to RefreshToken::new")
@@ -392,12 +397,12 @@ impl Chain {
 
     /// The "no login" error of this chain's kind, saying `why`.
     fn required(&self, why: NoLogin<'_>) -> TokenError {
-        match (&self.account, why) {
-            (Some(account), why) => account_login_required(account, why),
-            (None, why) if self.logs_in => person_login_required(why),
-            (None, NoLogin::Yet) => login_required(None),
-            (None, NoLogin::Ended(ended)) => login_required(Some(ended.text())),
-            (None, NoLogin::Needed(why)) => login_required(Some(why)),
+        match (&self.owner, why) {
+            (Owner::Account(account), why) => account_login_required(account, why),
+            (Owner::Person { .. }, why) => person_login_required(why),
+            (Owner::Given, NoLogin::Yet) => login_required(None),
+            (Owner::Given, NoLogin::Ended(ended)) => login_required(Some(ended.text())),
+            (Owner::Given, NoLogin::Needed(why)) => login_required(Some(why)),
         }
     }
 

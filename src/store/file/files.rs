@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::{failure_key, FileStore};
 use crate::store::codec::until_ms;
-use crate::store::FetchContext;
+use crate::store::{FetchContext, KeptChain};
 use crate::support::boxed::BoxFuture;
 
 /// The first member of the file: its format and version.
@@ -105,8 +105,8 @@ impl FileStore {
     /// fetch may wait minutes for the person, and the file's other chains
     /// go on meanwhile; any other fetch the file's (short) lock.
     pub(super) fn fetch_lock_path(&self, ctx: &FetchContext<'_>) -> PathBuf {
-        match (ctx.chain, ctx.chain_identity) {
-            (Some(chain), Some(identity)) if chain.logs_in() => {
+        match ctx.chain {
+            Some(KeptChain { chain, identity }) if chain.logs_in() => {
                 let mut path = self.inner.path.clone().into_os_string();
                 let short = identity.key().get(..16).unwrap_or(identity.key());
                 path.push(format!(".{short}.lock"));

@@ -275,7 +275,7 @@ impl FileStore {
         sealer: &Sealer<'_>,
         ctx: &FetchContext<'_>,
     ) -> Option<TokenError> {
-        let (chain, chain_identity) = (ctx.chain?, ctx.chain_identity?);
+        let (chain, chain_identity) = ctx.chain.map(|kept| (kept.chain, kept.identity))?;
         // (The file tells no news: nothing marks a chain unverified here.)
         ctx.login_required_now()?;
         let chain_sealer = sealer.beside(chain_identity.encoded());
@@ -305,7 +305,7 @@ impl FileStore {
             return settled;
         }
         ctx.record(StoreEvent::FetchedForFleet);
-        let outcome = match ctx.chain_identity {
+        let outcome = match ctx.chain.map(|kept| kept.identity) {
             Some(chain_identity) => {
                 let keeper = FileChain {
                     store: self,
@@ -405,7 +405,8 @@ impl ChainKeeper for FileChain<'_> {
 impl TokenStore for FileStore {
     fn read_chain<'a>(&'a self, ctx: &'a FetchContext<'a>) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+            let Some((chain, chain_identity)) = ctx.chain.map(|kept| (kept.chain, kept.identity))
+            else {
                 return Ok(());
             };
             let Some(sealing_key) = self.key_for(ctx, false).await? else {

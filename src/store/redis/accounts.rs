@@ -24,7 +24,7 @@ use super::scripts::Scripts;
 use super::{Problem, RedisStore, EPOCH_TTL, WATCH_TTL};
 use crate::endpoint::ChainRecord;
 use crate::store::seal::Sealer;
-use crate::store::FetchContext;
+use crate::store::{FetchContext, KeptChain};
 use crate::support::random::random_hex;
 
 /// The longest a sign-out waits for the watching replicas' word; past
@@ -192,7 +192,11 @@ impl RedisStore {
     /// The chain `ctx` refreshes, read (one `GET`, no lock) into the
     /// layer's memory: what a login's status reads.
     pub(super) async fn read_chain_into(&self, ctx: &FetchContext<'_>) -> Result<(), String> {
-        let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+        let Some(KeptChain {
+            chain,
+            identity: chain_identity,
+        }) = ctx.chain
+        else {
             return Ok(());
         };
         let Some(sealing_key) = self.sealing.as_ref().or(ctx.sealing_key()) else {

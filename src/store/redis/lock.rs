@@ -14,7 +14,7 @@ use crate::endpoint::ChainRecord;
 use crate::error::TokenError;
 use crate::store::chain::{ChainKeeper, Saved};
 use crate::store::seal::Sealer;
-use crate::store::{FetchContext, StoredToken};
+use crate::store::{FetchContext, KeptChain, StoredToken};
 use crate::support::boxed::BoxFuture;
 
 /// How long a chain of refresh tokens stays in Redis after its last
@@ -109,12 +109,15 @@ impl RedisStore {
         sealer: &Sealer<'_>,
         base: &str,
     ) -> Result<StoredToken, TokenError> {
-        let Some(chain_identity) = ctx.chain_identity else {
+        let Some(KeptChain {
+            chain,
+            identity: chain_identity,
+        }) = ctx.chain
+        else {
             return ctx.fetch().await;
         };
         // An account's chain writes are news for the replicas that watch.
-        let news = (ctx.chain.and_then(|chain| chain.account()))
-            .map(|account| (self.accounts_channel(), account.0.clone()));
+        let news = (chain.account()).map(|account| (self.accounts_channel(), account.0.clone()));
         let keeper = RedisChain {
             store: self,
             key: format!("{base}:chain"),

@@ -16,7 +16,9 @@ use crate::error::TokenError;
 use crate::store::chain::held_elsewhere;
 use crate::store::codec::{decode_failure, encode_failure, time_left, token_json};
 use crate::store::seal::Sealer;
-use crate::store::{shared_as_failure, FetchContext, StoreEvent, StoredToken, TokenStore};
+use crate::store::{
+    shared_as_failure, FetchContext, KeptChain, StoreEvent, StoredToken, TokenStore,
+};
 use crate::support::boxed::BoxFuture;
 use crate::support::random::random_hex;
 use crate::token::AccessToken;
@@ -100,8 +102,8 @@ impl RedisStore {
         let key = self.key(ctx.identity());
         // A refresh-token chain is refreshed by one replica at a time for
         // all the layer's token slots: its lock and news are the chain's.
-        let base = match ctx.chain_identity {
-            Some(chain) => self.key(chain.key()),
+        let base = match ctx.chain {
+            Some(kept) => self.key(kept.identity.key()),
             None => key.clone(),
         };
         let lock = format!("{base}:lock");
@@ -166,7 +168,11 @@ impl RedisStore {
         sealer: &Sealer<'_>,
         base: &str,
     ) -> Result<Option<TokenError>, Problem> {
-        let (Some(chain), Some(chain_identity)) = (ctx.chain, ctx.chain_identity) else {
+        let Some(KeptChain {
+            chain,
+            identity: chain_identity,
+        }) = ctx.chain
+        else {
             return Ok(None);
         };
         let unverified = chain.take_unverified();
@@ -440,7 +446,7 @@ impl TokenStore for RedisStore {
             // after it, the whole stays within the layer's bound for a fetch.
             // (A chain's holder may await its refresh's answer longer: the
             // layer's bound on the fetch ends such a wait first.)
-            let longest = match ctx.chain_identity {
+            let longest = match ctx.chain {
                 Some(_) => ctx.refresh_answer_bound(),
                 None => ctx.fetch_timeout(),
             };
@@ -480,7 +486,7 @@ impl TokenStore for RedisStore {
                 }
                 // A refresh token is sent only under the fleet's lock:
                 // another replica may have rotated it.
-                Err(Problem::Redis(why)) if ctx.chain_identity.is_some() => Err(TokenError::new(
+                Err(Problem::Redis(why)) if ctx.chain.is_some() => Err(TokenError::new(
                     crate::error::TokenErrorKind::Transport,
                 )
                 .with_message(format!(

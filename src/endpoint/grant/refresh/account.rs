@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::Code;
-use super::{Chain, ChainRecord};
+use super::{Chain, ChainRecord, Owner};
 use crate::error::{TokenError, TokenErrorKind};
 use crate::support::boxed::BoxFuture;
 use crate::token::params::AccountDigest;
@@ -80,7 +80,10 @@ impl HandedCallback {
 impl Chain {
     /// The account whose chain this is, if any.
     pub(crate) fn account(&self) -> Option<&AccountDigest> {
-        self.account.as_ref()
+        match &self.owner {
+            Owner::Account(account) => Some(account),
+            Owner::Given | Owner::Person { .. } => None,
+        }
     }
 
     /// A web login's callback brought `code`: the chain's next token

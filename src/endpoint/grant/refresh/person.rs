@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Chain;
+use super::{Chain, Owner};
 use crate::error::{TokenError, TokenErrorKind};
 
 /// Where a chain stands, as memory holds it (after a read of the store).
@@ -76,8 +76,7 @@ impl Chain {
     /// `OAuthLayer::login` does.
     pub(crate) fn for_login(automatic: bool) -> Chain {
         Chain {
-            logs_in: true,
-            automatic,
+            owner: Owner::Person { automatic },
             ..Chain::empty("login")
         }
     }
@@ -86,20 +85,19 @@ impl Chain {
     /// its refresh token was refused (`automatic`), or when asked.
     pub(crate) fn with_login(&self, automatic: bool) -> Chain {
         Chain {
-            logs_in: true,
-            automatic,
+            owner: Owner::Person { automatic },
             ..self.copy()
         }
     }
 
     /// Whether a person logs in when the chain has no refresh token.
     pub(crate) fn logs_in(&self) -> bool {
-        self.logs_in
+        matches!(self.owner, Owner::Person { .. })
     }
 
     /// Whether a token request may begin the login by itself.
     pub(crate) fn logs_in_by_itself(&self) -> bool {
-        self.logs_in && self.automatic
+        self.owner == Owner::Person { automatic: true }
     }
 
     /// The next token request runs the login, whatever the chain holds
