@@ -10,7 +10,7 @@ use http::Uri;
 use tokio::time::Instant;
 
 use super::authorization::{
-    callback_query, check_endpoint, read_callback, refused_login, Callback, Expect, Request,
+    callback_query, check_endpoint, read_callback, refused_login, Callback, Came, Expect, Request,
     Secrets,
 };
 use super::client::Registration;
@@ -167,7 +167,7 @@ impl ServerLogin<'_> {
                         failed("the user agent did not return before the login's timeout")
                     })?
                     .map_err(|e| failed(format!("the user agent failed: {e}")))?;
-                let query = callback_query(&back, None).unwrap_or_default();
+                let query = callback_query(&back, Came::Returned).unwrap_or_default();
                 match read_callback(query, &expect)? {
                     Callback::Code(code) => code,
                     Callback::Refused(why) => return Err(refused_login(&why)),

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::authorization::{
-    callback_query, read_callback, refused_login, Callback, Expect, MAX_CALLBACK_LEN,
+    callback_query, read_callback, refused_login, Callback, Came, Expect, MAX_CALLBACK_LEN,
 };
 use super::failed;
 use super::paste::{pasted_query, Paste};
@@ -179,7 +179,7 @@ impl Listener {
             };
             let query = target
                 .as_deref()
-                .and_then(|t| callback_query(t, Some(&self.path)).ok());
+                .and_then(|t| callback_query(t, Came::Listener(&self.path)).ok());
             let checked = match query {
                 Some(query) => read_callback(query, expect),
                 None => Ok(Callback::Foreign),

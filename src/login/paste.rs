@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, Mutex};
 
-use super::authorization::{callback_query, MAX_CALLBACK_LEN};
+use super::authorization::{callback_query, Came, MAX_CALLBACK_LEN};
 use crate::support::boxed::BoxFuture;
 
 /// Gives the next line a person pasted; `None` when the source has no more.
@@ -28,7 +28,7 @@ pub(crate) fn pasted_query<'a>(text: &'a str, path: &str) -> Result<&'a str, &'s
     if text.chars().any(|c| c.is_control() || c == ' ') {
         return Err("it holds a control character or a space");
     }
-    match callback_query(text, Some(path))? {
+    match callback_query(text, Came::Pasted(path))? {
         "" => Err("it carries no code"),
         query if !query.contains('=') => Err("it is not an address"),
         query => Ok(query),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authorization::{
-    asks_openid, callback_query, check_endpoint, read_callback, with_query, Callback, Expect,
+    asks_openid, callback_query, check_endpoint, read_callback, with_query, Callback, Came, Expect,
     Request, Secrets,
 };
 use super::flow::check_pkce;
@@ -315,7 +315,7 @@ impl ServerLogin<'_> {
 
 /// The `state` of a callback URL (or its query alone), if it carries one.
 pub(crate) fn state_of(callback: &str) -> Option<String> {
-    let query = callback_query(callback, None).ok()?;
+    let query = callback_query(callback, Came::Returned).ok()?;
     form_urlencoded::parse(query.as_bytes())
         .find(|(name, _)| name == "state")
         .map(|(_, value)| value.into_owned())
@@ -343,7 +343,10 @@ pub(crate) fn finish(
         issuer: &pending.issuer,
         iss_required: pending.iss_required,
     };
-    match read_callback(callback_query(callback, None).unwrap_or_default(), &expect)? {
+    match read_callback(
+        callback_query(callback, Came::Returned).unwrap_or_default(),
+        &expect,
+    )? {
         Callback::Code(code) => Ok(Code {
             code,
             verifier: pending.verifier,

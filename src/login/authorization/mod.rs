@@ -200,41 +200,53 @@ pub(crate) enum Callback {
     Foreign,
 }
 
-/// The query of a callback: `text` is the address the browser came back to
-/// (absolute, or a request's target, `/path?query`) or its query alone
-/// (`?query`, or `query`), its fragment dropped. With `path`, an address must
-/// be that path's. Why it is none, in a few words a person reads at the
-/// terminal. Every way a callback comes (the listener, a pasted address, a
-/// user agent's URL, a web app's route) reads it here.
-pub(crate) fn callback_query<'a>(
-    text: &'a str,
-    path: Option<&str>,
-) -> Result<&'a str, &'static str> {
+/// Where a callback came from, which says what its address must be.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Came<'a> {
+    /// To the loopback listener at this path: a request's target, which
+    /// must be the path itself (`/callback?...`), no other form.
+    Listener(&'a str),
+    /// Pasted by the person: the address the browser ended on, for this
+    /// path (absolute, or `/callback?...`), or its query alone.
+    Pasted(&'a str),
+    /// Returned by a user agent, or handed to a web app's route: any
+    /// address (an app's own scheme too), or its query alone.
+    Returned,
+}
+
+/// The query of a callback, `text`, as it `came`: after the first `?` of
+/// its address, or the text itself when it is a query alone (no `?`, a
+/// `=`); its fragment dropped. Why it is none, in a few words a person
+/// reads at the terminal. Every way a callback comes (the listener, a
+/// pasted address, a user agent's URL, a web app's route) reads it here.
+pub(crate) fn callback_query<'a>(text: &'a str, came: Came<'_>) -> Result<&'a str, &'static str> {
     if text.len() > MAX_CALLBACK_LEN {
         return Err("it is too long to be the sign-in's address");
     }
     let text = text.split('#').next().unwrap_or_default();
-    let (address, query) = text.split_once('?').unwrap_or((text, ""));
-    let absolute = address.contains("://");
-    if !absolute && !address.starts_with('/') {
-        // A query alone: `?query` (no address before it), or `query`.
-        return Ok(if address.is_empty() { query } else { text });
-    }
-    let Some(path) = path else {
-        return Ok(query);
+    let (address, query) = match text.split_once('?') {
+        Some(parts) => parts,
+        None if text.contains('=') => ("", text),
+        None => (text, ""),
     };
-    let same = match absolute {
-        true => {
-            text.parse::<http::Uri>()
-                .map_err(|_| "it is not an address")?
-                .path()
-                == path
+    let another = "it is not this sign-in's address (another path)";
+    match came {
+        Came::Returned => Ok(query),
+        Came::Listener(path) if address == path => Ok(query),
+        Came::Listener(_) => Err(another),
+        Came::Pasted(_) if address.is_empty() => Ok(query),
+        Came::Pasted(path) if address.starts_with('/') => match address == path {
+            true => Ok(query),
+            false => Err(another),
+        },
+        Came::Pasted(path) if address.contains("://") => {
+            let uri: http::Uri = text.parse().map_err(|_| "it is not an address")?;
+            match uri.path() == path {
+                true => Ok(query),
+                false => Err(another),
+            }
         }
-        false => address == path,
-    };
-    match same {
-        true => Ok(query),
-        false => Err("it is not this sign-in's address (another path)"),
+        Came::Pasted(_) => Err("it is not an address"),
     }
 }
 
@@ -375,38 +387,58 @@ mod tests {
 
     #[test]
     fn a_callback_s_query_is_read_one_way_from_every_form_it_comes_in() {
-        let path = Some("/callback");
-        for (text, path, query) in [
+        let (listener, pasted) = (Came::Listener("/callback"), Came::Pasted("/callback"));
+        let another = Err("it is not this sign-in's address (another path)");
+        for (text, came, query) in [
+            // Returned: any address, an app's own scheme too, or a query
+            // alone whose values hold `://` unencoded.
             (
                 "https://app.example/cb?code=a&state=s#f",
-                None,
+                Came::Returned,
                 Ok("code=a&state=s"),
             ),
-            ("https://app.example/cb", None, Ok("")),
-            ("?code=a&state=s", None, Ok("code=a&state=s")),
-            ("code=a&state=s", None, Ok("code=a&state=s")),
-            ("/callback?code=a&state=s", path, Ok("code=a&state=s")),
-            ("/callback", path, Ok("")),
-            ("http://127.0.0.1:8400/callback?code=a", path, Ok("code=a")),
+            ("https://app.example/cb", Came::Returned, Ok("")),
             (
-                "/other?code=a",
-                path,
-                Err("it is not this sign-in's address (another path)"),
+                "com.example.app:/cb?code=a&state=s",
+                Came::Returned,
+                Ok("code=a&state=s"),
             ),
+            ("?code=a&state=s", Came::Returned, Ok("code=a&state=s")),
             (
-                "http://127.0.0.1:8400/other?code=a",
-                path,
-                Err("it is not this sign-in's address (another path)"),
+                "code=a&state=s&iss=https://idp.example",
+                Came::Returned,
+                Ok("code=a&state=s&iss=https://idp.example"),
             ),
+            // The listener: its own path as a request's target, nothing else.
+            ("/callback?code=a&state=s", listener, Ok("code=a&state=s")),
+            ("/callback", listener, Ok("")),
+            ("/other?code=a", listener, another),
+            ("http://evil.example/callback?code=a", listener, another),
+            ("code=a&state=s", listener, another),
+            ("?code=a&state=s", listener, another),
+            // Pasted: the address for the path (any host), or a query alone.
+            (
+                "http://127.0.0.1:8400/callback?code=a",
+                pasted,
+                Ok("code=a"),
+            ),
+            ("/callback?code=a", pasted, Ok("code=a")),
+            ("code=a&state=s", pasted, Ok("code=a&state=s")),
+            ("http://127.0.0.1:8400/other?code=a", pasted, another),
             (
                 "http://bad host/callback?code=a",
-                path,
+                pasted,
                 Err("it is not an address"),
             ),
+            ("hello", pasted, Err("it is not an address")),
         ] {
-            assert_eq!(super::callback_query(text, path), query, "{text:?}");
+            assert_eq!(
+                super::callback_query(text, came),
+                query,
+                "{text:?} {came:?}"
+            );
         }
         let huge = "a".repeat(MAX_CALLBACK_LEN + 1);
-        assert!(super::callback_query(&huge, None).is_err());
+        assert!(super::callback_query(&huge, Came::Returned).is_err());
     }
 }
