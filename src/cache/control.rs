@@ -19,9 +19,9 @@ pub(crate) struct Control {
     flight: Option<(Arc<Flight>, AbortHandle)>,
     /// Failed fetches in a row.
     failures: u32,
-    /// No new fetch before this, after a failure.
-    retry_at: Option<Instant>,
-    last_error: Option<TokenError>,
+    /// After a failure: no new fetch before this instant, and the error
+    /// that caused it.
+    backoff: Option<(Instant, TokenError)>,
     /// When a token was last dropped on purpose (refused by the API).
     last_forced: Option<Instant>,
     /// The generation of the last token made.
@@ -78,8 +78,8 @@ impl Control {
     /// While backing off at `now`: how long it still lasts, and the error
     /// that caused it.
     pub(crate) fn backing_off(&self, now: Instant) -> Option<(Duration, &TokenError)> {
-        let until = self.retry_at.filter(|at| now < *at)?;
-        Some((until - now, self.last_error.as_ref()?))
+        let (until, error) = self.backoff.as_ref().filter(|(at, _)| now < *at)?;
+        Some((*until - now, error))
     }
 
     /// Whether the back-off at `now` is one the server asked for
@@ -91,14 +91,16 @@ impl Control {
 
     /// When the back-off ends, if it has not yet at `now`.
     pub(crate) fn retry_at(&self, now: Instant) -> Option<Instant> {
-        self.retry_at.filter(|at| now < *at)
+        self.backoff
+            .as_ref()
+            .map(|(at, _)| *at)
+            .filter(|at| now < *at)
     }
 
     /// A fetch succeeded: the back-off is over.
     pub(crate) fn record_success(&mut self) {
         self.failures = 0;
-        self.retry_at = None;
-        self.last_error = None;
+        self.backoff = None;
     }
 
     /// A fetch failed with `error` at `now`: backs off by the rule of
@@ -119,11 +121,9 @@ impl Control {
             // backed off, so that a login finished meanwhile (here, or on
             // another replica, which the next fetch reads from the store)
             // serves the next request. Each such fetch is one store read.
-            self.retry_at = None;
-            self.last_error = None;
+            self.backoff = None;
             return (self.failures, now + policy.min_backoff);
         }
-        self.last_error = Some(error.clone());
         if error.is_reported_by_another() {
             // Another replica's failure, read back from the store: the
             // fleet holds back for what is left of its hold, and no longer.
@@ -132,7 +132,7 @@ impl Control {
             // (At most an hour, as any `Retry-After`, whatever Redis says.)
             let left = error.retry_after().unwrap_or(policy.min_backoff);
             let at = now + left.min(MAX_RETRY_AFTER);
-            self.retry_at = Some(at);
+            self.backoff = Some((at, error.clone()));
             return (self.failures, at);
         }
         self.failures = self.failures.saturating_add(1);
@@ -146,7 +146,7 @@ impl Control {
             serving_until,
         };
         let at = policy.retry_at(&failure, now, jitter);
-        self.retry_at = Some(at);
+        self.backoff = Some((at, error.clone()));
         (self.failures, at)
     }
 

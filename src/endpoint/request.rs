@@ -27,8 +27,31 @@ pub(crate) struct TokenRequest {
     pub(crate) target: RequestTarget,
     /// The parts made from the secret in use.
     prepared: Mutex<Arc<Prepared>>,
-    /// What to suggest when the URL turns out not to be a token endpoint.
-    hint: &'static str,
+    /// Where the URL came from, which says what to suggest when it turns
+    /// out not to be a token endpoint.
+    url_from: UrlFrom,
+}
+
+/// Where a token request's URL came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UrlFrom {
+    /// Given with `token_url`.
+    TokenUrl,
+    /// The `token_endpoint` of an issuer's metadata.
+    Discovery,
+    /// Built from `auth_url`.
+    AuthUrl,
+}
+
+impl UrlFrom {
+    /// What to suggest when the URL is not a token endpoint.
+    fn hint(self) -> &'static str {
+        match self {
+            UrlFrom::TokenUrl => TOKEN_URL_HINT,
+            UrlFrom::Discovery => DISCOVERED_HINT,
+            UrlFrom::AuthUrl => AUTH_URL_HINT,
+        }
+    }
 }
 
 /// What a fetch already sent again, so that each is sent again once.
@@ -66,7 +89,7 @@ impl TokenRequest {
             spec,
             target,
             prepared: Mutex::new(Arc::new(prepared)),
-            hint: TOKEN_URL_HINT,
+            url_from: UrlFrom::TokenUrl,
         }
     }
 
@@ -131,14 +154,14 @@ impl TokenRequest {
     /// The URL is the `token_endpoint` of an issuer's metadata: say so when
     /// it is not a token endpoint.
     pub(crate) fn built_from_discovery(mut self) -> Self {
-        self.hint = DISCOVERED_HINT;
+        self.url_from = UrlFrom::Discovery;
         self
     }
 
     /// The URL was built from `auth_url`: say so when it is not a token
     /// endpoint.
     pub(crate) fn built_from_auth_url(mut self) -> Self {
-        self.hint = AUTH_URL_HINT;
+        self.url_from = UrlFrom::AuthUrl;
         self
     }
 
@@ -158,7 +181,10 @@ impl TokenRequest {
         } else {
             "answered that"
         };
-        format!("`{url}` {answer} is not a token endpoint; {}", self.hint)
+        format!(
+            "`{url}` {answer} is not a token endpoint; {}",
+            self.url_from.hint()
+        )
     }
 
     /// Warns when the token grants fewer scopes than were requested.
