@@ -72,6 +72,21 @@ impl OAuthLayerBuilder {
         self
     }
 
+    /// Sets the `authorization_details` (RFC 9396) of the layer's token: a
+    /// JSON array of objects, each with its `type`, sent in a canonical
+    /// form in every token request, and in a login's authorization request
+    /// (pushed, where the login pushes it). A token slot's
+    /// [`TokenParams::authorization_details`](crate::TokenParams::authorization_details)
+    /// replaces it. Details that are no such array make
+    /// [`build`](Self::build) return a [`ConfigError`](crate::ConfigError).
+    ///
+    /// Default: none.
+    pub fn authorization_details(self, details: serde_json::Value) -> Self {
+        let text =
+            crate::token::details::canonical(&details).unwrap_or_else(|_| details.to_string());
+        self.param(crate::token::details::AUTHORIZATION_DETAILS, text)
+    }
+
     /// Adds `name=value` to the token request body, keeping any parameter
     /// of that name already set: `.add_param("resource", a).add_param("resource", b)`
     /// sends both, in that order. The same names as for

@@ -2,6 +2,7 @@
 //! its three shapes, `Retry-After`, and the token JSON. The one place that
 //! turns bytes from the network into an [`AccessToken`] or a [`TokenError`].
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::endpoint::redact::Redactor;
 use crate::error::{TokenError, TokenErrorKind};
+use crate::token::details::AUTHORIZATION_DETAILS;
 use crate::token::{AccessToken, MAX_LIFETIME, MAX_TOKEN_LEN};
 
 /// The token endpoint's whole answer, read: the token on success, else the
@@ -99,6 +101,14 @@ impl AccessToken {
                 Err(why) => return Err(invalid(&format!("`expires_in` {why}"))),
             },
         };
+        let authorization_details = match map.get(AUTHORIZATION_DETAILS) {
+            None | Some(Value::Null) => None,
+            Some(details) => {
+                crate::token::details::canonical(details)
+                    .map_err(|why| invalid(&format!("`authorization_details` {why}")))?;
+                Some(Arc::new(details.clone()))
+            }
+        };
         // Advice only: an unusable value is ignored.
         let refresh_in = map
             .get("refresh_in")
@@ -115,6 +125,7 @@ impl AccessToken {
             exp_lifetime: None,
             refresh_in,
             sent_at: None,
+            authorization_details,
         })
     }
 }

@@ -17,6 +17,7 @@ use crate::endpoint::prepared::{Prepared, SentProof};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::error::{ConfigErrorKind, TokenError};
 use crate::support::boxed::BoxFuture;
+use crate::token::details::{same as same_details, AUTHORIZATION_DETAILS};
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -307,7 +308,7 @@ impl TokenRequest {
                 }
                 let error = match crate::endpoint::answer::read(&response, redactor) {
                     Ok(token) => {
-                        self.check_token_type(&token)?;
+                        self.check_issued(&token)?;
                         self.check_scope(&token);
                         for (assertions, choice) in [
                             (prepared.assertions(), sent.choice),
@@ -546,10 +547,13 @@ impl TokenRequest {
         error
     }
 
-    /// The issued token's `token_type` is the one its binding asks for:
-    /// `DPoP` with a DPoP key (a bearer token only where allowed), and
-    /// under the FAPI 2.0 profile without one (mutual TLS), `Bearer`.
-    pub(crate) fn check_token_type(&self, token: &AccessToken) -> Result<(), TokenError> {
+    /// The issued token is what was asked for: its `token_type` the one
+    /// its binding asks for (`DPoP` with a DPoP key, a bearer token only
+    /// where allowed; under the FAPI 2.0 profile without one, mutual TLS,
+    /// `Bearer`), and the authorization details it was granted for, where
+    /// the answer names them, those the request asked for (RFC 9396).
+    pub(crate) fn check_issued(&self, token: &AccessToken) -> Result<(), TokenError> {
+        self.check_details(token)?;
         if let Some(dpop) = &self.spec.dpop {
             return dpop.check_issued(token.token_type());
         }
@@ -566,6 +570,28 @@ impl TokenRequest {
             );
         }
         Ok(())
+    }
+
+    /// The authorization details the answer says `token` was granted for
+    /// are those this request asked for, if it asked for any: a token for
+    /// other details is refused before it is cached or shared.
+    fn check_details(&self, token: &AccessToken) -> Result<(), TokenError> {
+        let asked = self
+            .target
+            .params
+            .iter()
+            .find(|(name, _)| name == AUTHORIZATION_DETAILS)
+            .and_then(|(_, text)| serde_json::from_str::<serde_json::Value>(text).ok());
+        match (asked, token.authorization_details()) {
+            (Some(asked), Some(granted)) if !same_details(&asked, granted) => Err(TokenError::new(
+                crate::error::TokenErrorKind::InvalidResponse,
+            )
+            .with_message(
+                "the token endpoint granted the token for other authorization_details than \
+                 those asked for (RFC 9396); the token is not used",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Whether `error` asks for the DPoP nonce the endpoint just sent.

@@ -54,6 +54,9 @@ pub(super) async fn log_in(
         pairs.push(("scope", scope));
     }
     pairs.extend(login.resources().into_iter().map(|r| ("resource", r)));
+    if let Some(details) = login.authorization_details() {
+        pairs.push(("authorization_details", details));
+    }
     let answer = login.client_post(&url, &pairs).await?;
     let codes = Codes::read(&answer)?;
     let expires_at = (Instant::now() + codes.prompt.expires_in).min(deadline);

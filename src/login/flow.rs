@@ -20,6 +20,7 @@ use crate::endpoint::ServerMetadata;
 use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
 use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::token::details::AUTHORIZATION_DETAILS;
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -156,6 +157,7 @@ impl ServerLogin<'_> {
             redirect_uri: &redirect_uri,
             scope,
             resources: self.resources(),
+            authorization_details: self.authorization_details(),
             dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
@@ -318,6 +320,16 @@ impl ServerLogin<'_> {
             .collect()
     }
 
+    /// The `authorization_details` of this request (RFC 9396), if any.
+    pub(super) fn authorization_details(&self) -> Option<&str> {
+        self.request
+            .target
+            .params
+            .iter()
+            .find(|(name, _)| name == AUTHORIZATION_DETAILS)
+            .map(|(_, value)| value.as_str())
+    }
+
     /// One of a login's token requests: `grant_type` with `pairs`, the
     /// client's authentication as configured, a DPoP proof with the layer's
     /// key; sent again once for a DPoP nonce. `secrets` are scrubbed from
@@ -355,7 +367,7 @@ impl ServerLogin<'_> {
             };
             match read(&response, &redactor) {
                 Ok(mut token) => {
-                    self.request.check_token_type(&token)?;
+                    self.request.check_issued(&token)?;
                     token.sent_at = Some(sent_at);
                     return Ok(Answered {
                         token,

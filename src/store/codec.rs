@@ -111,6 +111,9 @@ pub(crate) fn token_json(token: &AccessToken, usable_for: Duration) -> String {
     if let Some(r) = token.refresh_in() {
         map.insert("refresh_in".into(), r.as_secs_f64().into());
     }
+    if let Some(details) = token.authorization_details() {
+        map.insert("authorization_details".into(), details.clone());
+    }
     serde_json::Value::Object(map).to_string()
 }
 
@@ -123,7 +126,8 @@ mod tests {
         let t = AccessToken::from_json(
             br#"{"access_token":"abc","token_type":"BearerToken","expires_in":"1799",
                  "scope":"","application_name":"app","developer.email":"d@example.com",
-                 "issued_at":"1416157639014","client_id":"cid","unknown":"x"}"#,
+                 "issued_at":"1416157639014","client_id":"cid","unknown":"x",
+                 "authorization_details":[{"type":"payment_initiation","amount":"25"}]}"#,
         )
         .unwrap();
         let json = token_json(&t, Duration::from_secs(60));

@@ -1,14 +1,19 @@
 //! What a token is. [`AccessToken`] is a token and what the token endpoint said
 //! about it, read from the endpoint's answer in `endpoint::answer`.
 //! `UsableToken`, here, is a token usable now. `params` holds `TokenParams`,
-//! what a token is requested for. `identity` says what makes two tokens
+//! what a token is requested for, and `details` the authorization details
+//! (RFC 9396) among them. `identity` says what makes two tokens
 //! interchangeable.
 
+pub(crate) mod details;
 pub(crate) mod identity;
 pub(crate) mod params;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
 
 /// The longest lifetime taken from `expires_in`. Longer claims are cut to this,
 /// so an absurd value renews daily rather than never.
@@ -106,6 +111,8 @@ pub struct AccessToken {
     /// When the request that brought it was sent, where that came well after
     /// its fetch began (a person's login): its lifetime counts from here.
     pub(crate) sent_at: Option<tokio::time::Instant>,
+    /// What the server granted it for (RFC 9396), checked.
+    pub(crate) authorization_details: Option<Arc<Value>>,
 }
 
 /// Two tokens are equal when the server said the same of them; when each was
@@ -122,6 +129,7 @@ impl PartialEq for AccessToken {
             && self.client_id == other.client_id
             && self.exp_lifetime == other.exp_lifetime
             && self.refresh_in == other.refresh_in
+            && self.authorization_details == other.authorization_details
     }
 }
 
@@ -144,6 +152,7 @@ impl AccessToken {
             exp_lifetime: None,
             refresh_in: None,
             sent_at: None,
+            authorization_details: None,
         }
     }
 
@@ -235,6 +244,25 @@ impl AccessToken {
     pub fn client_id(&self) -> Option<&str> {
         self.client_id.as_deref()
     }
+
+    /// The authorization details the server granted the token for
+    /// (RFC 9396, `authorization_details` in its answer): a JSON array of
+    /// objects, each with its `type`. Where the request asked for some, they
+    /// are the same (a token granted for others is refused before it is
+    /// used). `None` when the answer names none.
+    ///
+    /// ```
+    /// use tower_oauth::AccessToken;
+    ///
+    /// let body = br#"{"access_token":"abc","authorization_details":
+    ///                 [{"type":"payment_initiation","amount":"25 EUR"}]}"#;
+    /// let token = AccessToken::from_json(body).unwrap();
+    /// let details = token.authorization_details().unwrap();
+    /// assert_eq!(details[0]["type"], "payment_initiation");
+    /// ```
+    pub fn authorization_details(&self) -> Option<&Value> {
+        self.authorization_details.as_deref()
+    }
 }
 
 impl fmt::Debug for AccessToken {
@@ -249,6 +277,7 @@ impl fmt::Debug for AccessToken {
             .field("issued_at", &self.issued_at)
             .field("client_id", &self.client_id)
             .field("refresh_in", &self.refresh_in)
+            .field("authorization_details", &self.authorization_details)
             .finish_non_exhaustive()
     }
 }

@@ -61,6 +61,32 @@ impl TokenParams {
         self.add_param("resource", resource)
     }
 
+    /// Sets the `authorization_details` (RFC 9396): what the token is for,
+    /// one transaction at a time. `details` is a JSON array of objects, each
+    /// with its `type`; it is sent in a canonical form, so that equal details
+    /// in another order of members name the same token. Setting it again
+    /// replaces it. A token is never shared between requests for other
+    /// details, and one the server granted for other details than these is
+    /// refused. Details that are no such array fail the request with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_oauth::TokenParams;
+    ///
+    /// let pay = TokenParams::new().authorization_details(json!([{
+    ///     "type": "payment_initiation",
+    ///     "instructedAmount": {"currency": "EUR", "amount": "25.00"},
+    ///     "creditorName": "Merchant A",
+    /// }]));
+    /// # let _ = pay;
+    /// ```
+    pub fn authorization_details(self, details: serde_json::Value) -> Self {
+        let text =
+            crate::token::details::canonical(&details).unwrap_or_else(|_| details.to_string());
+        self.param(crate::token::details::AUTHORIZATION_DETAILS, text)
+    }
+
     /// Sets the `audience`, one value. Setting it again replaces it.
     pub fn audience(self, audience: impl Into<String>) -> Self {
         self.param("audience", audience)

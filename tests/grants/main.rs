@@ -8,6 +8,7 @@ mod support;
 mod account_replicas;
 mod accounts;
 mod agent_host;
+mod authorization_details;
 mod dpop;
 mod failovers;
 mod identity;

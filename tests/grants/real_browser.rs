@@ -24,9 +24,9 @@ const REQUIRE: &str = "TOWER_OAUTH_REQUIRE_THIRD_PARTY";
 /// The provider's port, for the child.
 const PORT_VAR: &str = "LOGIN_PROVIDER_PORT";
 
-struct Provider {
+pub(super) struct Provider {
     child: Child,
-    base: String,
+    pub(super) base: String,
     /// Its output, kept open: a closed pipe would end it at its next line.
     _output: std::io::BufReader<std::process::ChildStdout>,
 }
@@ -61,7 +61,7 @@ fn provider_with(env: &[(&str, &str)]) -> Option<Provider> {
 
 /// The provider `script` (under `tests/servers`) starts, with `env` set, if
 /// it and Chromium are installed.
-fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provider> {
+pub(super) fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provider> {
     let installed = root()
         .join("tests/servers/node_modules/oidc-provider")
         .exists()
@@ -100,7 +100,7 @@ fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provider> {
     })
 }
 
-async fn stats(base: &str) -> serde_json::Value {
+pub(super) async fn stats(base: &str) -> serde_json::Value {
     let resp = support::hyper_client()
         .request(support::get(&format!("{base}/admin/stats")))
         .await

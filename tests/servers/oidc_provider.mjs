@@ -20,11 +20,20 @@
 // issues refresh tokens as oidc-provider does by default (only for a granted
 // `offline_access`, which an OpenID request keeps only with
 // `prompt=consent`: OpenID Connect Core section 11), and ACCESS_TTL sets the
-// access tokens' lifetime in seconds (60 by default).
+// access tokens' lifetime in seconds (60 by default). With RAR=1, Rich
+// Authorization Requests (RFC 9396) for the type `payment_initiation` (a
+// `creditorName` string required) and a confidential client `agent`
+// (client_secret_basic, secret `agent-secret`) with the client credentials
+// grant: each token is granted the details asked for, GET /admin/rar?token=T
+// says which, and POST /admin/rar-tamper makes it grant other details (the
+// amount changed) until POST /admin/rar-honest; GET /admin/stats counts the
+// client credentials grants (`client_credentials`).
 import { createServer } from 'node:http';
-import Provider from 'oidc-provider';
+import Provider, { errors } from 'oidc-provider';
 
-const stats = { authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
+const rar = process.env.RAR === '1';
+let tamper = false;
+const stats = { client_credentials: 0, authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
 const server = createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
@@ -58,6 +67,15 @@ const provider = new Provider(issuer, {
         post_logout_redirect_uris: [process.env.WEB_POST_LOGOUT_URI],
       } : {}),
     }] : []),
+    ...(rar ? [{
+      client_id: 'agent',
+      client_secret: 'agent-secret',
+      token_endpoint_auth_method: 'client_secret_basic',
+      redirect_uris: [],
+      grant_types: ['client_credentials'],
+      response_types: [],
+      authorization_details_types: ['payment_initiation'],
+    }] : []),
   ],
   scopes: ['openid', 'offline_access', 'read'],
   features: {
@@ -67,6 +85,28 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
     backchannelLogout: { enabled: true },
     rpInitiatedLogout: { enabled: true },
+    clientCredentials: { enabled: rar },
+    richAuthorizationRequests: {
+      enabled: rar,
+      types: {
+        payment_initiation: {
+          validate(ctx, detail) {
+            if (typeof detail.creditorName !== 'string') {
+              throw new errors.InvalidAuthorizationDetails('payment_initiation needs a creditorName');
+            }
+          },
+        },
+      },
+      authorizationDetailsForAccessToken(ctx, token, source) {
+        const asked = ctx.oidc.params.authorization_details
+          ? JSON.parse(ctx.oidc.params.authorization_details)
+          : source?.rar;
+        if (!tamper || !asked) return asked;
+        return asked.map((detail) => ({ ...detail, amount: '9999.00' }));
+      },
+      authorizationDetailsForGrantSource: (ctx, source) => source.rar,
+      authorizationDetailsForIntrospection: (ctx, token) => token.rar,
+    },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => undefined,
@@ -100,6 +140,7 @@ provider.on('authorization.accepted', () => { stats.authorizations += 1; });
 provider.on('grant.success', (ctx) => {
   const grant = ctx.oidc.params?.grant_type;
   if (grant === 'authorization_code') stats.codes += 1;
+  if (grant === 'client_credentials') stats.client_credentials += 1;
   if (grant === 'refresh_token') stats.refreshes += 1;
   if (grant === 'urn:ietf:params:oauth:grant-type:device_code') stats.device += 1;
 });
@@ -129,6 +170,19 @@ server.on('request', (req, res) => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ sub: found?.accountId ?? null }));
     });
+    return;
+  }
+  if (req.url.startsWith('/admin/rar?')) {
+    const token = new URL(req.url, issuer).searchParams.get('token');
+    provider.ClientCredentials.find(token).then((found) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ rar: found?.rar ?? null }));
+    });
+    return;
+  }
+  if (req.method === 'POST' && (req.url === '/admin/rar-tamper' || req.url === '/admin/rar-honest')) {
+    tamper = req.url === '/admin/rar-tamper';
+    res.end('{}');
     return;
   }
   if (req.method === 'POST' && req.url === '/admin/forget-clients') {

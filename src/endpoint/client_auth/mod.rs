@@ -400,6 +400,17 @@ pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<()
              layer's own"
         ));
     }
+    if name == crate::token::details::AUTHORIZATION_DETAILS {
+        crate::token::details::canonical_text(value).map_err(|why| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidParameter,
+                format!(
+                    "`authorization_details` {why}; RFC 9396 takes a JSON array of objects, each \
+                 with a `type`"
+                ),
+            )
+        })?;
+    }
     if unencoded {
         if name.contains('=') {
             return bad(format!("the parameter name `{name}` contains `=`"));

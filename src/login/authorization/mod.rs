@@ -56,6 +56,8 @@ pub(crate) struct Request<'a> {
     pub(crate) redirect_uri: &'a str,
     pub(crate) scope: Option<&'a str>,
     pub(crate) resources: Vec<&'a str>,
+    /// RFC 9396's, as the request's parameters hold it (checked).
+    pub(crate) authorization_details: Option<&'a str>,
     pub(crate) dpop_jkt: Option<&'a str>,
 }
 
@@ -85,6 +87,9 @@ impl Request<'_> {
         }
         for resource in &self.resources {
             pairs.push(("resource", (*resource).into()));
+        }
+        if let Some(details) = self.authorization_details {
+            pairs.push(("authorization_details", details.into()));
         }
         if let Some(jkt) = self.dpop_jkt {
             pairs.push(("dpop_jkt", jkt.into()));
@@ -440,5 +445,35 @@ mod tests {
         }
         let huge = "a".repeat(MAX_CALLBACK_LEN + 1);
         assert!(super::callback_query(&huge, Came::Returned).is_err());
+    }
+
+    #[test]
+    fn an_authorization_request_carries_the_details_and_resources_asked_for() {
+        let secrets = Secrets::new().unwrap();
+        let details = r#"[{"type":"payment_initiation"}]"#;
+        let request = Request {
+            endpoint: "https://as.example/authorize",
+            client_id: "c",
+            redirect_uri: "http://127.0.0.1/callback",
+            scope: Some("read"),
+            resources: vec!["https://api.example"],
+            authorization_details: Some(details),
+            dpop_jkt: None,
+        };
+        let pairs = request.pairs(&secrets);
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("authorization_details"), Some(details));
+        assert_eq!(get("resource"), Some("https://api.example"));
+        let url = with_query(request.endpoint, &[("authorization_details", details)]);
+        let query = url.split_once('?').unwrap().1;
+        let read: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        assert_eq!(read, [("authorization_details".into(), details.into())]);
     }
 }

@@ -1,0 +1,231 @@
+//! Authorization details (RFC 9396) on a real server, panva's oidc-provider
+//! with Rich Authorization Requests (`tests/servers/oidc_provider.mjs`,
+//! `RAR=1`): the layer's details and a request's each get a token of their
+//! own, which the server itself says it granted for them; equal details in
+//! another order share one; a token granted for other details is refused and
+//! nothing of it kept. And on the crate's own loopback server: details that
+//! are not RFC 9396's refused before anything is sent, and an answer whose
+//! details do not read refused.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tower_oauth::{OAuthLayer, TokenErrorKind, TokenParams};
+
+use super::real_browser::{node_provider, stats, Provider};
+use support::serve::{answer, serve_state};
+
+fn payment(creditor: &str, amount: &str) -> Value {
+    json!([{ "type": "payment_initiation", "creditorName": creditor, "amount": amount }])
+}
+
+async fn post(url: &str) {
+    let request = http::Request::post(url)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    support::hyper_client().request(request).await.unwrap();
+}
+
+/// What the server says it granted `token` for.
+async fn granted(base: &str, token: &str) -> Value {
+    let resp = support::hyper_client()
+        .request(support::get(&format!("{base}/admin/rar?token={token}")))
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_str(&support::read(resp).await.1).unwrap();
+    body["rar"].clone()
+}
+
+fn agent(provider: &Provider) -> tower_oauth::OAuthLayerBuilder {
+    let base = &provider.base;
+    support::with_transport(
+        OAuthLayer::builder()
+            .issuer(base)
+            .client_id("agent")
+            .client_secret("agent-secret")
+            .resource(format!("{base}/api")),
+    )
+}
+
+#[tokio::test]
+async fn each_set_of_details_gets_a_token_the_server_granted_for_them() {
+    let Some(provider) = node_provider("oidc_provider.mjs", &[("RAR", "1")]) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let oauth = agent(&provider)
+        .authorization_details(payment("Merchant A", "25.00"))
+        .build()
+        .unwrap();
+    let layer_token = oauth.token().await.unwrap();
+    let readable = layer_token.authorization_details().unwrap();
+    assert_eq!(readable[0]["creditorName"], "Merchant A");
+    assert_eq!(
+        granted(&base, layer_token.expose_token()).await,
+        payment("Merchant A", "25.00")
+    );
+
+    // A request's own details: a token of their own, never the layer's.
+    let other = TokenParams::new().authorization_details(payment("Merchant B", "40.00"));
+    let other_token = oauth.token_for(&other).await.unwrap();
+    assert_ne!(other_token.expose_token(), layer_token.expose_token());
+    assert_eq!(
+        granted(&base, other_token.expose_token()).await,
+        payment("Merchant B", "40.00")
+    );
+    assert_eq!(stats(&base).await["client_credentials"], 2);
+
+    // The same details, their members in another order: the same token,
+    // no token request.
+    let reordered: Value = serde_json::from_str(
+        r#"[{"amount":"40.00","creditorName":"Merchant B","type":"payment_initiation"}]"#,
+    )
+    .unwrap();
+    let again = oauth
+        .token_for(&TokenParams::new().authorization_details(reordered))
+        .await
+        .unwrap();
+    assert_eq!(again.expose_token(), other_token.expose_token());
+    assert_eq!(oauth.token().await.unwrap(), layer_token);
+    assert_eq!(stats(&base).await["client_credentials"], 2);
+}
+
+#[tokio::test]
+async fn a_token_granted_for_other_details_is_refused_and_nothing_kept() {
+    let Some(provider) = node_provider("oidc_provider.mjs", &[("RAR", "1")]) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let oauth = agent(&provider)
+        .authorization_details(payment("Merchant A", "25.00"))
+        .build()
+        .unwrap();
+    post(&format!("{base}/admin/rar-tamper")).await;
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
+    assert!(e.to_string().contains("authorization_details"), "{e}");
+    assert!(oauth.token_now().is_err());
+    // The server grants what is asked again: the next fetch brings a token
+    // for these details (none of the refused one was kept).
+    post(&format!("{base}/admin/rar-honest")).await;
+    oauth.force_renewal();
+    let token = loop {
+        match oauth.token().await {
+            Ok(token) => break token,
+            Err(e) if e.kind() == TokenErrorKind::InvalidResponse => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(
+        granted(&base, token.expose_token()).await,
+        payment("Merchant A", "25.00")
+    );
+}
+
+/// A token endpoint that answers each request with `body`, counting them.
+async fn endpoint(body: Value) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    serve_state(listener, Arc::new(body), move |body, _req| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let body = (*body).clone();
+        async move { answer(200, body) }
+    });
+    (url, count)
+}
+
+#[tokio::test]
+async fn details_that_are_not_rfc_9396_s_are_refused_before_anything_is_sent() {
+    let (url, count) = endpoint(json!({"access_token": "t", "expires_in": 60})).await;
+    for bad in [
+        json!({"type": "payment_initiation"}),
+        json!([]),
+        json!(["payment_initiation"]),
+        json!([{"creditorName": "no type"}]),
+    ] {
+        let built = support::with_transport(
+            OAuthLayer::builder()
+                .token_url(&url)
+                .client_id("c")
+                .client_secret("s")
+                .authorization_details(bad.clone()),
+        )
+        .build();
+        let e = built.err().unwrap_or_else(|| panic!("{bad} was taken"));
+        assert!(e.to_string().contains("authorization_details"), "{e}");
+        let oauth = support::with_transport(
+            OAuthLayer::builder()
+                .token_url(&url)
+                .client_id("c")
+                .client_secret("s"),
+        )
+        .build()
+        .unwrap();
+        let e = oauth
+            .token_for(&TokenParams::new().authorization_details(bad.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{bad}: {e}");
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
+    let asked = payment("Merchant A", "25.00");
+    for (answered, says) in [
+        (json!("payment_initiation"), "not a JSON array"),
+        (json!([{"creditorName": "Merchant A"}]), "without a `type`"),
+        (
+            payment("Merchant A", "9999.00"),
+            "other authorization_details",
+        ),
+        (
+            payment("Merchant A", "25.00")[0].clone(),
+            "not a JSON array",
+        ),
+    ] {
+        let (url, _) = endpoint(json!({
+            "access_token": "t", "expires_in": 60, "authorization_details": answered,
+        }))
+        .await;
+        let oauth = support::with_transport(
+            OAuthLayer::builder()
+                .token_url(&url)
+                .client_id("c")
+                .client_secret("s")
+                .authorization_details(asked.clone()),
+        )
+        .build()
+        .unwrap();
+        let e = oauth.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
+        assert!(e.to_string().contains(says), "{says}: {e}");
+    }
+    // Granted as asked, members in another order: taken, and readable.
+    let (url, _) = endpoint(json!({
+        "access_token": "t", "expires_in": 60,
+        "authorization_details": [{"amount": "25.00", "type": "payment_initiation",
+                                   "creditorName": "Merchant A"}],
+    }))
+    .await;
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(&url)
+            .client_id("c")
+            .client_secret("s")
+            .authorization_details(asked.clone()),
+    )
+    .build()
+    .unwrap();
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.authorization_details().unwrap()[0]["amount"], "25.00");
+}
