@@ -74,8 +74,12 @@ impl OAuthLayerBuilder {
 
     /// Sets the `authorization_details` (RFC 9396) of the layer's token: a
     /// JSON array of objects, each with its `type`, sent in a canonical
-    /// form in every token request, and in a login's authorization request
-    /// (pushed, where the login pushes it). A token slot's
+    /// form in each token request of the grant (client credentials, a
+    /// refresh, token exchange, JWT-bearer), and in a login's authorization
+    /// request (pushed, where the login pushes it) or device request; a
+    /// code's exchange does not repeat them (RFC 9396 section 6). A token
+    /// the server granted for other details, or without naming them, is
+    /// refused. A token slot's
     /// [`TokenParams::authorization_details`](crate::TokenParams::authorization_details)
     /// replaces it. Details that are no such array make
     /// [`build`](Self::build) return a [`ConfigError`](crate::ConfigError).

@@ -103,6 +103,7 @@ impl AccessToken {
         };
         let authorization_details = match map.get(AUTHORIZATION_DETAILS) {
             None | Some(Value::Null) => None,
+            Some(Value::Array(none)) if none.is_empty() => None,
             Some(details) => {
                 crate::token::details::canonical(details)
                     .map_err(|why| invalid(&format!("`authorization_details` {why}")))?;

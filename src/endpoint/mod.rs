@@ -57,7 +57,7 @@ pub use self::server::ServerMetadata;
 pub(crate) use self::answer::{check_token, read as read_answer, retry_after, status_error};
 pub(crate) use self::client_auth::secret::{ClientSecret, RotatingSecret, SecretSource};
 pub(crate) use self::client_auth::{
-    check_param, check_unencoded, warn_if_read_otherwise, AssertionSettings,
+    check_param, check_params, check_unencoded, warn_if_read_otherwise, AssertionSettings,
 };
 pub(crate) use self::discovery::{get_json, Discovery, SharedMetadata};
 pub(crate) use self::grant::id_jag::Idp;

@@ -582,14 +582,26 @@ impl TokenRequest {
             .iter()
             .find(|(name, _)| name == AUTHORIZATION_DETAILS)
             .and_then(|(_, text)| serde_json::from_str::<serde_json::Value>(text).ok());
-        match (asked, token.authorization_details()) {
-            (Some(asked), Some(granted)) if !same_details(&asked, granted) => Err(TokenError::new(
-                crate::error::TokenErrorKind::InvalidResponse,
+        let refused = |why: &str| {
+            Err(
+                TokenError::new(crate::error::TokenErrorKind::InvalidResponse).with_message(
+                    format!("the token endpoint {why} (RFC 9396); the token is not used"),
+                ),
             )
-            .with_message(
-                "the token endpoint granted the token for other authorization_details than \
-                 those asked for (RFC 9396); the token is not used",
-            )),
+        };
+        match (asked, token.authorization_details()) {
+            (Some(asked), Some(granted)) if !same_details(&asked, granted) => {
+                refused("granted the token for other authorization_details than those asked for")
+            }
+            (Some(_), None) => refused(
+                "answered without the authorization_details the token was granted for, which \
+                 section 7 requires when they were asked for",
+            ),
+            (None, Some(_)) => refused(
+                "granted the token for authorization_details this request did not ask for (a \
+                 grant's, from another request); a token for them is kept for requests that \
+                 ask for them",
+            ),
             _ => Ok(()),
         }
     }

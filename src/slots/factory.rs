@@ -302,12 +302,10 @@ impl SlotFactory {
         params: &TokenParams,
     ) -> Result<Arc<TokenCache>, TokenError> {
         let unencoded = self.spec.auth == Some(ClientAuth::UnencodedBody);
-        for (name, value) in params.pairs() {
-            crate::endpoint::check_param(name, value, unencoded).map_err(|e| {
-                TokenError::new(TokenErrorKind::InvalidRequest)
-                    .with_message(format!("the request's TokenParams: {e}"))
-            })?;
-        }
+        crate::endpoint::check_params(params.pairs(), unencoded).map_err(|e| {
+            TokenError::new(TokenErrorKind::InvalidRequest)
+                .with_message(format!("the request's TokenParams: {e}"))
+        })?;
         Ok(self.make(params.pairs()).0)
     }
 

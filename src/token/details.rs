@@ -60,22 +60,49 @@ pub(crate) fn canonical_text(text: &str) -> Result<String, String> {
 }
 
 /// Whether `answered` grants the same details as `asked` (both checked):
-/// the same objects, member for member, in any order.
+/// the same objects, member for member, in any order, a number equal to
+/// the same number however written (`25`, `25.0`).
 pub(crate) fn same(asked: &Value, answered: &Value) -> bool {
-    let sorted = |details: &Value| -> Option<Vec<String>> {
-        let mut texts: Vec<String> = details
-            .as_array()?
-            .iter()
-            .map(|item| {
-                let mut text = String::new();
-                write_canonical(item, &mut text);
-                text
-            })
-            .collect();
-        texts.sort();
-        Some(texts)
+    let (Some(asked), Some(answered)) = (asked.as_array(), answered.as_array()) else {
+        return false;
     };
-    matches!((sorted(asked), sorted(answered)), (Some(a), Some(b)) if a == b)
+    if asked.len() != answered.len() {
+        return false;
+    }
+    // Each asked object matched by one answered object, each used once.
+    let mut used = vec![false; answered.len()];
+    asked.iter().all(|wanted| {
+        let found = answered
+            .iter()
+            .enumerate()
+            .find(|(i, got)| !used[*i] && equal(wanted, got));
+        found.map(|(i, _)| used[i] = true).is_some()
+    })
+}
+
+/// JSON equality, numbers by their value.
+fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| equal(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| equal(v, w)))
+        }
+        (x, y) => x == y,
+    }
+}
+
+/// The `type` of each of `details`' objects, for `Debug`: the rest may be
+/// personal data (an account, a creditor).
+pub(crate) fn types(details: &Value) -> Vec<&str> {
+    details
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.get("type")?.as_str())
+        .collect()
 }
 
 /// `value` as JSON with every object's members sorted by name, whatever
@@ -154,5 +181,14 @@ mod tests {
             &json!([{"type": "a", "n": 1}, {"type": "b"}, {"type": "c"}])
         ));
         assert!(!same(&asked, &json!({"type": "a"})));
+        // Numbers by their value, as a server that reads and writes JSON
+        // again gives them back; each asked object matched once.
+        assert!(same(
+            &json!([{"type": "a", "n": 25.0}]),
+            &json!([{"type": "a", "n": 25}])
+        ));
+        let twice = json!([{"type": "a"}, {"type": "a"}]);
+        assert!(!same(&twice, &json!([{"type": "a"}, {"type": "b"}])));
+        assert_eq!(types(&asked), ["a", "b"]);
     }
 }

@@ -247,9 +247,11 @@ impl AccessToken {
 
     /// The authorization details the server granted the token for
     /// (RFC 9396, `authorization_details` in its answer): a JSON array of
-    /// objects, each with its `type`. Where the request asked for some, they
-    /// are the same (a token granted for others is refused before it is
-    /// used). `None` when the answer names none.
+    /// objects, each with its `type`. A layer's token always has those its
+    /// request asked for (the same objects, in any order of members) or,
+    /// where it asked for none, none: a token the server granted otherwise
+    /// is refused before it is cached or used. `Debug` shows only their
+    /// types.
     ///
     /// ```
     /// use tower_oauth::AccessToken;
@@ -277,7 +279,10 @@ impl fmt::Debug for AccessToken {
             .field("issued_at", &self.issued_at)
             .field("client_id", &self.client_id)
             .field("refresh_in", &self.refresh_in)
-            .field("authorization_details", &self.authorization_details)
+            .field(
+                "authorization_details",
+                &self.authorization_details.as_deref().map(details::types),
+            )
             .finish_non_exhaustive()
     }
 }

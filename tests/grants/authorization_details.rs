@@ -175,6 +175,20 @@ async fn details_that_are_not_rfc_9396_s_are_refused_before_anything_is_sent() {
             .unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{bad}: {e}");
     }
+    // Given twice (add_param): one array holds every object.
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(&url)
+            .client_id("c")
+            .client_secret("s"),
+    )
+    .build()
+    .unwrap();
+    let twice = TokenParams::new()
+        .add_param("authorization_details", r#"[{"type":"a"}]"#)
+        .add_param("authorization_details", r#"[{"type":"b"}]"#);
+    let e = oauth.token_for(&twice).await.unwrap_err();
+    assert!(e.to_string().contains("more than once"), "{e}");
     assert_eq!(count.load(Ordering::SeqCst), 0);
 }
 
@@ -210,11 +224,39 @@ async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
         assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
         assert!(e.to_string().contains(says), "{says}: {e}");
     }
-    // Granted as asked, members in another order: taken, and readable.
+    // Details asked and none answered, or none asked and some answered:
+    // refused as well.
+    for (asked, answered, says) in [
+        (
+            Some(asked.clone()),
+            None,
+            "without the authorization_details",
+        ),
+        (None, Some(asked.clone()), "did not ask for"),
+    ] {
+        let mut body = json!({"access_token": "t", "expires_in": 60});
+        if let Some(answered) = answered {
+            body["authorization_details"] = answered;
+        }
+        let (url, _) = endpoint(body).await;
+        let mut builder = OAuthLayer::builder()
+            .token_url(&url)
+            .client_id("c")
+            .client_secret("s");
+        if let Some(asked) = asked {
+            builder = builder.authorization_details(asked);
+        }
+        let oauth = support::with_transport(builder).build().unwrap();
+        let e = oauth.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
+        assert!(e.to_string().contains(says), "{says}: {e}");
+    }
+    // Granted as asked, members in another order, a number written
+    // otherwise: taken, and readable.
     let (url, _) = endpoint(json!({
         "access_token": "t", "expires_in": 60,
         "authorization_details": [{"amount": "25.00", "type": "payment_initiation",
-                                   "creditorName": "Merchant A"}],
+                                   "creditorName": "Merchant A", "n": 2}],
     }))
     .await;
     let oauth = support::with_transport(
@@ -222,7 +264,8 @@ async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
             .token_url(&url)
             .client_id("c")
             .client_secret("s")
-            .authorization_details(asked.clone()),
+            .authorization_details(json!([{"type": "payment_initiation", "amount": "25.00",
+                                           "creditorName": "Merchant A", "n": 2.0}])),
     )
     .build()
     .unwrap();

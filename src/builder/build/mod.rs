@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::cache::{Placement, TokenCache};
 use crate::endpoint::ClientAuth;
-use crate::endpoint::{check_param, check_unencoded, warn_if_read_otherwise};
+use crate::endpoint::{check_params, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::{ClientSecret, RotatingSecret};
 use crate::endpoint::{Grant, RequestSpec};
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -443,10 +443,7 @@ impl OAuthLayerBuilder {
             warn_if_read_otherwise(client_id, "client id");
             warn_if_read_otherwise(client_secret, "client secret");
         }
-        for (name, value) in &self.params {
-            check_param(name, value, unencoded)?;
-        }
-        Ok(())
+        check_params(&self.params, unencoded)
     }
 
     /// The transport given, or the built-in one with the TLS and proxy

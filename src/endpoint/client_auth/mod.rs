@@ -388,6 +388,26 @@ pub(crate) const RESERVED_PARAMS: [&str; 12] = [
 
 /// Extra parameters: a name that is not empty or reserved. Sent unencoded, the
 /// name and value must be ones the body can carry.
+/// Checks each of `params` as [`check_param`] does, and that
+/// `authorization_details`, one JSON array, comes at most once.
+pub(crate) fn check_params(
+    params: &[(String, String)],
+    unencoded: bool,
+) -> Result<(), ConfigError> {
+    for (name, value) in params {
+        check_param(name, value, unencoded)?;
+    }
+    let details = crate::token::details::AUTHORIZATION_DETAILS;
+    if params.iter().filter(|(name, _)| name == details).count() > 1 {
+        return Err(ConfigError::new(
+            ConfigErrorKind::InvalidParameter,
+            "`authorization_details` is given more than once: it is one JSON array, which holds \
+             every object (set it with authorization_details, which replaces it)",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_param(name: &str, value: &str, unencoded: bool) -> Result<(), ConfigError> {
     let bad = |why: String| Err(ConfigError::new(ConfigErrorKind::InvalidParameter, why));
     if name.is_empty() {
