@@ -43,6 +43,10 @@
 //! naming an account. Allocations per request: the same two runs under
 //! `valgrind --tool=memcheck` ("total heap usage").
 //!
+//! Modes `params_resource` and `params_details`: a request that carries
+//! `TokenParams` in its extensions, naming a `resource`, or RFC 9396
+//! authorization details (a payment), its slot's token already fetched.
+//!
 //! Modes `mw_fixed`, `mw_oauth`, `mw_oauth_without_resend`: the reqwest
 //! middleware against a fixed-header one (build with
 //! `--features reqwest-middleware`).
@@ -90,6 +94,31 @@ where
     for i in 0..n as usize {
         drive_with(&mut svc, &mut cx, &extensions[i % extensions.len()]);
     }
+}
+
+/// A layer on a token endpoint that grants each token the authorization
+/// details its request asked for.
+fn echoing_layer() -> tower_oauth::OAuthLayer {
+    let endpoint = tower::service_fn(|req: Request<bytes::Bytes>| async move {
+        let details = form_urlencoded::parse(req.body())
+            .find(|(name, _)| name == "authorization_details")
+            .map(|(_, value)| serde_json::from_str::<serde_json::Value>(&value).unwrap());
+        let mut body = serde_json::json!({
+            "access_token": "bench-token", "token_type": "Bearer", "expires_in": 3600,
+        });
+        if let Some(details) = details {
+            body["authorization_details"] = details;
+        }
+        let body = http_body_util::Full::<bytes::Bytes>::from(body.to_string());
+        Ok::<_, std::convert::Infallible>(Response::new(body))
+    });
+    tower_oauth::OAuthLayer::builder()
+        .token_url("https://login.example/oauth2/token")
+        .client_id("bench-client")
+        .client_secret("bench-secret")
+        .transport(endpoint)
+        .build()
+        .unwrap()
 }
 
 fn main() {
@@ -143,6 +172,19 @@ fn main() {
         "dpop" | "raw_es256" => dpop::run(mode, &rt, n),
         #[cfg(feature = "reqwest-middleware")]
         "mw_fixed" | "mw_oauth" | "mw_oauth_without_resend" => middleware::run(mode, &rt, oauth, n),
+        "params_resource" | "params_details" => {
+            let params = match mode.as_str() {
+                "params_resource" => tower_oauth::TokenParams::new().resource("urn:api:0"),
+                _ => tower_oauth::TokenParams::new().authorization_details(serde_json::json!([{
+                    "type": "payment_initiation",
+                    "instructedAmount": {"currency": "EUR", "amount": "25.00"},
+                    "creditorName": "Merchant A",
+                }])),
+            };
+            let layer = echoing_layer();
+            rt.block_on(layer.token_for(&params)).unwrap();
+            run_with(layer.layer(Noop), n, &[params]);
+        }
         other => panic!("unknown mode {other}"),
     }
 }
