@@ -3,7 +3,9 @@
 //! `RAR=1`): the layer's details and a request's each get a token of their
 //! own, which the server itself says it granted for them; equal details in
 //! another order share one; a token granted for other details is refused and
-//! nothing of it kept. And on the crate's own loopback server: details that
+//! nothing of it kept; a web app's login in Chromium asks for the details
+//! (pushed, as the provider offers PAR), and its token and the refreshed one
+//! carry them. And on the crate's own loopback server: details that
 //! are not RFC 9396's refused before anything is sent, and an answer whose
 //! details do not read refused.
 
@@ -16,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tower_oauth::{OAuthLayer, TokenErrorKind, TokenParams};
 
-use super::real_browser::{node_provider, stats, Provider};
+use super::real_browser::{browser_comes_back, callback_route, node_provider, stats, Provider};
 use support::serve::{answer, serve_state};
 
 fn payment(creditor: &str, amount: &str) -> Value {
@@ -126,6 +128,49 @@ async fn a_token_granted_for_other_details_is_refused_and_nothing_kept() {
         granted(&base, token.expose_token()).await,
         payment("Merchant A", "25.00")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_login_asks_for_the_details_and_its_tokens_carry_them() {
+    let (callback, seen) = callback_route().await;
+    let Some(provider) = node_provider(
+        "oidc_provider.mjs",
+        &[("RAR", "1"), ("WEB_REDIRECT_URI", &callback)],
+    ) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let asked = payment("Merchant A", "25.00");
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(&base)
+            .scope("openid read offline_access")
+            .resource(format!("{base}/api"))
+            .client_id("web-app")
+            .client_secret("web-app-secret")
+            .authorization_details(asked.clone()),
+    )
+    .build()
+    .unwrap();
+    let person = "alice@example.com";
+    let url = oauth.begin_login(person, &callback).await.unwrap();
+    // Pushed: the browser's URL carries a request_uri, not the details.
+    assert!(url.contains("request_uri="), "{url}");
+    assert!(!url.contains("authorization_details"), "{url}");
+    let back = browser_comes_back(&url, person, &seen).await;
+    oauth.finish_login(person, back).await.unwrap();
+    let params = TokenParams::new().account(person);
+    let token = oauth.token_for(&params).await.unwrap();
+    assert_eq!(token.authorization_details(), Some(&asked));
+    assert_eq!(granted(&base, token.expose_token()).await, asked);
+    // A refresh asks for them again, and gets them.
+    let alice = oauth.for_account(person).unwrap();
+    alice.force_renewal();
+    let renewed = alice.token().await.unwrap();
+    assert_ne!(renewed.expose_token(), token.expose_token());
+    assert_eq!(stats(&base).await["refreshes"], 1);
+    assert_eq!(granted(&base, renewed.expose_token()).await, asked);
+    assert_eq!(renewed.authorization_details(), Some(&asked));
 }
 
 /// A token endpoint that answers each request with `body`, counting them.

@@ -271,7 +271,7 @@ async fn offline_access_child() {
 }
 
 /// A web app's callback route: it keeps the URL each browser came back to.
-async fn callback_route() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub(super) async fn callback_route() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let callback = format!("http://{}/callback", listener.local_addr().unwrap());
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -799,7 +799,7 @@ async fn the_fapi2_profile_signs_a_person_in_at_oidc_provider_s_fapi2_server() {
 
 /// Chromium signs `person` in at `url`: the callback URL the web app's
 /// route kept.
-async fn browser_comes_back(
+pub(super) async fn browser_comes_back(
     url: &str,
     person: &str,
     seen: &std::sync::Mutex<Vec<String>>,

@@ -24,7 +24,8 @@
 // Authorization Requests (RFC 9396) for the type `payment_initiation` (a
 // `creditorName` string required) and a confidential client `agent`
 // (client_secret_basic, secret `agent-secret`) with the client credentials
-// grant: each token is granted the details asked for, GET /admin/rar?token=T
+// grant (and the web client takes the type too): each token is granted the
+// details asked for (a code's, those of its authorization), GET /admin/rar?token=T
 // says which, and POST /admin/rar-tamper makes it grant other details (the
 // amount changed) until POST /admin/rar-honest; GET /admin/stats counts the
 // client credentials grants (`client_credentials`).
@@ -59,6 +60,7 @@ const provider = new Provider(issuer, {
       redirect_uris: [process.env.WEB_REDIRECT_URI],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
+      ...(rar ? { authorization_details_types: ['payment_initiation'] } : {}),
       ...(process.env.WEB_BACKCHANNEL_URI ? {
         backchannel_logout_uri: process.env.WEB_BACKCHANNEL_URI,
         backchannel_logout_session_required: true,
@@ -104,7 +106,9 @@ const provider = new Provider(issuer, {
         if (!tamper || !asked) return asked;
         return asked.map((detail) => ({ ...detail, amount: '9999.00' }));
       },
-      authorizationDetailsForGrantSource: (ctx, source) => source.rar,
+      authorizationDetailsForGrantSource: (ctx) => (ctx.oidc.params.authorization_details
+        ? JSON.parse(ctx.oidc.params.authorization_details)
+        : ctx.oidc.grant?.rar),
       authorizationDetailsForIntrospection: (ctx, token) => token.rar,
     },
     resourceIndicators: {
@@ -174,10 +178,11 @@ server.on('request', (req, res) => {
   }
   if (req.url.startsWith('/admin/rar?')) {
     const token = new URL(req.url, issuer).searchParams.get('token');
-    provider.ClientCredentials.find(token).then((found) => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ rar: found?.rar ?? null }));
-    });
+    Promise.all([provider.ClientCredentials.find(token), provider.AccessToken.find(token)])
+      .then(([machine, person]) => {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ rar: (machine ?? person)?.rar ?? null }));
+      });
     return;
   }
   if (req.method === 'POST' && (req.url === '/admin/rar-tamper' || req.url === '/admin/rar-honest')) {
