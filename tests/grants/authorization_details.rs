@@ -42,27 +42,30 @@ async fn granted(base: &str, token: &str) -> Value {
     body["rar"].clone()
 }
 
-fn agent(provider: &Provider) -> tower_oauth::OAuthLayerBuilder {
-    let base = &provider.base;
-    support::with_transport(
+/// The provider with Rich Authorization Requests, and the `agent` client's
+/// layer on it asking for a payment to Merchant A; `None` where the provider
+/// is not installed.
+fn agent_paying_merchant_a() -> Option<(Provider, String, OAuthLayer)> {
+    let provider = node_provider("oidc_provider.mjs", &[("RAR", "1")])?;
+    let base = provider.base.clone();
+    let oauth = support::with_transport(
         OAuthLayer::builder()
-            .issuer(base)
+            .issuer(&base)
             .client_id("agent")
             .client_secret("agent-secret")
-            .resource(format!("{base}/api")),
+            .resource(format!("{base}/api"))
+            .authorization_details(payment("Merchant A", "25.00")),
     )
+    .build()
+    .unwrap();
+    Some((provider, base, oauth))
 }
 
 #[tokio::test]
 async fn each_set_of_details_gets_a_token_the_server_granted_for_them() {
-    let Some(provider) = node_provider("oidc_provider.mjs", &[("RAR", "1")]) else {
+    let Some((_provider, base, oauth)) = agent_paying_merchant_a() else {
         return;
     };
-    let base = provider.base.clone();
-    let oauth = agent(&provider)
-        .authorization_details(payment("Merchant A", "25.00"))
-        .build()
-        .unwrap();
     let layer_token = oauth.token().await.unwrap();
     let readable = layer_token.authorization_details().unwrap();
     assert_eq!(readable[0]["creditorName"], "Merchant A");
@@ -98,14 +101,9 @@ async fn each_set_of_details_gets_a_token_the_server_granted_for_them() {
 
 #[tokio::test]
 async fn a_token_granted_for_other_details_is_refused_and_nothing_kept() {
-    let Some(provider) = node_provider("oidc_provider.mjs", &[("RAR", "1")]) else {
+    let Some((_provider, base, oauth)) = agent_paying_merchant_a() else {
         return;
     };
-    let base = provider.base.clone();
-    let oauth = agent(&provider)
-        .authorization_details(payment("Merchant A", "25.00"))
-        .build()
-        .unwrap();
     post(&format!("{base}/admin/rar-tamper")).await;
     let e = oauth.token().await.unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
@@ -173,6 +171,18 @@ async fn a_web_login_asks_for_the_details_and_its_tokens_carry_them() {
     assert_eq!(renewed.authorization_details(), Some(&asked));
 }
 
+/// A layer on the token endpoint at `url`, asking for `details` if any.
+fn on(url: &str, details: Option<Value>) -> OAuthLayer {
+    let mut builder = OAuthLayer::builder()
+        .token_url(url)
+        .client_id("c")
+        .client_secret("s");
+    if let Some(details) = details {
+        builder = builder.authorization_details(details);
+    }
+    support::with_transport(builder).build().unwrap()
+}
+
 /// A token endpoint that answers each request with `body`, counting them.
 async fn endpoint(body: Value) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -206,29 +216,14 @@ async fn details_that_are_not_rfc_9396_s_are_refused_before_anything_is_sent() {
         .build();
         let e = built.err().unwrap_or_else(|| panic!("{bad} was taken"));
         assert!(e.to_string().contains("authorization_details"), "{e}");
-        let oauth = support::with_transport(
-            OAuthLayer::builder()
-                .token_url(&url)
-                .client_id("c")
-                .client_secret("s"),
-        )
-        .build()
-        .unwrap();
-        let e = oauth
+        let e = on(&url, None)
             .token_for(&TokenParams::new().authorization_details(bad.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{bad}: {e}");
     }
     // Given twice (add_param): one array holds every object.
-    let oauth = support::with_transport(
-        OAuthLayer::builder()
-            .token_url(&url)
-            .client_id("c")
-            .client_secret("s"),
-    )
-    .build()
-    .unwrap();
+    let oauth = on(&url, None);
     let twice = TokenParams::new()
         .add_param("authorization_details", r#"[{"type":"a"}]"#)
         .add_param("authorization_details", r#"[{"type":"b"}]"#);
@@ -256,16 +251,7 @@ async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
             "access_token": "t", "expires_in": 60, "authorization_details": answered,
         }))
         .await;
-        let oauth = support::with_transport(
-            OAuthLayer::builder()
-                .token_url(&url)
-                .client_id("c")
-                .client_secret("s")
-                .authorization_details(asked.clone()),
-        )
-        .build()
-        .unwrap();
-        let e = oauth.token().await.unwrap_err();
+        let e = on(&url, Some(asked.clone())).token().await.unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
         assert!(e.to_string().contains(says), "{says}: {e}");
     }
@@ -284,15 +270,7 @@ async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
             body["authorization_details"] = answered;
         }
         let (url, _) = endpoint(body).await;
-        let mut builder = OAuthLayer::builder()
-            .token_url(&url)
-            .client_id("c")
-            .client_secret("s");
-        if let Some(asked) = asked {
-            builder = builder.authorization_details(asked);
-        }
-        let oauth = support::with_transport(builder).build().unwrap();
-        let e = oauth.token().await.unwrap_err();
+        let e = on(&url, asked).token().await.unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{e}");
         assert!(e.to_string().contains(says), "{says}: {e}");
     }
@@ -304,16 +282,8 @@ async fn an_answer_whose_details_do_not_read_or_differ_is_refused() {
                                    "creditorName": "Merchant A", "n": 2}],
     }))
     .await;
-    let oauth = support::with_transport(
-        OAuthLayer::builder()
-            .token_url(&url)
-            .client_id("c")
-            .client_secret("s")
-            .authorization_details(json!([{"type": "payment_initiation", "amount": "25.00",
-                                           "creditorName": "Merchant A", "n": 2.0}])),
-    )
-    .build()
-    .unwrap();
-    let token = oauth.token().await.unwrap();
+    let asked_otherwise = json!([{"type": "payment_initiation", "amount": "25.00",
+                                  "creditorName": "Merchant A", "n": 2.0}]);
+    let token = on(&url, Some(asked_otherwise)).token().await.unwrap();
     assert_eq!(token.authorization_details().unwrap()[0]["amount"], "25.00");
 }
