@@ -24,7 +24,10 @@ use crate::message::{is_unauthorized, may_be_grpc, NoNewToken, SteppedUp};
 /// It also resends a `403` whose `insufficient_scope` challenge the layer
 /// answered by asking for a token with more scope
 /// ([`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes)); a `403`
-/// it did not is returned as it is.
+/// it did not is returned as it is. A `401` that asks for a stronger or
+/// more recent sign-in of the person (`insufficient_user_authentication`,
+/// RFC 9470) is returned at once with its challenge, and the token stays:
+/// neither a new token nor the same request again meets it.
 ///
 /// Only requests whose body can be cloned (`B: Clone`, such as
 /// `http_body_util::Full<Bytes>` or `String`) can be resent.

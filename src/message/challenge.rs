@@ -127,6 +127,23 @@ pub(crate) fn insufficient(headers: &HeaderMap) -> Option<Option<String>> {
     )
 }
 
+/// What a `Bearer` or `DPoP` challenge with
+/// `error="insufficient_user_authentication"` (RFC 9470) asks of the
+/// person's sign-in, as the API wrote it: its `acr_values` and `max_age`,
+/// each if any; `None` for any other answer.
+pub(crate) fn insufficient_user_authentication(
+    headers: &HeaderMap,
+) -> Option<(Option<String>, Option<String>)> {
+    challenges(headers)
+        .into_iter()
+        .filter(|c| c.is("Bearer") || c.is("DPoP"))
+        .find(|c| c.param("error") == Some("insufficient_user_authentication"))
+        .map(|c| {
+            let text = |name| c.param(name).map(crate::error::clip);
+            (text("acr_values"), text("max_age"))
+        })
+}
+
 /// A reading position in one header value.
 struct Parser<'a> {
     s: &'a [u8],
@@ -323,6 +340,34 @@ mod tests {
 
     fn one(value: &str) -> Vec<Challenge> {
         read(&[value.as_bytes()])
+    }
+
+    #[test]
+    fn a_sign_in_challenge_gives_its_acr_values_and_max_age() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "www-authenticate",
+            r#"Bearer error="insufficient_user_authentication", acr_values="phr phrh", max_age="5""#
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            insufficient_user_authentication(&headers),
+            Some((Some("phr phrh".into()), Some("5".into())))
+        );
+        headers.insert(
+            "www-authenticate",
+            r#"DPoP error="insufficient_user_authentication""#.parse().unwrap(),
+        );
+        assert_eq!(
+            insufficient_user_authentication(&headers),
+            Some((None, None))
+        );
+        headers.insert(
+            "www-authenticate",
+            r#"Bearer error="insufficient_scope", scope="a""#.parse().unwrap(),
+        );
+        assert_eq!(insufficient_user_authentication(&headers), None);
     }
 
     #[test]

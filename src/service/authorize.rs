@@ -12,7 +12,9 @@ use http::{HeaderValue, Method, StatusCode};
 
 use crate::cache::{CacheRef, CachedToken, TokenCache};
 use crate::error::TokenError;
-use crate::message::challenge::{challenges, insufficient, insufficient_scope};
+use crate::message::challenge::{
+    challenges, insufficient, insufficient_scope, insufficient_user_authentication,
+};
 use crate::message::{is_unauthorized, may_be_grpc, Answer, Outgoing};
 use crate::support::boxed::BoxFuture;
 
@@ -154,6 +156,20 @@ impl<L: CacheHandle> SentToken<L> {
         // handled as on a `403`.
         if let Some(asked) = insufficient(response.headers()) {
             return self.insufficient(response, asked.as_deref());
+        }
+        // Nor one whose person signed in too long ago or too weakly (RFC
+        // 9470): the token stays, and neither a new one nor the same
+        // request again can help; the answer goes back with its challenge.
+        if let Some((acr_values, max_age)) = insufficient_user_authentication(response.headers()) {
+            tracing::warn!(
+                acr_values = acr_values.as_deref().unwrap_or_default(),
+                max_age = max_age.as_deref().unwrap_or_default(),
+                "the API asks for a stronger or more recent sign-in of the person \
+                 (insufficient_user_authentication, RFC 9470), which this layer does not \
+                 run; the answer goes back with the challenge, the token stays"
+            );
+            response.mark_no_new_token();
+            return TokenAnswer::RefusedAgain;
         }
         let cache = self.cache_ref.cache();
         if cache.reads_refusals() {

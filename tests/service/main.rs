@@ -12,6 +12,7 @@ mod grpc;
 mod layer;
 mod network_failures;
 mod promises;
+mod reauthentication;
 mod seams;
 mod soak;
 mod step_up;
