@@ -108,6 +108,7 @@ mod on_redis {
     /// retired refresh token is ever sent. A back-channel logout after the
     /// restart signs alice out everywhere, and bob stays.
     async fn restarted_empty(outage: Duration) {
+        let _quiet = support::quiet_turn();
         use crate::accounts::{builder, sign_in};
         use std::time::Instant;
         use support::login_server::{LoginServer, WEB_CLIENT};

@@ -25,6 +25,10 @@ const REQUIRE: &str = "TOWER_OAUTH_REQUIRE_THIRD_PARTY";
 const PORT_VAR: &str = "LOGIN_PROVIDER_PORT";
 
 pub(super) struct Provider {
+    /// A turn alone among the tests that load the machine or time a
+    /// replica's watch (`support::quiet_turn`), for as long as the
+    /// provider and its browser run.
+    _quiet: std::sync::MutexGuard<'static, ()>,
     child: Child,
     pub(super) base: String,
     /// Its output, kept open: a closed pipe would end it at its next line.
@@ -80,6 +84,7 @@ pub(super) fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provid
         eprintln!("note: skipped, chromium or oidc-provider is not installed (see .ci/run)");
         return None;
     }
+    let quiet = support::quiet_turn();
     let mut child = Command::new("node")
         .arg(root().join("tests/servers").join(script))
         .envs(env.iter().copied())
@@ -94,6 +99,7 @@ pub(super) fn node_provider(script: &str, env: &[(&str, &str)]) -> Option<Provid
         .as_u64()
         .unwrap_or_else(|| panic!("no port in {line:?}"));
     Some(Provider {
+        _quiet: quiet,
         child,
         base: format!("http://127.0.0.1:{port}"),
         _output: output,

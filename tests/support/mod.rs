@@ -45,6 +45,17 @@ pub const CLIENT_SECRET: &str = "s3cr3t+/=value";
 
 pub type HyperClient = Client<HttpConnector, Full<Bytes>>;
 
+/// A turn alone, held for a test's length, among the tests of one binary
+/// that load the machine (a real browser starting) and those whose verdict
+/// rests on a replica's watch running within a second of Redis dying (a
+/// store restarted empty): on two busy cores a starved watch cannot tell a
+/// loss from being cut off, and takes the safe side (see docs/replicas.md,
+/// "What remains a risk"), which such a test would count as a failure.
+pub fn quiet_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A plain hyper-util client: the inner service of the layer.
 pub fn hyper_client() -> HyperClient {
     Client::builder(TokioExecutor::new()).build_http()
