@@ -53,7 +53,8 @@ pub type HyperClient = Client<HttpConnector, Full<Bytes>>;
 /// "What remains a risk"), which such a test would count as a failure.
 pub fn quiet_turn() -> std::sync::MutexGuard<'static, ()> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A plain hyper-util client: the inner service of the layer.
