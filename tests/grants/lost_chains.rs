@@ -107,6 +107,9 @@ mod on_redis {
     /// go on serving both (never saying that a login is needed), and no
     /// retired refresh token is ever sent. A back-channel logout after the
     /// restart signs alice out everywhere, and bob stays.
+    // The turn is held for the whole test on purpose: the other tests of
+    // the binary wait on their own threads.
+    #[allow(clippy::await_holding_lock)]
     async fn restarted_empty(outage: Duration) {
         let _quiet = support::quiet_turn();
         use crate::accounts::{builder, sign_in};
