@@ -86,8 +86,7 @@ impl OAuthLayerBuilder {
     ///
     /// Default: none.
     pub fn authorization_details(self, details: serde_json::Value) -> Self {
-        let text =
-            crate::token::details::canonical(&details).unwrap_or_else(|_| details.to_string());
+        let text = crate::token::details::param_text(&details);
         self.param(crate::token::details::AUTHORIZATION_DETAILS, text)
     }
 

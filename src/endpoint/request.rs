@@ -17,7 +17,7 @@ use crate::endpoint::prepared::{Prepared, SentProof};
 use crate::endpoint::spec::{RequestSpec, RequestTarget};
 use crate::error::{ConfigErrorKind, TokenError};
 use crate::support::boxed::BoxFuture;
-use crate::token::details::{same as same_details, AUTHORIZATION_DETAILS};
+use crate::token::details::same as same_details;
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -578,10 +578,8 @@ impl TokenRequest {
     fn check_details(&self, token: &AccessToken) -> Result<(), TokenError> {
         let asked = self
             .target
-            .params
-            .iter()
-            .find(|(name, _)| name == AUTHORIZATION_DETAILS)
-            .and_then(|(_, text)| serde_json::from_str::<serde_json::Value>(text).ok());
+            .authorization_details()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
         let refused = |why: &str| {
             Err(
                 TokenError::new(crate::error::TokenErrorKind::InvalidResponse).with_message(

@@ -133,9 +133,19 @@ pub(crate) struct RequestTarget {
 impl RequestTarget {
     /// The scopes requested, if any.
     pub(crate) fn scope(&self) -> Option<&str> {
+        self.param("scope")
+    }
+
+    /// The authorization details requested (RFC 9396), as sent, if any.
+    pub(crate) fn authorization_details(&self) -> Option<&str> {
+        self.param(crate::token::details::AUTHORIZATION_DETAILS)
+    }
+
+    /// The first value of the parameter `name`, if any.
+    fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
-            .find(|(name, _)| name == "scope")
-            .map(|(_, scope)| scope.as_str())
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
     }
 }

@@ -54,7 +54,7 @@ pub(super) async fn log_in(
         pairs.push(("scope", scope));
     }
     pairs.extend(login.resources().into_iter().map(|r| ("resource", r)));
-    if let Some(details) = login.authorization_details() {
+    if let Some(details) = login.request.target.authorization_details() {
         pairs.push(("authorization_details", details));
     }
     let answer = login.client_post(&url, &pairs).await?;

@@ -20,7 +20,6 @@ use crate::endpoint::ServerMetadata;
 use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
 use crate::error::{clip, TokenError, TokenErrorKind};
-use crate::token::details::AUTHORIZATION_DETAILS;
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
 
@@ -157,7 +156,7 @@ impl ServerLogin<'_> {
             redirect_uri: &redirect_uri,
             scope,
             resources: self.resources(),
-            authorization_details: self.authorization_details(),
+            authorization_details: self.request.target.authorization_details(),
             dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
@@ -318,16 +317,6 @@ impl ServerLogin<'_> {
             .filter(|(name, _)| name == "resource")
             .map(|(_, value)| value.as_str())
             .collect()
-    }
-
-    /// The `authorization_details` of this request (RFC 9396), if any.
-    pub(super) fn authorization_details(&self) -> Option<&str> {
-        self.request
-            .target
-            .params
-            .iter()
-            .find(|(name, _)| name == AUTHORIZATION_DETAILS)
-            .map(|(_, value)| value.as_str())
     }
 
     /// One of a login's token requests: `grant_type` with `pairs`, the

@@ -132,7 +132,7 @@ impl ServerLogin<'_> {
             redirect_uri,
             scope: scope.as_deref(),
             resources: self.resources(),
-            authorization_details: self.authorization_details(),
+            authorization_details: self.request.target.authorization_details(),
             dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;

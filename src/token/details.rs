@@ -49,6 +49,13 @@ pub(crate) fn canonical(details: &Value) -> Result<String, String> {
     Ok(text)
 }
 
+/// What `details` is sent as: its canonical form, or, for details that are
+/// not RFC 9396's, their JSON as given, which the request's checks refuse
+/// with why (a setter cannot fail).
+pub(crate) fn param_text(details: &Value) -> String {
+    canonical(details).unwrap_or_else(|_| details.to_string())
+}
+
 /// `text`, an `authorization_details` as JSON, checked and in canonical
 /// form.
 pub(crate) fn canonical_text(text: &str) -> Result<String, String> {

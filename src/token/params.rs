@@ -82,8 +82,7 @@ impl TokenParams {
     /// # let _ = pay;
     /// ```
     pub fn authorization_details(self, details: serde_json::Value) -> Self {
-        let text =
-            crate::token::details::canonical(&details).unwrap_or_else(|_| details.to_string());
+        let text = crate::token::details::param_text(&details);
         self.param(crate::token::details::AUTHORIZATION_DETAILS, text)
     }
 
