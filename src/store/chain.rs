@@ -100,9 +100,10 @@ where
             // A record that does not read is not refreshed over, nor
             // written over: it may be another key's or format's, newer.
             Some(record) if !chain.adopt(&record) => {
-                return Err(unreadable(
-                    "the stored chain is not one this version reads".into(),
-                ))
+                return Err(
+                    unreadable("the stored chain is not one this version reads".into())
+                        .marked_this_replica(),
+                )
             }
             Some(_) => chain.synced(keeper.hears_news()),
             None => lost = chain.was_stored(),
@@ -260,11 +261,13 @@ async fn save(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), TokenError>
                      refreshed (it stalled, or the store did not answer): nothing is written \
                      over what came after; the next token request reads the stored chain"
                 );
-                return Err(TokenError::new(TokenErrorKind::Transport).with_message(
-                    "the token store's lock on the refresh-token chain ran out before the \
-                     refresh's answer was stored; nothing was written over what another \
-                     replica stored meanwhile, and the next token request reads it",
-                ));
+                return Err(TokenError::new(TokenErrorKind::Transport)
+                    .with_message(
+                        "the token store's lock on the refresh-token chain ran out before the \
+                         refresh's answer was stored; nothing was written over what another \
+                         replica stored meanwhile, and the next token request reads it",
+                    )
+                    .marked_this_replica());
             }
             Err(why) => match pauses.next() {
                 Some(pause) => {
@@ -324,13 +327,16 @@ async fn write_back(chain: &Chain, keeper: &dyn ChainKeeper) -> Result<(), Token
 
 /// The error of a replica whose copy of a chain the store lost may not be
 /// the newest: another replica's is (or it has none), or it does not hear
-/// the store's news now.
+/// the store's news now. This replica's own: the replica that holds the
+/// newest copy does not hold back for it.
 pub(crate) fn held_elsewhere() -> TokenError {
-    TokenError::new(TokenErrorKind::Transport).with_message(
-        "the token store lost the refresh-token chain; the replica that holds the newest copy \
-         writes it back (another one, or this one once it hears the store's news again); \
-         nothing was sent; try again",
-    )
+    TokenError::new(TokenErrorKind::Transport)
+        .with_message(
+            "the token store lost the refresh-token chain; the replica that holds the newest \
+             copy writes it back (another one, or this one once it hears the store's news \
+             again); nothing was sent; try again",
+        )
+        .marked_this_replica()
 }
 
 /// The error when a store's chain cannot be read: a refresh token is not

@@ -581,9 +581,12 @@ pub type AccountWatcher = Arc<dyn Fn(AccountEvent<'_>) -> bool + Send + Sync>;
 /// back for it. "No login" ([`LoginRequired`](crate::TokenErrorKind::LoginRequired))
 /// is not shared: it is the state of the chain of refresh tokens, which
 /// every replica reads from the chain itself, so that it never stands over
-/// a login finished later.
+/// a login finished later. Nor is a failure of this replica's own copy of
+/// the store's state (its chain older than another's): the replica holding
+/// the newest copy must not hold back for it, being the one to write it
+/// back.
 pub(crate) fn shared_as_failure(error: &TokenError) -> bool {
-    !error.is_login_state()
+    !error.is_login_state() && !error.is_this_replicas()
 }
 
 /// A store shared with other replicas, as a layer or token slot uses it. It

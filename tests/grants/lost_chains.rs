@@ -319,6 +319,76 @@ mod on_redis {
         assert!(server.violations().is_empty(), "{:?}", server.violations());
     }
 
+    /// Redis restarts empty; A, whose copy of alice's chain is older than
+    /// B's, is asked first each time, and B at once after it. A is told to
+    /// wait for the holder of the newest copy: that is A's own state, never
+    /// a failure shared with B (which would hold B back, the one replica
+    /// that can write the chain back, for as long as A keeps asking). B
+    /// writes it back, and both serve alice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_replica_told_to_wait_never_holds_back_the_one_that_writes_back() {
+        use crate::accounts::{builder, sign_in};
+        use std::time::Instant;
+        use support::login_server::LoginServer;
+        use tower_oauth::TokenParams;
+        if missing() {
+            return;
+        }
+        let mut redis = RedisServer::start();
+        let server = LoginServer::start(Duration::from_secs(2)).await;
+        // A failure shared by A would hold the fleet back for a second:
+        // longer than between A's request and B's.
+        let replica = || {
+            builder(&server)
+                .token_store(RedisStore::new(redis.url()).unwrap())
+                .min_backoff(Duration::from_secs(1))
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (replica(), replica());
+        sign_in(&a, &a, "alice-account", "alice").await;
+        let alice = TokenParams::new().account("alice-account");
+        let until = Instant::now() + Duration::from_millis(4500);
+        while Instant::now() < until {
+            a.token_for(&alice).await.unwrap();
+            b.token_for(&alice).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // B makes the last rotation (its copy is the newest, and it knows
+        // so); A takes that token from the store, its chain left older.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        b.token_for(&alice).await.unwrap();
+        a.token_for(&alice).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        redis.stop();
+        redis.restart();
+        let restarted = Instant::now();
+        let mut b_served = false;
+        while !b_served {
+            assert!(
+                restarted.elapsed() < Duration::from_secs(10),
+                "B never wrote alice's chain back"
+            );
+            let from_a = a.token_for(&alice).await;
+            assert!(from_a.is_err(), "A served alice before B wrote back");
+            match b.token_for(&alice).await {
+                Ok(_) => b_served = true,
+                Err(e) => assert!(
+                    !e.to_string().contains("reported by another replica"),
+                    "B held back by A's failure: {e}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // A reads the chain B wrote back (once its own back-off is over).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = a.token_for(&alice).await {
+            assert!(Instant::now() < deadline, "A never served alice again: {e}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+    }
+
     /// Redis restarts empty, and alice signs out on B at once, before A
     /// has heard the store again (its listing was lost with the rest): the
     /// sign-out answers `Ok` only once A no longer presents her token from

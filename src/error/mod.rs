@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+mod config;
+
+pub use self::config::{ConfigError, ConfigErrorKind};
+
 /// The longest piece of server-provided text kept in a [`TokenError`], such as
 /// an error code or description. Longer text is cut, so a proxy's HTML page
 /// cannot flood a log.
@@ -214,6 +218,12 @@ enum ErrorOrigin {
     /// A token endpoint's success answer that does not read (a gateway's
     /// page with 200, an error body, `expires_in` 0): retried as a 503 is.
     UnreadableAnswer,
+    /// This replica's own copy of what a store holds (its chain older than
+    /// the newest one, a record this version does not read, a lock that ran
+    /// out under it), not an answer every replica would get: backed off
+    /// here, never shared through a store, since another replica may be the
+    /// one to mend it.
+    ThisReplica,
 }
 
 impl TokenError {
@@ -340,6 +350,20 @@ impl TokenError {
     /// retried on the schedule of a 503.
     pub(crate) fn is_unreadable_answer(&self) -> bool {
         self.inner.origin == ErrorOrigin::UnreadableAnswer
+    }
+
+    /// Whether this failure is this replica's own (see
+    /// [`marked_this_replica`](Self::marked_this_replica)): never shared.
+    pub(crate) fn is_this_replicas(&self) -> bool {
+        self.inner.origin == ErrorOrigin::ThisReplica
+    }
+
+    /// The same error, marked as this replica's own: it comes from its copy
+    /// of what a store holds, and another replica's copy may serve (a
+    /// replica that holds the newest chain writes it back, which a shared
+    /// failure would hold back).
+    pub(crate) fn marked_this_replica(self) -> Self {
+        self.map_inner(|i| i.origin = ErrorOrigin::ThisReplica)
     }
 
     /// The same error, marked as an answer that does not read (see
@@ -551,98 +575,6 @@ impl StdError for TokenError {
             .map(|s| &**s as &(dyn StdError + 'static))
     }
 }
-
-/// What is wrong with a configuration. See [`ConfigError::kind`].
-///
-/// More kinds may be added. Match with a wildcard arm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConfigErrorKind {
-    /// No client id was given, or it is empty.
-    MissingClientId,
-    /// No client secret was given, or it is empty.
-    MissingClientSecret,
-    /// Neither `auth_url` nor `token_url` was given.
-    MissingUrl,
-    /// Settings that exclude each other were given: both `auth_url` and
-    /// `token_url`, or a token source together with endpoint settings.
-    Conflicting,
-    /// The URL cannot be parsed, lacks a scheme or host, or carries user
-    /// information. Or it is an `auth_url` with a query string.
-    InvalidUrl,
-    /// The URL is plain `http` to a host that is not loopback, and
-    /// `allow_insecure_http` was not set.
-    InsecureUrl,
-    /// The client id holds a character the unencoded request body cannot carry:
-    /// `&`, whitespace, or a control character. See
-    /// [`ClientAuth`](crate::client_auth::ClientAuth).
-    InvalidClientId,
-    /// The client secret holds a character the unencoded request body cannot
-    /// carry: `&`, whitespace, or a control character. See
-    /// [`ClientAuth`](crate::client_auth::ClientAuth).
-    InvalidClientSecret,
-    /// An extra token request parameter has an empty or reserved name, or a
-    /// name or value the chosen [`ClientAuth`](crate::client_auth::ClientAuth) cannot carry.
-    /// The reserved names are `grant_type`, `client_id`, `client_secret`,
-    /// `client_assertion` and `client_assertion_type`.
-    InvalidParameter,
-    /// No transport for the token request: the `reqwest` feature is off and
-    /// no [`transport`](crate::OAuthLayerBuilder::transport) was given.
-    MissingTransport,
-    /// A duration or other setting is out of range.
-    InvalidSetting,
-    /// A signing key, client certificate or root certificate cannot be
-    /// used: no key in the PEM, a key of another type than its algorithm
-    /// needs, a certificate without its key, a key that does not match its
-    /// certificate. The message never shows key material.
-    InvalidKey,
-}
-
-/// The configuration given to [`OAuthLayerBuilder`](crate::OAuthLayerBuilder)
-/// cannot be used. The message names the problem. It never contains the
-/// client secret.
-#[derive(Clone)]
-pub struct ConfigError {
-    kind: ConfigErrorKind,
-    message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(kind: ConfigErrorKind, message: impl Into<String>) -> Self {
-        ConfigError {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What is wrong.
-    pub fn kind(&self) -> ConfigErrorKind {
-        self.kind
-    }
-
-    /// What is wrong, in a sentence: the `Display` text without its "invalid
-    /// OAuth configuration" prefix.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid OAuth configuration: {}", self.message)
-    }
-}
-
-impl fmt::Debug for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConfigError")
-            .field("kind", &self.kind)
-            .field("message", &self.message)
-            .finish()
-    }
-}
-
-impl StdError for ConfigError {}
 
 #[cfg(test)]
 mod tests {
