@@ -168,6 +168,8 @@ impl Discovery {
             end_session_endpoint: None,
             pushed_authorization_request_endpoint: None,
             require_pushed_authorization_requests: false,
+            backchannel_authentication_endpoint: None,
+            backchannel_token_delivery_modes: Vec::new(),
         })
     }
 
@@ -235,6 +237,8 @@ impl Discovery {
                 "pushed_authorization_request_endpoint",
             ),
             require_pushed_authorization_requests: flag("require_pushed_authorization_requests"),
+            backchannel_authentication_endpoint: endpoint("backchannel_authentication_endpoint"),
+            backchannel_token_delivery_modes: texts("backchannel_token_delivery_modes_supported"),
             issuer: issuer.to_owned(),
             metadata_url: url.to_string(),
             token_endpoint: token_endpoint.to_owned(),

@@ -93,4 +93,12 @@ pub struct ServerMetadata {
     /// login then pushes, whatever
     /// [`PushedAuthorization`](crate::login::PushedAuthorization) says.
     pub require_pushed_authorization_requests: bool,
+    /// Where a backchannel login asks for a person's approval,
+    /// `backchannel_authentication_endpoint` (OpenID Connect CIBA Core 1.0).
+    /// `None` when the metadata names none.
+    pub backchannel_authentication_endpoint: Option<String>,
+    /// How the server delivers a backchannel login's token,
+    /// `backchannel_token_delivery_modes_supported`: `poll`, `ping`, `push`.
+    /// Empty when it lists none.
+    pub backchannel_token_delivery_modes: Vec<String>,
 }

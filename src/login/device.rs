@@ -1,6 +1,7 @@
 //! The device authorization grant (RFC 8628): the codes asked for, checked,
 //! shown through the prompt, then the token endpoint asked at the server's
-//! interval until the person approves, refuses, or the code runs out.
+//! interval until the person approves, refuses, or the code runs out (polls a
+//! backchannel login makes the same way).
 
 use std::time::Duration;
 
@@ -19,10 +20,10 @@ pub(crate) const DEVICE_CODE_GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-typ
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What `slow_down` adds to the interval (section 3.5).
-const SLOW_DOWN: Duration = Duration::from_secs(5);
+pub(super) const SLOW_DOWN: Duration = Duration::from_secs(5);
 
 /// The longest interval taken from a server.
-const MAX_INTERVAL: Duration = Duration::from_secs(60);
+pub(super) const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The longest user code and URI taken from a server.
 const MAX_TEXT: usize = 2048;
@@ -68,21 +69,54 @@ pub(super) async fn log_in(
     if called.is_err() {
         return Err(failed("the device login's prompt panicked"));
     }
-    let mut interval = codes.interval;
+    let polls = Polls {
+        grant_type: DEVICE_CODE_GRANT_TYPE,
+        parameter: ("device_code", &codes.device_code),
+        what: ("device login", "device code"),
+        interval: codes.interval,
+        expires_at,
+    };
+    poll(login, polls).await
+}
+
+/// How a login the person approves elsewhere asks the token endpoint: the
+/// device grant (RFC 8628 section 3.5) and a backchannel login (CIBA Core
+/// 1.0 section 7.3), whose answers while the person decides are the same.
+pub(super) struct Polls<'a> {
+    pub(super) grant_type: &'a str,
+    /// The code that names the request, and its parameter's name.
+    pub(super) parameter: (&'a str, &'a str),
+    /// The login and its code, in messages.
+    pub(super) what: (&'a str, &'a str),
+    pub(super) interval: Duration,
+    pub(super) expires_at: Instant,
+}
+
+/// The token endpoint asked every interval (5 s more at each `slow_down`),
+/// until the person approves, refuses (`access_denied`), or the request
+/// runs out (`expired_token`, or its end here); each end a
+/// [`LoginFailed`](TokenErrorKind::LoginFailed) with that code.
+pub(super) async fn poll(
+    login: &ServerLogin<'_>,
+    polls: Polls<'_>,
+) -> Result<Answered, TokenError> {
+    let (name, code) = polls.parameter;
+    let (what, code_name) = polls.what;
+    let ran_out = |how: &str| {
+        failed(format!(
+            "the {code_name} ran out before the person approved the login{how}; run the login \
+             again"
+        ))
+        .with_error_code("expired_token")
+    };
+    let mut interval = polls.interval;
     loop {
-        if Instant::now() + interval >= expires_at {
-            return Err(failed(
-                "the device code ran out before the person approved the login; run the login \
-                 again",
-            ));
+        if Instant::now() + interval >= polls.expires_at {
+            return Err(ran_out(""));
         }
         tokio::time::sleep(interval).await;
         let polled = login
-            .login_token(
-                DEVICE_CODE_GRANT_TYPE,
-                &[("device_code", &codes.device_code)],
-                &[&codes.device_code],
-            )
+            .login_token(polls.grant_type, &[(name, code)], &[code])
             .await;
         let error = match polled {
             Ok(answered) => return Ok(answered),
@@ -92,19 +126,15 @@ pub(super) async fn log_in(
             Some("authorization_pending") => {}
             Some("slow_down") => interval = (interval + SLOW_DOWN).min(MAX_INTERVAL),
             Some("access_denied") => {
-                return Err(failed(
-                    "the person refused the device login (access_denied)",
-                ))
+                return Err(
+                    failed(format!("the person refused the {what} (access_denied)"))
+                        .with_error_code("access_denied"),
+                )
             }
-            Some("expired_token") => {
-                return Err(failed(
-                    "the device code ran out before the person approved the login \
-                     (expired_token); run the login again",
-                ))
-            }
+            Some("expired_token") => return Err(ran_out(" (expired_token)")),
             // The network or the server failing for a moment: poll on.
             _ if error.is_retryable() => {
-                tracing::warn!(error = %error, "a device login's poll failed; polling on");
+                tracing::warn!(error = %error, login = what, "a poll for a login failed; polling on");
             }
             _ => return Err(error),
         }

@@ -10,12 +10,13 @@ use http::Uri;
 use tokio::time::Instant;
 
 use super::authorization::{
-    callback_query, check_endpoint, read_callback, refused_login, Callback, Came, Expect, Request,
-    Secrets,
+    asks_openid, callback_query, check_endpoint, read_callback, refused_login, Callback, Came,
+    Expect, Request, Secrets,
 };
 use super::client::Registration;
 use super::listener::Listener;
-use super::{device, failed, Answered, Login, ServerLogin, Way, DEFAULT_USER_AGENT_REDIRECT};
+use super::DEFAULT_USER_AGENT_REDIRECT;
+use super::{backchannel, device, failed, Answered, Login, ServerLogin, Way};
 use crate::endpoint::ServerMetadata;
 use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
@@ -42,7 +43,8 @@ impl ServerLogin<'_> {
         // One person, one browser and one terminal: the logins of a process
         // that need them take turns, each within its own timeout.
         let _turn = match login.way {
-            Way::UserAgent(_) => None,
+            // Asked of a person elsewhere, on their own device.
+            Way::UserAgent(_) | Way::Backchannel(_) => None,
             _ => Some(take_turn(login, deadline).await?),
         };
         tracing::info!(login = login.name(), issuer = %server.issuer, "a person's login begins");
@@ -61,7 +63,26 @@ impl ServerLogin<'_> {
                 let answered = device::log_in(self, server, prompt, scope, deadline).await?;
                 // The device grant sends no nonce.
                 self.checks()
-                    .with_identity(server, answered, &client_id, scope, None)
+                    .with_identity(server, answered, &client_id, scope, (None, None))
+                    .await?
+            }
+            Way::Backchannel(ask) => {
+                let client_id = &self.request.spec.client_id;
+                if client_id.is_empty() {
+                    return Err(failed(
+                        "a backchannel login needs a client registered for it at the server: \
+                         set client_id (and its authentication)",
+                    ));
+                }
+                // CIBA requires `openid`.
+                let scope = match scope.as_deref() {
+                    Some(scope) if asks_openid(Some(scope)) => scope.to_owned(),
+                    Some(scope) => format!("openid {scope}"),
+                    None => "openid".to_owned(),
+                };
+                let answered = backchannel::log_in(self, server, ask, &scope, deadline).await?;
+                self.checks()
+                    .with_identity(server, answered, client_id, Some(&scope), (None, ask.acr()))
                     .await?
             }
             way => {
@@ -210,7 +231,7 @@ impl ServerLogin<'_> {
             .await?;
         let nonce = Some(secrets.nonce.as_str());
         self.checks()
-            .with_identity(server, answered, &client_id, scope, nonce)
+            .with_identity(server, answered, &client_id, scope, (nonce, None))
             .await
     }
 

@@ -15,7 +15,10 @@
 //   or registered;
 // - `listener`: the loopback listener the browser comes back to;
 // - `paste`: the address a person pastes when the browser is elsewhere;
-// - `device`: the device authorization grant;
+// - `device`: the device authorization grant, and the polls a backchannel
+//   login shares;
+// - `backchannel`: a backchannel login (CIBA), the person asked on their
+//   own device;
 // - `flow`: a login from the server's metadata to its token;
 // - `web`: a web app's login for an account, and its sign-out's revocation;
 // - `status`: whether a layer's person is signed in;
@@ -23,6 +26,7 @@
 //   checks.
 
 mod authorization;
+mod backchannel;
 mod client;
 mod device;
 mod flow;
@@ -33,6 +37,7 @@ mod person;
 mod status;
 mod web;
 
+pub use self::backchannel::Backchannel;
 pub use self::oidc::Identity;
 pub(crate) use self::oidc::{logout_refused, session_digest, LogoutClaims, MAX_LOGOUT_VALID_FOR};
 pub(crate) use self::oidc::{Checks, KeySets};
@@ -165,6 +170,8 @@ pub(crate) enum Way {
     UserAgent(UserAgent),
     /// The device authorization grant.
     Device(Prompt),
+    /// A backchannel login (CIBA), the person asked on their own device.
+    Backchannel(Backchannel),
 }
 
 impl Login {
@@ -235,6 +242,61 @@ impl Login {
     pub fn device(prompt: impl Fn(&DevicePrompt) + Send + Sync + 'static) -> Self {
         Login {
             way: Way::Device(Arc::new(prompt)),
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+            automatic: true,
+            paste: None,
+            redirect_uri: None,
+            client_metadata_url: None,
+        }
+    }
+
+    /// A backchannel login (OpenID Connect CIBA Core 1.0, poll mode), for
+    /// an agent or a back-end service acting for a person who is not at
+    /// its keyboard: the server asks the person `ask` names on their own
+    /// device (its app, a push message), showing the binding message, and
+    /// the layer asks the token endpoint at the server's interval until
+    /// they approve. `slow_down` adds 5 seconds to the interval; the
+    /// request's `expires_in` and the login's [`timeout`](Self::timeout)
+    /// bound the wait.
+    ///
+    /// Each end that is no token is a
+    /// [`LoginFailed`](crate::TokenErrorKind::LoginFailed) whose
+    /// [`error_code`](crate::TokenError::error_code) says which:
+    /// `access_denied` (the person refused), `expired_token` (the request
+    /// ran out, at the server or here) and `unknown_user_id` (the server
+    /// knows nobody by the hint). The answer's ID token is checked as any
+    /// login's, and its `acr` against the `acr_values` asked for. Nothing
+    /// of a login that failed is kept, and the next request waits out the
+    /// layer's back-off first: a person who refused is not asked again at
+    /// once.
+    ///
+    /// The client must be registered for CIBA's poll mode at the server
+    /// (none registers itself here): give its
+    /// [`client_id`](crate::OAuthLayerBuilder::client_id) and its
+    /// authentication (a secret, `private_key_jwt` or mTLS), with which
+    /// both the request and the polls are made. The scope asks for
+    /// `openid`, which CIBA requires.
+    ///
+    /// ```
+    /// use tower_oauth::{OAuthLayer, login::{Backchannel, Login}};
+    ///
+    /// # fn main() -> Result<(), tower_oauth::ConfigError> {
+    /// let oauth = OAuthLayer::builder()
+    ///     .issuer("https://login.example.com")
+    ///     .client_id("payments-agent")
+    ///     .client_secret("...")
+    ///     .scope("openid payments")
+    ///     .login(Login::backchannel(
+    ///         Backchannel::login_hint("alice@example.com")
+    ///             .binding_message("Pay 25 EUR to ACME, order 4711"),
+    ///     ))
+    ///     .build()?;
+    /// # let _ = oauth;
+    /// # Ok(()) }
+    /// ```
+    pub fn backchannel(ask: Backchannel) -> Self {
+        Login {
+            way: Way::Backchannel(ask),
             timeout: DEFAULT_LOGIN_TIMEOUT,
             automatic: true,
             paste: None,
@@ -354,6 +416,9 @@ impl Login {
                  listener; it serves Login::browser",
             ));
         }
+        if let Way::Backchannel(ask) = &self.way {
+            ask.check().map_err(invalid)?;
+        }
         let Some(uri) = &self.redirect_uri else {
             return Ok(());
         };
@@ -363,9 +428,12 @@ impl Login {
                 .map_err(|why| invalid(format!("Login::redirect_uri `{uri}` {why}"))),
             Way::UserAgent(_) => authorization::check_redirect_uri(uri)
                 .map_err(|why| invalid(format!("Login::redirect_uri `{uri}` {why}"))),
-            Way::Device(_) => Err(ConfigError::new(
+            Way::Device(_) | Way::Backchannel(_) => Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
-                "Login::redirect_uri was given for the device grant, which has no redirect",
+                format!(
+                    "Login::redirect_uri was given for a {}, which has no redirect",
+                    self.name()
+                ),
             )),
         }
     }
@@ -376,6 +444,7 @@ impl Login {
             Way::Browser => "browser login",
             Way::UserAgent(_) => "user-agent login",
             Way::Device(_) => "device login",
+            Way::Backchannel(_) => "backchannel login",
         }
     }
 }

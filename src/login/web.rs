@@ -185,7 +185,13 @@ impl ServerLogin<'_> {
                 let nonce = Some(code.nonce.as_str()).filter(|n| !n.is_empty());
                 let scope = Some(code.scope.as_str());
                 self.checks()
-                    .with_identity(server, answered, &self.request.spec.client_id, scope, nonce)
+                    .with_identity(
+                        server,
+                        answered,
+                        &self.request.spec.client_id,
+                        scope,
+                        (nonce, None),
+                    )
                     .await?
             }
             None => answered,

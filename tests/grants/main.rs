@@ -9,6 +9,7 @@ mod account_replicas;
 mod accounts;
 mod agent_host;
 mod authorization_details;
+mod backchannel;
 mod dpop;
 mod failovers;
 mod identity;

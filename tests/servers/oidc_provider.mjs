@@ -28,13 +28,25 @@
 // details asked for (a code's, those of its authorization), GET /admin/rar?token=T
 // says which, and POST /admin/rar-tamper makes it grant other details (the
 // amount changed) until POST /admin/rar-honest; GET /admin/stats counts the
-// client credentials grants (`client_credentials`).
+// client credentials grants (`client_credentials`). With CIBA=1, backchannel
+// logins (OpenID Connect CIBA Core 1.0, poll mode, an interval of 1 s) for a
+// confidential client `ciba-agent` (client_secret_basic, secret
+// `ciba-secret`): the login_hint names the account, and a test "device"
+// answers 1.5 s after each request: `alice` approves (with the first of the
+// `acr_values` asked, as `acr`), `dave` approves without any `acr`, `bob`
+// refuses, `carol` never answers, and `nobody` is no one the provider
+// knows. GET /admin/ciba lists what each request asked (hint, binding
+// message, acr_values, requested_expiry, scope, authorization details);
+// GET /admin/stats counts the CIBA grants (`ciba`) and the polls answered
+// `authorization_pending` (`ciba_pending`).
 import { createServer } from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const rar = process.env.RAR === '1';
+const ciba = process.env.CIBA === '1';
+const cibaAsked = [];
 let tamper = false;
-const stats = { client_credentials: 0, authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
+const stats = { ciba: 0, ciba_pending: 0, client_credentials: 0, authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
 const server = createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
@@ -78,8 +90,20 @@ const provider = new Provider(issuer, {
       response_types: [],
       authorization_details_types: ['payment_initiation'],
     }] : []),
+    ...(ciba ? [{
+      client_id: 'ciba-agent',
+      client_secret: 'ciba-secret',
+      token_endpoint_auth_method: 'client_secret_basic',
+      redirect_uris: [],
+      response_types: [],
+      grant_types: ['urn:openid:params:grant-type:ciba', 'refresh_token'],
+      backchannel_token_delivery_mode: 'poll',
+      ...(rar ? { authorization_details_types: ['payment_initiation'] } : {}),
+    }] : []),
   ],
   scopes: ['openid', 'offline_access', 'read'],
+  // A backchannel login's ID token says how the person signed in.
+  ...(ciba ? { claims: { acr: null, sid: null, auth_time: null, iss: null, openid: ['sub', 'acr', 'auth_time'] } } : {}),
   features: {
     devInteractions: { enabled: true },
     deviceFlow: { enabled: true },
@@ -88,6 +112,33 @@ const provider = new Provider(issuer, {
     backchannelLogout: { enabled: true },
     rpInitiatedLogout: { enabled: true },
     clientCredentials: { enabled: rar },
+    ciba: {
+      enabled: ciba,
+      deliveryModes: ['poll'],
+      processLoginHint: async (ctx, hint) => (hint === 'nobody' ? undefined : hint),
+      processLoginHintToken: async () => undefined,
+      verifyUserCode: async () => {},
+      validateRequestContext: async () => {},
+      async validateBindingMessage(ctx, message) {
+        if (message !== undefined && (message.length > 256 || /[\u0000-\u001f\u007f]/u.test(message))) {
+          throw new errors.InvalidBindingMessage('binding_message must be short plain text');
+        }
+      },
+      async triggerAuthenticationDevice(ctx, request, account) {
+        ctx.body.interval = 1;
+        cibaAsked.push({
+          login_hint: request.params.login_hint ?? null,
+          binding_message: request.params.binding_message ?? null,
+          acr_values: request.params.acr_values ?? null,
+          requested_expiry: request.params.requested_expiry ?? null,
+          scope: request.scope,
+          authorization_details: request.params.authorization_details ?? null,
+        });
+        setTimeout(() => device(request, account.accountId).catch((e) => {
+          process.stderr.write(`the CIBA device failed: ${e.message}\n`);
+        }), 1500);
+      },
+    },
     richAuthorizationRequests: {
       enabled: rar,
       types: {
@@ -131,9 +182,28 @@ const provider = new Provider(issuer, {
   },
   ...(defaults ? {} : { issueRefreshToken: () => true }),
   rotateRefreshToken: () => true,
-  ttl: { AccessToken: accessTtl, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600 },
+  ttl: {
+    AccessToken: accessTtl, RefreshToken: 3600, DeviceCode: 120, Interaction: 600, Session: 600, Grant: 600,
+    BackchannelAuthenticationRequest: (ctx) => Math.min(600, +(ctx?.oidc?.params.requested_expiry ?? 600)),
+  },
 });
 provider.proxy = false;
+
+// The person's device, answering a backchannel login as its account does.
+async function device(request, who) {
+  if (who === 'bob') {
+    await provider.backchannelResult(request, new errors.AccessDenied('the person refused'));
+    return;
+  }
+  if (who !== 'alice' && who !== 'dave') return;
+  const grant = new provider.Grant({ accountId: request.accountId, clientId: request.clientId });
+  grant.addOIDCScope(request.scope);
+  for (const resource of [request.resource ?? []].flat()) grant.addResourceScope(resource, 'read');
+  if (request.params.authorization_details) grant.rar = JSON.parse(request.params.authorization_details);
+  await grant.save();
+  const acr = who === 'alice' ? request.params.acr_values?.split(' ')[0] : undefined;
+  await provider.backchannelResult(request, grant, { acr, authTime: Math.floor(Date.now() / 1000) });
+}
 if (process.env.EXACT_REDIRECTS === '1') {
   provider.Client.prototype.redirectUriAllowed = function exactly(value) {
     return this.redirectUris.includes(value);
@@ -145,6 +215,7 @@ provider.on('grant.success', (ctx) => {
   const grant = ctx.oidc.params?.grant_type;
   if (grant === 'authorization_code') stats.codes += 1;
   if (grant === 'client_credentials') stats.client_credentials += 1;
+  if (grant === 'urn:openid:params:grant-type:ciba') stats.ciba += 1;
   if (grant === 'refresh_token') stats.refreshes += 1;
   if (grant === 'urn:ietf:params:oauth:grant-type:device_code') stats.device += 1;
 });
@@ -159,7 +230,10 @@ provider.on('backchannel.error', (ctx, err) => {
 });
 provider.on('end_session.success', () => { stats.end_sessions = (stats.end_sessions ?? 0) + 1; });
 provider.on('authorization.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
-provider.on('grant.error', (ctx, error) => { if (error.error === 'access_denied') stats.denied += 1; });
+provider.on('grant.error', (ctx, error) => {
+  if (error.error === 'access_denied') stats.denied += 1;
+  if (error.error === 'authorization_pending') stats.ciba_pending += 1;
+});
 
 const callback = provider.callback();
 server.on('request', (req, res) => {
@@ -188,6 +262,11 @@ server.on('request', (req, res) => {
   if (req.method === 'POST' && (req.url === '/admin/rar-tamper' || req.url === '/admin/rar-honest')) {
     tamper = req.url === '/admin/rar-tamper';
     res.end('{}');
+    return;
+  }
+  if (req.url === '/admin/ciba') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(cibaAsked));
     return;
   }
   if (req.method === 'POST' && req.url === '/admin/forget-clients') {

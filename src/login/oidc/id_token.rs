@@ -1,7 +1,8 @@
 //! The ID token a login's code (or a refresh) brought, checked before
 //! anything is kept (OpenID Connect Core 1.0 sections 3.1.3.7 and 12.2): its
 //! signature by the server's keys, then `iss`, `aud`, `azp`, `exp`, `iat`,
-//! `nonce`, and on a refresh the same `iss` and `sub` as the login's.
+//! `nonce`, the `acr` a login asked for, and on a refresh the same `iss` and
+//! `sub` as the login's.
 
 use serde_json::{Map, Value};
 
@@ -34,6 +35,9 @@ pub(crate) enum Occasion<'a> {
         nonce: Option<&'a str>,
         /// Whether the login asked for `openid`: an ID token is then due.
         asked: bool,
+        /// The `acr_values` the login asked for: the ID token's `acr` is
+        /// one of them.
+        acr_values: Option<&'a str>,
     },
     /// A refresh that renewed the login's ID token: the same issuer and
     /// subject as `earlier`, the login's, and its nonce where it had one.
@@ -102,20 +106,21 @@ impl Checks<'_> {
 impl Checks<'_> {
     /// `answered`, a login's token answer from `server` for `client_id`,
     /// with the identity of its ID token, checked, where `scope` asked for
-    /// `openid`; `nonce`, what the authorization request sent.
+    /// `openid`; `nonce` and `acr_values`, what the login's request sent.
     pub(crate) async fn with_identity(
         &self,
         server: &ServerMetadata,
         mut answered: Answered,
         client_id: &str,
         scope: Option<&str>,
-        nonce: Option<&str>,
+        (nonce, acr_values): (Option<&str>, Option<&str>),
     ) -> Result<Answered, TokenError> {
         let expected = Expected {
             client_id,
             occasion: Occasion::Login {
                 nonce,
                 asked: asks_openid(scope),
+                acr_values,
             },
         };
         answered.identity = self
@@ -162,6 +167,13 @@ fn check_claims(
             None => "carries no `nonce`, though the login sent one",
         }));
     }
+    if let Occasion::Login {
+        acr_values: Some(asked),
+        ..
+    } = expected.occasion
+    {
+        check_acr(text("acr"), asked).map_err(|why| refused(&why))?;
+    }
     if let Occasion::Refresh { earlier } = expected.occasion {
         if sub != earlier.subject() || iss != earlier.issuer() {
             return Err(refused(
@@ -197,6 +209,24 @@ pub(super) fn check_audience(claims: &Map<String, Value>, client_id: &str) -> Re
         ));
     }
     Ok(())
+}
+
+/// `acr`, the ID token's, is one of the `acr_values` the login asked for
+/// (OpenID Connect Core 1.0 section 5.5.1.1): a login that asked for a
+/// stronger sign-in takes no weaker one.
+pub(super) fn check_acr(acr: Option<&str>, asked: &str) -> Result<(), String> {
+    match acr {
+        Some(acr) if asked.split_whitespace().any(|value| value == acr) => Ok(()),
+        Some(acr) => Err(format!(
+            "names the authentication context `{}`, not one the login asked for (`{}`)",
+            clip(acr),
+            clip(asked)
+        )),
+        None => Err(format!(
+            "carries no `acr`, though the login asked for one of `{}`",
+            clip(asked)
+        )),
+    }
 }
 
 /// `exp` not passed and `iat` not ahead, both seconds since the epoch, with
@@ -240,6 +270,19 @@ mod tests {
         assert!(check_audience(&claims(r#"{"aud":["app","api"],"azp":"app"}"#), "app").is_ok());
         assert!(check_audience(&claims(r#"{"aud":"app","azp":"api"}"#), "app").is_err());
         assert!(check_audience(&claims(r#"{"aud":1}"#), "app").is_err());
+    }
+
+    #[test]
+    fn the_authentication_context_is_one_asked_for() {
+        assert!(check_acr(Some("urn:gold"), "urn:silver urn:gold").is_ok());
+        assert!(check_acr(Some("urn:bronze"), "urn:silver urn:gold")
+            .unwrap_err()
+            .contains("not one the login asked for"));
+        assert!(check_acr(None, "urn:gold")
+            .unwrap_err()
+            .contains("no `acr`"));
+        // Whole values only.
+        assert!(check_acr(Some("urn:gol"), "urn:gold").is_err());
     }
 
     #[test]

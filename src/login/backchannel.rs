@@ -1,0 +1,391 @@
+//! A backchannel login (OpenID Connect CIBA Core 1.0, poll mode): the
+//! person a hint names is asked by the server on their own device, and the
+//! layer polls the token endpoint until they approve, refuse, or the
+//! request runs out.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::authorization::check_endpoint;
+use super::device::{poll, Polls, MAX_INTERVAL};
+use super::{failed, Answered, ServerLogin};
+use crate::endpoint::ServerMetadata;
+use crate::error::{clip, TokenError, TokenErrorKind};
+
+/// The CIBA grant's `grant_type` (CIBA Core 1.0 section 10.1).
+pub(crate) const CIBA_GRANT_TYPE: &str = "urn:openid:params:grant-type:ciba";
+
+/// The interval between polls when the server names none (section 7.3).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The longest a server may let a request wait for the person.
+const MAX_EXPIRES_IN: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest `auth_req_id` taken from a server, and the longest hint.
+const MAX_TEXT: usize = 8 * 1024;
+
+/// The longest binding message: a few words the person compares on two
+/// screens.
+const MAX_BINDING_MESSAGE: usize = 256;
+
+/// Who is asked, and what they are shown, in a backchannel login
+/// (OpenID Connect Client-Initiated Backchannel Authentication, CIBA Core
+/// 1.0): give it to [`Login::backchannel`](super::Login::backchannel).
+///
+/// The person is named by exactly one hint: [`login_hint`](Self::login_hint)
+/// (an e-mail address, a phone number, a user name, as the server
+/// knows them), [`id_token_hint`](Self::id_token_hint) (an ID token the
+/// server issued for them) or [`login_hint_token`](Self::login_hint_token).
+/// The hint is never logged and never in `Debug`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_oauth::login::Backchannel;
+///
+/// let ask = Backchannel::login_hint("alice@example.com")
+///     .binding_message("Pay 25 EUR to ACME, order 4711")
+///     .requested_expiry(Duration::from_secs(120))
+///     .acr_values("urn:example:mfa");
+/// # let _ = ask;
+/// ```
+#[derive(Clone)]
+pub struct Backchannel {
+    hint: (&'static str, String),
+    binding_message: Option<String>,
+    requested_expiry: Option<Duration>,
+    acr_values: Option<String>,
+}
+
+impl Backchannel {
+    /// The person as the server knows them, `login_hint`: an e-mail
+    /// address, a phone number, a user name.
+    pub fn login_hint(hint: impl Into<String>) -> Self {
+        Self::hinted("login_hint", hint.into())
+    }
+
+    /// The person as an ID token the server issued for them names them,
+    /// `id_token_hint`.
+    pub fn id_token_hint(id_token: impl Into<String>) -> Self {
+        Self::hinted("id_token_hint", id_token.into())
+    }
+
+    /// The person as a token of the server's own format names them,
+    /// `login_hint_token`.
+    pub fn login_hint_token(token: impl Into<String>) -> Self {
+        Self::hinted("login_hint_token", token.into())
+    }
+
+    fn hinted(name: &'static str, value: String) -> Self {
+        Backchannel {
+            hint: (name, value),
+            binding_message: None,
+            requested_expiry: None,
+            acr_values: None,
+        }
+    }
+
+    /// A short text shown both to the person on their device and by your
+    /// app, `binding_message`, so that the person approves this request
+    /// and no other: "Pay 25 EUR to ACME, order 4711". Plain text of at
+    /// most 256 characters, without control characters: anything else is
+    /// refused when the layer is built, before anything is sent.
+    ///
+    /// Default: none.
+    pub fn binding_message(mut self, message: impl Into<String>) -> Self {
+        self.binding_message = Some(message.into());
+        self
+    }
+
+    /// How long the person has to approve, `requested_expiry`, in whole
+    /// seconds (1 s to a day). The server may give less; the login's
+    /// [`timeout`](super::Login::timeout) bounds the wait whatever it
+    /// gives.
+    ///
+    /// Default: none (the server's own).
+    pub fn requested_expiry(mut self, expiry: Duration) -> Self {
+        self.requested_expiry = Some(expiry);
+        self
+    }
+
+    /// The authentication contexts asked for, `acr_values`, space
+    /// separated, most preferred first. The ID token's `acr` must then be
+    /// one of them, or the login is refused and nothing kept.
+    ///
+    /// Default: none.
+    pub fn acr_values(mut self, values: impl Into<String>) -> Self {
+        self.acr_values = Some(values.into());
+        self
+    }
+
+    /// Checks the settings, for the builder.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let plain = |text: &str| !text.is_empty() && !text.chars().any(char::is_control);
+        let (name, hint) = &self.hint;
+        if !plain(hint) || hint.len() > MAX_TEXT {
+            return Err(format!(
+                "the backchannel login's {name} is empty, over {MAX_TEXT} bytes or holds a \
+                 control character"
+            ));
+        }
+        if let Some(message) = &self.binding_message {
+            if !plain(message) || message.chars().count() > MAX_BINDING_MESSAGE {
+                return Err(format!(
+                    "Backchannel::binding_message `{}` is empty, over {MAX_BINDING_MESSAGE} \
+                     characters or holds a control character: the person reads it on their \
+                     device",
+                    crate::error::escape_controls(&clip(message))
+                ));
+            }
+        }
+        if let Some(expiry) = self.requested_expiry {
+            if expiry < Duration::from_secs(1) || expiry > MAX_EXPIRES_IN {
+                return Err(format!(
+                    "Backchannel::requested_expiry {expiry:?} is not between 1 s and a day"
+                ));
+            }
+        }
+        if let Some(acr) = &self.acr_values {
+            if !plain(acr) || acr.len() > 1024 {
+                return Err(
+                    "Backchannel::acr_values is empty, over 1 KiB or holds a control character"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The `acr_values` asked for, which the ID token's `acr` must match.
+    pub(super) fn acr(&self) -> Option<&str> {
+        self.acr_values.as_deref()
+    }
+}
+
+impl fmt::Debug for Backchannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backchannel")
+            .field("hint", &self.hint.0)
+            .field("binding_message", &self.binding_message)
+            .field("requested_expiry", &self.requested_expiry)
+            .field("acr_values", &self.acr_values)
+            .finish()
+    }
+}
+
+/// A backchannel login at `server` for `client_id`, asked with `ask`:
+/// the authentication request, then the polls until `deadline` or the
+/// request's end. The answer's ID token is checked by the caller.
+pub(super) async fn log_in(
+    login: &ServerLogin<'_>,
+    server: &ServerMetadata,
+    ask: &Backchannel,
+    scope: &str,
+    deadline: Instant,
+) -> Result<Answered, TokenError> {
+    let Some(endpoint) = server.backchannel_authentication_endpoint.as_deref() else {
+        return Err(failed(format!(
+            "the metadata of `{}` names no backchannel_authentication_endpoint, which a \
+             backchannel login (CIBA) needs",
+            server.issuer
+        )));
+    };
+    let modes = &server.backchannel_token_delivery_modes;
+    if !modes.is_empty() && !modes.iter().any(|m| m == "poll") {
+        return Err(failed(format!(
+            "`{}` delivers backchannel logins' tokens only by {}; this login polls",
+            server.issuer,
+            clip(&modes.join(", "))
+        )));
+    }
+    check_endpoint("backchannel_authentication_endpoint", endpoint)?;
+    let url = crate::endpoint::checked_url(
+        "backchannel_authentication_endpoint",
+        endpoint,
+        login.request.spec.allow_insecure_http,
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    let (hint_name, hint) = (ask.hint.0, ask.hint.1.as_str());
+    let expiry = ask.requested_expiry.map(|e| e.as_secs().to_string());
+    let mut pairs: Vec<(&str, &str)> = vec![("scope", scope), (hint_name, hint)];
+    if let Some(message) = &ask.binding_message {
+        pairs.push(("binding_message", message));
+    }
+    if let Some(expiry) = &expiry {
+        pairs.push(("requested_expiry", expiry));
+    }
+    if let Some(acr) = &ask.acr_values {
+        pairs.push(("acr_values", acr));
+    }
+    pairs.extend(login.resources().into_iter().map(|r| ("resource", r)));
+    if let Some(details) = login.request.target.authorization_details() {
+        pairs.push(("authorization_details", details));
+    }
+    let answer = match login.client_send(&url, &pairs, &[hint]).await {
+        Ok(response) => serde_json::from_slice::<Value>(response.body()).ok(),
+        Err(e) => return Err(refused(e)),
+    };
+    let Some(Value::Object(answer)) = answer else {
+        return Err(invalid("is no JSON object".into()));
+    };
+    let request = Request::read(&answer)?;
+    let expires_at = (Instant::now() + request.expires_in).min(deadline);
+    tracing::info!(
+        issuer = %server.issuer,
+        binding_message = ask.binding_message.as_deref().unwrap_or_default(),
+        expires_in = ?request.expires_in,
+        interval = ?request.interval,
+        "the server asks the person to approve the login on their device"
+    );
+    let polls = Polls {
+        grant_type: CIBA_GRANT_TYPE,
+        parameter: ("auth_req_id", &request.auth_req_id),
+        what: ("backchannel login", "backchannel request"),
+        interval: request.interval,
+        expires_at,
+    };
+    poll(login, polls).await
+}
+
+/// The authentication request refused: a person the server does not know
+/// is said so, with its code; the rest as the server said it.
+fn refused(e: TokenError) -> TokenError {
+    let why = match e.error_code() {
+        Some("unknown_user_id") => "the server knows no person by the hint given",
+        Some("access_denied") => "the server refused to ask the person",
+        Some("expired_login_hint_token") => "the login_hint_token has expired",
+        Some("invalid_binding_message") => "the server refused the binding message",
+        Some("unauthorized_client") => "the client may not use backchannel logins there",
+        _ => return e,
+    };
+    let code = e.error_code().map(str::to_owned).unwrap_or_default();
+    failed(format!("{why} ({code}); nothing was asked of anyone")).with_error_code(&code)
+}
+
+/// The error of an authentication answer that cannot be used.
+fn invalid(why: String) -> TokenError {
+    TokenError::new(TokenErrorKind::InvalidResponse).with_message(format!(
+        "the backchannel authentication endpoint's answer {why}; the login ends, and nothing \
+         is kept"
+    ))
+}
+
+/// What the backchannel authentication endpoint answered (section 7.3).
+struct Request {
+    auth_req_id: String,
+    expires_in: Duration,
+    interval: Duration,
+}
+
+impl Request {
+    /// The answer, checked: an `auth_req_id` of visible ASCII, an
+    /// `expires_in` of a day at most, an `interval` of 1 s to a minute.
+    fn read(answer: &Map<String, Value>) -> Result<Request, TokenError> {
+        let auth_req_id = answer
+            .get("auth_req_id")
+            .and_then(Value::as_str)
+            .filter(|id| {
+                !id.is_empty() && id.len() <= MAX_TEXT && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+            .ok_or_else(|| invalid("has no usable `auth_req_id`".into()))?;
+        let seconds = |key: &str| answer.get(key).map(|v| v.as_u64().ok_or(v));
+        let expires_in = match seconds("expires_in") {
+            Some(Ok(s)) if s > 0 && s <= MAX_EXPIRES_IN.as_secs() => Duration::from_secs(s),
+            Some(Ok(s)) => {
+                return Err(invalid(format!(
+                    "has an `expires_in` of {s} s: not between 1 s and a day"
+                )))
+            }
+            _ => return Err(invalid("has no `expires_in` in whole seconds".into())),
+        };
+        let interval = match seconds("interval") {
+            None => DEFAULT_INTERVAL,
+            Some(Ok(s)) if s > 0 && s <= MAX_INTERVAL.as_secs() => Duration::from_secs(s),
+            Some(_) => {
+                return Err(invalid(format!(
+                    "has an `interval` of {}: not whole seconds between 1 s and {} s",
+                    clip(&answer["interval"].to_string()),
+                    MAX_INTERVAL.as_secs()
+                )))
+            }
+        };
+        Ok(Request {
+            auth_req_id: auth_req_id.to_owned(),
+            expires_in,
+            interval,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: serde_json::Value) -> Result<Request, TokenError> {
+        Request::read(json.as_object().unwrap())
+    }
+
+    #[test]
+    fn the_answer_is_checked_before_any_poll() {
+        let ok = read(serde_json::json!({"auth_req_id": "r1", "expires_in": 120})).unwrap();
+        assert_eq!(
+            (ok.interval, ok.expires_in),
+            (DEFAULT_INTERVAL, Duration::from_secs(120))
+        );
+        for (hostile, says) in [
+            (serde_json::json!({"expires_in": 120}), "auth_req_id"),
+            (
+                serde_json::json!({"auth_req_id": "", "expires_in": 120}),
+                "auth_req_id",
+            ),
+            (
+                serde_json::json!({"auth_req_id": "a b", "expires_in": 120}),
+                "auth_req_id",
+            ),
+            (serde_json::json!({"auth_req_id": "r1"}), "expires_in"),
+            (
+                serde_json::json!({"auth_req_id": "r1", "expires_in": 86_401}),
+                "a day",
+            ),
+            (
+                serde_json::json!({"auth_req_id": "r1", "expires_in": "120"}),
+                "expires_in",
+            ),
+            (
+                serde_json::json!({"auth_req_id": "r1", "expires_in": 120, "interval": 0}),
+                "interval",
+            ),
+            (
+                serde_json::json!({"auth_req_id": "r1", "expires_in": 120, "interval": 3600}),
+                "interval",
+            ),
+            (
+                serde_json::json!({"auth_req_id": "r1", "expires_in": 120, "interval": 1.5}),
+                "interval",
+            ),
+        ] {
+            let e = read(hostile.clone()).err().expect("refused");
+            assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{hostile}");
+            assert!(e.to_string().contains(says), "{hostile}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_binding_message_is_plain_short_text() {
+        let ask = |m: &str| Backchannel::login_hint("alice").binding_message(m).check();
+        assert!(ask("Pay 25 EUR to ACME, order 4711").is_ok());
+        for hostile in ["", "pay\n25 EUR", "pay \u{1b}[2J", &"x".repeat(257)] {
+            let e = ask(hostile).unwrap_err();
+            assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e}");
+        }
+        assert!(Backchannel::login_hint("").check().is_err());
+        assert!(Backchannel::login_hint("alice")
+            .requested_expiry(Duration::from_millis(500))
+            .check()
+            .is_err());
+        let debug = format!("{:?}", Backchannel::id_token_hint("eyJsecret"));
+        assert!(!debug.contains("eyJsecret"), "{debug}");
+    }
+}

@@ -1,0 +1,289 @@
+//! Backchannel logins (OpenID Connect CIBA Core 1.0, poll mode) on a real
+//! server, panva's oidc-provider (`tests/servers/oidc_provider.mjs`,
+//! `CIBA=1`), whose test "device" approves for alice, refuses for bob,
+//! never answers for carol, and approves without the `acr` asked for dave:
+//! an agent asks alice with a binding message and gets her token once she
+//! approves, her ID token's `acr` one of those asked; a refusal, a request
+//! that runs out and a person the server does not know each end the login
+//! with their own code, nothing kept; an ID token without the `acr` asked
+//! for is refused; `automatic(false)` asks nobody until `login()`. And on
+//! the crate's own loopback server: hostile answers end the login before
+//! any poll, `slow_down` adds 5 s, and a binding message with a control
+//! character is refused before anything is sent.
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tower_oauth::login::{Backchannel, Login};
+use tower_oauth::{OAuthLayer, TokenErrorKind};
+
+use super::real_browser::{node_provider, stats, Provider};
+use support::serve::{answer, serve_state};
+
+const ASKED: &str = "Pay 25 EUR to ACME, order 4711";
+
+/// The provider with CIBA; `None` where it is not installed.
+fn provider() -> Option<Provider> {
+    node_provider("oidc_provider.mjs", &[("CIBA", "1")])
+}
+
+/// The `ciba-agent` client's layer at `base`, asking as `ask` says.
+fn agent(base: &str, login: Login) -> OAuthLayer {
+    support::with_transport(
+        OAuthLayer::builder()
+            .issuer(base)
+            .client_id("ciba-agent")
+            .client_secret("ciba-secret")
+            .scope("read")
+            .resource(format!("{base}/api"))
+            .login(login),
+    )
+    .build()
+    .unwrap()
+}
+
+/// What each backchannel request the provider took asked.
+async fn asked(base: &str) -> Vec<Value> {
+    let resp = support::hyper_client()
+        .request(support::get(&format!("{base}/admin/ciba")))
+        .await
+        .unwrap();
+    serde_json::from_str(&support::read(resp).await.1).unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_asks_a_person_and_gets_their_token_once_they_approve() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let ask = Backchannel::login_hint("alice")
+        .binding_message(ASKED)
+        .requested_expiry(Duration::from_secs(60))
+        .acr_values("urn:example:mfa urn:example:pwd");
+    let oauth = agent(&base, Login::backchannel(ask));
+    let token = oauth.token().await.unwrap();
+    assert!(!token.expose_token().is_empty());
+    let identity = oauth.identity().await.expect("her ID token, verified");
+    assert_eq!(identity.subject(), "alice");
+    assert_eq!(identity.claims()["acr"], "urn:example:mfa");
+    let requests = asked(&base).await;
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let request = &requests[0];
+    assert_eq!(request["login_hint"], "alice");
+    assert_eq!(request["binding_message"], ASKED);
+    assert_eq!(request["acr_values"], "urn:example:mfa urn:example:pwd");
+    assert_eq!(request["requested_expiry"], "60");
+    let scope = request["scope"].as_str().unwrap();
+    assert!(scope.split(' ').any(|s| s == "openid"), "{scope}");
+    let counts = stats(&base).await;
+    assert_eq!(counts["ciba"], 1, "{counts}");
+    // The device answers after 1.5 s: polled at its interval meanwhile.
+    assert!(counts["ciba_pending"].as_u64().unwrap() >= 1, "{counts}");
+    // The token serves on; nobody is asked again.
+    oauth.token().await.unwrap();
+    assert_eq!(asked(&base).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_refusal_an_expiry_and_an_unknown_person_each_end_the_login_with_their_code() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    for (hint, code) in [
+        ("bob", "access_denied"),
+        ("carol", "expired_token"),
+        ("nobody", "unknown_user_id"),
+    ] {
+        let ask = Backchannel::login_hint(hint).requested_expiry(Duration::from_secs(3));
+        let oauth = agent(&base, Login::backchannel(ask));
+        let e = oauth.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{hint}: {e}");
+        assert_eq!(e.error_code(), Some(code), "{hint}: {e}");
+        assert!(!e.to_string().contains(hint), "the hint in an error: {e}");
+        // Nothing kept; the person is not asked again at once (the
+        // layer's back-off).
+        assert!(oauth.identity().await.is_none());
+        assert!(oauth.token().await.is_err());
+    }
+    // bob and carol were asked once each; nobody was not known.
+    assert_eq!(asked(&base).await.len(), 2);
+    let counts = stats(&base).await;
+    assert_eq!(counts["ciba"], 0, "{counts}");
+}
+
+#[tokio::test]
+async fn an_id_token_without_the_acr_asked_for_is_refused_and_nothing_kept() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let ask = Backchannel::login_hint("dave").acr_values("urn:example:mfa");
+    let oauth = agent(&base, Login::backchannel(ask));
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert!(e.to_string().contains("no `acr`"), "{e}");
+    assert!(oauth.identity().await.is_none());
+    // The server issued it; the layer kept none of it.
+    assert_eq!(stats(&base).await["ciba"], 1);
+}
+
+#[tokio::test]
+async fn without_automatic_logins_nobody_is_asked_until_login() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let ask = Backchannel::login_hint("alice").binding_message(ASKED);
+    let oauth = agent(&base, Login::backchannel(ask).automatic(false));
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
+    assert!(asked(&base).await.is_empty());
+    oauth.login().await.unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(asked(&base).await.len(), 1);
+}
+
+/// What the loopback server got: each backchannel request's form, and
+/// when each poll came.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<String>,
+    polls: Vec<(Instant, String)>,
+}
+
+/// A loopback server whose backchannel endpoint answers `answer_with`, and
+/// whose token endpoint answers `slow_down` first, then a token.
+async fn loopback(answer_with: Value) -> (String, Arc<Mutex<Seen>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let state = Arc::new((base.clone(), answer_with, Arc::clone(&seen)));
+    serve_state(listener, state, |state, req| async move {
+        let (base, answer_with, seen) = &*state;
+        let path = req.uri().path().to_owned();
+        let form = String::from_utf8(req.into_body().collect().await.unwrap().to_bytes().to_vec())
+            .unwrap();
+        match path.as_str() {
+            "/.well-known/oauth-authorization-server" | "/.well-known/openid-configuration" => {
+                answer(
+                    200,
+                    json!({
+                        "issuer": base,
+                        "token_endpoint": format!("{base}/token"),
+                        "backchannel_authentication_endpoint": format!("{base}/bc"),
+                        "backchannel_token_delivery_modes_supported": ["poll"],
+                        "grant_types_supported": ["urn:openid:params:grant-type:ciba"],
+                    }),
+                )
+            }
+            "/bc" => {
+                seen.lock().unwrap().requests.push(form);
+                answer(200, answer_with.clone())
+            }
+            "/token" => {
+                let mut seen = seen.lock().unwrap();
+                seen.polls.push((Instant::now(), form));
+                match seen.polls.len() {
+                    1 => answer(400, json!({"error": "slow_down"})),
+                    _ => answer(200, json!({"access_token": "at-ciba", "expires_in": 300})),
+                }
+            }
+            _ => answer(404, json!({})),
+        }
+    });
+    (base, seen)
+}
+
+fn loopback_agent(base: &str, ask: Backchannel) -> Result<OAuthLayer, tower_oauth::ConfigError> {
+    support::with_transport(
+        OAuthLayer::builder()
+            .issuer(base)
+            .client_id("agent")
+            .client_secret("agent-secret")
+            .login(Login::backchannel(ask)),
+    )
+    .build()
+}
+
+#[tokio::test]
+async fn hostile_answers_end_the_login_before_any_poll() {
+    for (hostile, says) in [
+        (json!({"expires_in": 60}), "auth_req_id"),
+        (
+            json!({"auth_req_id": "r", "expires_in": 60, "interval": 0}),
+            "interval",
+        ),
+        (
+            json!({"auth_req_id": "r", "expires_in": 60, "interval": 3600}),
+            "interval",
+        ),
+        (
+            json!({"auth_req_id": "r", "expires_in": 86_401}),
+            "expires_in",
+        ),
+    ] {
+        let (base, seen) = loopback(hostile.clone()).await;
+        let oauth = loopback_agent(&base, Backchannel::login_hint("alice")).unwrap();
+        let e = oauth.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{hostile}: {e}");
+        assert!(e.to_string().contains(says), "{hostile}: {e}");
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.requests.len(), 1, "{hostile}");
+        assert!(seen.polls.is_empty(), "{hostile}: polled");
+    }
+}
+
+#[tokio::test]
+async fn polls_wait_the_interval_and_five_seconds_more_after_slow_down() {
+    let (base, seen) =
+        loopback(json!({"auth_req_id": "req-1", "expires_in": 60, "interval": 1})).await;
+    let ask = Backchannel::login_hint("alice@example.com").binding_message(ASKED);
+    let oauth = loopback_agent(&base, ask).unwrap();
+    let asked_at = Instant::now();
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.expose_token(), "at-ciba");
+    let seen = seen.lock().unwrap();
+    let form: Vec<(String, String)> = url_pairs(&seen.requests[0]);
+    let has = |name: &str, value: &str| form.iter().any(|(n, v)| n == name && v == value);
+    assert!(has("login_hint", "alice@example.com"), "{form:?}");
+    assert!(has("binding_message", ASKED), "{form:?}");
+    assert!(has("scope", "openid"), "{form:?}");
+    assert_eq!(seen.polls.len(), 2);
+    let poll = url_pairs(&seen.polls[0].1);
+    assert!(
+        poll.contains(&("auth_req_id".into(), "req-1".into())),
+        "{poll:?}"
+    );
+    assert!(poll.contains(&(
+        "grant_type".into(),
+        "urn:openid:params:grant-type:ciba".into()
+    )));
+    assert!(seen.polls[0].0 - asked_at >= Duration::from_secs(1));
+    assert!(seen.polls[1].0 - seen.polls[0].0 >= Duration::from_secs(6));
+}
+
+#[tokio::test]
+async fn a_binding_message_with_a_control_character_is_refused_before_anything_is_sent() {
+    let (base, seen) = loopback(json!({"auth_req_id": "r", "expires_in": 60})).await;
+    for hostile in ["Pay 25 EUR\nto ACME", "Pay \u{1b}[2J25 EUR", ""] {
+        let ask = Backchannel::login_hint("alice").binding_message(hostile);
+        let e = loopback_agent(&base, ask).expect_err("refused");
+        assert!(e.to_string().contains("binding_message"), "{e}");
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+    }
+    assert!(seen.lock().unwrap().requests.is_empty());
+}
+
+/// A form body's pairs, decoded by the `form_urlencoded` crate.
+fn url_pairs(form: &str) -> Vec<(String, String)> {
+    form_urlencoded::parse(form.as_bytes())
+        .into_owned()
+        .collect()
+}
