@@ -33,3 +33,6 @@ pub mod refresh_tokens {}
 
 #[doc = include_str!("../docs/fapi.md")]
 pub mod fapi {}
+
+#[doc = include_str!("../docs/agent_approval.md")]
+pub mod agent_approval {}

@@ -26,8 +26,10 @@ use crate::message::{is_unauthorized, may_be_grpc, NoNewToken, SteppedUp};
 /// ([`step_up_scopes`](crate::OAuthLayerBuilder::step_up_scopes)); a `403`
 /// it did not is returned as it is. A `401` that asks for a stronger or
 /// more recent sign-in of the person (`insufficient_user_authentication`,
-/// RFC 9470) is returned at once with its challenge, and the token stays:
-/// neither a new token nor the same request again meets it.
+/// RFC 9470) is resent once the person's login ran again asking for it
+/// (see [`login`](crate::login)); where the layer has no such login, or
+/// just ran one for the same challenge, it is returned at once with its
+/// challenge, and the token stays.
 ///
 /// Only requests whose body can be cloned (`B: Clone`, such as
 /// `http_body_util::Full<Bytes>` or `String`) can be resent.

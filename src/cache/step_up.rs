@@ -6,7 +6,9 @@
 //! server; bounded (the scope only grows, to at most `MAX_SCOPES` scopes
 //! without a list, and the same scopes are asked for again at most once per
 //! forced-renewal interval); and the protected resource's metadata read
-//! again where a `401` says it is (RFC 9728 section 5.1).
+//! again where a `401` says it is (RFC 9728 section 5.1); and a person's
+//! login run again when an API asks for a stronger or more recent sign-in
+//! (RFC 9470, `insufficient_user_authentication`), once per challenge.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::cache::fetch::TokenSupply;
 use crate::cache::TokenCache;
-use crate::endpoint::Resource;
+use crate::endpoint::{Reauthentication, Resource};
 use crate::message::challenge::Challenge;
 
 /// What a cache may do when an API challenges its token.
@@ -270,6 +272,56 @@ impl TokenCache {
         );
         crate::telemetry::step_up();
         self.fetcher.supply.store(Arc::new(supply));
+        self.drop_for_step_up(Instant::now());
+        true
+    }
+
+    /// The API answered the token of `generation` with
+    /// `insufficient_user_authentication` (RFC 9470), asking for `asked`
+    /// (its `acr_values` and `max_age`, server text, checked first).
+    /// Where the tokens come from a person's login that can ask for it, the
+    /// token is dropped and the next fetch logs the person in again with
+    /// it, at most once per `forced_renewal_interval` (or `max_age`, when
+    /// longer) for the same challenge: an API that a new login does not
+    /// satisfy gets no loop of logins. Whether another token comes.
+    pub(crate) fn reauthenticate(
+        self: &Arc<Self>,
+        generation: u64,
+        (acr_values, max_age): (Option<&str>, Option<&str>),
+    ) -> bool {
+        let Some(asked) = Reauthentication::from_challenge(acr_values, max_age) else {
+            return false;
+        };
+        let supply = self.fetcher.supply.load();
+        let Some(chain) = supply.chain.as_ref().filter(|c| c.reauthenticates()) else {
+            return false;
+        };
+        let gap = asked
+            .max_age
+            .map(std::time::Duration::from_secs)
+            .unwrap_or_default()
+            .max(self.policy().forced_renewal_interval);
+        let current = self.current.load();
+        // Another answer of the same token asked already: its login serves.
+        if current.as_ref().is_none_or(|t| t.generation != generation) {
+            return chain.reauthentication_asked();
+        }
+        if !chain.ask_reauthentication(asked.clone(), gap) {
+            tracing::warn!(
+                acr_values = asked.acr_values.as_deref().unwrap_or_default(),
+                max_age = ?asked.max_age,
+                "the API asks again for the sign-in a login just asked for; no new login is \
+                 begun (at most one per challenge within forced_renewal_interval)"
+            );
+            return false;
+        }
+        tracing::info!(
+            acr_values = asked.acr_values.as_deref().unwrap_or_default(),
+            max_age = ?asked.max_age,
+            "the API asks for a stronger or more recent sign-in \
+             (insufficient_user_authentication); the person logs in again"
+        );
+        crate::telemetry::step_up();
         self.drop_for_step_up(Instant::now());
         true
     }

@@ -64,8 +64,8 @@ pub(crate) use self::grant::id_jag::Idp;
 pub(crate) use self::grant::refresh::{
     account_login_required, answered_id_token, answered_refresh_token,
     check_given as check_refresh_token, login_required, now_ms, person_login_required, Chain,
-    ChainRecord, Code, Ended, HandedCallback, LoginClient, Lost, NoLogin, RegisteredSecret,
-    Standing, Stands, TakeCode,
+    ChainRecord, Code, Ended, HandedCallback, LoginClient, Lost, NoLogin, Reauthentication,
+    RegisteredSecret, Standing, Stands, TakeCode,
 };
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;

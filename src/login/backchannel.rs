@@ -175,13 +175,14 @@ impl fmt::Debug for Backchannel {
     }
 }
 
-/// A backchannel login at `server` for `client_id`, asked with `ask`:
-/// the authentication request, then the polls until `deadline` or the
-/// request's end. The answer's ID token is checked by the caller.
+/// A backchannel login at `server`, asked with `ask` and `acr_values`
+/// (its own, or those an API asked for): the authentication request, then
+/// the polls until `deadline` or the request's end. The answer's ID token
+/// is checked by the caller.
 pub(super) async fn log_in(
     login: &ServerLogin<'_>,
     server: &ServerMetadata,
-    ask: &Backchannel,
+    (ask, acr_values): (&Backchannel, Option<&str>),
     scope: &str,
     deadline: Instant,
 ) -> Result<Answered, TokenError> {
@@ -216,7 +217,7 @@ pub(super) async fn log_in(
     if let Some(expiry) = &expiry {
         pairs.push(("requested_expiry", expiry));
     }
-    if let Some(acr) = &ask.acr_values {
+    if let Some(acr) = acr_values {
         pairs.push(("acr_values", acr));
     }
     pairs.extend(login.resources().into_iter().map(|r| ("resource", r)));

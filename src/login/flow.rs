@@ -15,11 +15,12 @@ use super::authorization::{
 };
 use super::client::Registration;
 use super::listener::Listener;
+use super::oidc::LoginAsked;
 use super::DEFAULT_USER_AGENT_REDIRECT;
 use super::{backchannel, device, failed, Answered, Login, ServerLogin, Way};
-use crate::endpoint::ServerMetadata;
 use crate::endpoint::{answered_id_token, answered_refresh_token, Chain};
 use crate::endpoint::{read_answer as read, retry_after, status_error};
+use crate::endpoint::{Reauthentication, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::token::AccessToken;
 use crate::transport::MAX_RESPONSE_BODY;
@@ -48,6 +49,16 @@ impl ServerLogin<'_> {
             _ => Some(take_turn(login, deadline).await?),
         };
         tracing::info!(login = login.name(), issuer = %server.issuer, "a person's login begins");
+        // An API asked for a stronger or more recent sign-in (RFC 9470).
+        let reauth = chain.take_reauthentication();
+        if let Some(asked) = &reauth {
+            tracing::info!(
+                acr_values = asked.acr_values.as_deref().unwrap_or_default(),
+                max_age = ?asked.max_age,
+                "the login asks for the sign-in the API asked for"
+            );
+        }
+        let reauth = reauth.as_ref();
         let scope = self.login_scope(server, &chain.scope_at(&server.issuer));
         let answered = match &login.way {
             Way::Device(prompt) => {
@@ -55,6 +66,13 @@ impl ServerLogin<'_> {
                     redirect_uris: Vec::new(),
                     grant_types: &[device::DEVICE_CODE_GRANT_TYPE, "refresh_token"],
                 };
+                if reauth.is_some() {
+                    return Err(failed(
+                        "the API asks for a stronger or more recent sign-in \
+                         (insufficient_user_authentication), which the device grant cannot ask \
+                         for; the token in hand stays",
+                    ));
+                }
                 let metadata_url = login.client_metadata_url.as_deref();
                 let client_id = self
                     .login_client(chain, server, metadata_url, registration)
@@ -63,7 +81,7 @@ impl ServerLogin<'_> {
                 let answered = device::log_in(self, server, prompt, scope, deadline).await?;
                 // The device grant sends no nonce.
                 self.checks()
-                    .with_identity(server, answered, &client_id, scope, (None, None))
+                    .with_identity(server, answered, &client_id, scope, LoginAsked::default())
                     .await?
             }
             Way::Backchannel(ask) => {
@@ -80,15 +98,24 @@ impl ServerLogin<'_> {
                     Some(scope) => format!("openid {scope}"),
                     None => "openid".to_owned(),
                 };
-                let answered = backchannel::log_in(self, server, ask, &scope, deadline).await?;
+                // (CIBA has no `max_age`: the ID token's `auth_time` is
+                // checked against it all the same.)
+                let sent = LoginAsked {
+                    nonce: None,
+                    acr_values: reauth.and_then(|r| r.acr_values.as_deref()).or(ask.acr()),
+                    max_age: reauth.and_then(|r| r.max_age),
+                };
+                let answered =
+                    backchannel::log_in(self, server, (ask, sent.acr_values), &scope, deadline)
+                        .await?;
                 self.checks()
-                    .with_identity(server, answered, client_id, Some(&scope), (None, ask.acr()))
+                    .with_identity(server, answered, client_id, Some(&scope), sent)
                     .await?
             }
             way => {
                 let scope = scope.as_deref();
                 match self
-                    .code_login(chain, server, (login, way), scope, deadline)
+                    .code_login(chain, server, (login, way, reauth), scope, deadline)
                     .await
                 {
                     // The client this login kept is gone at the server
@@ -100,7 +127,7 @@ impl ServerLogin<'_> {
                             "the server no longer takes the client a login registered before; \
                              registering a new one for this login, once"
                         );
-                        self.code_login(chain, server, (login, way), scope, deadline)
+                        self.code_login(chain, server, (login, way, reauth), scope, deadline)
                             .await?
                     }
                     answered => answered?,
@@ -129,7 +156,7 @@ impl ServerLogin<'_> {
         &self,
         chain: &Chain,
         server: &ServerMetadata,
-        (login, way): (&Login, &Way),
+        (login, way, reauth): (&Login, &Way, Option<&Reauthentication>),
         scope: Option<&str>,
         deadline: Instant,
     ) -> Result<Answered, TokenError> {
@@ -179,6 +206,8 @@ impl ServerLogin<'_> {
             resources: self.resources(),
             authorization_details: self.request.target.authorization_details(),
             dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+            acr_values: reauth.and_then(|r| r.acr_values.as_deref()),
+            max_age: reauth.and_then(|r| r.max_age),
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
         let code = match (way, listener) {
@@ -229,9 +258,13 @@ impl ServerLogin<'_> {
         let answered = self
             .login_token("authorization_code", &pairs, &[&code, &secrets.verifier])
             .await?;
-        let nonce = Some(secrets.nonce.as_str());
+        let sent = LoginAsked {
+            nonce: Some(secrets.nonce.as_str()),
+            acr_values: request.acr_values,
+            max_age: request.max_age,
+        };
         self.checks()
-            .with_identity(server, answered, &client_id, scope, (nonce, None))
+            .with_identity(server, answered, &client_id, scope, sent)
             .await
     }
 

@@ -438,6 +438,12 @@ impl Login {
         }
     }
 
+    /// Whether the login can ask for the sign-in an API's challenge asks
+    /// for (`acr_values`, `max_age`): every way but the device grant.
+    pub(crate) fn reauthenticates(&self) -> bool {
+        !matches!(self.way, Way::Device(_))
+    }
+
     /// What the login is called in logs and errors.
     pub(crate) fn name(&self) -> &'static str {
         match self.way {

@@ -80,6 +80,10 @@ impl Person {
                         (_, true) => {
                             NoLogin::Needed("the request needs scopes the login did not ask for")
                         }
+                        _ if chain.reauthentication_asked() => NoLogin::Needed(
+                            "the API asks for a stronger or more recent sign-in \
+                             (insufficient_user_authentication)",
+                        ),
                         _ => NoLogin::Yet,
                     };
                     return Err(crate::endpoint::person_login_required(why));

@@ -12,6 +12,7 @@ use super::authorization::{
     Request, Secrets,
 };
 use super::flow::check_pkce;
+use super::oidc::LoginAsked;
 use super::{failed, ServerLogin};
 use crate::endpoint::{now_ms, Chain, Code, Ended, NoLogin};
 use crate::error::{clip, TokenError, TokenErrorKind};
@@ -134,6 +135,8 @@ impl ServerLogin<'_> {
             resources: self.resources(),
             authorization_details: self.request.target.authorization_details(),
             dpop_jkt: self.request.spec.dpop.as_ref().map(|d| d.key.thumbprint()),
+            acr_values: None,
+            max_age: None,
         };
         let url = self.authorization_url(server, &request, &secrets).await?;
         let ttl = u64::try_from(PENDING_LOGIN_TTL.as_millis()).unwrap_or(u64::MAX);
@@ -190,7 +193,10 @@ impl ServerLogin<'_> {
                         answered,
                         &self.request.spec.client_id,
                         scope,
-                        (nonce, None),
+                        LoginAsked {
+                            nonce,
+                            ..LoginAsked::default()
+                        },
                     )
                     .await?
             }

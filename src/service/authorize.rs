@@ -158,15 +158,24 @@ impl<L: CacheHandle> SentToken<L> {
             return self.insufficient(response, asked.as_deref());
         }
         // Nor one whose person signed in too long ago or too weakly (RFC
-        // 9470): the token stays, and neither a new one nor the same
-        // request again can help; the answer goes back with its challenge.
+        // 9470): the person's login runs again asking for that, where the
+        // layer has one that can; else the token stays, and neither a new
+        // one nor the same request again can help: the answer goes back
+        // with its challenge.
         if let Some((acr_values, max_age)) = insufficient_user_authentication(response.headers()) {
+            let cache = self.cache_ref.cache();
+            let asked = (acr_values.as_deref(), max_age.as_deref());
+            if cache.reauthenticate(self.generation(), asked) {
+                response.mark_stepped_up();
+                return TokenAnswer::SteppedUp;
+            }
             tracing::warn!(
                 acr_values = acr_values.as_deref().unwrap_or_default(),
                 max_age = max_age.as_deref().unwrap_or_default(),
                 "the API asks for a stronger or more recent sign-in of the person \
-                 (insufficient_user_authentication, RFC 9470), which this layer does not \
-                 run; the answer goes back with the challenge, the token stays"
+                 (insufficient_user_authentication, RFC 9470), which this layer cannot \
+                 meet (no person's login, one that cannot ask for it, or just asked); the \
+                 answer goes back with the challenge, the token stays"
             );
             response.mark_no_new_token();
             return TokenAnswer::RefusedAgain;

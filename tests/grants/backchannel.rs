@@ -150,6 +150,30 @@ async fn without_automatic_logins_nobody_is_asked_until_login() {
     assert_eq!(asked(&base).await.len(), 1);
 }
 
+/// An API asks for a stronger, more recent sign-in (RFC 9470): the agent
+/// asks the person again on their device, with the `acr_values` the API
+/// named, and the request goes through with the new token; the ID token
+/// says that sign-in.
+#[tokio::test]
+async fn an_api_s_sign_in_challenge_asks_the_person_again_on_their_device() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let (url, api) = super::reauthentication::api(false).await;
+    let oauth = agent(&base, Login::backchannel(Backchannel::login_hint("alice")));
+    assert_eq!(
+        super::reauthentication::pay(&oauth, &url).await.unwrap(),
+        200
+    );
+    let requests = asked(&base).await;
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0]["acr_values"], Value::Null);
+    assert_eq!(requests[1]["acr_values"], "urn:gold");
+    assert_eq!(oauth.identity().await.unwrap().claims()["acr"], "urn:gold");
+    assert_eq!(api.tokens.lock().unwrap().len(), 2);
+}
+
 /// What the loopback server got: each backchannel request's form, and
 /// when each poll came.
 #[derive(Default)]

@@ -22,6 +22,7 @@ mod login;
 mod lost_chains;
 mod par;
 mod real_browser;
+mod reauthentication;
 mod refresh_tokens;
 mod replica_failures;
 mod second_login;

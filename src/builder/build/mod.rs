@@ -236,9 +236,15 @@ impl OAuthLayerBuilder {
         login.check()?;
         self.grant = match &self.grant {
             Grant::ClientCredentials if self.id_jag.is_none() => {
-                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login(login.automatic)))
+                let reauthenticates = login.reauthenticates();
+                Grant::Refresh(Arc::new(crate::endpoint::Chain::for_login(
+                    login.automatic,
+                    reauthenticates,
+                )))
             }
-            Grant::Refresh(chain) => Grant::Refresh(Arc::new(chain.with_login(login.automatic))),
+            Grant::Refresh(chain) => Grant::Refresh(Arc::new(
+                chain.with_login(login.automatic, login.reauthenticates()),
+            )),
             _ => {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,

@@ -26,7 +26,8 @@ mod record;
 
 pub(crate) use self::account::{HandedCallback, TakeCode};
 pub(crate) use self::kept::{Code, LoginClient, RegisteredSecret};
-pub(crate) use self::person::{person_login_required, Ended, NoLogin, Standing, Stands};
+pub(crate) use self::person::{person_login_required, Ended, NoLogin, Reauthentication};
+pub(crate) use self::person::{Standing, Stands};
 pub(crate) use self::record::Lost;
 
 /// The `grant_type` of a refresh, from RFC 6749 section 6.
@@ -180,6 +181,9 @@ pub(crate) struct Chain {
     /// The scopes an API's challenge added (a step-up without a list),
     /// which a login asks for only where the server lists them.
     asked_by_apis: Mutex<Vec<String>>,
+    /// A stronger or more recent sign-in an API asked for, until the login
+    /// that runs it begins.
+    reauthentication: Mutex<person::Reauthenticating>,
     /// What the store's news told of the chain's writes (see
     /// `record::News`).
     news: Mutex<record::News>,
@@ -193,8 +197,13 @@ pub(crate) enum Owner {
     Given,
     /// A person's, whose login (the layer's `Login`, which the login's
     /// token source holds) begins it: when a token request needs it
-    /// (`automatic`), or only when asked (`OAuthLayer::login`).
-    Person { automatic: bool },
+    /// (`automatic`), or only when asked (`OAuthLayer::login`); and
+    /// again, asking for it, when an API asks for a stronger or more
+    /// recent sign-in, where the login can ask for one (`reauthenticates`).
+    Person {
+        automatic: bool,
+        reauthenticates: bool,
+    },
     /// An account's, whose web login the app's routes run.
     Account(AccountDigest),
 }
@@ -318,6 +327,7 @@ impl Chain {
             signed_out_of: Mutex::default(),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
+            reauthentication: Mutex::default(),
             news: Mutex::default(),
         }
     }
@@ -339,6 +349,7 @@ impl Chain {
             signed_out_of: Mutex::default(),
             unverified: AtomicBool::new(false),
             asked_by_apis: Mutex::new(Vec::new()),
+            reauthentication: Mutex::default(),
             news: Mutex::default(),
         }
     }
@@ -877,7 +888,7 @@ mod tests {
     #[test]
     fn a_chain_the_store_lost_ends_as_that_and_logs_in_again() {
         use crate::login::{LoginState, LoginStatus};
-        let a = Chain::for_login(true);
+        let a = Chain::for_login(true, true);
         a.logged_in(Some("rt-1"), "https://as.example", "read");
         assert!(a.store_lost().is_none());
         assert_eq!(a.standing().stands, Stands::Ended(Ended::StoreLost));
@@ -885,7 +896,7 @@ mod tests {
         let status = LoginStatus::of(&a.standing(), None);
         assert_eq!(status.state(), LoginState::Ended);
         assert_eq!(status.ended_because(), None);
-        let b = Chain::for_login(true);
+        let b = Chain::for_login(true, true);
         b.adopt(&a.record());
         assert_eq!(b.standing().stands, Stands::Ended(Ended::StoreLost));
         // A chain that does not log in by itself answers "no login",
@@ -894,7 +905,7 @@ mod tests {
         let e = given.store_lost().unwrap();
         assert_eq!(e.kind(), TokenErrorKind::LoginRequired);
         assert!(e.to_string().contains("no longer holds"), "{e}");
-        let person = Chain::for_login(false);
+        let person = Chain::for_login(false, true);
         let e = person.to_send().unwrap_err();
         assert!(e.to_string().contains("no one has signed in yet"), "{e}");
     }
@@ -904,7 +915,7 @@ mod tests {
     #[test]
     fn a_registered_client_s_secret_reads_back_by_its_method() {
         for method in ["client_secret_basic", "client_secret_post"] {
-            let a = Chain::for_login(true);
+            let a = Chain::for_login(true, true);
             a.logged_in(Some("rt-1"), "https://as.example", "read");
             a.set_client(LoginClient {
                 id: "client".into(),
@@ -912,7 +923,7 @@ mod tests {
                 secret: RegisteredSecret::new(method, "s3cret".into()),
                 redirect_uri: None,
             });
-            let b = Chain::for_login(true);
+            let b = Chain::for_login(true, true);
             b.adopt(&a.record());
             let got = b.client_at("https://as.example").unwrap();
             let secret = got.secret.unwrap();

@@ -59,6 +59,10 @@ pub(crate) struct Request<'a> {
     /// RFC 9396's, as the request's parameters hold it (checked).
     pub(crate) authorization_details: Option<&'a str>,
     pub(crate) dpop_jkt: Option<&'a str>,
+    /// A sign-in an API asked for (RFC 9470): its `acr_values`.
+    pub(crate) acr_values: Option<&'a str>,
+    /// And its `max_age`, in seconds.
+    pub(crate) max_age: Option<u64>,
 }
 
 impl Request<'_> {
@@ -93,6 +97,12 @@ impl Request<'_> {
         }
         if let Some(jkt) = self.dpop_jkt {
             pairs.push(("dpop_jkt", jkt.into()));
+        }
+        if let Some(acr) = self.acr_values {
+            pairs.push(("acr_values", acr.into()));
+        }
+        if let Some(max_age) = self.max_age {
+            pairs.push(("max_age", max_age.to_string()));
         }
         pairs
     }
@@ -459,6 +469,8 @@ mod tests {
             resources: vec!["https://api.example"],
             authorization_details: Some(details),
             dpop_jkt: None,
+            acr_values: None,
+            max_age: None,
         };
         let pairs = request.pairs(&secrets);
         let get = |name: &str| {

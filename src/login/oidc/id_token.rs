@@ -30,18 +30,26 @@ pub(crate) struct Expected<'a> {
 pub(crate) enum Occasion<'a> {
     /// A login's token answer.
     Login {
-        /// The `nonce` the authorization request sent; `None` for a grant
-        /// that sends none (the device grant).
-        nonce: Option<&'a str>,
+        /// What the login's request sent that the ID token answers.
+        sent: LoginAsked<'a>,
         /// Whether the login asked for `openid`: an ID token is then due.
         asked: bool,
-        /// The `acr_values` the login asked for: the ID token's `acr` is
-        /// one of them.
-        acr_values: Option<&'a str>,
     },
     /// A refresh that renewed the login's ID token: the same issuer and
     /// subject as `earlier`, the login's, and its nonce where it had one.
     Refresh { earlier: &'a Identity },
+}
+
+/// What a login's request sent that its ID token must answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LoginAsked<'a> {
+    /// The `nonce`; `None` for a grant that sends none (the device grant,
+    /// a backchannel login).
+    pub(crate) nonce: Option<&'a str>,
+    /// The `acr_values`: the ID token's `acr` is one of them.
+    pub(crate) acr_values: Option<&'a str>,
+    /// The `max_age`, in seconds: the ID token's `auth_time` is no older.
+    pub(crate) max_age: Option<u64>,
 }
 
 impl Checks<'_> {
@@ -106,21 +114,20 @@ impl Checks<'_> {
 impl Checks<'_> {
     /// `answered`, a login's token answer from `server` for `client_id`,
     /// with the identity of its ID token, checked, where `scope` asked for
-    /// `openid`; `nonce` and `acr_values`, what the login's request sent.
+    /// `openid`; `sent`, what the login's request sent.
     pub(crate) async fn with_identity(
         &self,
         server: &ServerMetadata,
         mut answered: Answered,
         client_id: &str,
         scope: Option<&str>,
-        (nonce, acr_values): (Option<&str>, Option<&str>),
+        sent: LoginAsked<'_>,
     ) -> Result<Answered, TokenError> {
         let expected = Expected {
             client_id,
             occasion: Occasion::Login {
-                nonce,
+                sent,
                 asked: asks_openid(scope),
-                acr_values,
             },
         };
         answered.identity = self
@@ -155,7 +162,7 @@ fn check_claims(
     check_times(claims, now, skew).map_err(|why| refused(&why))?;
     let nonce = text("nonce");
     let want = match expected.occasion {
-        Occasion::Login { nonce: sent, .. } => sent,
+        Occasion::Login { sent, .. } => sent.nonce,
         // A refresh's ID token carries the login's nonce, if any.
         Occasion::Refresh { earlier } => {
             nonce.and(earlier.claims().get("nonce").and_then(Value::as_str))
@@ -167,12 +174,14 @@ fn check_claims(
             None => "carries no `nonce`, though the login sent one",
         }));
     }
-    if let Occasion::Login {
-        acr_values: Some(asked),
-        ..
-    } = expected.occasion
-    {
-        check_acr(text("acr"), asked).map_err(|why| refused(&why))?;
+    if let Occasion::Login { sent, .. } = expected.occasion {
+        if let Some(asked) = sent.acr_values {
+            check_acr(text("acr"), asked).map_err(|why| refused(&why))?;
+        }
+        if let Some(max_age) = sent.max_age {
+            let auth_time = claims.get("auth_time").and_then(Value::as_u64);
+            check_auth_time(auth_time, max_age, now, skew).map_err(|why| refused(&why))?;
+        }
     }
     if let Occasion::Refresh { earlier } = expected.occasion {
         if sub != earlier.subject() || iss != earlier.issuer() {
@@ -229,6 +238,30 @@ pub(super) fn check_acr(acr: Option<&str>, asked: &str) -> Result<(), String> {
     }
 }
 
+/// `auth_time`, seconds since the epoch, no more than `max_age` seconds
+/// before `now`, with `skew` seconds of grace (OpenID Connect Core 1.0
+/// section 3.1.2.1: with `max_age`, the ID token carries it).
+pub(super) fn check_auth_time(
+    auth_time: Option<u64>,
+    max_age: u64,
+    now: u64,
+    skew: u64,
+) -> Result<(), String> {
+    let Some(auth_time) = auth_time else {
+        return Err(format!(
+            "carries no `auth_time`, though the login asked for a sign-in at most {max_age} s old"
+        ));
+    };
+    let age = now.saturating_sub(auth_time);
+    if age > max_age.saturating_add(skew) || auth_time > now.saturating_add(skew) {
+        return Err(format!(
+            "says the person signed in {age} s ago (`auth_time`), not within the {max_age} s \
+             the login asked for"
+        ));
+    }
+    Ok(())
+}
+
 /// `exp` not passed and `iat` not ahead, both seconds since the epoch, with
 /// `skew` seconds either way.
 pub(super) fn check_times(claims: &Map<String, Value>, now: u64, skew: u64) -> Result<(), String> {
@@ -283,6 +316,20 @@ mod tests {
             .contains("no `acr`"));
         // Whole values only.
         assert!(check_acr(Some("urn:gol"), "urn:gold").is_err());
+    }
+
+    #[test]
+    fn the_sign_in_is_no_older_than_asked() {
+        assert!(check_auth_time(Some(900), 120, 1000, 0).is_ok());
+        assert!(check_auth_time(Some(850), 120, 1000, 60).is_ok());
+        assert!(check_auth_time(Some(800), 120, 1000, 0)
+            .unwrap_err()
+            .contains("200 s ago"));
+        assert!(check_auth_time(None, 120, 1000, 60)
+            .unwrap_err()
+            .contains("no `auth_time`"));
+        // A sign-in in the future is no sign-in.
+        assert!(check_auth_time(Some(2000), 120, 1000, 60).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod id_token;
 mod jwks;
 mod logout;
 
-pub(crate) use self::id_token::{Expected, Occasion};
+pub(crate) use self::id_token::{Expected, LoginAsked, Occasion};
 pub(crate) use self::jwks::KeySets;
 pub(crate) use self::logout::{
     refused as logout_refused, LogoutClaims, MAX_VALID_FOR as MAX_LOGOUT_VALID_FOR,

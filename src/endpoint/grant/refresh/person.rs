@@ -3,6 +3,7 @@
 //! scopes), and where the chain stands, for a status that changes nothing.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::{Chain, Owner};
 use crate::error::{TokenError, TokenErrorKind};
@@ -69,25 +70,121 @@ pub(crate) enum NoLogin<'a> {
     Needed(&'a str),
 }
 
+/// A stronger or more recent sign-in an API asked for
+/// (`insufficient_user_authentication`, RFC 9470): the next login asks for
+/// it, and its ID token must show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reauthentication {
+    /// The authentication contexts asked for, space-separated, checked.
+    pub(crate) acr_values: Option<String>,
+    /// The longest since the person signed in, in seconds.
+    pub(crate) max_age: Option<u64>,
+}
+
+impl Reauthentication {
+    /// What a challenge's `acr_values` and `max_age` ask for, once checked
+    /// (server text: printable ASCII of at most 1 KiB, whole seconds of at
+    /// most a year); `None` when neither is usable.
+    pub(crate) fn from_challenge(acr_values: Option<&str>, max_age: Option<&str>) -> Option<Self> {
+        let acr_values = acr_values
+            .map(str::trim)
+            .filter(|v| {
+                !v.is_empty() && v.len() <= 1024 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+            })
+            .map(str::to_owned);
+        let max_age = max_age
+            .filter(|m| !m.is_empty() && m.len() <= 10 && m.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|m| m.parse::<u64>().ok())
+            .filter(|m| *m <= 366 * 24 * 60 * 60);
+        (acr_values.is_some() || max_age.is_some()).then_some(Reauthentication {
+            acr_values,
+            max_age,
+        })
+    }
+}
+
+/// The re-authentications an API asked for of a chain: the one its next
+/// login asks for, and the last asked, with when.
+#[derive(Debug, Default)]
+pub(crate) struct Reauthenticating {
+    pending: Option<Reauthentication>,
+    last: Option<(Reauthentication, std::time::Instant)>,
+}
+
 impl Chain {
+    fn reauthenticating(&self) -> std::sync::MutexGuard<'_, Reauthenticating> {
+        self.reauthentication
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An API asked for `asked` (RFC 9470): the next token request logs the
+    /// person in again with it, whatever the chain holds. Once: the same
+    /// sign-in, asked again within `gap` of the last time, is not (a login
+    /// that did not satisfy the API would not either). Whether a login
+    /// will ask for it (one pending already counts).
+    pub(crate) fn ask_reauthentication(&self, asked: Reauthentication, gap: Duration) -> bool {
+        let mut state = self.reauthenticating();
+        if state.pending.as_ref() == Some(&asked) {
+            return true;
+        }
+        if let Some((last, at)) = &state.last {
+            if *last == asked && at.elapsed() < gap {
+                return false;
+            }
+        }
+        state.last = Some((asked.clone(), std::time::Instant::now()));
+        state.pending = Some(asked);
+        true
+    }
+
+    /// Whether a re-authentication was asked for and has not begun.
+    pub(crate) fn reauthentication_asked(&self) -> bool {
+        self.reauthenticating().pending.is_some()
+    }
+
+    /// The re-authentication asked for, taken by the login that runs it.
+    pub(crate) fn take_reauthentication(&self) -> Option<Reauthentication> {
+        self.reauthenticating().pending.take()
+    }
+
     /// A chain that a person's login begins: no refresh token until then.
     /// Every process configured with the same login shares it. `automatic`:
     /// a token request that needs the login runs it; otherwise only
-    /// `OAuthLayer::login` does.
-    pub(crate) fn for_login(automatic: bool) -> Chain {
+    /// `OAuthLayer::login` does. `reauthenticates`: the login can ask for
+    /// the sign-in an API's challenge asks for (RFC 9470).
+    pub(crate) fn for_login(automatic: bool, reauthenticates: bool) -> Chain {
         Chain {
-            owner: Owner::Person { automatic },
+            owner: Owner::Person {
+                automatic,
+                reauthenticates,
+            },
             ..Chain::empty("login")
         }
     }
 
     /// This chain, which logs a person in when it has no refresh token or
     /// its refresh token was refused (`automatic`), or when asked.
-    pub(crate) fn with_login(&self, automatic: bool) -> Chain {
+    pub(crate) fn with_login(&self, automatic: bool, reauthenticates: bool) -> Chain {
         Chain {
-            owner: Owner::Person { automatic },
+            owner: Owner::Person {
+                automatic,
+                reauthenticates,
+            },
             ..self.copy()
         }
+    }
+
+    /// Whether the person's login can ask for the sign-in an API's
+    /// challenge asks for.
+    pub(crate) fn reauthenticates(&self) -> bool {
+        matches!(
+            self.owner,
+            Owner::Person {
+                reauthenticates: true,
+                ..
+            }
+        )
     }
 
     /// Whether a person logs in when the chain has no refresh token.
@@ -97,7 +194,13 @@ impl Chain {
 
     /// Whether a token request may begin the login by itself.
     pub(crate) fn logs_in_by_itself(&self) -> bool {
-        self.owner == Owner::Person { automatic: true }
+        matches!(
+            self.owner,
+            Owner::Person {
+                automatic: true,
+                ..
+            }
+        )
     }
 
     /// The next token request runs the login, whatever the chain holds
@@ -121,7 +224,7 @@ impl Chain {
     /// one); or something begins here (a login asked for, a code, a
     /// sign-out).
     pub(crate) fn needs_login(&self) -> bool {
-        if self.begins_here() {
+        if self.begins_here() || self.reauthentication_asked() {
             return true;
         }
         let state = self.state();
@@ -297,4 +400,54 @@ pub(crate) fn person_login_required(why: NoLogin<'_>) -> TokenError {
         "{why}: sign in with OAuthLayer::login (this layer's login runs only when asked, \
          Login::automatic(false)); no token request was sent and no browser was opened"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_challenge_s_values_are_checked_before_any_login_asks_for_them() {
+        let asked = Reauthentication::from_challenge(Some("urn:gold urn:silver"), Some("300"));
+        assert_eq!(
+            asked,
+            Some(Reauthentication {
+                acr_values: Some("urn:gold urn:silver".into()),
+                max_age: Some(300),
+            })
+        );
+        // One usable value is enough; the other is dropped.
+        let acr_only = Reauthentication::from_challenge(Some("urn:gold"), Some("-1")).unwrap();
+        assert_eq!(acr_only.max_age, None);
+        for (acr, max_age) in [
+            (Some("urn:gold\r\nx"), None),
+            (Some(""), Some("")),
+            (None, Some("1e3")),
+            (None, Some("99999999999")),
+            (Some(&*"a".repeat(1025)), None),
+            (None, None),
+        ] {
+            assert_eq!(
+                Reauthentication::from_challenge(acr, max_age),
+                None,
+                "{acr:?} {max_age:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_sign_in_is_asked_for_once_within_the_gap() {
+        let chain = Chain::for_login(true, true);
+        let gold = Reauthentication::from_challenge(Some("urn:gold"), None).unwrap();
+        let gap = Duration::from_secs(60);
+        assert!(chain.ask_reauthentication(gold.clone(), gap));
+        // Pending: another answer shares it.
+        assert!(chain.ask_reauthentication(gold.clone(), gap));
+        assert_eq!(chain.take_reauthentication(), Some(gold.clone()));
+        // Asked again after its login: not within the gap.
+        assert!(!chain.ask_reauthentication(gold.clone(), gap));
+        assert!(chain.ask_reauthentication(gold, Duration::ZERO));
+        let other = Reauthentication::from_challenge(None, Some("60")).unwrap();
+        assert!(chain.ask_reauthentication(other, gap));
+    }
 }
