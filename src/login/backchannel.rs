@@ -1,12 +1,16 @@
-//! A backchannel login (OpenID Connect CIBA Core 1.0, poll mode): the
-//! person a hint names is asked by the server on their own device, and the
-//! layer polls the token endpoint until they approve, refuse, or the
-//! request runs out.
+//! A backchannel login (OpenID Connect CIBA Core 1.0, poll and ping modes):
+//! the person a hint names is asked by the server on their own device, and
+//! the layer asks the token endpoint (at the server's interval, or when the
+//! server's notification comes) until they approve, refuse, or the request
+//! runs out.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
@@ -14,6 +18,7 @@ use super::device::{poll, Polls, MAX_INTERVAL};
 use super::{failed, Answered, ServerLogin};
 use crate::endpoint::ServerMetadata;
 use crate::error::{clip, TokenError, TokenErrorKind};
+use crate::support::random::random_hex;
 
 /// The CIBA grant's `grant_type` (CIBA Core 1.0 section 10.1).
 pub(crate) const CIBA_GRANT_TYPE: &str = "urn:openid:params:grant-type:ciba";
@@ -57,6 +62,34 @@ pub struct Backchannel {
     binding_message: Option<String>,
     requested_expiry: Option<Duration>,
     acr_values: Option<String>,
+    /// In ping mode, the requests waiting for the server's notification.
+    pings: Option<Arc<Pings>>,
+}
+
+/// The requests of a ping-mode login that wait for the server's
+/// notification: each request id, the SHA-256 of the notification token
+/// sent with it, and what wakes its login. Each leaves when its login ends.
+#[derive(Default)]
+struct Pings(Mutex<HashMap<String, Awaited>>);
+
+/// A request waiting for its notification: the SHA-256 of the token sent
+/// with it, and what wakes its login.
+type Awaited = ([u8; 32], Arc<Notify>);
+
+/// The most requests that wait for a notification at once.
+const MAX_WAITING: usize = 1024;
+
+/// A request's place among those waiting, given up when its login ends.
+struct Waiting<'a> {
+    pings: &'a Pings,
+    auth_req_id: String,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.pings.0.lock().unwrap_or_else(PoisonError::into_inner);
+        waiting.remove(&self.auth_req_id);
+    }
 }
 
 impl Backchannel {
@@ -84,7 +117,91 @@ impl Backchannel {
             binding_message: None,
             requested_expiry: None,
             acr_values: None,
+            pings: None,
         }
+    }
+
+    /// Ping mode (CIBA Core 1.0 section 10.2), for a client registered for
+    /// it: each request carries a fresh `client_notification_token`, and
+    /// the server calls the app's notification endpoint (the client's
+    /// `backchannel_client_notification_endpoint`) once the person decided.
+    /// The app's route hands that call to
+    /// [`notification`](Self::notification) on this `Backchannel` (a clone
+    /// of it), and the login asks the token endpoint at once; meanwhile it
+    /// asks once a minute, in case a notification is lost.
+    ///
+    /// Default: poll mode, the token endpoint asked at the server's
+    /// interval.
+    pub fn ping(mut self) -> Self {
+        self.pings = Some(Arc::default());
+        self
+    }
+
+    /// Takes the server's notification of a ping-mode request (CIBA Core
+    /// 1.0 section 10.2): `authorization`, the call's `Authorization`
+    /// header, and `body`, its JSON body with the `auth_req_id`. It wakes
+    /// that request's login, which then asks the token endpoint: the token
+    /// never comes from the notification itself. Answer the server `204`
+    /// when this returns `Ok`, and `401` otherwise.
+    ///
+    /// ```no_run
+    /// use tower_oauth::login::Backchannel;
+    ///
+    /// # fn route(ask: &Backchannel, headers: &http::HeaderMap, body: &[u8]) -> http::StatusCode {
+    /// let authorization = headers
+    ///     .get(http::header::AUTHORIZATION)
+    ///     .and_then(|v| v.to_str().ok());
+    /// match ask.notification(authorization, body) {
+    ///     Ok(()) => http::StatusCode::NO_CONTENT,
+    ///     Err(_) => http::StatusCode::UNAUTHORIZED,
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidResponse`](TokenErrorKind::InvalidResponse), changing
+    /// nothing: this `Backchannel` is not in ping mode, the body names no
+    /// request waiting here, or the bearer token is not the one sent with
+    /// that request (compared in constant time).
+    pub fn notification(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), TokenError> {
+        let refused = |why: &str| {
+            TokenError::new(TokenErrorKind::InvalidResponse)
+                .with_message(format!("a backchannel notification was refused: {why}"))
+        };
+        let Some(pings) = &self.pings else {
+            return Err(refused(
+                "this login is not in ping mode (Backchannel::ping)",
+            ));
+        };
+        let auth_req_id = serde_json::from_slice::<Value>(body)
+            .ok()
+            .filter(|_| body.len() <= MAX_TEXT * 2)
+            .and_then(|v| v.get("auth_req_id")?.as_str().map(str::to_owned))
+            .ok_or_else(|| refused("its body is no JSON object with an `auth_req_id`"))?;
+        let token = authorization
+            .and_then(|a| a.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .ok_or_else(|| refused("it carries no bearer token"))?;
+        let waiting = pings.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((digest, pinged)) = waiting.get(&auth_req_id) else {
+            return Err(refused(
+                "no request of this login waits for that `auth_req_id`",
+            ));
+        };
+        let sent = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+        let differs = digest
+            .iter()
+            .zip(sent.as_ref())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if differs != 0 {
+            return Err(refused(
+                "its bearer token is not the notification token sent with that request",
+            ));
+        }
+        pinged.notify_one();
+        Ok(())
     }
 
     /// A short text shown both to the person on their device and by your
@@ -171,6 +288,7 @@ impl fmt::Debug for Backchannel {
             .field("binding_message", &self.binding_message)
             .field("requested_expiry", &self.requested_expiry)
             .field("acr_values", &self.acr_values)
+            .field("ping", &self.pings.is_some())
             .finish()
     }
 }
@@ -194,9 +312,13 @@ pub(super) async fn log_in(
         )));
     };
     let modes = &server.backchannel_token_delivery_modes;
-    if !modes.is_empty() && !modes.iter().any(|m| m == "poll") {
+    let mode = match ask.pings {
+        Some(_) => "ping",
+        None => "poll",
+    };
+    if !modes.is_empty() && !modes.iter().any(|m| m == mode) {
         return Err(failed(format!(
-            "`{}` delivers backchannel logins' tokens only by {}; this login polls",
+            "`{}` delivers backchannel logins' tokens only by {}, not {mode}",
             server.issuer,
             clip(&modes.join(", "))
         )));
@@ -224,7 +346,15 @@ pub(super) async fn log_in(
     if let Some(details) = login.request.target.authorization_details() {
         pairs.push(("authorization_details", details));
     }
-    let answer = match login.client_send(&url, &pairs, &[hint]).await {
+    let notification_token = ask.pings.as_ref().map(|_| random_hex() + &random_hex());
+    if let Some(token) = &notification_token {
+        pairs.push(("client_notification_token", token));
+    }
+    let secrets: Vec<&str> = [Some(hint), notification_token.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let answer = match login.client_send(&url, &pairs, &secrets).await {
         Ok(response) => serde_json::from_slice::<Value>(response.body()).ok(),
         Err(e) => return Err(refused(e)),
     };
@@ -232,6 +362,12 @@ pub(super) async fn log_in(
         return Err(invalid("is no JSON object".into()));
     };
     let request = Request::read(&answer)?;
+    // In ping mode: waiting for the notification until the login ends.
+    let waiting = match (&ask.pings, &notification_token) {
+        (Some(pings), Some(token)) => Some(wait_for_ping(pings, &request.auth_req_id, token)?),
+        _ => None,
+    };
+    let pinged = waiting.as_ref().map(|(_, pinged)| Arc::clone(pinged));
     let expires_at = (Instant::now() + request.expires_in).min(deadline);
     tracing::info!(
         issuer = %server.issuer,
@@ -246,8 +382,35 @@ pub(super) async fn log_in(
         what: ("backchannel login", "backchannel request"),
         interval: request.interval,
         expires_at,
+        pinged,
     };
     poll(login, polls).await
+}
+
+/// `auth_req_id` waits among `pings` for the notification that carries
+/// `token`: what it wakes, and its place, given up when dropped.
+fn wait_for_ping<'a>(
+    pings: &'a Pings,
+    auth_req_id: &str,
+    token: &str,
+) -> Result<(Waiting<'a>, Arc<Notify>), TokenError> {
+    let mut waiting = pings.0.lock().unwrap_or_else(PoisonError::into_inner);
+    if waiting.len() >= MAX_WAITING || waiting.contains_key(auth_req_id) {
+        return Err(failed(
+            "too many backchannel logins wait for a notification, or the server gave an \
+             `auth_req_id` that another one waits under; the login ends",
+        ));
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut sealed = [0u8; 32];
+    sealed.copy_from_slice(digest.as_ref());
+    let pinged = Arc::new(Notify::new());
+    waiting.insert(auth_req_id.to_owned(), (sealed, Arc::clone(&pinged)));
+    let place = Waiting {
+        pings,
+        auth_req_id: auth_req_id.to_owned(),
+    };
+    Ok((place, pinged))
 }
 
 /// The authentication request refused: a person the server does not know

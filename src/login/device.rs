@@ -3,9 +3,11 @@
 //! interval until the person approves, refuses, or the code runs out (polls a
 //! backchannel login makes the same way).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
@@ -75,6 +77,7 @@ pub(super) async fn log_in(
         what: ("device login", "device code"),
         interval: codes.interval,
         expires_at,
+        pinged: None,
     };
     poll(login, polls).await
 }
@@ -90,7 +93,15 @@ pub(super) struct Polls<'a> {
     pub(super) what: (&'a str, &'a str),
     pub(super) interval: Duration,
     pub(super) expires_at: Instant,
+    /// In a backchannel login's ping mode: what the server's notification
+    /// wakes. The token endpoint is asked when it comes, and once a
+    /// minute meanwhile (a notification may be lost).
+    pub(super) pinged: Option<Arc<Notify>>,
 }
+
+/// How often a login that waits for the server's notification asks all the
+/// same.
+const UNPINGED_POLL: Duration = Duration::from_secs(60);
 
 /// The token endpoint asked every interval (5 s more at each `slow_down`),
 /// until the person approves, refuses (`access_denied`), or the request
@@ -111,10 +122,21 @@ pub(super) async fn poll(
     };
     let mut interval = polls.interval;
     loop {
-        if Instant::now() + interval >= polls.expires_at {
-            return Err(ran_out(""));
+        match &polls.pinged {
+            None => {
+                if Instant::now() + interval >= polls.expires_at {
+                    return Err(ran_out(""));
+                }
+                tokio::time::sleep(interval).await;
+            }
+            Some(pinged) => {
+                let until = (Instant::now() + interval.max(UNPINGED_POLL)).min(polls.expires_at);
+                let woken = tokio::time::timeout_at(until, pinged.notified()).await;
+                if woken.is_err() && Instant::now() >= polls.expires_at {
+                    return Err(ran_out(""));
+                }
+            }
         }
-        tokio::time::sleep(interval).await;
         let polled = login
             .login_token(polls.grant_type, &[(name, code)], &[code])
             .await;

@@ -183,14 +183,15 @@ struct Seen {
 }
 
 /// A loopback server whose backchannel endpoint answers `answer_with`, and
-/// whose token endpoint answers `slow_down` first, then a token.
-async fn loopback(answer_with: Value) -> (String, Arc<Mutex<Seen>>) {
+/// whose token endpoint answers `slow_down` first (`slow_first`), then a
+/// token.
+async fn loopback(answer_with: Value, slow_first: bool) -> (String, Arc<Mutex<Seen>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let state = Arc::new((base.clone(), answer_with, Arc::clone(&seen)));
+    let state = Arc::new((base.clone(), answer_with, Arc::clone(&seen), slow_first));
     serve_state(listener, state, |state, req| async move {
-        let (base, answer_with, seen) = &*state;
+        let (base, answer_with, seen, slow_first) = &*state;
         let path = req.uri().path().to_owned();
         let form = String::from_utf8(req.into_body().collect().await.unwrap().to_bytes().to_vec())
             .unwrap();
@@ -202,7 +203,7 @@ async fn loopback(answer_with: Value) -> (String, Arc<Mutex<Seen>>) {
                         "issuer": base,
                         "token_endpoint": format!("{base}/token"),
                         "backchannel_authentication_endpoint": format!("{base}/bc"),
-                        "backchannel_token_delivery_modes_supported": ["poll"],
+                        "backchannel_token_delivery_modes_supported": ["poll", "ping"],
                         "grant_types_supported": ["urn:openid:params:grant-type:ciba"],
                     }),
                 )
@@ -215,7 +216,7 @@ async fn loopback(answer_with: Value) -> (String, Arc<Mutex<Seen>>) {
                 let mut seen = seen.lock().unwrap();
                 seen.polls.push((Instant::now(), form));
                 match seen.polls.len() {
-                    1 => answer(400, json!({"error": "slow_down"})),
+                    1 if *slow_first => answer(400, json!({"error": "slow_down"})),
                     _ => answer(200, json!({"access_token": "at-ciba", "expires_in": 300})),
                 }
             }
@@ -253,7 +254,7 @@ async fn hostile_answers_end_the_login_before_any_poll() {
             "expires_in",
         ),
     ] {
-        let (base, seen) = loopback(hostile.clone()).await;
+        let (base, seen) = loopback(hostile.clone(), true).await;
         let oauth = loopback_agent(&base, Backchannel::login_hint("alice")).unwrap();
         let e = oauth.token().await.unwrap_err();
         assert_eq!(e.kind(), TokenErrorKind::InvalidResponse, "{hostile}: {e}");
@@ -266,8 +267,11 @@ async fn hostile_answers_end_the_login_before_any_poll() {
 
 #[tokio::test]
 async fn polls_wait_the_interval_and_five_seconds_more_after_slow_down() {
-    let (base, seen) =
-        loopback(json!({"auth_req_id": "req-1", "expires_in": 60, "interval": 1})).await;
+    let (base, seen) = loopback(
+        json!({"auth_req_id": "req-1", "expires_in": 60, "interval": 1}),
+        true,
+    )
+    .await;
     let ask = Backchannel::login_hint("alice@example.com").binding_message(ASKED);
     let oauth = loopback_agent(&base, ask).unwrap();
     let asked_at = Instant::now();
@@ -295,7 +299,7 @@ async fn polls_wait_the_interval_and_five_seconds_more_after_slow_down() {
 
 #[tokio::test]
 async fn a_binding_message_with_a_control_character_is_refused_before_anything_is_sent() {
-    let (base, seen) = loopback(json!({"auth_req_id": "r", "expires_in": 60})).await;
+    let (base, seen) = loopback(json!({"auth_req_id": "r", "expires_in": 60}), true).await;
     for hostile in ["Pay 25 EUR\nto ACME", "Pay \u{1b}[2J25 EUR", ""] {
         let ask = Backchannel::login_hint("alice").binding_message(hostile);
         let e = loopback_agent(&base, ask).expect_err("refused");
@@ -303,6 +307,127 @@ async fn a_binding_message_with_a_control_character_is_refused_before_anything_i
         assert!(!e.to_string().contains('\u{1b}'), "{e}");
     }
     assert!(seen.lock().unwrap().requests.is_empty());
+}
+
+/// Ping mode on the loopback server: the request carries a notification
+/// token of 256 bits; a notification without it (another token, none, or
+/// for another request) is refused and wakes nothing; the right one wakes
+/// the login, which asks the token endpoint at once.
+#[tokio::test]
+async fn a_notification_wakes_the_login_only_with_the_token_sent_for_its_request() {
+    let (base, seen) = loopback(json!({"auth_req_id": "req-7", "expires_in": 60}), false).await;
+    let ask = Backchannel::login_hint("alice").ping();
+    let route = ask.clone();
+    let poll_mode = Backchannel::login_hint("alice");
+    let body = br#"{"auth_req_id":"req-7"}"#;
+    let e = poll_mode.notification(Some("Bearer x"), body).unwrap_err();
+    assert!(e.to_string().contains("not in ping mode"), "{e}");
+    let e = route.notification(Some("Bearer x"), body).unwrap_err();
+    assert!(e.to_string().contains("no request"), "{e}");
+    let oauth = loopback_agent(&base, ask).unwrap();
+    let login = tokio::spawn(async move { oauth.token().await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let token = loop {
+        assert!(Instant::now() < deadline, "no backchannel request");
+        let form = seen.lock().unwrap().requests.first().cloned();
+        if let Some(form) = form {
+            let pairs = url_pairs(&form);
+            break pairs
+                .into_iter()
+                .find(|(n, _)| n == "client_notification_token")
+                .expect("a notification token")
+                .1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(token.len(), 64, "{token}");
+    let right = format!("Bearer {token}");
+    for (authorization, body, says) in [
+        (
+            Some("Bearer not-the-token"),
+            &body[..],
+            "not the notification token",
+        ),
+        (None, &body[..], "no bearer token"),
+        (
+            Some(right.as_str()),
+            br#"{"auth_req_id":"req-8"}"#,
+            "no request",
+        ),
+        (Some(right.as_str()), b"req-7", "no JSON object"),
+    ] {
+        let e = route.notification(authorization, body).unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidResponse);
+        assert!(e.to_string().contains(says), "{e}");
+        assert!(!e.to_string().contains(&token), "{e}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        seen.lock().unwrap().polls.is_empty(),
+        "polled without a notification"
+    );
+    route.notification(Some(&right), body).unwrap();
+    let token = login.await.unwrap().unwrap();
+    assert_eq!(token.expose_token(), "at-ciba");
+    assert_eq!(seen.lock().unwrap().polls.len(), 1);
+    // Its login ended: the request waits no more.
+    let e = route.notification(Some(&right), body).unwrap_err();
+    assert!(e.to_string().contains("no request"), "{e}");
+}
+
+/// Ping mode on oidc-provider: the provider calls the app's route once the
+/// person approved, and the login asks the token endpoint then, never
+/// before.
+#[tokio::test]
+async fn in_ping_mode_the_server_s_notification_wakes_the_login() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ping_uri = format!("http://{}/ciba-ping", listener.local_addr().unwrap());
+    let Some(provider) = node_provider(
+        "oidc_provider.mjs",
+        &[("CIBA", "1"), ("CIBA_PING_URI", &ping_uri)],
+    ) else {
+        return;
+    };
+    let base = provider.base.clone();
+    let ask = Backchannel::login_hint("alice")
+        .binding_message(ASKED)
+        .ping();
+    serve_state(listener, Arc::new(ask.clone()), |ask, req| async move {
+        let authorization = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let status = match ask.notification(authorization.as_deref(), &body) {
+            Ok(()) => 204,
+            Err(_) => 401,
+        };
+        http::Response::builder()
+            .status(status)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    });
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(&base)
+            .client_id("ciba-pinged")
+            .client_secret("ciba-secret")
+            .scope("read")
+            .resource(format!("{base}/api"))
+            .login(Login::backchannel(ask)),
+    )
+    .build()
+    .unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(oauth.identity().await.unwrap().subject(), "alice");
+    let counts = stats(&base).await;
+    assert_eq!(counts["ciba_pings"], 1, "{counts}");
+    assert_eq!(counts["ciba"], 1, "{counts}");
+    assert_eq!(
+        counts["ciba_pending"], 0,
+        "polled before the notification: {counts}"
+    );
 }
 
 /// A form body's pairs, decoded by the `form_urlencoded` crate.

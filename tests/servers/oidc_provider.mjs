@@ -38,15 +38,19 @@
 // knows. GET /admin/ciba lists what each request asked (hint, binding
 // message, acr_values, requested_expiry, scope, authorization details);
 // GET /admin/stats counts the CIBA grants (`ciba`) and the polls answered
-// `authorization_pending` (`ciba_pending`).
+// `authorization_pending` (`ciba_pending`). With CIBA_PING_URI set, also a
+// client `ciba-pinged` (secret `ciba-secret`) in ping mode, notified there
+// (registered as https, which the provider requires, and called over plain
+// HTTP on loopback); `ciba_pings` counts the notifications the app took.
 import { createServer } from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const rar = process.env.RAR === '1';
 const ciba = process.env.CIBA === '1';
+const pingUri = ciba ? process.env.CIBA_PING_URI : undefined;
 const cibaAsked = [];
 let tamper = false;
-const stats = { ciba: 0, ciba_pending: 0, client_credentials: 0, authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
+const stats = { ciba: 0, ciba_pending: 0, ciba_pings: 0, client_credentials: 0, authorizations: 0, codes: 0, refreshes: 0, device: 0, registrations: 0, denied: 0, revocations: 0, backchannel: 0, backchannel_errors: 0 };
 const server = createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
@@ -100,6 +104,16 @@ const provider = new Provider(issuer, {
       backchannel_token_delivery_mode: 'poll',
       ...(rar ? { authorization_details_types: ['payment_initiation'] } : {}),
     }] : []),
+    ...(pingUri ? [{
+      client_id: 'ciba-pinged',
+      client_secret: 'ciba-secret',
+      token_endpoint_auth_method: 'client_secret_basic',
+      redirect_uris: [],
+      response_types: [],
+      grant_types: ['urn:openid:params:grant-type:ciba', 'refresh_token'],
+      backchannel_token_delivery_mode: 'ping',
+      backchannel_client_notification_endpoint: pingUri.replace(/^http:/, 'https:'),
+    }] : []),
   ],
   scopes: ['openid', 'offline_access', 'read'],
   // A backchannel login's ID token says how the person signed in.
@@ -114,7 +128,7 @@ const provider = new Provider(issuer, {
     clientCredentials: { enabled: rar },
     ciba: {
       enabled: ciba,
-      deliveryModes: ['poll'],
+      deliveryModes: ['poll', 'ping'],
       processLoginHint: async (ctx, hint) => (hint === 'nobody' ? undefined : hint),
       processLoginHintToken: async () => undefined,
       verifyUserCode: async () => {},
@@ -178,7 +192,11 @@ const provider = new Provider(issuer, {
   // addresses, loopback among them; the app here is on 127.0.0.1.
   fetch: (url, options) => {
     const { dispatcher, ...rest } = options;
-    return fetch(url, rest);
+    const target = pingUri && String(url) === pingUri.replace(/^http:/, 'https:') ? pingUri : url;
+    return fetch(target, rest).then((response) => {
+      if (target === pingUri && response.ok) stats.ciba_pings += 1;
+      return response;
+    });
   },
   ...(defaults ? {} : { issueRefreshToken: () => true }),
   rotateRefreshToken: () => true,
