@@ -82,7 +82,11 @@ use crate::slots::routes::destination_of;
 ///   the error is returned.
 /// - A token that cannot be had fails the call with `StreamableHttpError::Io`.
 ///   Its inner error is the [`TokenError`]: reach it with `io::Error::get_ref`
-///   and `downcast_ref`.
+///   and `downcast_ref`. A backchannel login that does not wait
+///   ([`Backchannel::wait(false)`](crate::login::Backchannel::wait)) fails the
+///   call so, with [`ApprovalPending`](crate::TokenErrorKind::ApprovalPending):
+///   the agent tells its user what the person was asked (the message), and
+///   makes the call again after the error's `retry_after`.
 /// - The `*_with_max_sse_event_size` and `*_with_response_limits` methods go to
 ///   the `reqwest::Client`'s own, so rmcp's limits hold.
 #[derive(Clone, Debug)]

@@ -98,6 +98,14 @@ pub enum TokenErrorKind {
     /// marked used; the app answers the server `400 Bad Request`. Sending
     /// it again unchanged does not help.
     InvalidLogoutToken,
+    /// A person was asked to approve a backchannel login on their device,
+    /// and has not yet; the layer does not wait
+    /// ([`Backchannel::wait(false)`](crate::login::Backchannel::wait)). The
+    /// message says what the person was asked (the binding message).
+    /// Send the request again after
+    /// [`retry_after`](TokenError::retry_after): it asks the server once,
+    /// and gets the token once the person approved, never asking them twice.
+    ApprovalPending,
 }
 
 impl TokenErrorKind {
@@ -119,6 +127,7 @@ impl TokenErrorKind {
             TokenErrorKind::LoginRequired => "login_required",
             TokenErrorKind::LoginFailed => "login_failed",
             TokenErrorKind::InvalidLogoutToken => "invalid_logout_token",
+            TokenErrorKind::ApprovalPending => "approval_pending",
         }
     }
 
@@ -139,6 +148,7 @@ impl TokenErrorKind {
             TokenErrorKind::LoginRequired,
             TokenErrorKind::LoginFailed,
             TokenErrorKind::InvalidLogoutToken,
+            TokenErrorKind::ApprovalPending,
         ]
         .into_iter()
         .find(|kind| kind.code() == code)
@@ -160,6 +170,7 @@ impl TokenErrorKind {
             TokenErrorKind::LoginRequired => "a new login is needed",
             TokenErrorKind::LoginFailed => "the login did not complete",
             TokenErrorKind::InvalidLogoutToken => "the logout token was refused",
+            TokenErrorKind::ApprovalPending => "the person has not approved yet",
         }
     }
 }
@@ -424,8 +435,8 @@ impl TokenError {
 
     /// Whether trying again later can help.
     ///
-    /// True for transport failures, time-outs, and the statuses that signal a
-    /// passing condition: 408, 429 and 5xx. False for refused credentials, such
+    /// True for transport failures, time-outs, an approval not given yet,
+    /// and the statuses that signal a passing condition: 408, 429 and 5xx. False for refused credentials, such
     /// as 400, 401 and 403, for unusable responses, and for runtime failures.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
@@ -433,7 +444,8 @@ impl TokenError {
             | TokenErrorKind::Timeout
             | TokenErrorKind::Signing
             | TokenErrorKind::NotReady
-            | TokenErrorKind::Credential => true,
+            | TokenErrorKind::Credential
+            | TokenErrorKind::ApprovalPending => true,
             TokenErrorKind::Status => self.inner.status.is_some_and(|s| {
                 s == StatusCode::REQUEST_TIMEOUT
                     || s == StatusCode::TOO_MANY_REQUESTS

@@ -14,9 +14,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
-use super::device::{poll, Polls, MAX_INTERVAL};
+use super::device::{poll, ran_out, read_poll, Polled, Polls, MAX_INTERVAL, SLOW_DOWN};
 use super::{failed, Answered, ServerLogin};
-use crate::endpoint::ServerMetadata;
+use crate::endpoint::{Reauthentication, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::random::random_hex;
 
@@ -64,6 +64,22 @@ pub struct Backchannel {
     acr_values: Option<String>,
     /// In ping mode, the requests waiting for the server's notification.
     pings: Option<Arc<Pings>>,
+    /// Whether a request that needs the approval waits for it.
+    waits: bool,
+    /// Without waiting: the request the person was asked, until it ends.
+    pending: Arc<Mutex<Option<Pending>>>,
+}
+
+/// A backchannel request the person was asked, that no request waits for
+/// (`Backchannel::wait(false)`): each token request asks the token
+/// endpoint about it once, no sooner than its interval.
+struct Pending {
+    auth_req_id: String,
+    interval: Duration,
+    next_poll: Instant,
+    expires_at: Instant,
+    /// What the request asked, which its ID token must show.
+    sought: Reauthentication,
 }
 
 /// The requests of a ping-mode login that wait for the server's
@@ -118,7 +134,26 @@ impl Backchannel {
             requested_expiry: None,
             acr_values: None,
             pings: None,
+            waits: true,
+            pending: Arc::default(),
         }
+    }
+
+    /// Whether a request that needs the person's approval waits for it,
+    /// fit for a CLI or a worker. With `false`, the request that needs it
+    /// sends the backchannel request and fails at once with
+    /// [`ApprovalPending`](crate::TokenErrorKind::ApprovalPending): its
+    /// message says what the person was asked, its
+    /// [`retry_after`](crate::TokenError::retry_after) when to ask again.
+    /// Each later request asks the token endpoint once (no sooner than the
+    /// server's interval), and gets the token once the person approved:
+    /// an agent framework interrupts its task at the error and resumes it by
+    /// sending the request again. The person is asked once per login.
+    ///
+    /// Default: `true`.
+    pub fn wait(mut self, wait: bool) -> Self {
+        self.waits = wait;
+        self
     }
 
     /// Ping mode (CIBA Core 1.0 section 10.2), for a client registered for
@@ -264,6 +299,13 @@ impl Backchannel {
                 ));
             }
         }
+        if !self.waits && self.pings.is_some() {
+            return Err(
+                "Backchannel::wait(false) asks the token endpoint at each request; ping \
+                        mode (Backchannel::ping) serves a login that waits"
+                    .into(),
+            );
+        }
         if let Some(acr) = &self.acr_values {
             if !plain(acr) || acr.len() > 1024 {
                 return Err(
@@ -279,6 +321,23 @@ impl Backchannel {
     pub(super) fn acr(&self) -> Option<&str> {
         self.acr_values.as_deref()
     }
+
+    /// The error of a request that does not wait for the approval still to
+    /// come: what the person was asked, and when to ask again.
+    fn approval_pending(&self, after: Duration) -> TokenError {
+        let asked = match &self.binding_message {
+            Some(message) => format!(" \"{message}\""),
+            None => String::new(),
+        };
+        TokenError::new(TokenErrorKind::ApprovalPending)
+            .with_message(format!(
+                "the person was asked to approve{asked} on their device; send the request \
+                 again in {} s",
+                after.as_secs().max(1)
+            ))
+            .with_retry_after(after)
+            .marked_login_state()
+    }
 }
 
 impl fmt::Debug for Backchannel {
@@ -289,21 +348,29 @@ impl fmt::Debug for Backchannel {
             .field("requested_expiry", &self.requested_expiry)
             .field("acr_values", &self.acr_values)
             .field("ping", &self.pings.is_some())
+            .field("wait", &self.waits)
             .finish()
     }
 }
 
-/// A backchannel login at `server`, asked with `ask` and `acr_values`
-/// (its own, or those an API asked for): the authentication request, then
-/// the polls until `deadline` or the request's end. The answer's ID token
-/// is checked by the caller.
+/// A backchannel login at `server`, asked with `ask` for `sought` (its
+/// own `acr_values`, or what an API asked for): the authentication
+/// request, then the polls until `deadline` or the request's end; or,
+/// without waiting, one poll of the request the person was asked before.
+/// The answer, and what its ID token must show (the caller checks it).
 pub(super) async fn log_in(
     login: &ServerLogin<'_>,
     server: &ServerMetadata,
-    (ask, acr_values): (&Backchannel, Option<&str>),
+    (ask, sought): (&Backchannel, Reauthentication),
     scope: &str,
     deadline: Instant,
-) -> Result<Answered, TokenError> {
+) -> Result<(Answered, Reauthentication), TokenError> {
+    if !ask.waits {
+        if let Some(answered) = resume(login, ask).await? {
+            return Ok(answered);
+        }
+    }
+    let acr_values = sought.acr_values.as_deref();
     let Some(endpoint) = server.backchannel_authentication_endpoint.as_deref() else {
         return Err(failed(format!(
             "the metadata of `{}` names no backchannel_authentication_endpoint, which a \
@@ -362,6 +429,23 @@ pub(super) async fn log_in(
         return Err(invalid("is no JSON object".into()));
     };
     let request = Request::read(&answer)?;
+    if !ask.waits {
+        let now = Instant::now();
+        *ask.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(Pending {
+            auth_req_id: request.auth_req_id,
+            interval: request.interval,
+            next_poll: now + request.interval,
+            expires_at: (now + request.expires_in).min(deadline),
+            sought,
+        });
+        tracing::info!(
+            issuer = %server.issuer,
+            binding_message = ask.binding_message.as_deref().unwrap_or_default(),
+            "the server asks the person to approve the login on their device; the request \
+             does not wait"
+        );
+        return Err(ask.approval_pending(request.interval));
+    }
     // In ping mode: waiting for the notification until the login ends.
     let waiting = match (&ask.pings, &notification_token) {
         (Some(pings), Some(token)) => Some(wait_for_ping(pings, &request.auth_req_id, token)?),
@@ -384,7 +468,53 @@ pub(super) async fn log_in(
         expires_at,
         pinged,
     };
-    poll(login, polls).await
+    Ok((poll(login, polls).await?, sought))
+}
+
+/// Without waiting: the request the person was asked before, if any, asked
+/// about once (no sooner than its interval). `None`: no request is
+/// pending, and a new one is sent.
+async fn resume(
+    login: &ServerLogin<'_>,
+    ask: &Backchannel,
+) -> Result<Option<(Answered, Reauthentication)>, TokenError> {
+    let what = ("backchannel login", "backchannel request");
+    let mut pending = {
+        let mut slot = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        match slot.as_ref() {
+            None => return Ok(None),
+            Some(p) if now >= p.expires_at => {
+                *slot = None;
+                return Err(ran_out(what.1, ""));
+            }
+            Some(p) if now < p.next_poll => {
+                return Err(ask.approval_pending(p.next_poll - now));
+            }
+            Some(_) => slot.take().expect("a request is pending"),
+        }
+    };
+    let id = pending.auth_req_id.clone();
+    let polled = login
+        .login_token(CIBA_GRANT_TYPE, &[("auth_req_id", &id)], &[&id])
+        .await;
+    let error = match polled {
+        Ok(answered) => return Ok(Some((answered, pending.sought))),
+        Err(e) => e,
+    };
+    let error = match read_poll(error, what) {
+        Polled::Pending => None,
+        Polled::SlowDown => {
+            pending.interval = (pending.interval + SLOW_DOWN).min(MAX_INTERVAL);
+            None
+        }
+        Polled::Failed(e) => Some(e),
+        Polled::End(e) => return Err(e),
+    };
+    pending.next_poll = Instant::now() + pending.interval;
+    let after = pending.interval;
+    *ask.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(pending);
+    Err(error.unwrap_or_else(|| ask.approval_pending(after)))
 }
 
 /// `auth_req_id` waits among `pings` for the notification that carries
@@ -545,6 +675,8 @@ mod tests {
             assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e}");
         }
         assert!(Backchannel::login_hint("").check().is_err());
+        let both = Backchannel::login_hint("alice").ping().wait(false).check();
+        assert!(both.unwrap_err().contains("ping mode"));
         assert!(Backchannel::login_hint("alice")
             .requested_expiry(Duration::from_millis(500))
             .check()

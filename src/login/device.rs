@@ -113,19 +113,12 @@ pub(super) async fn poll(
 ) -> Result<Answered, TokenError> {
     let (name, code) = polls.parameter;
     let (what, code_name) = polls.what;
-    let ran_out = |how: &str| {
-        failed(format!(
-            "the {code_name} ran out before the person approved the login{how}; run the login \
-             again"
-        ))
-        .with_error_code("expired_token")
-    };
     let mut interval = polls.interval;
     loop {
         match &polls.pinged {
             None => {
                 if Instant::now() + interval >= polls.expires_at {
-                    return Err(ran_out(""));
+                    return Err(ran_out(code_name, ""));
                 }
                 tokio::time::sleep(interval).await;
             }
@@ -133,7 +126,7 @@ pub(super) async fn poll(
                 let until = (Instant::now() + interval.max(UNPINGED_POLL)).min(polls.expires_at);
                 let woken = tokio::time::timeout_at(until, pinged.notified()).await;
                 if woken.is_err() && Instant::now() >= polls.expires_at {
-                    return Err(ran_out(""));
+                    return Err(ran_out(code_name, ""));
                 }
             }
         }
@@ -144,23 +137,51 @@ pub(super) async fn poll(
             Ok(answered) => return Ok(answered),
             Err(e) => e,
         };
-        match error.error_code() {
-            Some("authorization_pending") => {}
-            Some("slow_down") => interval = (interval + SLOW_DOWN).min(MAX_INTERVAL),
-            Some("access_denied") => {
-                return Err(
-                    failed(format!("the person refused the {what} (access_denied)"))
-                        .with_error_code("access_denied"),
-                )
+        match read_poll(error, polls.what) {
+            Polled::Pending => {}
+            Polled::SlowDown => interval = (interval + SLOW_DOWN).min(MAX_INTERVAL),
+            Polled::Failed(e) => {
+                tracing::warn!(error = %e, login = what, "a poll for a login failed; polling on");
             }
-            Some("expired_token") => return Err(ran_out(" (expired_token)")),
-            // The network or the server failing for a moment: poll on.
-            _ if error.is_retryable() => {
-                tracing::warn!(error = %error, login = what, "a poll for a login failed; polling on");
-            }
-            _ => return Err(error),
+            Polled::End(e) => return Err(e),
         }
     }
+}
+
+/// What a poll's refusal says (RFC 8628 section 3.5, CIBA Core 1.0 section
+/// 11): ask again, slower, or not at all.
+pub(super) enum Polled {
+    /// `authorization_pending`: the person has not decided yet.
+    Pending,
+    /// `slow_down`: 5 s more between polls.
+    SlowDown,
+    /// The network or the server failing for a moment: ask again.
+    Failed(TokenError),
+    /// The login's end: refused, run out, or an error polls cannot mend.
+    End(TokenError),
+}
+
+/// Reads a poll's `error`, for the login and its code named `what`.
+pub(super) fn read_poll(error: TokenError, (what, code_name): (&str, &str)) -> Polled {
+    match error.error_code() {
+        Some("authorization_pending") => Polled::Pending,
+        Some("slow_down") => Polled::SlowDown,
+        Some("access_denied") => Polled::End(
+            failed(format!("the person refused the {what} (access_denied)"))
+                .with_error_code("access_denied"),
+        ),
+        Some("expired_token") => Polled::End(ran_out(code_name, " (expired_token)")),
+        _ if error.is_retryable() => Polled::Failed(error),
+        _ => Polled::End(error),
+    }
+}
+
+/// The error of a login whose code (`code_name`) ran out, `how` said.
+pub(super) fn ran_out(code_name: &str, how: &str) -> TokenError {
+    failed(format!(
+        "the {code_name} ran out before the person approved the login{how}; run the login again"
+    ))
+    .with_error_code("expired_token")
 }
 
 /// What the device authorization endpoint answered (section 3.2).

@@ -100,14 +100,19 @@ impl ServerLogin<'_> {
                 };
                 // (CIBA has no `max_age`: the ID token's `auth_time` is
                 // checked against it all the same.)
-                let sent = LoginAsked {
-                    nonce: None,
-                    acr_values: reauth.and_then(|r| r.acr_values.as_deref()).or(ask.acr()),
+                let sought = Reauthentication {
+                    acr_values: reauth
+                        .and_then(|r| r.acr_values.clone())
+                        .or(ask.acr().map(str::to_owned)),
                     max_age: reauth.and_then(|r| r.max_age),
                 };
-                let answered =
-                    backchannel::log_in(self, server, (ask, sent.acr_values), &scope, deadline)
-                        .await?;
+                let (answered, sought) =
+                    backchannel::log_in(self, server, (ask, sought), &scope, deadline).await?;
+                let sent = LoginAsked {
+                    nonce: None,
+                    acr_values: sought.acr_values.as_deref(),
+                    max_age: sought.max_age,
+                };
                 self.checks()
                     .with_identity(server, answered, client_id, Some(&scope), sent)
                     .await?

@@ -174,6 +174,52 @@ async fn an_api_s_sign_in_challenge_asks_the_person_again_on_their_device() {
     assert_eq!(api.tokens.lock().unwrap().len(), 2);
 }
 
+/// Without waiting (`wait(false)`): the request that needs the approval
+/// fails at once, saying what the person was asked and when to ask again;
+/// each later request asks the server once, and gets the token once the
+/// person approved, or the refusal. The person is asked once per login.
+#[tokio::test]
+async fn without_waiting_a_request_fails_at_once_and_a_later_one_gets_the_approval() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    for (hint, approves) in [("alice", true), ("bob", false)] {
+        let ask = Backchannel::login_hint(hint)
+            .binding_message(ASKED)
+            .wait(false);
+        let oauth = agent(&base, Login::backchannel(ask));
+        let before = asked(&base).await.len();
+        let e = oauth.token().await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+        assert!(e.to_string().contains(ASKED), "{e}");
+        assert_eq!(
+            e.retry_after(),
+            Some(Duration::from_secs(1)),
+            "the server's interval"
+        );
+        // At once again: still pending, and nobody asked twice.
+        let again = oauth.token().await.unwrap_err();
+        assert_eq!(again.kind(), TokenErrorKind::ApprovalPending, "{again}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let outcome = loop {
+            assert!(Instant::now() < deadline, "{hint}: never decided");
+            match oauth.token().await {
+                Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                    tokio::time::sleep(e.retry_after().unwrap()).await;
+                }
+                outcome => break outcome,
+            }
+        };
+        assert_eq!(asked(&base).await.len(), before + 1, "{hint} asked once");
+        match (approves, outcome) {
+            (true, Ok(_)) => assert_eq!(oauth.identity().await.unwrap().subject(), "alice"),
+            (false, Err(e)) => assert_eq!(e.error_code(), Some("access_denied"), "{e}"),
+            (_, outcome) => panic!("{hint}: {outcome:?}"),
+        }
+    }
+}
+
 /// What the loopback server got: each backchannel request's form, and
 /// when each poll came.
 #[derive(Default)]
