@@ -281,9 +281,10 @@ impl TokenCache {
     /// (its `acr_values` and `max_age`, server text, checked first).
     /// Where the tokens come from a person's login that can ask for it, the
     /// token is dropped and the next fetch logs the person in again with
-    /// it, at most once per `forced_renewal_interval` (or `max_age`, when
-    /// longer) for the same challenge: an API that a new login does not
-    /// satisfy gets no loop of logins. Whether another token comes.
+    /// it; after such a login succeeded, no other begins within
+    /// `forced_renewal_interval` (or `max_age`, when longer), whatever is
+    /// asked: an API that a new login does not satisfy gets its answer back.
+    /// Whether another token comes.
     pub(crate) fn reauthenticate(
         self: &Arc<Self>,
         generation: u64,
@@ -310,8 +311,8 @@ impl TokenCache {
             tracing::warn!(
                 acr_values = asked.acr_values.as_deref().unwrap_or_default(),
                 max_age = ?asked.max_age,
-                "the API asks again for the sign-in a login just asked for; no new login is \
-                 begun (at most one per challenge within forced_renewal_interval)"
+                "the API asks for another sign-in just after one; no new login is begun (at \
+                 most one per forced_renewal_interval, or max_age when longer)"
             );
             return false;
         }

@@ -104,7 +104,8 @@ pub enum TokenErrorKind {
     /// message says what the person was asked (the binding message).
     /// Send the request again after
     /// [`retry_after`](TokenError::retry_after): it asks the server once,
-    /// and gets the token once the person approved, never asking them twice.
+    /// and gets the token once the person approved; this process asks the
+    /// person once per login and token target.
     ApprovalPending,
 }
 

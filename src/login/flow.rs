@@ -106,8 +106,19 @@ impl ServerLogin<'_> {
                         .or(ask.acr().map(str::to_owned)),
                     max_age: reauth.and_then(|r| r.max_age),
                 };
+                let asked = (ask, sought);
                 let (answered, sought) =
-                    backchannel::log_in(self, server, (ask, sought), &scope, deadline).await?;
+                    match backchannel::log_in(self, server, asked, &scope, deadline).await {
+                        // Not approved yet: the challenge stays for the
+                        // request that asks again.
+                        Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                            if let Some(asked) = reauth {
+                                chain.restore_reauthentication(asked.clone());
+                            }
+                            return Err(e);
+                        }
+                        answered => answered?,
+                    };
                 let sent = LoginAsked {
                     nonce: None,
                     acr_values: sought.acr_values.as_deref(),
@@ -146,6 +157,9 @@ impl ServerLogin<'_> {
         );
         if let Some(identity) = &answered.identity {
             chain.set_id_token(identity.id_token());
+        }
+        if reauth.is_some() {
+            chain.reauthenticated();
         }
         tracing::info!(
             login = login.name(),

@@ -250,7 +250,7 @@ impl Login {
         }
     }
 
-    /// A backchannel login (OpenID Connect CIBA Core 1.0, poll mode), for
+    /// A backchannel login (OpenID Connect CIBA Core 1.0), for
     /// an agent or a back-end service acting for a person who is not at
     /// its keyboard: the server asks the person `ask` names on their own
     /// device (its app, a push message), showing the binding message, and
@@ -270,7 +270,11 @@ impl Login {
     /// layer's back-off first: a person who refused is not asked again at
     /// once.
     ///
-    /// The client must be registered for CIBA's poll mode at the server
+    /// (In ping mode, [`Backchannel::ping`], the server's notification wakes
+    /// the login instead; with [`Backchannel::wait`]`(false)`, the request
+    /// fails at once and a later one gets the token.)
+    ///
+    /// The client must be registered for CIBA's poll or ping mode at the server
     /// (none registers itself here): give its
     /// [`client_id`](crate::OAuthLayerBuilder::client_id) and its
     /// authentication (a secret, `private_key_jwt` or mTLS), with which

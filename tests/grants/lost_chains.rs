@@ -244,6 +244,40 @@ mod on_redis {
         }
     }
 
+    /// Two replicas on `redis` (back-off `min_backoff`), alice signed in on
+    /// A; both serve her through rotations on either while they hear the
+    /// news; then B makes the last rotation (its copy is the newest, and it
+    /// knows so), and A takes that token from the store, its chain left
+    /// older. The replicas, and alice's parameters.
+    async fn b_holds_the_newest(
+        redis: &RedisServer,
+        server: &support::login_server::LoginServer,
+        min_backoff: Duration,
+    ) -> (OAuthLayer, OAuthLayer, tower_oauth::TokenParams) {
+        use crate::accounts::{builder, sign_in};
+        use std::time::Instant;
+        let replica = || {
+            builder(server)
+                .token_store(RedisStore::new(redis.url()).unwrap())
+                .min_backoff(min_backoff)
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (replica(), replica());
+        sign_in(&a, &a, "alice-account", "alice").await;
+        let alice = tower_oauth::TokenParams::new().account("alice-account");
+        let until = Instant::now() + Duration::from_millis(4500);
+        while Instant::now() < until {
+            a.token_for(&alice).await.unwrap();
+            b.token_for(&alice).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        b.token_for(&alice).await.unwrap();
+        a.token_for(&alice).await.unwrap();
+        (a, b, alice)
+    }
+
     /// A's refresh of alice's chain is out at the server (answered 1.5 s
     /// late) when Redis restarts empty. B's copy is the one A read (B wrote
     /// it), and the news told B that a newer one is coming: B sends nothing
@@ -252,37 +286,14 @@ mod on_redis {
     /// token is ever sent twice.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refresh_out_when_redis_restarts_empty_is_never_sent_again() {
-        use crate::accounts::{builder, sign_in};
         use std::time::Instant;
         use support::login_server::LoginServer;
-        use tower_oauth::TokenParams;
         if missing() {
             return;
         }
         let mut redis = RedisServer::start();
         let server = LoginServer::start(Duration::from_secs(2)).await;
-        let replica = || {
-            builder(&server)
-                .token_store(RedisStore::new(redis.url()).unwrap())
-                .min_backoff(Duration::from_millis(100))
-                .build()
-                .unwrap()
-        };
-        let (a, b) = (replica(), replica());
-        sign_in(&a, &a, "alice-account", "alice").await;
-        let alice = TokenParams::new().account("alice-account");
-        // Both serve her, through rotations on either, while they hear.
-        let until = Instant::now() + Duration::from_millis(4500);
-        while Instant::now() < until {
-            a.token_for(&alice).await.unwrap();
-            b.token_for(&alice).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // B makes the last rotation before (its copy is the newest, and it
-        // knows so), and A takes its token from the store.
-        tokio::time::sleep(Duration::from_millis(2100)).await;
-        b.token_for(&alice).await.unwrap();
-        a.token_for(&alice).await.unwrap();
+        let (a, b, alice) = b_holds_the_newest(&redis, &server, Duration::from_millis(100)).await;
         // Her token runs out; A's refresh is answered 1.5 s late.
         tokio::time::sleep(Duration::from_millis(2100)).await;
         server.delay_tokens(Duration::from_millis(1500));
@@ -327,10 +338,8 @@ mod on_redis {
     /// writes it back, and both serve alice.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_replica_told_to_wait_never_holds_back_the_one_that_writes_back() {
-        use crate::accounts::{builder, sign_in};
         use std::time::Instant;
         use support::login_server::LoginServer;
-        use tower_oauth::TokenParams;
         if missing() {
             return;
         }
@@ -338,27 +347,7 @@ mod on_redis {
         let server = LoginServer::start(Duration::from_secs(2)).await;
         // A failure shared by A would hold the fleet back for a second:
         // longer than between A's request and B's.
-        let replica = || {
-            builder(&server)
-                .token_store(RedisStore::new(redis.url()).unwrap())
-                .min_backoff(Duration::from_secs(1))
-                .build()
-                .unwrap()
-        };
-        let (a, b) = (replica(), replica());
-        sign_in(&a, &a, "alice-account", "alice").await;
-        let alice = TokenParams::new().account("alice-account");
-        let until = Instant::now() + Duration::from_millis(4500);
-        while Instant::now() < until {
-            a.token_for(&alice).await.unwrap();
-            b.token_for(&alice).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // B makes the last rotation (its copy is the newest, and it knows
-        // so); A takes that token from the store, its chain left older.
-        tokio::time::sleep(Duration::from_millis(2100)).await;
-        b.token_for(&alice).await.unwrap();
-        a.token_for(&alice).await.unwrap();
+        let (a, b, alice) = b_holds_the_newest(&redis, &server, Duration::from_secs(1)).await;
         tokio::time::sleep(Duration::from_millis(2100)).await;
         redis.stop();
         redis.restart();

@@ -133,6 +133,14 @@ impl Checks<'_> {
         answered.identity = self
             .verified_id_token(server, answered.id_token.as_deref(), expected)
             .await?;
+        // Only an ID token shows how and when the person signed in.
+        if answered.identity.is_none() && (sent.acr_values.is_some() || sent.max_age.is_some()) {
+            return Err(refused(
+                "is missing, though the login asked for a sign-in (acr_values, max_age) that \
+                 only an ID token shows: the login needs the scope `openid` at an OpenID \
+                 provider",
+            ));
+        }
         Ok(answered)
     }
 }

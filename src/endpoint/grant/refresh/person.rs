@@ -104,11 +104,11 @@ impl Reauthentication {
 }
 
 /// The re-authentications an API asked for of a chain: the one its next
-/// login asks for, and the last asked, with when.
+/// login asks for, and when the last one's login succeeded.
 #[derive(Debug, Default)]
 pub(crate) struct Reauthenticating {
     pending: Option<Reauthentication>,
-    last: Option<(Reauthentication, std::time::Instant)>,
+    done_at: Option<std::time::Instant>,
 }
 
 impl Chain {
@@ -119,23 +119,30 @@ impl Chain {
     }
 
     /// An API asked for `asked` (RFC 9470): the next token request logs the
-    /// person in again with it, whatever the chain holds. Once: the same
-    /// sign-in, asked again within `gap` of the last time, is not (a login
-    /// that did not satisfy the API would not either). Whether a login
-    /// will ask for it (one pending already counts).
+    /// person in again with it, whatever the chain holds (the newest
+    /// challenge over one not begun yet). At most once per `gap` after the
+    /// last such login succeeded, whatever is asked: an API that a new login
+    /// does not satisfy gets no loop of logins. Whether a login will ask.
     pub(crate) fn ask_reauthentication(&self, asked: Reauthentication, gap: Duration) -> bool {
         let mut state = self.reauthenticating();
-        if state.pending.as_ref() == Some(&asked) {
-            return true;
+        if state.pending.is_none() && state.done_at.is_some_and(|at| at.elapsed() < gap) {
+            return false;
         }
-        if let Some((last, at)) = &state.last {
-            if *last == asked && at.elapsed() < gap {
-                return false;
-            }
-        }
-        state.last = Some((asked.clone(), std::time::Instant::now()));
         state.pending = Some(asked);
         true
+    }
+
+    /// The login that asked for a re-authentication succeeded: the next
+    /// one waits out the gap.
+    pub(crate) fn reauthenticated(&self) {
+        self.reauthenticating().done_at = Some(std::time::Instant::now());
+    }
+
+    /// A login took `asked` and did not end (a backchannel request the
+    /// person has not approved yet): the next token request asks again,
+    /// unless a newer challenge came meanwhile.
+    pub(crate) fn restore_reauthentication(&self, asked: Reauthentication) {
+        self.reauthenticating().pending.get_or_insert(asked);
     }
 
     /// Whether a re-authentication was asked for and has not begun.
@@ -436,18 +443,25 @@ mod tests {
     }
 
     #[test]
-    fn the_same_sign_in_is_asked_for_once_within_the_gap() {
+    fn a_sign_in_is_asked_for_once_within_the_gap_after_its_login() {
         let chain = Chain::for_login(true, true);
         let gold = Reauthentication::from_challenge(Some("urn:gold"), None).unwrap();
+        let other = Reauthentication::from_challenge(None, Some("60")).unwrap();
         let gap = Duration::from_secs(60);
         assert!(chain.ask_reauthentication(gold.clone(), gap));
-        // Pending: another answer shares it.
+        // Pending: another answer shares it, the newest challenge first.
+        assert!(chain.ask_reauthentication(other.clone(), gap));
+        assert_eq!(chain.take_reauthentication(), Some(other.clone()));
+        // A login that failed: asked again at once.
         assert!(chain.ask_reauthentication(gold.clone(), gap));
         assert_eq!(chain.take_reauthentication(), Some(gold.clone()));
-        // Asked again after its login: not within the gap.
+        // Not ended yet: put back, unless a newer one came.
+        chain.restore_reauthentication(gold.clone());
+        assert_eq!(chain.take_reauthentication(), Some(gold.clone()));
+        chain.reauthenticated();
+        // After its login: nothing more within the gap, whatever is asked.
         assert!(!chain.ask_reauthentication(gold.clone(), gap));
+        assert!(!chain.ask_reauthentication(other, gap));
         assert!(chain.ask_reauthentication(gold, Duration::ZERO));
-        let other = Reauthentication::from_challenge(None, Some("60")).unwrap();
-        assert!(chain.ask_reauthentication(other, gap));
     }
 }

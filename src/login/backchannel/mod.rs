@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::authorization::check_endpoint;
@@ -19,6 +18,10 @@ use super::{failed, Answered, ServerLogin};
 use crate::endpoint::{Reauthentication, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::random::random_hex;
+
+mod ping;
+
+use self::ping::{wait_for_ping, Pings};
 
 /// The CIBA grant's `grant_type` (CIBA Core 1.0 section 10.1).
 pub(crate) const CIBA_GRANT_TYPE: &str = "urn:openid:params:grant-type:ciba";
@@ -66,9 +69,15 @@ pub struct Backchannel {
     pings: Option<Arc<Pings>>,
     /// Whether a request that needs the approval waits for it.
     waits: bool,
-    /// Without waiting: the request the person was asked, until it ends.
-    pending: Arc<Mutex<Option<Pending>>>,
+    /// Without waiting: the requests the person was asked, until each
+    /// ends, by what each is for (its server, scope, resources and details):
+    /// a request's answer serves only a token request for the same.
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
 }
+
+/// The most requests kept without waiting, for one login's tokens of
+/// different scopes or resources.
+const MAX_PENDING: usize = 64;
 
 /// A backchannel request the person was asked, that no request waits for
 /// (`Backchannel::wait(false)`): each token request asks the token
@@ -80,32 +89,6 @@ struct Pending {
     expires_at: Instant,
     /// What the request asked, which its ID token must show.
     sought: Reauthentication,
-}
-
-/// The requests of a ping-mode login that wait for the server's
-/// notification: each request id, the SHA-256 of the notification token
-/// sent with it, and what wakes its login. Each leaves when its login ends.
-#[derive(Default)]
-struct Pings(Mutex<HashMap<String, Awaited>>);
-
-/// A request waiting for its notification: the SHA-256 of the token sent
-/// with it, and what wakes its login.
-type Awaited = ([u8; 32], Arc<Notify>);
-
-/// The most requests that wait for a notification at once.
-const MAX_WAITING: usize = 1024;
-
-/// A request's place among those waiting, given up when its login ends.
-struct Waiting<'a> {
-    pings: &'a Pings,
-    auth_req_id: String,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let mut waiting = self.pings.0.lock().unwrap_or_else(PoisonError::into_inner);
-        waiting.remove(&self.auth_req_id);
-    }
 }
 
 impl Backchannel {
@@ -170,73 +153,6 @@ impl Backchannel {
     pub fn ping(mut self) -> Self {
         self.pings = Some(Arc::default());
         self
-    }
-
-    /// Takes the server's notification of a ping-mode request (CIBA Core
-    /// 1.0 section 10.2): `authorization`, the call's `Authorization`
-    /// header, and `body`, its JSON body with the `auth_req_id`. It wakes
-    /// that request's login, which then asks the token endpoint: the token
-    /// never comes from the notification itself. Answer the server `204`
-    /// when this returns `Ok`, and `401` otherwise.
-    ///
-    /// ```no_run
-    /// use tower_oauth::login::Backchannel;
-    ///
-    /// # fn route(ask: &Backchannel, headers: &http::HeaderMap, body: &[u8]) -> http::StatusCode {
-    /// let authorization = headers
-    ///     .get(http::header::AUTHORIZATION)
-    ///     .and_then(|v| v.to_str().ok());
-    /// match ask.notification(authorization, body) {
-    ///     Ok(()) => http::StatusCode::NO_CONTENT,
-    ///     Err(_) => http::StatusCode::UNAUTHORIZED,
-    /// }
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`InvalidResponse`](TokenErrorKind::InvalidResponse), changing
-    /// nothing: this `Backchannel` is not in ping mode, the body names no
-    /// request waiting here, or the bearer token is not the one sent with
-    /// that request (compared in constant time).
-    pub fn notification(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), TokenError> {
-        let refused = |why: &str| {
-            TokenError::new(TokenErrorKind::InvalidResponse)
-                .with_message(format!("a backchannel notification was refused: {why}"))
-        };
-        let Some(pings) = &self.pings else {
-            return Err(refused(
-                "this login is not in ping mode (Backchannel::ping)",
-            ));
-        };
-        let auth_req_id = serde_json::from_slice::<Value>(body)
-            .ok()
-            .filter(|_| body.len() <= MAX_TEXT * 2)
-            .and_then(|v| v.get("auth_req_id")?.as_str().map(str::to_owned))
-            .ok_or_else(|| refused("its body is no JSON object with an `auth_req_id`"))?;
-        let token = authorization
-            .and_then(|a| a.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .ok_or_else(|| refused("it carries no bearer token"))?;
-        let waiting = pings.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((digest, pinged)) = waiting.get(&auth_req_id) else {
-            return Err(refused(
-                "no request of this login waits for that `auth_req_id`",
-            ));
-        };
-        let sent = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-        let differs = digest
-            .iter()
-            .zip(sent.as_ref())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if differs != 0 {
-            return Err(refused(
-                "its bearer token is not the notification token sent with that request",
-            ));
-        }
-        pinged.notify_one();
-        Ok(())
     }
 
     /// A short text shown both to the person on their device and by your
@@ -365,8 +281,18 @@ pub(super) async fn log_in(
     scope: &str,
     deadline: Instant,
 ) -> Result<(Answered, Reauthentication), TokenError> {
+    // What the request is for: its answer serves only the same.
+    let target = {
+        let details = login.request.target.authorization_details();
+        let resources = login.resources().join(" ");
+        format!(
+            "{}\n{scope}\n{resources}\n{}",
+            server.issuer,
+            details.unwrap_or_default()
+        )
+    };
     if !ask.waits {
-        if let Some(answered) = resume(login, ask).await? {
+        if let Some(answered) = resume(login, ask, &target).await? {
             return Ok(answered);
         }
     }
@@ -431,13 +357,25 @@ pub(super) async fn log_in(
     let request = Request::read(&answer)?;
     if !ask.waits {
         let now = Instant::now();
-        *ask.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(Pending {
-            auth_req_id: request.auth_req_id,
-            interval: request.interval,
-            next_poll: now + request.interval,
-            expires_at: (now + request.expires_in).min(deadline),
-            sought,
-        });
+        let mut pending = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.expires_at > now);
+        if pending.len() >= MAX_PENDING {
+            return Err(failed(
+                "too many backchannel requests of this login wait for the person; the login \
+                 ends",
+            ));
+        }
+        pending.insert(
+            target,
+            Pending {
+                auth_req_id: request.auth_req_id,
+                interval: request.interval,
+                next_poll: now + request.interval,
+                expires_at: (now + request.expires_in).min(deadline),
+                sought,
+            },
+        );
+        drop(pending);
         tracing::info!(
             issuer = %server.issuer,
             binding_message = ask.binding_message.as_deref().unwrap_or_default(),
@@ -471,27 +409,29 @@ pub(super) async fn log_in(
     Ok((poll(login, polls).await?, sought))
 }
 
-/// Without waiting: the request the person was asked before, if any, asked
-/// about once (no sooner than its interval). `None`: no request is
-/// pending, and a new one is sent.
+/// Without waiting: the request the person was asked before for `target`,
+/// if any, asked about once (no sooner than its interval). `None`: no
+/// request is pending, and a new one is sent. (The chain's turn keeps two
+/// token requests of one layer from asking at once.)
 async fn resume(
     login: &ServerLogin<'_>,
     ask: &Backchannel,
+    target: &str,
 ) -> Result<Option<(Answered, Reauthentication)>, TokenError> {
     let what = ("backchannel login", "backchannel request");
     let mut pending = {
-        let mut slot = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut waiting = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        match slot.as_ref() {
+        match waiting.get(target) {
             None => return Ok(None),
             Some(p) if now >= p.expires_at => {
-                *slot = None;
+                waiting.remove(target);
                 return Err(ran_out(what.1, ""));
             }
             Some(p) if now < p.next_poll => {
                 return Err(ask.approval_pending(p.next_poll - now));
             }
-            Some(_) => slot.take().expect("a request is pending"),
+            Some(_) => waiting.remove(target).expect("a request is pending"),
         }
     };
     let id = pending.auth_req_id.clone();
@@ -513,34 +453,9 @@ async fn resume(
     };
     pending.next_poll = Instant::now() + pending.interval;
     let after = pending.interval;
-    *ask.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(pending);
+    let mut waiting = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
+    waiting.insert(target.to_owned(), pending);
     Err(error.unwrap_or_else(|| ask.approval_pending(after)))
-}
-
-/// `auth_req_id` waits among `pings` for the notification that carries
-/// `token`: what it wakes, and its place, given up when dropped.
-fn wait_for_ping<'a>(
-    pings: &'a Pings,
-    auth_req_id: &str,
-    token: &str,
-) -> Result<(Waiting<'a>, Arc<Notify>), TokenError> {
-    let mut waiting = pings.0.lock().unwrap_or_else(PoisonError::into_inner);
-    if waiting.len() >= MAX_WAITING || waiting.contains_key(auth_req_id) {
-        return Err(failed(
-            "too many backchannel logins wait for a notification, or the server gave an \
-             `auth_req_id` that another one waits under; the login ends",
-        ));
-    }
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    let mut sealed = [0u8; 32];
-    sealed.copy_from_slice(digest.as_ref());
-    let pinged = Arc::new(Notify::new());
-    waiting.insert(auth_req_id.to_owned(), (sealed, Arc::clone(&pinged)));
-    let place = Waiting {
-        pings,
-        auth_req_id: auth_req_id.to_owned(),
-    };
-    Ok((place, pinged))
 }
 
 /// The authentication request refused: a person the server does not know
