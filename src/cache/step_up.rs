@@ -303,9 +303,10 @@ impl TokenCache {
             .unwrap_or_default()
             .max(self.policy().forced_renewal_interval);
         let current = self.current.load();
-        // Another answer of the same token asked already: its login serves.
+        // Another answer of the same token asked already (its token is
+        // gone): its login serves this request too, sent again once.
         if current.as_ref().is_none_or(|t| t.generation != generation) {
-            return chain.reauthentication_asked();
+            return true;
         }
         if !chain.ask_reauthentication(asked.clone(), gap) {
             tracing::warn!(

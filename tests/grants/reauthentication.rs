@@ -46,7 +46,7 @@ pub(super) async fn api(always: bool) -> (String, Arc<Api>) {
         ..Api::default()
     });
     serve_state(listener, Arc::clone(&state), |api, req| async move {
-        api.calls.fetch_add(1, Ordering::SeqCst);
+        let call = api.calls.fetch_add(1, Ordering::SeqCst);
         let token = bearer(req.headers()).to_owned();
         let first = {
             let mut tokens = api.tokens.lock().unwrap();
@@ -56,6 +56,9 @@ pub(super) async fn api(always: bool) -> (String, Arc<Api>) {
         if !api.always && !first {
             return answer(200, json!({"paid": true}));
         }
+        // Challenges of one token answered one after the other, 150 ms
+        // apart: the later ones come while the login they began runs.
+        tokio::time::sleep(Duration::from_millis(150) * call.min(8) as u32).await;
         let mut refused = answer(401, json!({"error": "insufficient_user_authentication"}));
         refused
             .headers_mut()
@@ -187,4 +190,35 @@ async fn without_automatic_logins_the_sign_in_asked_for_waits_for_login() {
     oauth.login().await.unwrap();
     assert_eq!(server.authorizations()[1]["acr_values"], "urn:gold");
     assert_eq!(pay(&oauth, &url).await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn concurrent_requests_challenged_together_share_one_login() {
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    signs_with(&server, "urn:gold", 0);
+    let (url, api) = api(false).await;
+    let oauth = person(&server);
+    oauth.login().await.unwrap();
+    // The API's first token: each request below carries it, and each is
+    // challenged, but for the first API call (the API challenges only the
+    // first token it saw, whoever sends it).
+    let first = oauth.token().await.unwrap().expose_token().to_owned();
+    api.tokens.lock().unwrap().push(first);
+    // The new login's code is exchanged slowly: the other answers come
+    // while it runs.
+    server.delay_tokens(Duration::from_millis(500));
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let (oauth, url) = (oauth.clone(), url.clone());
+            tokio::spawn(async move { pay(&oauth, &url).await })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), 200);
+    }
+    assert_eq!(
+        server.authorizations().len(),
+        2,
+        "one login, and one more for all"
+    );
 }
