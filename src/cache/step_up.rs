@@ -8,7 +8,8 @@
 //! forced-renewal interval); and the protected resource's metadata read
 //! again where a `401` says it is (RFC 9728 section 5.1); and a person's
 //! login run again when an API asks for a stronger or more recent sign-in
-//! (RFC 9470, `insufficient_user_authentication`), once per challenge.
+//! (RFC 9470, `insufficient_user_authentication`), at most once per
+//! forced-renewal interval.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -281,7 +282,7 @@ impl TokenCache {
     /// (its `acr_values` and `max_age`, server text, checked first).
     /// Where the tokens come from a person's login that can ask for it, the
     /// token is dropped and the next fetch logs the person in again with
-    /// it; after such a login succeeded, no other begins within
+    /// it; after such a login ended (approved or not), no other begins within
     /// `forced_renewal_interval` (or `max_age`, when longer), whatever is
     /// asked: an API that a new login does not satisfy gets its answer back.
     /// Whether another token comes.

@@ -59,6 +59,10 @@ impl ServerLogin<'_> {
             );
         }
         let reauth = reauth.as_ref();
+        // However this login ends (approved, refused, failed, cut off), the
+        // next re-authentication waits out the gap: a person who refused is
+        // not asked again at the next request.
+        let _ends = reauth.map(|_| ReauthenticationEnds(chain));
         let scope = self.login_scope(server, &chain.scope_at(&server.issuer));
         let answered = match &login.way {
             Way::Device(prompt) => {
@@ -157,9 +161,6 @@ impl ServerLogin<'_> {
         );
         if let Some(identity) = &answered.identity {
             chain.set_id_token(identity.id_token());
-        }
-        if reauth.is_some() {
-            chain.reauthenticated();
         }
         tracing::info!(
             login = login.name(),
@@ -498,6 +499,16 @@ pub(super) fn refusal(
         retry_after(response.headers()),
         redactor,
     )
+}
+
+/// Marks the end of a login that asked for a re-authentication, when
+/// dropped.
+struct ReauthenticationEnds<'a>(&'a Chain);
+
+impl Drop for ReauthenticationEnds<'_> {
+    fn drop(&mut self) {
+        self.0.reauthentication_ended();
+    }
 }
 
 /// The turn of the logins that need the person (a browser, a device code

@@ -222,3 +222,40 @@ async fn concurrent_requests_challenged_together_share_one_login() {
         "one login, and one more for all"
     );
 }
+
+/// A person who refuses the sign-in an API asks for is not asked again at
+/// the next request: the layer refreshes the token it had, and the API's
+/// next challenge goes back to the caller within the forced-renewal
+/// interval.
+#[tokio::test]
+async fn a_refused_re_authentication_is_not_asked_again_at_the_next_request() {
+    use support::login_server::Approve;
+    let server = LoginServer::start(Duration::from_secs(60)).await;
+    signs_with(&server, "urn:gold", 0);
+    let (url, api) = api(true).await;
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(server.issuer())
+            .client_id(CLIENT)
+            .scope("openid read")
+            .min_backoff(Duration::from_millis(100))
+            .login(Login::user_agent(LoginServer::user_agent())),
+    )
+    .build()
+    .unwrap();
+    oauth.login().await.unwrap();
+    server.approve(Approve::Deny);
+    let e = pay(&oauth, &url).await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
+    assert_eq!(server.authorizations().len(), 2, "asked once");
+    // Past the back-off: the chain refreshes, the API challenges again,
+    // and the person is not asked.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(pay(&oauth, &url).await.unwrap(), 401);
+    assert_eq!(
+        server.authorizations().len(),
+        2,
+        "asked again after refusing"
+    );
+    assert!(api.calls.load(Ordering::SeqCst) >= 2);
+}

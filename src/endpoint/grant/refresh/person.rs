@@ -104,7 +104,7 @@ impl Reauthentication {
 }
 
 /// The re-authentications an API asked for of a chain: the one its next
-/// login asks for, and when the last one's login succeeded.
+/// login asks for, and when the last one's login ended.
 #[derive(Debug, Default)]
 pub(crate) struct Reauthenticating {
     pending: Option<Reauthentication>,
@@ -121,8 +121,10 @@ impl Chain {
     /// An API asked for `asked` (RFC 9470): the next token request logs the
     /// person in again with it, whatever the chain holds (the newest
     /// challenge over one not begun yet). At most once per `gap` after the
-    /// last such login succeeded, whatever is asked: an API that a new login
-    /// does not satisfy gets no loop of logins. Whether a login will ask.
+    /// last such login ended, however it ended and whatever is asked: an
+    /// API that a new login does not satisfy gets no loop of logins, and a
+    /// person who refused is not asked again at once. Whether a login will
+    /// ask.
     pub(crate) fn ask_reauthentication(&self, asked: Reauthentication, gap: Duration) -> bool {
         let mut state = self.reauthenticating();
         if state.pending.is_none() && state.done_at.is_some_and(|at| at.elapsed() < gap) {
@@ -132,9 +134,9 @@ impl Chain {
         true
     }
 
-    /// The login that asked for a re-authentication succeeded: the next
-    /// one waits out the gap.
-    pub(crate) fn reauthenticated(&self) {
+    /// The login that asked for a re-authentication ended (approved,
+    /// refused, failed): the next one waits out the gap.
+    pub(crate) fn reauthentication_ended(&self) {
         self.reauthenticating().done_at = Some(std::time::Instant::now());
     }
 
@@ -452,13 +454,13 @@ mod tests {
         // Pending: another answer shares it, the newest challenge first.
         assert!(chain.ask_reauthentication(other.clone(), gap));
         assert_eq!(chain.take_reauthentication(), Some(other.clone()));
-        // A login that failed: asked again at once.
+        // Not begun yet: asked again at once.
         assert!(chain.ask_reauthentication(gold.clone(), gap));
         assert_eq!(chain.take_reauthentication(), Some(gold.clone()));
         // Not ended yet: put back, unless a newer one came.
         chain.restore_reauthentication(gold.clone());
         assert_eq!(chain.take_reauthentication(), Some(gold.clone()));
-        chain.reauthenticated();
+        chain.reauthentication_ended();
         // After its login: nothing more within the gap, whatever is asked.
         assert!(!chain.ask_reauthentication(gold.clone(), gap));
         assert!(!chain.ask_reauthentication(other, gap));
