@@ -28,11 +28,12 @@ use crate::transport::MAX_RESPONSE_BODY;
 impl ServerLogin<'_> {
     /// A person's login, `login`, at the server this request's metadata
     /// names; its refresh token (if any) begins `chain` anew. The access
-    /// token.
+    /// token. A backchannel login's pending requests are kept in
+    /// `parking`.
     pub(crate) async fn log_in(
         &self,
         chain: &Chain,
-        login: &Login,
+        (login, parking): (&Login, &dyn backchannel::Parking),
     ) -> Result<AccessToken, TokenError> {
         let Some(server) = self.request.target.server.as_deref() else {
             return Err(failed(
@@ -112,7 +113,9 @@ impl ServerLogin<'_> {
                 };
                 let asked = (ask, sought);
                 let (answered, sought) =
-                    match backchannel::log_in(self, server, asked, &scope, deadline).await {
+                    match backchannel::log_in(self, server, asked, (&scope, parking), deadline)
+                        .await
+                    {
                         // Not approved yet: the challenge stays for the
                         // request that asks again.
                         Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {

@@ -38,6 +38,7 @@ mod status;
 mod web;
 
 pub use self::backchannel::Backchannel;
+pub(crate) use self::backchannel::Parking;
 pub use self::oidc::Identity;
 pub(crate) use self::oidc::{logout_refused, session_digest, LogoutClaims, MAX_LOGOUT_VALID_FOR};
 pub(crate) use self::oidc::{Checks, KeySets};

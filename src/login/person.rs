@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{KeySets, Login, ServerLogin};
+use super::{KeySets, Login, Parking, ServerLogin};
 use crate::endpoint::{Chain, NoLogin, Requests};
 use crate::error::TokenError;
 use crate::source::TokenSource;
@@ -21,6 +21,8 @@ pub(crate) struct Person {
     login: Option<Arc<Login>>,
     /// The layer's servers' keys, for the login's ID tokens.
     keys: Arc<KeySets>,
+    /// Where a backchannel login keeps the requests the person was asked.
+    parking: Arc<dyn Parking>,
 }
 
 impl Person {
@@ -28,13 +30,14 @@ impl Person {
         requests: Requests,
         chain: Arc<Chain>,
         login: Option<Arc<Login>>,
-        keys: Arc<KeySets>,
+        (keys, parking): (Arc<KeySets>, Arc<dyn Parking>),
     ) -> Self {
         Person {
             requests,
             chain,
             login,
             keys,
+            parking,
         }
     }
 
@@ -88,7 +91,7 @@ impl Person {
                     };
                     return Err(crate::endpoint::person_login_required(why));
                 }
-                return at_server.log_in(chain, login).await;
+                return at_server.log_in(chain, (login, &*self.parking)).await;
             }
         }
         // An ID token of an earlier answer that did not count is not this one's.

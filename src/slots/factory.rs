@@ -16,10 +16,11 @@ use crate::endpoint::{
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{KeySets, Person};
 use crate::policy::Policy;
+use crate::slots::parked::Parked;
 use crate::slots::routes::Routes;
 use crate::slots::{ParamsFor, Slots};
 use crate::source::TokenSource;
-use crate::store::{StoreUse, TokenStore};
+use crate::store::{PendingLogins, StoreUse, TokenStore};
 use crate::token::identity::{IdentityBase, TokenIdentity};
 use crate::token::params::{AccountDigest, TokenParams};
 
@@ -108,6 +109,8 @@ pub(crate) struct SlotFactory {
     /// The servers' signing keys, for ID tokens and logout tokens: the
     /// layer's, shared by its accounts' factories.
     pub(crate) key_sets: Arc<KeySets>,
+    /// A backchannel login's pending requests, where the store keeps none.
+    pub(crate) parked: Arc<PendingLogins>,
     /// An account's factory: the caches it made, so that a login or a
     /// sign-out reaches each (a layer bound to the account holds one).
     pub(crate) made: std::sync::Mutex<Vec<std::sync::Weak<TokenCache>>>,
@@ -243,6 +246,7 @@ impl SlotFactory {
             resources: self.resources.clone(),
             login: None,
             key_sets: Arc::clone(&self.key_sets),
+            parked: Default::default(),
             made: Default::default(),
             hearing: Some(hearing),
         })
@@ -316,11 +320,17 @@ impl SlotFactory {
         let (source, endpoint) = self.endpoint_source(params);
         if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), endpoint.requests()) {
             if chain.logs_in() || chain.account().is_some() {
+                let parked = Parked {
+                    store: self.store.clone(),
+                    identity: self.identity.clone(),
+                    sealing_key: self.sealing_key,
+                    memory: Arc::clone(&self.parked),
+                };
                 let person = Person::new(
                     requests,
                     Arc::clone(chain),
                     self.login.clone(),
-                    Arc::clone(&self.key_sets),
+                    (Arc::clone(&self.key_sets), Arc::new(parked)),
                 );
                 return (Arc::new(person), endpoint);
             }

@@ -10,6 +10,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod factory;
+mod parked;
 pub(crate) mod routes;
 
 use std::collections::HashMap;

@@ -136,6 +136,15 @@ impl IdentityBase {
         TokenIdentity::from_encoded(encoded)
     }
 
+    /// What a backchannel request the layer's person was asked is kept
+    /// under until it ends: the layer's identity and what the request is
+    /// for (its server, scope, resources and details).
+    pub(crate) fn backchannel_request(&self, target: &str) -> TokenIdentity {
+        let mut encoded = self.encoded.clone();
+        field(&mut encoded, b'b', target);
+        TokenIdentity::from_encoded(encoded)
+    }
+
     /// What a layer links its accounts under, for logouts from the
     /// server's side: who signed in, by `what` (`sub`, the person, or `sid`,
     /// the session) and `digest`, a digest of the issuer and that claim's

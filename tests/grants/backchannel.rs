@@ -25,10 +25,10 @@ use tower_oauth::{OAuthLayer, TokenErrorKind};
 use super::real_browser::{node_provider, stats, Provider};
 use support::serve::{answer, serve_state};
 
-const ASKED: &str = "Pay 25 EUR to ACME, order 4711";
+pub(super) const ASKED: &str = "Pay 25 EUR to ACME, order 4711";
 
 /// The provider with CIBA; `None` where it is not installed.
-fn provider() -> Option<Provider> {
+pub(super) fn provider() -> Option<Provider> {
     node_provider("oidc_provider.mjs", &[("CIBA", "1")])
 }
 
@@ -48,7 +48,7 @@ fn agent(base: &str, login: Login) -> OAuthLayer {
 }
 
 /// What each backchannel request the provider took asked.
-async fn asked(base: &str) -> Vec<Value> {
+pub(super) async fn asked(base: &str) -> Vec<Value> {
     let resp = support::hyper_client()
         .request(support::get(&format!("{base}/admin/ciba")))
         .await

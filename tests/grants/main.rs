@@ -10,6 +10,7 @@ mod accounts;
 mod agent_host;
 mod authorization_details;
 mod backchannel;
+mod backchannel_kept;
 mod dpop;
 mod failovers;
 mod identity;

@@ -196,6 +196,7 @@ impl OAuthLayerBuilder {
             resources,
             login,
             key_sets: Default::default(),
+            parked: Default::default(),
             made: Default::default(),
             hearing: None,
         };

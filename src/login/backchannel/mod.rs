@@ -4,10 +4,9 @@
 //! server's notification comes) until they approve, refuse, or the request
 //! runs out.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -19,8 +18,11 @@ use crate::endpoint::{Reauthentication, ServerMetadata};
 use crate::error::{clip, TokenError, TokenErrorKind};
 use crate::support::random::random_hex;
 
+mod kept;
 mod ping;
 
+pub(crate) use self::kept::Parking;
+use self::kept::{find, forget, park, AskedBefore};
 use self::ping::{wait_for_ping, Pings};
 
 /// The CIBA grant's `grant_type` (CIBA Core 1.0 section 10.1).
@@ -69,27 +71,10 @@ pub struct Backchannel {
     pings: Option<Arc<Pings>>,
     /// Whether a request that needs the approval waits for it.
     waits: bool,
-    /// Without waiting: the requests the person was asked, until each
-    /// ends, by what each is for (its server, scope, resources and details):
-    /// a request's answer serves only a token request for the same.
-    pending: Arc<Mutex<HashMap<String, Pending>>>,
 }
 
-/// The most requests kept without waiting, for one login's tokens of
-/// different scopes or resources.
-const MAX_PENDING: usize = 64;
-
-/// A backchannel request the person was asked, that no request waits for
-/// (`Backchannel::wait(false)`): each token request asks the token
-/// endpoint about it once, no sooner than its interval.
-struct Pending {
-    auth_req_id: String,
-    interval: Duration,
-    next_poll: Instant,
-    expires_at: Instant,
-    /// What the request asked, which its ID token must show.
-    sought: Reauthentication,
-}
+/// The login and its code, in messages.
+const WHAT: (&str, &str) = ("backchannel login", "backchannel request");
 
 impl Backchannel {
     /// The person as the server knows them, `login_hint`: an e-mail
@@ -118,7 +103,6 @@ impl Backchannel {
             acr_values: None,
             pings: None,
             waits: true,
-            pending: Arc::default(),
         }
     }
 
@@ -270,15 +254,16 @@ impl fmt::Debug for Backchannel {
 }
 
 /// A backchannel login at `server`, asked with `ask` for `sought` (its
-/// own `acr_values`, or what an API asked for): the authentication
-/// request, then the polls until `deadline` or the request's end; or,
-/// without waiting, one poll of the request the person was asked before.
-/// The answer, and what its ID token must show (the caller checks it).
+/// own `acr_values`, or what an API asked for): the request the person was
+/// asked before for the same target, kept in `parking`, continued; else
+/// the authentication request; then the polls until `deadline` or the
+/// request's end (without waiting, one poll at most). The answer, and what
+/// its ID token must show (the caller checks it).
 pub(super) async fn log_in(
     login: &ServerLogin<'_>,
     server: &ServerMetadata,
     (ask, sought): (&Backchannel, Reauthentication),
-    scope: &str,
+    (scope, parking): (&str, &dyn Parking),
     deadline: Instant,
 ) -> Result<(Answered, Reauthentication), TokenError> {
     // What the request is for: its answer serves only the same.
@@ -291,9 +276,18 @@ pub(super) async fn log_in(
             details.unwrap_or_default()
         )
     };
-    if !ask.waits {
-        if let Some(answered) = resume(login, ask, &target).await? {
-            return Ok(answered);
+    // The person is never asked twice for one approval: a request asked
+    // before (by this process, another replica, or one that ended) is
+    // continued while it lives.
+    if let Some(pending) = find(parking, &target).await? {
+        match (pending.remaining(), ask.waits) {
+            (Some(_), true) => {
+                return wait_for(login, ask, (parking, &target), pending, deadline).await
+            }
+            (Some(_), false) => return resume(login, ask, (parking, &target), pending).await,
+            // It ran out unanswered: said once, then a new request.
+            (None, false) => return Err(ran_out(WHAT.1, "")),
+            (None, true) => {}
         }
     }
     let acr_values = sought.acr_values.as_deref();
@@ -355,107 +349,119 @@ pub(super) async fn log_in(
         return Err(invalid("is no JSON object".into()));
     };
     let request = Request::read(&answer)?;
-    if !ask.waits {
-        let now = Instant::now();
-        let mut pending = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.expires_at > now);
-        if pending.len() >= MAX_PENDING {
-            return Err(failed(
-                "too many backchannel requests of this login wait for the person; the login \
-                 ends",
-            ));
-        }
-        pending.insert(
-            target,
-            Pending {
-                auth_req_id: request.auth_req_id,
-                interval: request.interval,
-                next_poll: now + request.interval,
-                expires_at: (now + request.expires_in).min(deadline),
-                sought,
-            },
-        );
-        drop(pending);
-        tracing::info!(
-            issuer = %server.issuer,
-            binding_message = ask.binding_message.as_deref().unwrap_or_default(),
-            "the server asks the person to approve the login on their device; the request \
-             does not wait"
-        );
-        return Err(ask.approval_pending(request.interval));
-    }
-    // In ping mode: waiting for the notification until the login ends.
-    let waiting = match (&ask.pings, &notification_token) {
-        (Some(pings), Some(token)) => Some(wait_for_ping(pings, &request.auth_req_id, token)?),
-        _ => None,
+    let now = SystemTime::now();
+    let pending = AskedBefore {
+        auth_req_id: request.auth_req_id,
+        interval: request.interval,
+        next_poll: now + request.interval,
+        expires_at: now + request.expires_in,
+        sought,
+        ping: notification_token.map(|token| {
+            let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+            let mut sealed = [0u8; 32];
+            sealed.copy_from_slice(digest.as_ref());
+            sealed
+        }),
     };
-    let pinged = waiting.as_ref().map(|(_, pinged)| Arc::clone(pinged));
-    let expires_at = (Instant::now() + request.expires_in).min(deadline);
     tracing::info!(
         issuer = %server.issuer,
         binding_message = ask.binding_message.as_deref().unwrap_or_default(),
         expires_in = ?request.expires_in,
         interval = ?request.interval,
+        waits = ask.waits,
         "the server asks the person to approve the login on their device"
     );
-    let polls = Polls {
-        grant_type: CIBA_GRANT_TYPE,
-        parameter: ("auth_req_id", &request.auth_req_id),
-        what: ("backchannel login", "backchannel request"),
-        interval: request.interval,
-        expires_at,
-        pinged,
-    };
-    Ok((poll(login, polls).await?, sought))
+    // Kept before any wait, so that a cut-off wait, another replica or a
+    // later request continues it.
+    let parked = park(parking, &target, &pending).await;
+    if !ask.waits {
+        parked?;
+        return Err(ask.approval_pending(request.interval));
+    }
+    if let Err(e) = parked {
+        tracing::warn!(error = %e, "the backchannel request is waited for here alone");
+    }
+    wait_for(login, ask, (parking, &target), pending, deadline).await
 }
 
-/// Without waiting: the request the person was asked before for `target`,
-/// if any, asked about once (no sooner than its interval). `None`: no
-/// request is pending, and a new one is sent. (The chain's turn keeps two
-/// token requests of one layer from asking at once.)
+/// Waits for `pending`'s answer, polled at its interval (or when the
+/// server's notification comes), until it or `deadline` runs out. It stays
+/// kept until it ends, so that a wait cut off, or whose `deadline` came
+/// first, loses nothing.
+async fn wait_for(
+    login: &ServerLogin<'_>,
+    ask: &Backchannel,
+    (parking, target): (&dyn Parking, &str),
+    pending: AskedBefore,
+    deadline: Instant,
+) -> Result<(Answered, Reauthentication), TokenError> {
+    // In ping mode: waiting for the notification until the login ends.
+    let waiting = match (&ask.pings, &pending.ping) {
+        (Some(pings), Some(digest)) => Some(wait_for_ping(pings, &pending.auth_req_id, *digest)?),
+        _ => None,
+    };
+    let pinged = waiting.as_ref().map(|(_, pinged)| Arc::clone(pinged));
+    let left = pending.remaining().unwrap_or_default();
+    // This login's time ends before the request does.
+    let deadline_first = deadline < Instant::now() + left;
+    let polls = Polls {
+        grant_type: CIBA_GRANT_TYPE,
+        parameter: ("auth_req_id", &pending.auth_req_id),
+        what: WHAT,
+        interval: pending.interval,
+        expires_at: (Instant::now() + left).min(deadline),
+        pinged,
+    };
+    let polled = poll(login, polls).await;
+    // Only this login's time ran out (within a poll's interval of its
+    // deadline): the request lives on, for the next.
+    let cut_short = deadline_first
+        && matches!(&polled, Err(e) if e.error_code() == Some("expired_token"))
+        && Instant::now() + MAX_INTERVAL >= deadline;
+    if !cut_short {
+        forget(parking, target).await;
+    }
+    Ok((polled?, pending.sought))
+}
+
+/// Without waiting: `pending` asked about once, no sooner than its
+/// interval; while the person has not answered, it stays kept with its
+/// next poll's time.
 async fn resume(
     login: &ServerLogin<'_>,
     ask: &Backchannel,
-    target: &str,
-) -> Result<Option<(Answered, Reauthentication)>, TokenError> {
-    let what = ("backchannel login", "backchannel request");
-    let mut pending = {
-        let mut waiting = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        match waiting.get(target) {
-            None => return Ok(None),
-            Some(p) if now >= p.expires_at => {
-                waiting.remove(target);
-                return Err(ran_out(what.1, ""));
-            }
-            Some(p) if now < p.next_poll => {
-                return Err(ask.approval_pending(p.next_poll - now));
-            }
-            Some(_) => waiting.remove(target).expect("a request is pending"),
-        }
-    };
+    (parking, target): (&dyn Parking, &str),
+    mut pending: AskedBefore,
+) -> Result<(Answered, Reauthentication), TokenError> {
+    if let Ok(early) = pending.next_poll.duration_since(SystemTime::now()) {
+        return Err(ask.approval_pending(early));
+    }
     let id = pending.auth_req_id.clone();
     let polled = login
         .login_token(CIBA_GRANT_TYPE, &[("auth_req_id", &id)], &[&id])
         .await;
     let error = match polled {
-        Ok(answered) => return Ok(Some((answered, pending.sought))),
+        Ok(answered) => {
+            forget(parking, target).await;
+            return Ok((answered, pending.sought));
+        }
         Err(e) => e,
     };
-    let error = match read_poll(error, what) {
+    let error = match read_poll(error, WHAT) {
         Polled::Pending => None,
         Polled::SlowDown => {
             pending.interval = (pending.interval + SLOW_DOWN).min(MAX_INTERVAL);
             None
         }
         Polled::Failed(e) => Some(e),
-        Polled::End(e) => return Err(e),
+        Polled::End(e) => {
+            forget(parking, target).await;
+            return Err(e);
+        }
     };
-    pending.next_poll = Instant::now() + pending.interval;
-    let after = pending.interval;
-    let mut waiting = ask.pending.lock().unwrap_or_else(PoisonError::into_inner);
-    waiting.insert(target.to_owned(), pending);
-    Err(error.unwrap_or_else(|| ask.approval_pending(after)))
+    pending.next_poll = SystemTime::now() + pending.interval;
+    park(parking, target, &pending).await?;
+    Err(error.unwrap_or_else(|| ask.approval_pending(pending.interval)))
 }
 
 /// The authentication request refused: a person the server does not know

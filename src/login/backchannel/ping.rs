@@ -108,11 +108,12 @@ impl Backchannel {
 }
 
 /// `auth_req_id` waits among `pings` for the notification that carries
-/// `token`: what it wakes, and its place, given up when dropped.
+/// the token whose SHA-256 is `digest`: what it wakes, and its place, given
+/// up when dropped.
 pub(super) fn wait_for_ping<'a>(
     pings: &'a Pings,
     auth_req_id: &str,
-    token: &str,
+    digest: [u8; 32],
 ) -> Result<(Waiting<'a>, Arc<Notify>), TokenError> {
     let mut waiting = pings.0.lock().unwrap_or_else(PoisonError::into_inner);
     if waiting.len() >= MAX_WAITING || waiting.contains_key(auth_req_id) {
@@ -121,11 +122,8 @@ pub(super) fn wait_for_ping<'a>(
              `auth_req_id` that another one waits under; the login ends",
         ));
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    let mut sealed = [0u8; 32];
-    sealed.copy_from_slice(digest.as_ref());
     let pinged = Arc::new(Notify::new());
-    waiting.insert(auth_req_id.to_owned(), (sealed, Arc::clone(&pinged)));
+    waiting.insert(auth_req_id.to_owned(), (digest, Arc::clone(&pinged)));
     let place = Waiting {
         pings,
         auth_req_id: auth_req_id.to_owned(),

@@ -1,0 +1,140 @@
+//! A backchannel request the person was asked, kept in the token store (a
+//! token file, Redis) at a real server, panva's oidc-provider
+//! (`tests/servers/oidc_provider.mjs`, `CIBA=1`, whose test device
+//! approves for alice 1.5 s after each request): another replica, or the
+//! process after a restart, continues the same request, whether its
+//! requests wait or not, and the person is asked once for one approval.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use tower_oauth::login::{Backchannel, Login};
+use tower_oauth::store::{FileStore, TokenStore};
+use tower_oauth::{OAuthLayer, TokenErrorKind};
+
+use super::backchannel::{asked, provider, ASKED};
+
+/// The `ciba-agent` client's layer at `base`, asking alice as `ask` says,
+/// its tokens and pending requests in `store`: one replica of a fleet, or
+/// one run of a process.
+fn replica(base: &str, ask: Backchannel, store: impl TokenStore) -> OAuthLayer {
+    support::with_transport(
+        OAuthLayer::builder()
+            .issuer(base)
+            .client_id("ciba-agent")
+            .client_secret("ciba-secret")
+            .scope("read")
+            .resource(format!("{base}/api"))
+            .login(Login::backchannel(ask))
+            .token_store(store),
+    )
+    .build()
+    .unwrap()
+}
+
+fn alice(wait: bool) -> Backchannel {
+    Backchannel::login_hint("alice")
+        .binding_message(ASKED)
+        .wait(wait)
+}
+
+/// Asks `oauth` until the person decides (20 s at most), waiting out each
+/// `ApprovalPending`'s `retry_after`.
+async fn until_decided(oauth: &OAuthLayer) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "never decided");
+        match oauth.token().await {
+            Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                tokio::time::sleep(e.retry_after().unwrap()).await;
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => return,
+        }
+    }
+}
+
+/// Replica A asks alice without waiting; replica B, on the same store,
+/// continues A's request (asked at once: still pending; then approved),
+/// and a restarted process whose requests wait gets the token too: one
+/// request in all.
+async fn continued_on(base: &str, layer: impl Fn(Backchannel) -> OAuthLayer) {
+    let before = asked(base).await.len();
+    let a = layer(alice(false));
+    let b = layer(alice(false));
+    let e = a.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+    let e = b.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+    assert!(e.to_string().contains(ASKED), "{e}");
+    assert_eq!(
+        asked(base).await.len(),
+        before + 1,
+        "B sent a request of its own"
+    );
+    until_decided(&b).await;
+    assert_eq!(b.identity().await.unwrap().subject(), "alice");
+    // A takes the login B finished from the store.
+    a.token().await.unwrap();
+    assert_eq!(asked(base).await.len(), before + 1, "alice asked twice");
+}
+
+/// A process asks alice without waiting, and stops; the same process
+/// started again, whose requests wait, continues that request: alice is
+/// asked once.
+async fn continued_after_a_restart(base: &str, layer: impl Fn(Backchannel) -> OAuthLayer) {
+    let before = asked(base).await.len();
+    let first = layer(alice(false));
+    let e = first.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+    drop(first);
+    let again = layer(alice(true));
+    again.token().await.unwrap();
+    assert_eq!(again.identity().await.unwrap().subject(), "alice");
+    assert_eq!(asked(base).await.len(), before + 1, "alice asked twice");
+}
+
+#[tokio::test]
+async fn a_request_kept_in_a_token_file_is_continued_by_another_process() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    // A file each, so that the second begins with no login stored.
+    let dir = support::scratch("backchannel-kept");
+    let (first, second) = (dir.join("replicas"), dir.join("restarted"));
+    continued_on(&base, |ask| {
+        replica(&base, ask, FileStore::new(&first).unwrap())
+    })
+    .await;
+    continued_after_a_restart(&base, |ask| {
+        replica(&base, ask, FileStore::new(&second).unwrap())
+    })
+    .await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_request_kept_in_redis_is_continued_by_another_replica() {
+    use support::redis_server::{missing, RedisServer};
+    use tower_oauth::store::RedisStore;
+    if missing() {
+        return;
+    }
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let redis = RedisServer::start();
+    continued_on(&base, |ask| {
+        replica(&base, ask, RedisStore::new(redis.url()).unwrap())
+    })
+    .await;
+    // Another Redis, so that the process begins with no login stored.
+    let fresh = RedisServer::start();
+    continued_after_a_restart(&base, |ask| {
+        replica(&base, ask, RedisStore::new(fresh.url()).unwrap())
+    })
+    .await;
+}
