@@ -70,7 +70,7 @@ pub(crate) use self::grant::refresh::{
 pub(crate) use self::grant::token_exchange::{Asking, ForRequest};
 pub(crate) use self::grant::Grant;
 pub(crate) use self::redact::Redactor;
-pub(crate) use self::request::TokenRequest;
+pub(crate) use self::request::{TokenRequest, UrlFrom};
 pub(crate) use self::requests::Requests;
 pub(crate) use self::resource::{Resource, ResourceSource, Trust};
 pub use self::spec::PushedAuthorization;

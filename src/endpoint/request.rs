@@ -35,7 +35,7 @@ pub(crate) struct TokenRequest {
 
 /// Where a token request's URL came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum UrlFrom {
+pub(crate) enum UrlFrom {
     /// Given with `token_url`.
     TokenUrl,
     /// The `token_endpoint` of an issuer's metadata.
@@ -159,10 +159,10 @@ impl TokenRequest {
         self
     }
 
-    /// The URL was built from `auth_url`: say so when it is not a token
-    /// endpoint.
-    pub(crate) fn built_from_auth_url(mut self) -> Self {
-        self.url_from = UrlFrom::AuthUrl;
+    /// The URL was configured as `from` says (`token_url`, or built from
+    /// `auth_url`): say so when it is not a token endpoint.
+    pub(crate) fn configured_from(mut self, from: UrlFrom) -> Self {
+        self.url_from = from;
         self
     }
 

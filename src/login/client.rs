@@ -60,14 +60,18 @@ impl ServerLogin<'_> {
                 server.issuer
             )));
         };
-        let method = auth_method(&server.auth_methods);
+        let method = AuthMethod::at(&server.auth_methods);
         let redirect_uri = registration.redirect_uris.first().map(|u| (*u).to_owned());
         let (id, secret) = self.register(endpoint, registration, method).await?;
-        tracing::info!(issuer = %server.issuer, method, "registered this client (RFC 7591)");
+        tracing::info!(
+            issuer = %server.issuer,
+            method = method.name(),
+            "registered this client (RFC 7591)"
+        );
         chain.set_client(LoginClient {
             id: id.clone(),
             issuer: server.issuer.clone(),
-            secret: secret.and_then(|s| RegisteredSecret::new(method, s)),
+            secret: secret.and_then(|s| method.secret(s)),
             redirect_uri,
         });
         Ok(id)
@@ -79,7 +83,7 @@ impl ServerLogin<'_> {
         &self,
         endpoint: &str,
         registration: Registration<'_>,
-        method: &str,
+        method: AuthMethod,
     ) -> Result<(String, Option<String>), TokenError> {
         let url = crate::endpoint::checked_url(
             "registration_endpoint",
@@ -99,7 +103,7 @@ impl ServerLogin<'_> {
             "redirect_uris": registration.redirect_uris,
             "grant_types": registration.grant_types,
             "response_types": response_types,
-            "token_endpoint_auth_method": method,
+            "token_endpoint_auth_method": method.name(),
         });
         let mut request = http::Request::new(Bytes::from(body.to_string()));
         *request.method_mut() = Method::POST;
@@ -139,14 +143,15 @@ impl ServerLogin<'_> {
         };
         let secret =
             match answer.get("client_secret").and_then(Value::as_str) {
-                Some(secret) if method != "none" && fits(secret) => Some(secret.to_owned()),
-                Some(_) if method != "none" => return Err(refused(
+                Some(secret) if method.has_secret() && fits(secret) => Some(secret.to_owned()),
+                Some(_) if method.has_secret() => return Err(refused(
                     "answered with a client_secret that is empty, too long or not visible ASCII"
                         .into(),
                 )),
-                None if method != "none" => {
+                None if method.has_secret() => {
                     return Err(refused(format!(
-                        "answered with no client_secret, which {method} needs"
+                        "answered with no client_secret, which {} needs",
+                        method.name()
                     )))
                 }
                 _ => None,
@@ -161,18 +166,51 @@ impl ServerLogin<'_> {
     }
 }
 
-/// How a registered client authenticates at a server that lists `methods`:
-/// as a public client where it may (`none`, or nothing listed), else with a
-/// secret, in Basic or in the body.
-fn auth_method(methods: &[String]) -> &'static str {
-    let lists = |m: &str| methods.iter().any(|x| x == m);
-    if methods.is_empty() || lists("none") {
-        "none"
-    } else if lists("client_secret_basic") {
-        "client_secret_basic"
-    } else if lists("client_secret_post") {
-        "client_secret_post"
-    } else {
-        "none"
+/// How a registered client authenticates: as a public client, or with
+/// the secret the registration gives, in Basic or in the body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AuthMethod {
+    Public,
+    SecretBasic,
+    SecretPost,
+}
+
+impl AuthMethod {
+    /// How a registered client authenticates at a server that lists
+    /// `methods`: as a public client where it may (`none`, or nothing
+    /// listed), else with a secret, in Basic or in the body.
+    fn at(methods: &[String]) -> Self {
+        let lists = |m: &str| methods.iter().any(|x| x == m);
+        if methods.is_empty() || lists("none") {
+            AuthMethod::Public
+        } else if lists("client_secret_basic") {
+            AuthMethod::SecretBasic
+        } else if lists("client_secret_post") {
+            AuthMethod::SecretPost
+        } else {
+            AuthMethod::Public
+        }
+    }
+
+    /// Its `token_endpoint_auth_method`.
+    fn name(self) -> &'static str {
+        match self {
+            AuthMethod::Public => "none",
+            AuthMethod::SecretBasic => "client_secret_basic",
+            AuthMethod::SecretPost => "client_secret_post",
+        }
+    }
+
+    fn has_secret(self) -> bool {
+        self != AuthMethod::Public
+    }
+
+    /// The registration's `secret`, sent this way.
+    fn secret(self, secret: String) -> Option<RegisteredSecret> {
+        match self {
+            AuthMethod::Public => None,
+            AuthMethod::SecretBasic => Some(RegisteredSecret::Basic(secret)),
+            AuthMethod::SecretPost => Some(RegisteredSecret::Post(secret)),
+        }
     }
 }

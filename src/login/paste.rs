@@ -22,9 +22,6 @@ const STDIN_QUEUE: usize = 4;
 /// words a person reads at the terminal.
 pub(crate) fn pasted_query<'a>(text: &'a str, path: &str) -> Result<&'a str, &'static str> {
     let text = text.trim();
-    if text.len() > MAX_CALLBACK_LEN {
-        return Err("it is too long to be the sign-in's address");
-    }
     if text.chars().any(|c| c.is_control() || c == ' ') {
         return Err("it holds a control character or a space");
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authorization::{
-    asks_openid, callback_query, check_endpoint, read_callback, with_query, Callback, Came, Expect,
-    Request, Secrets,
+    asks_openid, callback_query, check_endpoint, read_callback, with_query, Callback,
+    CallbackParams, Came, Expect, Request, Secrets,
 };
 use super::flow::check_pkce;
 use super::oidc::LoginAsked;
@@ -329,9 +329,7 @@ impl ServerLogin<'_> {
 /// The `state` of a callback URL (or its query alone), if it carries one.
 pub(crate) fn state_of(callback: &str) -> Option<String> {
     let query = callback_query(callback, Came::Returned).ok()?;
-    form_urlencoded::parse(query.as_bytes())
-        .find(|(name, _)| name == "state")
-        .map(|(_, value)| value.into_owned())
+    CallbackParams::read(query).state
 }
 
 /// A callback checked against the pending login its `state` found, for

@@ -11,7 +11,7 @@ use crate::cache::{
 use crate::endpoint::Chain;
 use crate::endpoint::{
     ClientAuth, Discovery, RequestSpec, RequestTarget, Requests, Resource, ResourceSource,
-    SharedMetadata, TokenRequest,
+    SharedMetadata, TokenRequest, UrlFrom,
 };
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{KeySets, Person};
@@ -29,8 +29,9 @@ use crate::token::params::{AccountDigest, TokenParams};
 pub(crate) enum Target {
     /// The token endpoint of this issuer's metadata (as configured, parsed).
     Issuer(String, Uri),
-    /// This token endpoint.
-    Url(Uri),
+    /// This token endpoint, given with `token_url` or built from
+    /// `auth_url`.
+    Url(Uri, UrlFrom),
     /// The token endpoint of the server this protected resource names (as
     /// configured, parsed), which the trust rule allows (the layer's
     /// `Resource` holds the rule).
@@ -82,8 +83,6 @@ impl Endpoint {
 /// Everything checked by the builder that a token cache is made from.
 pub(crate) struct SlotFactory {
     pub(crate) target: Target,
-    /// The URL was built from `auth_url` (for messages).
-    pub(crate) from_auth_url: bool,
     /// What every token request of the layer is made of.
     pub(crate) spec: Arc<RequestSpec>,
     pub(crate) store: Option<Arc<dyn TokenStore>>,
@@ -233,7 +232,6 @@ impl SlotFactory {
         let chain = Arc::new(Chain::for_account(account));
         Arc::new(SlotFactory {
             target: self.target.clone(),
-            from_auth_url: self.from_auth_url,
             spec: Arc::new(self.spec.with_chain(chain)),
             store: self.store.clone(),
             identity,
@@ -392,7 +390,7 @@ impl SlotFactory {
                 let names: Vec<&str> = self.resources.iter().map(|r| r.url()).collect();
                 (Arc::new(NoDefaultToken(names.join(", "))), endpoint)
             }
-            Target::Url(url) => {
+            Target::Url(url, from) => {
                 let target = RequestTarget {
                     url: url.clone(),
                     issuer: None,
@@ -401,11 +399,8 @@ impl SlotFactory {
                     params,
                     server: None,
                 };
-                let mut source = TokenRequest::new(Arc::clone(&self.spec), target);
-                if self.from_auth_url {
-                    source = source.built_from_auth_url();
-                }
-                let source = Arc::new(source);
+                let source = TokenRequest::new(Arc::clone(&self.spec), target);
+                let source = Arc::new(source.configured_from(*from));
                 let endpoint = Endpoint {
                     client_id,
                     via: Via::Url(url.clone(), Arc::clone(&source)),

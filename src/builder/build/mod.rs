@@ -9,7 +9,7 @@ use crate::cache::{Placement, TokenCache};
 use crate::endpoint::ClientAuth;
 use crate::endpoint::{check_params, check_unencoded, warn_if_read_otherwise};
 use crate::endpoint::{ClientSecret, RotatingSecret};
-use crate::endpoint::{Grant, RequestSpec};
+use crate::endpoint::{Grant, RequestSpec, UrlFrom};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::layer::OAuthLayer;
 use crate::policy::{Policy, DEFAULT_TOKEN_SLOTS};
@@ -60,11 +60,17 @@ impl OAuthLayerBuilder {
             (Some((url, parsed)), _) => Target::Resource(url, parsed),
             (None, Some((issuer, parsed))) => Target::Issuer(issuer, parsed),
             (None, None) if only_resources => Target::NoEndpoint,
-            (None, None) => Target::Url(self.url()?),
+            (None, None) => {
+                let from = match self.auth_url {
+                    Some(_) => UrlFrom::AuthUrl,
+                    None => UrlFrom::TokenUrl,
+                };
+                Target::Url(self.url()?, from)
+            }
         };
         // Which servers a protected resource may send the credential to.
         let trust = self.trust()?;
-        if login_timeout.is_some() && matches!(target, Target::Url(_)) {
+        if login_timeout.is_some() && matches!(target, Target::Url(..)) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflicting,
                 "a login needs the authorization server's metadata, for its authorization \
@@ -102,7 +108,7 @@ impl OAuthLayerBuilder {
                 .min(crate::policy::MAX_SETTING);
         }
         if let Some(settings) = self.id_jag.take() {
-            if matches!(target, Target::Url(_)) && resources.is_empty() {
+            if matches!(target, Target::Url(..)) && resources.is_empty() {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflicting,
                     "identity_assertion needs the authorization server's issuer, the ID-JAG's \
@@ -183,7 +189,6 @@ impl OAuthLayerBuilder {
             .collect();
         let factory = SlotFactory {
             target,
-            from_auth_url: self.auth_url.is_some(),
             spec,
             store: self.store.take(),
             identity,
@@ -419,8 +424,8 @@ impl OAuthLayerBuilder {
             (Some(chosen), _) => Some(chosen),
             (None, _) if other_grant.is_some() && !has_secret => Some(ClientAuth::None),
             (None, Target::Issuer(..) | Target::Resource(..) | Target::NoEndpoint) => None,
-            (None, Target::Url(_)) if self.auth_url.is_some() => Some(ClientAuth::UnencodedBody),
-            (None, Target::Url(_)) => Some(ClientAuth::Basic),
+            (None, Target::Url(_, UrlFrom::AuthUrl)) => Some(ClientAuth::UnencodedBody),
+            (None, Target::Url(..)) => Some(ClientAuth::Basic),
         })
     }
 
@@ -481,7 +486,7 @@ impl OAuthLayerBuilder {
         auth: Option<&ClientAuth>,
     ) -> IdentityBase {
         let token_url = match target {
-            Target::Url(url) => url.to_string(),
+            Target::Url(url, _) => url.to_string(),
             Target::Issuer(..) | Target::Resource(..) | Target::NoEndpoint => String::new(),
         };
         let credential = auth.and_then(ClientAuth::identity_credential);
@@ -491,7 +496,7 @@ impl OAuthLayerBuilder {
         IdentityBase::new(Parts {
             origin: match target {
                 Target::Issuer(issuer, _) => Origin::Issuer(issuer),
-                Target::Url(_) => Origin::TokenUrl(&token_url),
+                Target::Url(..) => Origin::TokenUrl(&token_url),
                 Target::Resource(url, _) => Origin::Resource(url),
                 Target::NoEndpoint => Origin::Resource(""),
             },

@@ -265,6 +265,40 @@ pub(crate) fn callback_query<'a>(text: &'a str, came: Came<'_>) -> Result<&'a st
     }
 }
 
+/// The parameters of a callback's query a login reads, each as it came;
+/// `twice` when one of them came again. Every reader of a callback's
+/// parameters reads them here.
+#[derive(Default)]
+pub(crate) struct CallbackParams {
+    pub(crate) state: Option<String>,
+    code: Option<String>,
+    iss: Option<String>,
+    error: Option<String>,
+    description: Option<String>,
+    twice: bool,
+}
+
+impl CallbackParams {
+    /// The parameters of `query` (a callback's, as [`callback_query`]
+    /// took it out of its address).
+    pub(crate) fn read(query: &str) -> Self {
+        let mut params = CallbackParams::default();
+        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+            let slot = match &*name {
+                "state" => &mut params.state,
+                "code" => &mut params.code,
+                "iss" => &mut params.iss,
+                "error" => &mut params.error,
+                "error_description" => &mut params.description,
+                _ => continue,
+            };
+            params.twice |= slot.is_some();
+            *slot = Some(value.into_owned());
+        }
+        params
+    }
+}
+
 /// Reads a callback's `query`, checked against `expect`. A wrong `iss`
 /// with the right `state` ends the login: the code may be another server's
 /// (a mix-up attack, RFC 9207).
@@ -272,24 +306,14 @@ pub(crate) fn read_callback(query: &str, expect: &Expect<'_>) -> Result<Callback
     if query.len() > MAX_CALLBACK_LEN {
         return Ok(Callback::Foreign);
     }
-    let mut state = None;
-    let mut code = None;
-    let mut iss = None;
-    let mut error = None;
-    let mut description = None;
-    let mut twice = false;
-    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
-        let slot = match &*name {
-            "state" => &mut state,
-            "code" => &mut code,
-            "iss" => &mut iss,
-            "error" => &mut error,
-            "error_description" => &mut description,
-            _ => continue,
-        };
-        twice |= slot.is_some();
-        *slot = Some(value.into_owned());
-    }
+    let CallbackParams {
+        state,
+        code,
+        iss,
+        error,
+        description,
+        twice,
+    } = CallbackParams::read(query);
     // A state compared in constant time: it is the login's secret.
     let ours = state.as_deref().is_some_and(|s| {
         s.len() == expect.state.len()
