@@ -11,6 +11,7 @@ use super::OAuthLayer;
 use crate::cache::TokenCache;
 use crate::error::{TokenError, TokenErrorKind};
 use crate::login::{session_digest, Checks, Identity, LogoutClaims, ServerLogin};
+use crate::token::identity::SignedInBy;
 use crate::token::params::{account_digest, TokenParams};
 
 /// The longest a read of the store for an identity waits.
@@ -170,8 +171,8 @@ impl OAuthLayer {
         // By session and by person: an account whose login's ID token had
         // no `sid` is found by its `sub`.
         let mut accounts = Vec::new();
-        for (what, value) in names_of_claims(&claims) {
-            let key = root.identity.signed_in(what, &digest(what, value));
+        for (by, value) in names_of_claims(&claims) {
+            let key = root.identity.signed_in(by, &digest(by.claim(), value));
             for account in links
                 .linked(store, &key, sealing_key)
                 .await
@@ -301,17 +302,23 @@ impl OAuthLayer {
 
     /// Links `account` under each of `names` (`sub` or `sid`, and its
     /// value) at `issuer`, or unlinks it.
-    async fn change_links(&self, account: &str, issuer: &str, names: &[(&str, &str)], link: bool) {
+    async fn change_links(
+        &self,
+        account: &str,
+        issuer: &str,
+        names: &[(SignedInBy, &str)],
+        link: bool,
+    ) {
         let Ok(root) = self.shared.slots.root() else {
             return;
         };
         let links = &self.shared.slots.accounts.links;
         let (store, sealing_key) = (root.store.as_deref(), root.sealing_key.as_ref());
         let digest = account_digest(account);
-        for &(what, value) in names {
+        for &(by, value) in names {
             let key = root
                 .identity
-                .signed_in(what, &session_digest(sealing_key, issuer, what, value));
+                .signed_in(by, &session_digest(sealing_key, issuer, by.claim(), value));
             let member = (digest.0.as_str(), account);
             let changed = match link {
                 true => links.link(store, &key, sealing_key, member, LINK_TTL).await,
@@ -331,16 +338,22 @@ impl OAuthLayer {
 
 /// What an identity is linked under: its subject, and its session where
 /// it has one.
-fn names_of<'a>(subject: &'a str, session_id: Option<&'a str>) -> Vec<(&'static str, &'a str)> {
-    let mut names = vec![("sub", subject)];
-    names.extend(session_id.map(|sid| ("sid", sid)));
+fn names_of<'a>(subject: &'a str, session_id: Option<&'a str>) -> Vec<(SignedInBy, &'a str)> {
+    let mut names = vec![(SignedInBy::Subject, subject)];
+    names.extend(session_id.map(|sid| (SignedInBy::Session, sid)));
     names
 }
 
 /// What a logout token names: its session, and its subject, as it has them.
-fn names_of_claims(claims: &LogoutClaims) -> Vec<(&'static str, &str)> {
-    let sid = claims.session_id.as_deref().map(|sid| ("sid", sid));
-    let sub = claims.subject.as_deref().map(|sub| ("sub", sub));
+fn names_of_claims(claims: &LogoutClaims) -> Vec<(SignedInBy, &str)> {
+    let sid = claims
+        .session_id
+        .as_deref()
+        .map(|sid| (SignedInBy::Session, sid));
+    let sub = claims
+        .subject
+        .as_deref()
+        .map(|sub| (SignedInBy::Subject, sub));
     sid.into_iter().chain(sub).collect()
 }
 

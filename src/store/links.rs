@@ -218,7 +218,7 @@ mod tests {
             dpop_thumbprint: None,
             grant: None,
         })
-        .signed_in("sub", name)
+        .signed_in(crate::token::identity::SignedInBy::Subject, name)
     }
 
     #[tokio::test]

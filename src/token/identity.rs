@@ -117,6 +117,26 @@ impl IdentityBase {
     }
 }
 
+/// Who signed in, as an ID token or a logout token names them: the
+/// person, or their session at the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SignedInBy {
+    /// The person, by the token's `sub`.
+    Subject,
+    /// Their session, by the token's `sid`.
+    Session,
+}
+
+impl SignedInBy {
+    /// The claim that names them.
+    pub(crate) fn claim(self) -> &'static str {
+        match self {
+            SignedInBy::Subject => "sub",
+            SignedInBy::Session => "sid",
+        }
+    }
+}
+
 impl IdentityBase {
     /// The identity of an account's tokens: this one, and the account's
     /// digest (never the id itself, which may be personal data). Two
@@ -146,12 +166,10 @@ impl IdentityBase {
     }
 
     /// What a layer links its accounts under, for logouts from the
-    /// server's side: who signed in, by `what` (`sub`, the person, or `sid`,
-    /// the session) and `digest`, a digest of the issuer and that claim's
-    /// value.
-    pub(crate) fn signed_in(&self, what: &str, digest: &str) -> TokenIdentity {
-        debug_assert!(what == "sub" || what == "sid", "{what}");
-        self.keyed(b's', what, digest)
+    /// server's side: who signed in, `by` the person or the session, and
+    /// `digest`, a digest of the issuer and that claim's value.
+    pub(crate) fn signed_in(&self, by: SignedInBy, digest: &str) -> TokenIdentity {
+        self.keyed(b's', by.claim(), digest)
     }
 
     /// The mark of a logout token used, under `digest`, a digest of the
@@ -278,8 +296,8 @@ mod tests {
             expected
         };
         let (sub, sid, mark) = (
-            base().signed_in("sub", "d"),
-            base().signed_in("sid", "d"),
+            base().signed_in(SignedInBy::Subject, "d"),
+            base().signed_in(SignedInBy::Session, "d"),
             base().replay_mark("d"),
         );
         assert_eq!(sub.encoded(), &keyed("sub", "d")[..]);
