@@ -37,6 +37,7 @@ mod person;
 mod status;
 mod web;
 
+pub(crate) use self::backchannel::check_binding_message;
 pub use self::backchannel::Backchannel;
 pub(crate) use self::backchannel::Parking;
 pub use self::oidc::Identity;
@@ -308,6 +309,22 @@ impl Login {
             redirect_uri: None,
             client_metadata_url: None,
         }
+    }
+
+    /// Whether the person is asked on their own device (a backchannel
+    /// login).
+    pub(crate) fn asks_backchannel(&self) -> bool {
+        matches!(self.way, Way::Backchannel(_))
+    }
+
+    /// This login, whose backchannel request (if it is one) shows the
+    /// person `message`, checked already.
+    pub(crate) fn showing(&self, message: &str) -> Login {
+        let mut login = self.clone();
+        if let Way::Backchannel(ask) = &mut login.way {
+            *ask = ask.clone().binding_message(message);
+        }
+        login
     }
 
     /// The longest a login may take, from its start to the token. It bounds the

@@ -126,7 +126,7 @@ impl SlotFactory {
         params_for: Option<ParamsFor>,
         (max_slots, max_accounts): (usize, usize),
     ) -> (Arc<TokenCache>, Slots, Endpoint) {
-        let (cache, endpoint) = self.make(&[]);
+        let (cache, endpoint) = self.make(&[], None);
         let routes: Vec<(String, Uri)> = self
             .resources
             .iter()
@@ -143,8 +143,13 @@ impl SlotFactory {
     }
 
     /// The cache of the token requested with the layer's parameters
-    /// replaced or extended by `extra`.
-    fn make(self: &Arc<Self>, extra: &[(String, String)]) -> (Arc<TokenCache>, Endpoint) {
+    /// replaced or extended by `extra`, whose backchannel login (if any)
+    /// shows the person `message` when one is given.
+    fn make(
+        self: &Arc<Self>,
+        extra: &[(String, String)],
+        message: Option<&str>,
+    ) -> (Arc<TokenCache>, Endpoint) {
         let params = merged(&self.spec.params, extra);
         let store = self.store_use(&params);
         let account = self.chain().and_then(|chain| chain.account());
@@ -178,10 +183,11 @@ impl SlotFactory {
             let scoped = ScopedSupply {
                 factory: Arc::clone(self),
                 params: params.clone(),
+                message: message.map(str::to_owned),
             };
             StepUp::new(allowed, scope, Box::new(scoped))
         });
-        let (source, endpoint) = self.source(params);
+        let (source, endpoint) = self.source(params, message);
         let supply = TokenSupply {
             source,
             store,
@@ -265,7 +271,7 @@ impl SlotFactory {
     /// The token request of the cache with the layer's own parameters,
     /// once its server's metadata is read: what a web login is begun with.
     pub(crate) async fn login_request(self: &Arc<Self>) -> Result<Arc<TokenRequest>, TokenError> {
-        let (_, endpoint) = self.source(self.spec.params.clone());
+        let (_, endpoint) = self.source(self.spec.params.clone(), None);
         match &endpoint.via {
             Via::Issuer(discovery) => return discovery.token_request().await,
             Via::Resource(_, source) => return source.token_request().await,
@@ -304,17 +310,39 @@ impl SlotFactory {
         params: &TokenParams,
     ) -> Result<Arc<TokenCache>, TokenError> {
         let unencoded = self.spec.auth == Some(ClientAuth::UnencodedBody);
-        crate::endpoint::check_params(params.pairs(), unencoded).map_err(|e| {
+        let invalid = |e: String| {
             TokenError::new(TokenErrorKind::InvalidRequest)
                 .with_message(format!("the request's TokenParams: {e}"))
-        })?;
-        Ok(self.make(params.pairs()).0)
+        };
+        crate::endpoint::check_params(params.pairs(), unencoded)
+            .map_err(|e| invalid(e.to_string()))?;
+        let message = params.get_binding_message();
+        if let Some(message) = message {
+            if !self
+                .login
+                .as_ref()
+                .is_some_and(|login| login.asks_backchannel())
+            {
+                return Err(invalid(
+                    "a binding_message is shown by a backchannel login, which this layer \
+                     (or account) has none of: configure Login::backchannel"
+                        .into(),
+                ));
+            }
+            crate::login::check_binding_message(message).map_err(invalid)?;
+        }
+        Ok(self.make(params.pairs(), message).0)
     }
 
     /// The token source for `params`, and where its requests go. A person's
     /// chain (a login's, an account's) has the login's own requests come
-    /// first ([`Person`]).
-    fn source(&self, params: Vec<(String, String)>) -> (Arc<dyn TokenSource>, Endpoint) {
+    /// first ([`Person`]); a backchannel login shows the person `message`
+    /// when one is given.
+    fn source(
+        &self,
+        params: Vec<(String, String)>,
+        message: Option<&str>,
+    ) -> (Arc<dyn TokenSource>, Endpoint) {
         let (source, endpoint) = self.endpoint_source(params);
         if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), endpoint.requests()) {
             if chain.logs_in() || chain.account().is_some() {
@@ -324,10 +352,17 @@ impl SlotFactory {
                     sealing_key: self.sealing_key,
                     memory: Arc::clone(&self.parked),
                 };
+                let login = match message {
+                    Some(message) => self
+                        .login
+                        .as_ref()
+                        .map(|login| Arc::new(login.showing(message))),
+                    None => self.login.clone(),
+                };
                 let person = Person::new(
                     requests,
                     Arc::clone(chain),
-                    self.login.clone(),
+                    login,
                     (Arc::clone(&self.key_sets), Arc::new(parked)),
                 );
                 return (Arc::new(person), endpoint);
@@ -435,6 +470,8 @@ impl TokenSource for NoDefaultToken {
 struct ScopedSupply {
     factory: Arc<SlotFactory>,
     params: Vec<(String, String)>,
+    /// What the cache's backchannel login shows the person, if its own.
+    message: Option<String>,
 }
 
 impl SupplyForScope for ScopedSupply {
@@ -449,7 +486,7 @@ impl SupplyForScope for ScopedSupply {
         }
         let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
         let store = self.factory.store_use(&params);
-        let (source, _) = self.factory.source(params);
+        let (source, _) = self.factory.source(params, self.message.as_deref());
         let chain = self.factory.spec.grant.chain().cloned();
         Some(TokenSupply {
             source,

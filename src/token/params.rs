@@ -39,6 +39,9 @@ struct Inner {
     params: Vec<(String, String)>,
     /// The account whose token this is (see [`TokenParams::account`]).
     account: Option<Arc<str>>,
+    /// What a backchannel login this token needs shows the person (see
+    /// [`TokenParams::binding_message`]).
+    binding_message: Option<Arc<str>>,
     /// Of `params` and `account`, kept up to date: slots are found by it.
     hash: u64,
     /// Of `account` alone: an account's slots are kept together by it.
@@ -132,6 +135,47 @@ impl TokenParams {
         self.inner.account.as_deref()
     }
 
+    /// What the person is shown, and compares on two screens, when the
+    /// token of these parameters needs a backchannel login
+    /// ([`Login::backchannel`](crate::login::Login::backchannel)): it
+    /// replaces the layer's own
+    /// [`Backchannel::binding_message`](crate::login::Backchannel::binding_message)
+    /// for that login. It is never sent to the token endpoint. Checked as
+    /// that setting is (plain text of at most 256 characters) before
+    /// anything is sent: a request whose message is not, or whose layer has
+    /// no backchannel login, fails with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest).
+    ///
+    /// The message is part of what selects the token, but the layer's
+    /// person has one login: a request with a new message asks the person
+    /// only when a login is needed (none yet, or it ended). To have each
+    /// transaction approved, give each its own
+    /// [`authorization_details`](Self::authorization_details).
+    ///
+    /// Default: none, the layer's own.
+    ///
+    /// ```
+    /// use tower_oauth::TokenParams;
+    ///
+    /// let pay = TokenParams::new()
+    ///     .binding_message("Pay 25 EUR to ACME, order 4711")
+    ///     .scope("payments");
+    /// assert_eq!(pay.get_binding_message(), Some("Pay 25 EUR to ACME, order 4711"));
+    /// assert_eq!(pay.params(), [("scope", "payments")]);
+    /// ```
+    pub fn binding_message(mut self, message: impl Into<String>) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.binding_message = Some(Arc::from(message.into()));
+        inner.rehash();
+        self
+    }
+
+    /// The message set with [`binding_message`](Self::binding_message), if
+    /// any.
+    pub fn get_binding_message(&self) -> Option<&str> {
+        self.inner.binding_message.as_deref()
+    }
+
     /// Sets `name=value`, replacing a value of that name. The names the layer
     /// sets itself are refused when the request is made: `grant_type`,
     /// `client_id`, `client_secret`, `client_assertion` and
@@ -175,6 +219,7 @@ impl TokenParams {
     pub(crate) fn without_account(&self) -> TokenParams {
         let mut inner = Inner {
             params: self.inner.params.clone(),
+            binding_message: self.inner.binding_message.clone(),
             ..Inner::default()
         };
         inner.rehash();
@@ -186,7 +231,9 @@ impl TokenParams {
     /// Whether neither a parameter nor an account is set: the layer's
     /// default token.
     pub fn is_empty(&self) -> bool {
-        self.inner.params.is_empty() && self.inner.account.is_none()
+        self.inner.params.is_empty()
+            && self.inner.account.is_none()
+            && self.inner.binding_message.is_none()
     }
 }
 
@@ -200,6 +247,7 @@ impl Inner {
         let mut hasher = keys.build_hasher();
         self.params.hash(&mut hasher);
         hasher.write_u64(self.account_hash);
+        self.binding_message.hash(&mut hasher);
         self.hash = hasher.finish();
     }
 }
@@ -216,7 +264,8 @@ impl PartialEq for TokenParams {
         Arc::ptr_eq(&self.inner, &other.inner)
             || (self.inner.hash == other.inner.hash
                 && self.inner.account == other.inner.account
-                && self.inner.params == other.inner.params)
+                && self.inner.params == other.inner.params
+                && self.inner.binding_message == other.inner.binding_message)
     }
 }
 
@@ -239,6 +288,9 @@ impl fmt::Debug for TokenParams {
         debug.field("names", &names);
         if let Some(account) = &self.inner.account {
             debug.field("account", &account_digest(account).short());
+        }
+        if self.inner.binding_message.is_some() {
+            debug.field("binding_message", &"(set)");
         }
         debug.finish_non_exhaustive()
     }

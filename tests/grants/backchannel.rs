@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tower_oauth::login::{Backchannel, Login};
-use tower_oauth::{OAuthLayer, TokenErrorKind};
+use tower_oauth::{OAuthLayer, TokenErrorKind, TokenParams};
 
 use super::real_browser::{node_provider, stats, Provider};
 use support::serve::{answer, serve_state};
@@ -88,6 +88,30 @@ async fn an_agent_asks_a_person_and_gets_their_token_once_they_approve() {
     // The token serves on; nobody is asked again.
     oauth.token().await.unwrap();
     assert_eq!(asked(&base).await.len(), 1);
+}
+
+/// A request's own binding message replaces the layer's in the login it
+/// needs; the layer's token serves the rest, and nobody is asked again.
+#[tokio::test]
+async fn a_request_s_binding_message_is_what_the_person_is_shown() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let ask = Backchannel::login_hint("alice").binding_message(ASKED);
+    let oauth = agent(&base, Login::backchannel(ask));
+    let invoice = "Approve invoice 9, 120 EUR";
+    let before = asked(&base).await.len();
+    oauth
+        .token_for(&TokenParams::new().binding_message(invoice))
+        .await
+        .unwrap();
+    let requests = asked(&base).await;
+    assert_eq!(requests.len(), before + 1, "{requests:?}");
+    assert_eq!(requests[before]["binding_message"], invoice);
+    // The login serves the layer's own token too: a refresh, no request.
+    oauth.token().await.unwrap();
+    assert_eq!(asked(&base).await.len(), before + 1);
 }
 
 #[tokio::test]
@@ -352,6 +376,42 @@ async fn a_binding_message_with_a_control_character_is_refused_before_anything_i
         assert!(e.to_string().contains("binding_message"), "{e}");
         assert!(!e.to_string().contains('\u{1b}'), "{e}");
     }
+    assert!(seen.lock().unwrap().requests.is_empty());
+}
+
+/// A request's own binding message (`TokenParams::binding_message`) is
+/// checked as the layer's is, before anything is sent; so is a layer with
+/// no backchannel login for it to show.
+#[tokio::test]
+async fn a_request_s_binding_message_is_checked_before_anything_is_sent() {
+    let (base, seen) = loopback(json!({"auth_req_id": "r", "expires_in": 60}), true).await;
+    let oauth = loopback_agent(&base, Backchannel::login_hint("alice")).unwrap();
+    for hostile in [
+        "Pay 25 EUR\nto ACME",
+        "Pay \u{1b}[2J25 EUR",
+        "",
+        &"x".repeat(257),
+    ] {
+        let params = TokenParams::new().binding_message(hostile);
+        let e = oauth.token_for(&params).await.unwrap_err();
+        assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{e}");
+        assert!(e.to_string().contains("binding message"), "{e}");
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+    }
+    let machine = support::with_transport(
+        OAuthLayer::builder()
+            .token_url(format!("{base}/token"))
+            .client_id("agent")
+            .client_secret("agent-secret"),
+    )
+    .build()
+    .unwrap();
+    let e = machine
+        .token_for(&TokenParams::new().binding_message(ASKED))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{e}");
+    assert!(e.to_string().contains("Login::backchannel"), "{e}");
     assert!(seen.lock().unwrap().requests.is_empty());
 }
 

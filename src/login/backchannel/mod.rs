@@ -73,6 +73,22 @@ pub struct Backchannel {
     waits: bool,
 }
 
+/// Checks a binding message: plain text the person reads on their device,
+/// of at most 256 characters, without a control character.
+pub(crate) fn check_binding_message(message: &str) -> Result<(), String> {
+    if message.is_empty()
+        || message.chars().any(char::is_control)
+        || message.chars().count() > MAX_BINDING_MESSAGE
+    {
+        return Err(format!(
+            "the binding message `{}` is empty, over {MAX_BINDING_MESSAGE} characters or holds \
+             a control character: the person reads it on their device",
+            crate::error::escape_controls(&clip(message))
+        ));
+    }
+    Ok(())
+}
+
 /// The login and its code, in messages.
 const WHAT: (&str, &str) = ("backchannel login", "backchannel request");
 
@@ -183,14 +199,8 @@ impl Backchannel {
             ));
         }
         if let Some(message) = &self.binding_message {
-            if !plain(message) || message.chars().count() > MAX_BINDING_MESSAGE {
-                return Err(format!(
-                    "Backchannel::binding_message `{}` is empty, over {MAX_BINDING_MESSAGE} \
-                     characters or holds a control character: the person reads it on their \
-                     device",
-                    crate::error::escape_controls(&clip(message))
-                ));
-            }
+            check_binding_message(message)
+                .map_err(|e| format!("Backchannel::binding_message: {e}"))?;
         }
         if let Some(expiry) = self.requested_expiry {
             if expiry < Duration::from_secs(1) || expiry > MAX_EXPIRES_IN {
@@ -271,9 +281,10 @@ pub(super) async fn log_in(
         let details = login.request.target.authorization_details();
         let resources = login.resources().join(" ");
         format!(
-            "{}\n{scope}\n{resources}\n{}",
+            "{}\n{scope}\n{resources}\n{}\n{}",
             server.issuer,
-            details.unwrap_or_default()
+            details.unwrap_or_default(),
+            ask.binding_message.as_deref().unwrap_or_default()
         )
     };
     // The person is never asked twice for one approval: a request asked
