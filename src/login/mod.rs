@@ -37,9 +37,9 @@ mod person;
 mod status;
 mod web;
 
-pub(crate) use self::backchannel::check_binding_message;
 pub use self::backchannel::Backchannel;
 pub(crate) use self::backchannel::Parking;
+pub(crate) use self::backchannel::{check_binding_message, check_hint};
 pub use self::oidc::Identity;
 pub(crate) use self::oidc::{logout_refused, session_digest, LogoutClaims, MAX_LOGOUT_VALID_FOR};
 pub(crate) use self::oidc::{Checks, KeySets};
@@ -317,12 +317,18 @@ impl Login {
         matches!(self.way, Way::Backchannel(_))
     }
 
-    /// This login, whose backchannel request (if it is one) shows the
-    /// person `message`, checked already.
-    pub(crate) fn showing(&self, message: &str) -> Login {
+    /// This login, whose backchannel request (if it is one) asks the
+    /// person `login_hint` names and shows them `message`, where given
+    /// (both checked already).
+    pub(crate) fn asking(&self, login_hint: Option<&str>, message: Option<&str>) -> Login {
         let mut login = self.clone();
         if let Way::Backchannel(ask) = &mut login.way {
-            *ask = ask.clone().binding_message(message);
+            if let Some(hint) = login_hint {
+                *ask = ask.for_person(hint);
+            }
+            if let Some(message) = message {
+                *ask = ask.clone().binding_message(message);
+            }
         }
         login
     }

@@ -24,6 +24,11 @@ use crate::store::{PendingLogins, StoreUse, TokenStore};
 use crate::token::identity::{IdentityBase, TokenIdentity};
 use crate::token::params::{AccountDigest, TokenParams};
 
+/// Who a slot's backchannel login asks (`TokenParams::login_hint`) and
+/// what it shows them (`TokenParams::binding_message`), where its request
+/// named them.
+type Asked<'a> = (Option<&'a str>, Option<&'a str>);
+
 /// Where the token request goes.
 #[derive(Clone)]
 pub(crate) enum Target {
@@ -126,7 +131,7 @@ impl SlotFactory {
         params_for: Option<ParamsFor>,
         (max_slots, max_accounts): (usize, usize),
     ) -> (Arc<TokenCache>, Slots, Endpoint) {
-        let (cache, endpoint) = self.make(&[], None);
+        let (cache, endpoint) = self.make(&[], (None, None));
         let routes: Vec<(String, Uri)> = self
             .resources
             .iter()
@@ -144,11 +149,11 @@ impl SlotFactory {
 
     /// The cache of the token requested with the layer's parameters
     /// replaced or extended by `extra`, whose backchannel login (if any)
-    /// shows the person `message` when one is given.
+    /// asks as `asked` says.
     fn make(
         self: &Arc<Self>,
         extra: &[(String, String)],
-        message: Option<&str>,
+        asked: Asked<'_>,
     ) -> (Arc<TokenCache>, Endpoint) {
         let params = merged(&self.spec.params, extra);
         let store = self.store_use(&params);
@@ -183,11 +188,11 @@ impl SlotFactory {
             let scoped = ScopedSupply {
                 factory: Arc::clone(self),
                 params: params.clone(),
-                message: message.map(str::to_owned),
+                asked: (asked.0.map(str::to_owned), asked.1.map(str::to_owned)),
             };
             StepUp::new(allowed, scope, Box::new(scoped))
         });
-        let (source, endpoint) = self.source(params, message);
+        let (source, endpoint) = self.source(params, asked);
         let supply = TokenSupply {
             source,
             store,
@@ -235,7 +240,10 @@ impl SlotFactory {
         hearing: Arc<crate::cache::Hearing>,
     ) -> Arc<SlotFactory> {
         let identity = self.identity.for_account(&account);
-        let chain = Arc::new(Chain::for_account(account));
+        // A backchannel login asks the person a request names.
+        let login = self.login.clone().filter(|login| login.asks_backchannel());
+        let asks = login.as_ref().is_some_and(|login| login.automatic);
+        let chain = Arc::new(Chain::for_account(account, asks));
         Arc::new(SlotFactory {
             target: self.target.clone(),
             spec: Arc::new(self.spec.with_chain(chain)),
@@ -248,7 +256,7 @@ impl SlotFactory {
             placement: self.placement.clone(),
             step_up_scopes: self.step_up_scopes.clone(),
             resources: self.resources.clone(),
-            login: None,
+            login,
             key_sets: Arc::clone(&self.key_sets),
             parked: Default::default(),
             made: Default::default(),
@@ -271,7 +279,7 @@ impl SlotFactory {
     /// The token request of the cache with the layer's own parameters,
     /// once its server's metadata is read: what a web login is begun with.
     pub(crate) async fn login_request(self: &Arc<Self>) -> Result<Arc<TokenRequest>, TokenError> {
-        let (_, endpoint) = self.source(self.spec.params.clone(), None);
+        let (_, endpoint) = self.source(self.spec.params.clone(), (None, None));
         match &endpoint.via {
             Via::Issuer(discovery) => return discovery.token_request().await,
             Via::Resource(_, source) => return source.token_request().await,
@@ -316,32 +324,43 @@ impl SlotFactory {
         };
         crate::endpoint::check_params(params.pairs(), unencoded)
             .map_err(|e| invalid(e.to_string()))?;
-        let message = params.get_binding_message();
-        if let Some(message) = message {
-            if !self
+        let asked = (params.get_login_hint(), params.get_binding_message());
+        if asked != (None, None)
+            && !self
                 .login
                 .as_ref()
                 .is_some_and(|login| login.asks_backchannel())
-            {
+        {
+            return Err(invalid(
+                "a login_hint or binding_message is for a backchannel login, which this layer \
+                 has none of: configure Login::backchannel"
+                    .into(),
+            ));
+        }
+        if let Some(hint) = asked.0 {
+            if self.chain().and_then(|chain| chain.account()).is_none() {
                 return Err(invalid(
-                    "a binding_message is shown by a backchannel login, which this layer \
-                     (or account) has none of: configure Login::backchannel"
+                    "a login_hint names the person of an account: set TokenParams::account too"
                         .into(),
                 ));
             }
+            crate::login::check_hint(hint).map_err(|e| invalid(format!("the login_hint {e}")))?;
+        }
+        if let Some(message) = asked.1 {
             crate::login::check_binding_message(message).map_err(invalid)?;
         }
-        Ok(self.make(params.pairs(), message).0)
+        Ok(self.make(params.pairs(), asked).0)
     }
 
     /// The token source for `params`, and where its requests go. A person's
     /// chain (a login's, an account's) has the login's own requests come
-    /// first ([`Person`]); a backchannel login shows the person `message`
-    /// when one is given.
+    /// first ([`Person`]). A backchannel login asks the person `asked`
+    /// names (an account's has a login only where a request names them),
+    /// and shows them its message, where given.
     fn source(
         &self,
         params: Vec<(String, String)>,
-        message: Option<&str>,
+        asked: Asked<'_>,
     ) -> (Arc<dyn TokenSource>, Endpoint) {
         let (source, endpoint) = self.endpoint_source(params);
         if let (Some(chain), Some(requests)) = (self.spec.grant.chain(), endpoint.requests()) {
@@ -352,12 +371,13 @@ impl SlotFactory {
                     sealing_key: self.sealing_key,
                     memory: Arc::clone(&self.parked),
                 };
-                let login = match message {
-                    Some(message) => self
+                let login = match (chain.account(), asked) {
+                    (Some(_), (None, _)) => None,
+                    (_, (None, None)) => self.login.clone(),
+                    (_, (hint, message)) => self
                         .login
                         .as_ref()
-                        .map(|login| Arc::new(login.showing(message))),
-                    None => self.login.clone(),
+                        .map(|login| Arc::new(login.asking(hint, message))),
                 };
                 let person = Person::new(
                     requests,
@@ -470,8 +490,9 @@ impl TokenSource for NoDefaultToken {
 struct ScopedSupply {
     factory: Arc<SlotFactory>,
     params: Vec<(String, String)>,
-    /// What the cache's backchannel login shows the person, if its own.
-    message: Option<String>,
+    /// Who the cache's backchannel login asks, and what it shows them,
+    /// where the request named them.
+    asked: (Option<String>, Option<String>),
 }
 
 impl SupplyForScope for ScopedSupply {
@@ -486,7 +507,8 @@ impl SupplyForScope for ScopedSupply {
         }
         let params = merged(&self.params, &[("scope".to_owned(), scope.to_owned())]);
         let store = self.factory.store_use(&params);
-        let (source, _) = self.factory.source(params, self.message.as_deref());
+        let asked = (self.asked.0.as_deref(), self.asked.1.as_deref());
+        let (source, _) = self.factory.source(params, asked);
         let chain = self.factory.spec.grant.chain().cloned();
         Some(TokenSupply {
             source,

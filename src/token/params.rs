@@ -42,6 +42,9 @@ struct Inner {
     /// What a backchannel login this token needs shows the person (see
     /// [`TokenParams::binding_message`]).
     binding_message: Option<Arc<str>>,
+    /// Who an account's backchannel login asks (see
+    /// [`TokenParams::login_hint`]).
+    login_hint: Option<Arc<str>>,
     /// Of `params` and `account`, kept up to date: slots are found by it.
     hash: u64,
     /// Of `account` alone: an account's slots are kept together by it.
@@ -170,6 +173,41 @@ impl TokenParams {
         self
     }
 
+    /// The person of this request's [`account`](Self::account), as the
+    /// server knows them (an e-mail address, a user name): who the layer's
+    /// backchannel login
+    /// ([`Backchannel::per_request`](crate::login::Backchannel::per_request))
+    /// asks when the account has no login (none yet, or it ended). The
+    /// account's tokens then come from that login, as from a web login's.
+    /// Never sent to the token endpoint, never logged and never in `Debug`.
+    /// A request with a hint and no account, a hint that is empty, over
+    /// 8 KiB or with a control character, or a layer without a backchannel
+    /// login fails with
+    /// [`InvalidRequest`](crate::TokenErrorKind::InvalidRequest) before
+    /// anything is sent.
+    ///
+    /// Default: none; the account's requests are served by the login it
+    /// has, and none is begun for it.
+    ///
+    /// ```
+    /// use tower_oauth::TokenParams;
+    ///
+    /// let alice = TokenParams::new().account("user-17").login_hint("alice@example.com");
+    /// assert!(format!("{alice:?}").contains("login_hint"));
+    /// assert!(!format!("{alice:?}").contains("alice@"));
+    /// ```
+    pub fn login_hint(mut self, hint: impl Into<String>) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.login_hint = Some(Arc::from(hint.into()));
+        inner.rehash();
+        self
+    }
+
+    /// The hint set with [`login_hint`](Self::login_hint), if any.
+    pub(crate) fn get_login_hint(&self) -> Option<&str> {
+        self.inner.login_hint.as_deref()
+    }
+
     /// The message set with [`binding_message`](Self::binding_message), if
     /// any.
     pub fn get_binding_message(&self) -> Option<&str> {
@@ -220,6 +258,7 @@ impl TokenParams {
         let mut inner = Inner {
             params: self.inner.params.clone(),
             binding_message: self.inner.binding_message.clone(),
+            login_hint: self.inner.login_hint.clone(),
             ..Inner::default()
         };
         inner.rehash();
@@ -234,6 +273,7 @@ impl TokenParams {
         self.inner.params.is_empty()
             && self.inner.account.is_none()
             && self.inner.binding_message.is_none()
+            && self.inner.login_hint.is_none()
     }
 }
 
@@ -248,6 +288,7 @@ impl Inner {
         self.params.hash(&mut hasher);
         hasher.write_u64(self.account_hash);
         self.binding_message.hash(&mut hasher);
+        self.login_hint.hash(&mut hasher);
         self.hash = hasher.finish();
     }
 }
@@ -265,7 +306,8 @@ impl PartialEq for TokenParams {
             || (self.inner.hash == other.inner.hash
                 && self.inner.account == other.inner.account
                 && self.inner.params == other.inner.params
-                && self.inner.binding_message == other.inner.binding_message)
+                && self.inner.binding_message == other.inner.binding_message
+                && self.inner.login_hint == other.inner.login_hint)
     }
 }
 
@@ -291,6 +333,9 @@ impl fmt::Debug for TokenParams {
         }
         if self.inner.binding_message.is_some() {
             debug.field("binding_message", &"(set)");
+        }
+        if self.inner.login_hint.is_some() {
+            debug.field("login_hint", &"(set)");
         }
         debug.finish_non_exhaustive()
     }

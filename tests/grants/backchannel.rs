@@ -114,6 +114,77 @@ async fn a_request_s_binding_message_is_what_the_person_is_shown() {
     assert_eq!(asked(&base).await.len(), before + 1);
 }
 
+/// One layer acts for many people: each request names its account and
+/// the account's person, whom the layer's backchannel login asks when the
+/// account has no login; a refusal is that account's alone, and an
+/// account's login serves its requests on, with or without the hint.
+#[tokio::test]
+async fn each_account_s_person_is_asked_by_the_request_that_names_them() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let oauth = agent(
+        &base,
+        Login::backchannel(Backchannel::per_request().binding_message(ASKED)),
+    );
+    let before = asked(&base).await.len();
+    let alice = TokenParams::new()
+        .account("user-1")
+        .login_hint("alice")
+        .binding_message("Let the agent read your orders");
+    let bob = TokenParams::new().account("user-2").login_hint("bob");
+    let token = oauth.token_for(&alice).await.unwrap();
+    let e = oauth.token_for(&bob).await.unwrap_err();
+    assert_eq!(e.error_code(), Some("access_denied"), "{e}");
+    assert!(!e.to_string().contains("bob"), "the hint in an error: {e}");
+    let requests = asked(&base).await;
+    assert_eq!(requests.len(), before + 2, "{requests:?}");
+    assert_eq!(requests[before]["login_hint"], "alice");
+    assert_eq!(
+        requests[before]["binding_message"],
+        "Let the agent read your orders"
+    );
+    assert_eq!(requests[before + 1]["login_hint"], "bob");
+    assert_eq!(requests[before + 1]["binding_message"], ASKED);
+    // Alice's login serves her account on: the same token, and her
+    // account's requests without the hint; nobody is asked again.
+    assert_eq!(oauth.token_for(&alice).await.unwrap(), token);
+    oauth
+        .token_for(&TokenParams::new().account("user-1"))
+        .await
+        .unwrap();
+    let identity = oauth
+        .for_account("user-1")
+        .unwrap()
+        .identity()
+        .await
+        .unwrap();
+    assert_eq!(identity.subject(), "alice");
+    assert!(oauth
+        .for_account("user-2")
+        .unwrap()
+        .identity()
+        .await
+        .is_none());
+    assert_eq!(asked(&base).await.len(), before + 2);
+    // An account nobody named has no login; the layer's own token neither.
+    let e = oauth
+        .token_for(&TokenParams::new().account("user-3"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::LoginRequired, "{e}");
+    let e = oauth.token().await.unwrap_err();
+    assert!(e.to_string().contains("per_request"), "{e}");
+    // A hint without its account is refused, before anything is sent.
+    let e = oauth
+        .token_for(&TokenParams::new().login_hint("carol"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::InvalidRequest, "{e}");
+    assert_eq!(asked(&base).await.len(), before + 2);
+}
+
 #[tokio::test]
 async fn a_refusal_an_expiry_and_an_unknown_person_each_end_the_login_with_their_code() {
     let Some(provider) = provider() else {

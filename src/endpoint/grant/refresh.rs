@@ -204,8 +204,10 @@ pub(crate) enum Owner {
         automatic: bool,
         reauthenticates: bool,
     },
-    /// An account's, whose web login the app's routes run.
-    Account(AccountDigest),
+    /// An account's, whose web login the app's routes run; or, where the
+    /// layer's login is a backchannel one that runs when a token request
+    /// needs it (`asks`), that login for a request naming the person.
+    Account { digest: AccountDigest, asks: bool },
 }
 
 impl fmt::Debug for Chain {
@@ -354,16 +356,6 @@ impl Chain {
         }
     }
 
-    /// An account's chain: no refresh token until the account's web login
-    /// ([`OAuthLayer::finish_login`](crate::OAuthLayer::finish_login)), or
-    /// until a store holds its chain.
-    pub(crate) fn for_account(account: AccountDigest) -> Chain {
-        Chain {
-            owner: Owner::Account(account),
-            ..Chain::empty("account")
-        }
-    }
-
     /// What sets the chain's tokens apart in a token identity.
     pub(crate) fn identity(&self) -> String {
         format!("refresh_token {}", self.configured)
@@ -409,7 +401,7 @@ impl Chain {
     /// The "no login" error of this chain's kind, saying `why`.
     fn required(&self, why: NoLogin<'_>) -> TokenError {
         match (&self.owner, why) {
-            (Owner::Account(account), why) => account_login_required(account, why),
+            (Owner::Account { digest, .. }, why) => account_login_required(digest, why),
             (Owner::Person { .. }, why) => person_login_required(why),
             (Owner::Given, NoLogin::Yet) => login_required(None),
             (Owner::Given, NoLogin::Ended(ended)) => login_required(Some(ended.text())),

@@ -63,7 +63,9 @@ const MAX_BINDING_MESSAGE: usize = 256;
 /// ```
 #[derive(Clone)]
 pub struct Backchannel {
-    hint: (&'static str, String),
+    /// The hint's parameter and value; none with
+    /// [`per_request`](Self::per_request).
+    hint: Option<(&'static str, String)>,
     binding_message: Option<String>,
     requested_expiry: Option<Duration>,
     acr_values: Option<String>,
@@ -71,6 +73,17 @@ pub struct Backchannel {
     pings: Option<Arc<Pings>>,
     /// Whether a request that needs the approval waits for it.
     waits: bool,
+}
+
+/// Checks a person's hint: not empty, at most 8 KiB, without a control
+/// character. Why not, after the hint's name.
+pub(crate) fn check_hint(hint: &str) -> Result<(), String> {
+    if hint.is_empty() || hint.len() > MAX_TEXT || hint.chars().any(char::is_control) {
+        return Err(format!(
+            "is empty, over {MAX_TEXT} bytes or holds a control character"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a binding message: plain text the person reads on their device,
@@ -111,9 +124,40 @@ impl Backchannel {
         Self::hinted("login_hint_token", token.into())
     }
 
+    /// Nobody of its own: each request names the person of its account,
+    /// with [`TokenParams::account`](crate::TokenParams::account) and
+    /// [`TokenParams::login_hint`](crate::TokenParams::login_hint), for a
+    /// layer that acts for many people. The layer's own token (a request
+    /// that names no account) then has no login: its requests fail with
+    /// [`LoginFailed`](crate::TokenErrorKind::LoginFailed).
+    ///
+    /// ```
+    /// use tower_oauth::login::Backchannel;
+    /// use tower_oauth::TokenParams;
+    ///
+    /// let ask = Backchannel::per_request().binding_message("Approve the agent's access");
+    /// // Once per account, kept with it:
+    /// let alice = TokenParams::new().account("user-17").login_hint("alice@example.com");
+    /// # let _ = (ask, alice);
+    /// ```
+    pub fn per_request() -> Self {
+        Backchannel {
+            hint: None,
+            ..Self::hinted("login_hint", String::new())
+        }
+    }
+
+    /// This one, asking the person `login_hint` names.
+    pub(crate) fn for_person(&self, login_hint: &str) -> Self {
+        Backchannel {
+            hint: Some(("login_hint", login_hint.to_owned())),
+            ..self.clone()
+        }
+    }
+
     fn hinted(name: &'static str, value: String) -> Self {
         Backchannel {
-            hint: (name, value),
+            hint: Some((name, value)),
             binding_message: None,
             requested_expiry: None,
             acr_values: None,
@@ -191,12 +235,8 @@ impl Backchannel {
     /// Checks the settings, for the builder.
     pub(crate) fn check(&self) -> Result<(), String> {
         let plain = |text: &str| !text.is_empty() && !text.chars().any(char::is_control);
-        let (name, hint) = &self.hint;
-        if !plain(hint) || hint.len() > MAX_TEXT {
-            return Err(format!(
-                "the backchannel login's {name} is empty, over {MAX_TEXT} bytes or holds a \
-                 control character"
-            ));
+        if let Some((name, hint)) = &self.hint {
+            check_hint(hint).map_err(|e| format!("the backchannel login's {name} {e}"))?;
         }
         if let Some(message) = &self.binding_message {
             check_binding_message(message)
@@ -253,7 +293,7 @@ impl Backchannel {
 impl fmt::Debug for Backchannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Backchannel")
-            .field("hint", &self.hint.0)
+            .field("hint", &self.hint.as_ref().map(|(name, _)| name))
             .field("binding_message", &self.binding_message)
             .field("requested_expiry", &self.requested_expiry)
             .field("acr_values", &self.acr_values)
@@ -280,11 +320,15 @@ pub(super) async fn log_in(
     let target = {
         let details = login.request.target.authorization_details();
         let resources = login.resources().join(" ");
+        // What it asks (an API's challenge may ask more): a request asked
+        // for less serves no request that needs more.
+        let (acr, max_age) = (sought.acr_values.as_deref(), sought.max_age);
         format!(
-            "{}\n{scope}\n{resources}\n{}\n{}",
+            "{}\n{scope}\n{resources}\n{}\n{}\n{}\n{max_age:?}",
             server.issuer,
             details.unwrap_or_default(),
-            ask.binding_message.as_deref().unwrap_or_default()
+            ask.binding_message.as_deref().unwrap_or_default(),
+            acr.unwrap_or_default(),
         )
     };
     // The person is never asked twice for one approval: a request asked
@@ -328,7 +372,13 @@ pub(super) async fn log_in(
         login.request.spec.allow_insecure_http,
     )
     .map_err(|e| failed(e.to_string()))?;
-    let (hint_name, hint) = (ask.hint.0, ask.hint.1.as_str());
+    let Some((hint_name, hint)) = ask.hint.as_ref().map(|(name, hint)| (*name, hint.as_str()))
+    else {
+        return Err(failed(
+            "the backchannel login names nobody (Backchannel::per_request): a request names \
+             the person of its account with TokenParams::account and TokenParams::login_hint",
+        ));
+    };
     let expiry = ask.requested_expiry.map(|e| e.as_secs().to_string());
     let mut pairs: Vec<(&str, &str)> = vec![("scope", scope), (hint_name, hint)];
     if let Some(message) = &ask.binding_message {

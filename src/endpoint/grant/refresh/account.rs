@@ -78,10 +78,24 @@ impl HandedCallback {
 }
 
 impl Chain {
+    /// An account's chain: no refresh token until the account's web login
+    /// ([`OAuthLayer::finish_login`](crate::OAuthLayer::finish_login)), a
+    /// backchannel login a request names its person for (`asks`), or until
+    /// a store holds its chain.
+    pub(crate) fn for_account(account: AccountDigest, asks: bool) -> Chain {
+        Chain {
+            owner: Owner::Account {
+                digest: account,
+                asks,
+            },
+            ..Chain::empty("account")
+        }
+    }
+
     /// The account whose chain this is, if any.
     pub(crate) fn account(&self) -> Option<&AccountDigest> {
         match &self.owner {
-            Owner::Account(account) => Some(account),
+            Owner::Account { digest, .. } => Some(digest),
             Owner::Given | Owner::Person { .. } => None,
         }
     }

@@ -201,14 +201,15 @@ impl Chain {
         matches!(self.owner, Owner::Person { .. })
     }
 
-    /// Whether a token request may begin the login by itself.
+    /// Whether a token request may begin the login by itself (an
+    /// account's, where it names the person).
     pub(crate) fn logs_in_by_itself(&self) -> bool {
         matches!(
             self.owner,
             Owner::Person {
                 automatic: true,
                 ..
-            }
+            } | Owner::Account { asks: true, .. }
         )
     }
 
