@@ -7,7 +7,9 @@
 //! device grant. `Login::browser()` opens Chromium through `$BROWSER`, so that
 //! part runs in a child process with it set. And a web app's confidential
 //! client signing two people in through one layer (`begin_login`,
-//! `finish_login`), each with their own token, then one signing out.
+//! `finish_login`), each with their own token, then one signing out. And an
+//! API's `max_age` (RFC 9470) that makes the provider ask the person, whose
+//! browser keeps its session, for a fresh sign-in.
 //! `.ci/run` installs them; elsewhere the tests skip with a note.
 
 use crate::support;
@@ -225,6 +227,125 @@ async fn browser_child() {
         .unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::LoginFailed, "{e}");
     assert!(e.to_string().contains("access_denied"), "{e}");
+}
+
+/// RFC 9470's `max_age` at a real provider, in one person's Chromium whose
+/// profile (the provider's session) lasts from one login to the next: a
+/// second login signs the person in by the provider's session, without the
+/// sign-in page; an API that asks for a sign-in within the last second makes
+/// the layer log in again with `max_age=1`, and the provider asks the person
+/// to sign in again, as `max_age` requires, its ID token's `auth_time` new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_s_max_age_makes_the_provider_ask_for_a_fresh_sign_in() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let dir = support::scratch("max-age-browser");
+    let browser = format!("node {}", browser_script());
+    let port = provider.base.rsplit(':').next().unwrap();
+    let (profile, signins) = (dir.join("profile"), dir.join("sign-ins"));
+    support::child_test(
+        "real_browser::max_age_child",
+        &[
+            ("BROWSER", browser.as_ref()),
+            (PORT_VAR, port.as_ref()),
+            ("BROWSER_PROFILE", profile.as_os_str()),
+            ("BROWSER_SIGNINS", signins.as_os_str()),
+        ],
+    )
+    .await;
+}
+
+/// The child of the test above, with `$BROWSER` set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by an_api_s_max_age_makes_the_provider_ask_for_a_fresh_sign_in"]
+async fn max_age_child() {
+    let port = std::env::var(PORT_VAR).expect("run by the parent test");
+    let base = format!("http://127.0.0.1:{port}");
+    let signins = std::path::PathBuf::from(std::env::var("BROWSER_SIGNINS").unwrap());
+    let sign_ins = || {
+        std::fs::read_to_string(&signins)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let oauth = layer(&base)
+        .client_id("browser-cli")
+        .login(Login::browser().timeout(Duration::from_secs(90)))
+        .build()
+        .unwrap();
+    oauth.token().await.unwrap();
+    assert_eq!(sign_ins(), 1);
+    // The same browser again: the provider's session signs the person in.
+    oauth.login().await.unwrap();
+    assert_eq!(
+        sign_ins(),
+        1,
+        "the provider asked for a sign-in without max_age"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (url, seen) = max_age_api().await;
+    let asked_at = now_s();
+    assert_eq!(
+        super::reauthentication::pay(&oauth, &url).await.unwrap(),
+        200
+    );
+    assert_eq!(sign_ins(), 2, "max_age=1 asked for no fresh sign-in");
+    assert_eq!(seen.lock().unwrap().len(), 2, "the request sent again once");
+    let identity = oauth.identity().await.unwrap();
+    let auth_time = identity.claims()["auth_time"].as_u64().expect("auth_time");
+    assert!(
+        auth_time >= asked_at,
+        "auth_time {auth_time} before {asked_at}"
+    );
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// An API on 127.0.0.1 that asks for a sign-in within the last second
+/// (RFC 9470) of the first token it sees, and takes any other: its URL,
+/// and the tokens it saw.
+async fn max_age_api() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use support::serve::{answer, serve_state};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/orders", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    serve_state(
+        listener,
+        std::sync::Arc::clone(&seen),
+        |seen, req| async move {
+            let token = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let first = {
+                let mut seen = seen.lock().unwrap();
+                seen.push(token.clone());
+                seen[0] == token
+            };
+            if !first {
+                return answer(200, serde_json::json!({"orders": []}));
+            }
+            let mut refused = answer(
+                401,
+                serde_json::json!({"error": "insufficient_user_authentication"}),
+            );
+            refused.headers_mut().insert(
+                "www-authenticate",
+                r#"Bearer error="insufficient_user_authentication", max_age="1""#
+                    .parse()
+                    .unwrap(),
+            );
+            refused
+        },
+    );
+    (url, seen)
 }
 
 /// oidc-provider with its defaults issues a refresh token only for an

@@ -14,8 +14,11 @@
 // there in the same browser, the person's session at the provider still
 // open (an end-session page), stopping at the app's /signed-out page or the
 // provider's own. It never leaves loopback: any other request (a page's web
-// fonts) is aborted.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+// fonts) is aborted. With BROWSER_PROFILE=<dir> it keeps its profile (the
+// provider's session cookie) there from one run to the next, as a person's
+// browser does; with BROWSER_SIGNINS=<file> it adds a line to <file> each time
+// it fills in the sign-in page.
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 
 const url = process.argv[process.argv.length - 1];
@@ -25,6 +28,7 @@ const say = (what) => process.stderr.write(`browser: ${what}\n`);
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
+  userDataDir: process.env.BROWSER_PROFILE || undefined,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
 });
 const then = process.env.BROWSER_THEN;
@@ -73,6 +77,7 @@ try {
     }
     if (await page.$('input[name=login]')) {
       say('signing in');
+      if (process.env.BROWSER_SIGNINS) appendFileSync(process.env.BROWSER_SIGNINS, 'signed in\n');
       await page.type('input[name=login]', process.env.BROWSER_LOGIN || 'person@example.com');
       await page.type('input[name=password]', 'any');
     } else {
