@@ -321,6 +321,8 @@ async fn without_waiting_a_request_fails_at_once_and_a_later_one_gets_the_approv
 struct Seen {
     requests: Vec<String>,
     polls: Vec<(Instant, String)>,
+    /// Each poll's `DPoP` header, if any.
+    proofs: Vec<Option<String>>,
 }
 
 /// A loopback server whose backchannel endpoint answers `answer_with`, and
@@ -334,6 +336,11 @@ async fn loopback(answer_with: Value, slow_first: bool) -> (String, Arc<Mutex<Se
     serve_state(listener, state, |state, req| async move {
         let (base, answer_with, seen, slow_first) = &*state;
         let path = req.uri().path().to_owned();
+        let proof = req
+            .headers()
+            .get("dpop")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let form = String::from_utf8(req.into_body().collect().await.unwrap().to_bytes().to_vec())
             .unwrap();
         match path.as_str() {
@@ -356,9 +363,14 @@ async fn loopback(answer_with: Value, slow_first: bool) -> (String, Arc<Mutex<Se
             "/token" => {
                 let mut seen = seen.lock().unwrap();
                 seen.polls.push((Instant::now(), form));
+                let token_type = if proof.is_some() { "DPoP" } else { "Bearer" };
+                seen.proofs.push(proof);
                 match seen.polls.len() {
                     1 if *slow_first => answer(400, json!({"error": "slow_down"})),
-                    _ => answer(200, json!({"access_token": "at-ciba", "expires_in": 300})),
+                    _ => answer(
+                        200,
+                        json!({"access_token": "at-ciba", "token_type": token_type, "expires_in": 300}),
+                    ),
                 }
             }
             _ => answer(404, json!({})),
@@ -448,6 +460,90 @@ async fn a_binding_message_with_a_control_character_is_refused_before_anything_i
         assert!(!e.to_string().contains('\u{1b}'), "{e}");
     }
     assert!(seen.lock().unwrap().requests.is_empty());
+}
+
+/// The client authenticates as for its token requests: a backchannel
+/// request and each poll carry its own `private_key_jwt` assertion, and
+/// each poll a DPoP proof of the layer's key, both verified here with
+/// jsonwebtoken against openssl's public key and the proof's own.
+#[tokio::test]
+async fn a_backchannel_login_authenticates_with_private_key_jwt_and_polls_with_dpop() {
+    use jsonwebtoken::{Algorithm as Jwa, DecodingKey, Validation};
+    use support::keys::{Kind, TestKey};
+    use tower_oauth::client_auth::{Algorithm, ClientAuth, SigningKey};
+    use tower_oauth::dpop::DpopKey;
+
+    let (base, seen) = loopback(
+        json!({"auth_req_id": "r-1", "expires_in": 60, "interval": 1}),
+        false,
+    )
+    .await;
+    let key = TestKey::new(Kind::P256);
+    let oauth = support::with_transport(
+        OAuthLayer::builder()
+            .issuer(&base)
+            .client_id("agent")
+            .client_auth(ClientAuth::PrivateKeyJwt(
+                SigningKey::from_pem(&key.pkcs8, Algorithm::Es256).unwrap(),
+            ))
+            .dpop(DpopKey::generate(Algorithm::Es256).unwrap())
+            .login(Login::backchannel(Backchannel::login_hint("alice"))),
+    )
+    .build()
+    .unwrap();
+    let token = oauth.token().await.unwrap();
+    assert_eq!(token.expose_token(), "at-ciba");
+    let seen = seen.lock().unwrap();
+    let assertion_of = |form: &str| {
+        let pairs = url_pairs(form);
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("no {name} in {form}"))
+        };
+        assert_eq!(
+            get("client_assertion_type"),
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        );
+        let mut validation = Validation::new(Jwa::ES256);
+        validation.set_audience(&[
+            base.as_str(),
+            &format!("{base}/token"),
+            &format!("{base}/bc"),
+        ]);
+        let decoding = DecodingKey::from_ec_pem(key.public.as_bytes()).unwrap();
+        let claims =
+            jsonwebtoken::decode::<Value>(&get("client_assertion"), &decoding, &validation)
+                .unwrap_or_else(|e| panic!("the assertion does not verify: {e}"))
+                .claims;
+        assert_eq!(
+            (claims["iss"].as_str(), claims["sub"].as_str()),
+            (Some("agent"), Some("agent"))
+        );
+        claims["jti"].as_str().unwrap().to_owned()
+    };
+    let mut jtis = vec![assertion_of(&seen.requests[0])];
+    assert!(!seen.polls.is_empty());
+    for ((_, form), proof) in seen.polls.iter().zip(&seen.proofs) {
+        jtis.push(assertion_of(form));
+        let proof = proof.as_deref().expect("a DPoP proof on the poll");
+        let header = jsonwebtoken::decode_header(proof).unwrap();
+        assert_eq!(header.typ.as_deref(), Some("dpop+jwt"));
+        let decoding = DecodingKey::from_jwk(&header.jwk.unwrap()).unwrap();
+        let mut validation = Validation::new(header.alg);
+        validation.validate_exp = false;
+        validation.required_spec_claims = Default::default();
+        let claims = jsonwebtoken::decode::<Value>(proof, &decoding, &validation)
+            .unwrap_or_else(|e| panic!("the proof does not verify: {e}"))
+            .claims;
+        assert_eq!(claims["htm"], "POST");
+        assert_eq!(claims["htu"], format!("{base}/token"));
+    }
+    jtis.sort();
+    jtis.dedup();
+    assert_eq!(jtis.len(), 1 + seen.polls.len(), "an assertion used twice");
 }
 
 /// A request's own binding message (`TokenParams::binding_message`) is
