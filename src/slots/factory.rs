@@ -258,7 +258,8 @@ impl SlotFactory {
             resources: self.resources.clone(),
             login,
             key_sets: Arc::clone(&self.key_sets),
-            parked: Default::default(),
+            // The layer's: an account's keys hold its digest.
+            parked: Arc::clone(&self.parked),
             made: Default::default(),
             hearing: Some(hearing),
         })

@@ -185,6 +185,49 @@ async fn each_account_s_person_is_asked_by_the_request_that_names_them() {
     assert_eq!(asked(&base).await.len(), before + 2);
 }
 
+/// An account first named with the wrong person, then the right one: the
+/// right person is asked on their own, never handed the wrong one's
+/// pending request (whose approval would give that person the account).
+#[tokio::test]
+async fn a_corrected_hint_asks_the_right_person_anew() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let oauth = agent(
+        &base,
+        Login::backchannel(Backchannel::per_request().wait(false)),
+    );
+    let before = asked(&base).await.len();
+    let wrong = TokenParams::new().account("user-9").login_hint("carol");
+    let e = oauth.token_for(&wrong).await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+    let right = TokenParams::new().account("user-9").login_hint("alice");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "alice never decided");
+        match oauth.token_for(&right).await {
+            Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                tokio::time::sleep(e.retry_after().unwrap()).await;
+            }
+            outcome => break outcome.map(drop).unwrap(),
+        }
+    }
+    let requests = asked(&base).await;
+    let hints: Vec<&str> = requests[before..]
+        .iter()
+        .map(|r| r["login_hint"].as_str().unwrap())
+        .collect();
+    assert_eq!(hints, ["carol", "alice"]);
+    let identity = oauth
+        .for_account("user-9")
+        .unwrap()
+        .identity()
+        .await
+        .unwrap();
+    assert_eq!(identity.subject(), "alice");
+}
+
 #[tokio::test]
 async fn a_refusal_an_expiry_and_an_unknown_person_each_end_the_login_with_their_code() {
     let Some(provider) = provider() else {

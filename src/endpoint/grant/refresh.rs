@@ -430,7 +430,7 @@ impl Chain {
                            not sent, since the server may take it for a replay and revoke the \
                            login";
         tracing::error!("{WHY}");
-        if self.logs_in_by_itself() {
+        if self.person_logs_in_by_itself() {
             let current = self.current();
             self.end(&current, Ended::StoreLost);
             return None;

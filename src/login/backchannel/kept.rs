@@ -91,9 +91,13 @@ impl AskedBefore {
             Value::Null => None,
             other => Some(other.as_u64()?),
         };
+        let interval = Duration::from_millis(record["interval_ms"].as_u64()?);
+        if auth_req_id.is_empty() || interval < Duration::from_secs(1) {
+            return None;
+        }
         Some(AskedBefore {
             auth_req_id: auth_req_id.to_owned(),
-            interval: Duration::from_millis(record["interval_ms"].as_u64()?),
+            interval,
             next_poll: time("next_poll_ms")?,
             expires_at: time("expires_at_ms")?,
             sought: Reauthentication {
@@ -152,11 +156,13 @@ pub(super) async fn find(
         tracing::warn!("a kept backchannel request does not read; a new one is sent");
         return Ok(None);
     };
+    // Kept back at once. A store that fails here still leaves the request
+    // in hand (the chain's turn is this fetch's): it is polled, and kept
+    // again after an unanswered poll.
     if let Some(left) = pending.remaining() {
-        parking
-            .keep(target, bytes, left)
-            .await
-            .map_err(|why| unkept("keep", why))?;
+        if let Err(why) = parking.keep(target, bytes, left).await {
+            tracing::warn!(%why, "a backchannel request could not be kept back; it is polled");
+        }
     }
     Ok(Some(pending))
 }

@@ -323,12 +323,17 @@ pub(super) async fn log_in(
         // What it asks (an API's challenge may ask more): a request asked
         // for less serves no request that needs more.
         let (acr, max_age) = (sought.acr_values.as_deref(), sought.max_age);
+        // Who is asked: a request for another person is another's.
+        let who = ask.hint.as_ref().map(|(name, hint)| {
+            crate::support::encoding::sha256_hex(format!("{name}\0{hint}").as_bytes())
+        });
         format!(
-            "{}\n{scope}\n{resources}\n{}\n{}\n{}\n{max_age:?}",
+            "{}\n{scope}\n{resources}\n{}\n{}\n{}\n{max_age:?}\n{}",
             server.issuer,
             details.unwrap_or_default(),
             ask.binding_message.as_deref().unwrap_or_default(),
             acr.unwrap_or_default(),
+            who.unwrap_or_default(),
         )
     };
     // The person is never asked twice for one approval: a request asked
@@ -494,8 +499,9 @@ async fn resume(
     (parking, target): (&dyn Parking, &str),
     mut pending: AskedBefore,
 ) -> Result<(Answered, Reauthentication), TokenError> {
+    // (At most an interval early: another replica's clock may run ahead.)
     if let Ok(early) = pending.next_poll.duration_since(SystemTime::now()) {
-        return Err(ask.approval_pending(early));
+        return Err(ask.approval_pending(early.min(pending.interval)));
     }
     let id = pending.auth_req_id.clone();
     let polled = login

@@ -100,14 +100,15 @@ impl FileStore {
         self.lock_at(&self.inner.lock_path, deadline).await
     }
 
-    /// Where a fetch for `ctx` takes its lock: a chain a person's login
-    /// begins (a layer's, or an account's a backchannel login begins) its
-    /// own, `<path>.<16 hex digits of the chain's key>.lock`, since its fetch
-    /// may wait minutes for the person, and the file's other chains go on
-    /// meanwhile; any other fetch the file's (short) lock.
+    /// Where a fetch for `ctx` takes its lock: a person's login chain its
+    /// own, `<path>.<16 hex digits of the chain's key>.lock`, since its
+    /// fetch may wait minutes for the person, and the file's other chains
+    /// go on meanwhile; any other fetch the file's (short) lock. (An
+    /// account's chain takes the file's lock whatever the layer's login, so
+    /// that every process on the file takes the same one for it.)
     pub(super) fn fetch_lock_path(&self, ctx: &FetchContext<'_>) -> PathBuf {
         match ctx.chain {
-            Some(KeptChain { chain, identity }) if chain.logs_in() || chain.logs_in_by_itself() => {
+            Some(KeptChain { chain, identity }) if chain.logs_in() => {
                 let mut path = self.inner.path.clone().into_os_string();
                 let short = identity.key().get(..16).unwrap_or(identity.key());
                 path.push(format!(".{short}.lock"));

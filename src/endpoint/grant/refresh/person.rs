@@ -201,8 +201,10 @@ impl Chain {
         matches!(self.owner, Owner::Person { .. })
     }
 
-    /// Whether a token request may begin the login by itself (an
-    /// account's, where it names the person).
+    /// Whether a token request may begin the login by itself: a person's
+    /// automatic login, or an account's backchannel login (a request that
+    /// names the account's person asks them; after a sign-out too, which
+    /// the person approves again).
     pub(crate) fn logs_in_by_itself(&self) -> bool {
         matches!(
             self.owner,
@@ -210,6 +212,19 @@ impl Chain {
                 automatic: true,
                 ..
             } | Owner::Account { asks: true, .. }
+        )
+    }
+
+    /// Whether this is a person's chain whose login runs by itself: one the
+    /// store lost begins again with a login, not with another replica's
+    /// copy (an account's waits for the replica that holds the newest).
+    pub(crate) fn person_logs_in_by_itself(&self) -> bool {
+        matches!(
+            self.owner,
+            Owner::Person {
+                automatic: true,
+                ..
+            }
         )
     }
 
