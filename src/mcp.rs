@@ -82,7 +82,10 @@ use crate::slots::routes::destination_of;
 ///   the error is returned.
 /// - A token that cannot be had fails the call with `StreamableHttpError::Io`.
 ///   Its inner error is the [`TokenError`]: reach it with `io::Error::get_ref`
-///   and `downcast_ref`. A backchannel login that does not wait
+///   and `downcast_ref` (from rmcp's `ClientInitializeError::TransportError`
+///   or `ServiceError::TransportSend`, down the sources of its transport
+///   error). rmcp has no error of its own for an approval still to come, so
+///   it is this one. A backchannel login that does not wait
 ///   ([`Backchannel::wait(false)`](crate::login::Backchannel::wait)) fails the
 ///   call so, with [`ApprovalPending`](crate::TokenErrorKind::ApprovalPending):
 ///   the agent tells its user what the person was asked (the message), and

@@ -50,6 +50,75 @@ async fn start_with(step_up: &[&str]) -> (McpServers, OAuthLayer, Client) {
     (servers, oauth, client)
 }
 
+/// A backchannel login that does not wait, through the MCP client: the
+/// call fails at once, and the error rmcp gives holds the layer's
+/// `ApprovalPending` (its message naming what the person was asked, its
+/// `retry_after` the server's interval), as the adapter's docs say.
+#[tokio::test]
+async fn an_approval_still_to_come_reaches_the_mcp_caller_as_approval_pending() {
+    use tower_oauth::login::{Backchannel, Login};
+    use tower_oauth::{TokenError, TokenErrorKind};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let servers = McpServers::start(&key.public_key_pem()).await;
+    let ask = Backchannel::login_hint("alice")
+        .binding_message("Let the agent add numbers")
+        .wait(false);
+    let oauth = OAuthLayer::builder()
+        .protected_resource(servers.mcp_url())
+        .client_id(CLIENT_ID)
+        .client_auth(ClientAuth::PrivateKeyJwt(
+            SigningKey::from_pem(key.serialize_pem(), Algorithm::Es256).unwrap(),
+        ))
+        .login(Login::backchannel(ask))
+        .build()
+        .unwrap();
+    let transport = StreamableHttpClientTransport::with_client(
+        oauth.mcp_client(reqwest::Client::new()),
+        StreamableHttpClientTransportConfig::with_uri(servers.mcp_url()),
+    );
+    let e = ClientConfig::default()
+        .serve(transport)
+        .await
+        .expect_err("no token yet");
+    // Down rmcp's error to the transport's io::Error, and the TokenError in it.
+    let rmcp::service::ClientInitializeError::TransportError { error, .. } = &e else {
+        panic!("not the transport's error: {e:?}");
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut found = None;
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            found = io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<TokenError>());
+            break;
+        }
+        source = error.source();
+    }
+    let token_error = found.unwrap_or_else(|| panic!("no TokenError in {e:?}"));
+    assert_eq!(
+        token_error.kind(),
+        TokenErrorKind::ApprovalPending,
+        "{token_error}"
+    );
+    assert!(
+        token_error
+            .to_string()
+            .contains("Let the agent add numbers"),
+        "{token_error}"
+    );
+    assert_eq!(
+        token_error.retry_after(),
+        Some(std::time::Duration::from_secs(2))
+    );
+    assert_eq!(
+        servers.api_calls(),
+        0,
+        "nothing reached the MCP server without a token"
+    );
+}
+
 async fn sum(client: &Client, a: i64, b: i64) -> Result<String, rmcp::ServiceError> {
     let arguments = serde_json::json!({"a": a, "b": b});
     let params =

@@ -20,7 +20,9 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tower_oauth::login::{Backchannel, Login};
-use tower_oauth::{OAuthLayer, TokenErrorKind, TokenParams};
+use tower_oauth::{
+    AccessToken, OAuthLayer, OAuthLayerBuilder, TokenError, TokenErrorKind, TokenParams,
+};
 
 use super::real_browser::{node_provider, stats, Provider};
 use support::serve::{answer, serve_state};
@@ -32,8 +34,13 @@ pub(super) fn provider() -> Option<Provider> {
     node_provider("oidc_provider.mjs", &[("CIBA", "1")])
 }
 
-/// The `ciba-agent` client's layer at `base`, asking as `ask` says.
+/// The `ciba-agent` client's layer at `base`, logging in with `login`.
 fn agent(base: &str, login: Login) -> OAuthLayer {
+    agent_builder(base, login).build().unwrap()
+}
+
+/// The builder of [`agent`], for more settings.
+pub(super) fn agent_builder(base: &str, login: Login) -> OAuthLayerBuilder {
     support::with_transport(
         OAuthLayer::builder()
             .issuer(base)
@@ -43,8 +50,25 @@ fn agent(base: &str, login: Login) -> OAuthLayer {
             .resource(format!("{base}/api"))
             .login(login),
     )
-    .build()
-    .unwrap()
+}
+
+/// What `ask` gets once the person decides (20 s at most), each
+/// `ApprovalPending` waited out for its `retry_after`.
+pub(super) async fn until_decided<F, Fut>(ask: F) -> Result<AccessToken, TokenError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<AccessToken, TokenError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "never decided");
+        match ask().await {
+            Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                tokio::time::sleep(e.retry_after().unwrap()).await;
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// What each backchannel request the provider took asked.
@@ -203,16 +227,7 @@ async fn a_corrected_hint_asks_the_right_person_anew() {
     let e = oauth.token_for(&wrong).await.unwrap_err();
     assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
     let right = TokenParams::new().account("user-9").login_hint("alice");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "alice never decided");
-        match oauth.token_for(&right).await {
-            Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
-                tokio::time::sleep(e.retry_after().unwrap()).await;
-            }
-            outcome => break outcome.map(drop).unwrap(),
-        }
-    }
+    until_decided(|| oauth.token_for(&right)).await.unwrap();
     let requests = asked(&base).await;
     let hints: Vec<&str> = requests[before..]
         .iter()
@@ -339,16 +354,7 @@ async fn without_waiting_a_request_fails_at_once_and_a_later_one_gets_the_approv
         // At once again: still pending, and nobody asked twice.
         let again = oauth.token().await.unwrap_err();
         assert_eq!(again.kind(), TokenErrorKind::ApprovalPending, "{again}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let outcome = loop {
-            assert!(Instant::now() < deadline, "{hint}: never decided");
-            match oauth.token().await {
-                Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
-                    tokio::time::sleep(e.retry_after().unwrap()).await;
-                }
-                outcome => break outcome,
-            }
-        };
+        let outcome = until_decided(|| oauth.token()).await;
         assert_eq!(asked(&base).await.len(), before + 1, "{hint} asked once");
         match (approves, outcome) {
             (true, Ok(_)) => assert_eq!(oauth.identity().await.unwrap().subject(), "alice"),

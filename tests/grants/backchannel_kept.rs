@@ -7,52 +7,26 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
-
 use tower_oauth::login::{Backchannel, Login};
 use tower_oauth::store::{FileStore, TokenStore};
 use tower_oauth::{OAuthLayer, TokenErrorKind};
 
-use super::backchannel::{asked, provider, ASKED};
+use super::backchannel::{agent_builder, asked, provider, until_decided, ASKED};
 
-/// The `ciba-agent` client's layer at `base`, asking alice as `ask` says,
-/// its tokens and pending requests in `store`: one replica of a fleet, or
-/// one run of a process.
+/// The `ciba-agent` client's layer at `base`, asking as `ask` says, its
+/// tokens and pending requests in `store`: one replica of a fleet, or one
+/// run of a process.
 fn replica(base: &str, ask: Backchannel, store: impl TokenStore) -> OAuthLayer {
-    support::with_transport(
-        OAuthLayer::builder()
-            .issuer(base)
-            .client_id("ciba-agent")
-            .client_secret("ciba-secret")
-            .scope("read")
-            .resource(format!("{base}/api"))
-            .login(Login::backchannel(ask))
-            .token_store(store),
-    )
-    .build()
-    .unwrap()
+    agent_builder(base, Login::backchannel(ask))
+        .token_store(store)
+        .build()
+        .unwrap()
 }
 
 fn alice(wait: bool) -> Backchannel {
     Backchannel::login_hint("alice")
         .binding_message(ASKED)
         .wait(wait)
-}
-
-/// Asks `oauth` until the person decides (20 s at most), waiting out each
-/// `ApprovalPending`'s `retry_after`.
-async fn until_decided(oauth: &OAuthLayer) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "never decided");
-        match oauth.token().await {
-            Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
-                tokio::time::sleep(e.retry_after().unwrap()).await;
-            }
-            Err(e) => panic!("{e}"),
-            Ok(_) => return,
-        }
-    }
 }
 
 /// Replica A asks alice without waiting; replica B, on the same store,
@@ -73,7 +47,7 @@ async fn continued_on(base: &str, layer: impl Fn(Backchannel) -> OAuthLayer) {
         before + 1,
         "B sent a request of its own"
     );
-    until_decided(&b).await;
+    until_decided(|| b.token()).await.unwrap();
     assert_eq!(b.identity().await.unwrap().subject(), "alice");
     // A takes the login B finished from the store.
     a.token().await.unwrap();

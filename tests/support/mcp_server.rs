@@ -125,6 +125,7 @@ impl McpServers {
             )
             .route("/token", post(token))
             .route("/authorize", get(authorize))
+            .route("/bc", post(backchannel))
             .with_state(Arc::clone(&shared));
         let service: StreamableHttpService<Adder, LocalSessionManager> = StreamableHttpService::new(
             || {
@@ -307,7 +308,16 @@ async fn server_metadata(State(shared): State<Arc<Shared>>) -> Json<Value> {
         "code_challenge_methods_supported": ["S256"],
         "scopes_supported": [SCOPE, "offline_access"],
         "authorization_response_iss_parameter_supported": true,
+        "backchannel_authentication_endpoint": format!("{}/bc", shared.issuer),
+        "backchannel_token_delivery_modes_supported": ["poll"],
     }))
+}
+
+/// A backchannel (CIBA) request: taken, the person asked (nobody here
+/// answers; its polls stay pending).
+async fn backchannel(Form(form): Form<HashMap<String, String>>) -> Json<Value> {
+    let _ = form;
+    Json(json!({"auth_req_id": "mcp-ciba-1", "expires_in": 60, "interval": 2}))
 }
 
 async fn resource_metadata(State(shared): State<Arc<Shared>>) -> Json<Value> {
