@@ -14,7 +14,7 @@ use crate::endpoint::{
     SharedMetadata, TokenRequest, UrlFrom,
 };
 use crate::error::{TokenError, TokenErrorKind};
-use crate::login::{KeySets, Person};
+use crate::login::{KeySets, Login, Person};
 use crate::policy::Policy;
 use crate::slots::parked::Parked;
 use crate::slots::routes::Routes;
@@ -163,7 +163,7 @@ impl SlotFactory {
         // A person's login asks for any scope an API names, which the
         // person approves at the server; `step_up_scopes` bounds it where
         // set, and is the only way for a machine's credential.
-        let allowed = match (&self.step_up_scopes[..], &self.login) {
+        let allowed = match (&self.step_up_scopes[..], self.login_for(asked)) {
             ([], None) => None,
             ([], Some(_)) => Some(Allowed::Approved {
                 // The resource the tokens are for: named, else the layer's
@@ -353,6 +353,23 @@ impl SlotFactory {
         Ok(self.make(params.pairs(), asked).0)
     }
 
+    /// The login of a slot whose request named `asked`: the layer's, asking
+    /// as `asked` says where it names someone or something to show. An
+    /// account's slot has one only where its request names the person: the
+    /// account's other logins are its web logins, which the app's routes
+    /// run.
+    fn login_for(&self, asked: Asked<'_>) -> Option<Arc<Login>> {
+        let account = self.chain().and_then(|chain| chain.account());
+        match (account, asked) {
+            (Some(_), (None, _)) => None,
+            (_, (None, None)) => self.login.clone(),
+            (_, (hint, message)) => self
+                .login
+                .as_ref()
+                .map(|login| Arc::new(login.asking(hint, message))),
+        }
+    }
+
     /// The token source for `params`, and where its requests go. A person's
     /// chain (a login's, an account's) has the login's own requests come
     /// first ([`Person`]). A backchannel login asks the person `asked`
@@ -372,18 +389,10 @@ impl SlotFactory {
                     sealing_key: self.sealing_key,
                     memory: Arc::clone(&self.parked),
                 };
-                let login = match (chain.account(), asked) {
-                    (Some(_), (None, _)) => None,
-                    (_, (None, None)) => self.login.clone(),
-                    (_, (hint, message)) => self
-                        .login
-                        .as_ref()
-                        .map(|login| Arc::new(login.asking(hint, message))),
-                };
                 let person = Person::new(
                     requests,
                     Arc::clone(chain),
-                    login,
+                    self.login_for(asked),
                     (Arc::clone(&self.key_sets), Arc::new(parked)),
                 );
                 return (Arc::new(person), endpoint);

@@ -316,6 +316,13 @@ pub(super) async fn log_in(
     (scope, parking): (&str, &dyn Parking),
     deadline: Instant,
 ) -> Result<(Answered, Reauthentication), TokenError> {
+    let Some((hint_name, hint)) = ask.hint.as_ref().map(|(name, hint)| (*name, hint.as_str()))
+    else {
+        return Err(failed(
+            "the backchannel login names nobody (Backchannel::per_request): a request names \
+             the person of its account with TokenParams::account and TokenParams::login_hint",
+        ));
+    };
     // What the request is for: its answer serves only the same.
     let target = {
         let details = login.request.target.authorization_details();
@@ -324,16 +331,13 @@ pub(super) async fn log_in(
         // for less serves no request that needs more.
         let (acr, max_age) = (sought.acr_values.as_deref(), sought.max_age);
         // Who is asked: a request for another person is another's.
-        let who = ask.hint.as_ref().map(|(name, hint)| {
-            crate::support::encoding::sha256_hex(format!("{name}\0{hint}").as_bytes())
-        });
+        let who = crate::support::encoding::sha256_hex(format!("{hint_name}\0{hint}").as_bytes());
         format!(
-            "{}\n{scope}\n{resources}\n{}\n{}\n{}\n{max_age:?}\n{}",
+            "{}\n{scope}\n{resources}\n{}\n{}\n{}\n{max_age:?}\n{who}",
             server.issuer,
             details.unwrap_or_default(),
             ask.binding_message.as_deref().unwrap_or_default(),
             acr.unwrap_or_default(),
-            who.unwrap_or_default(),
         )
     };
     // The person is never asked twice for one approval: a request asked
@@ -377,13 +381,6 @@ pub(super) async fn log_in(
         login.request.spec.allow_insecure_http,
     )
     .map_err(|e| failed(e.to_string()))?;
-    let Some((hint_name, hint)) = ask.hint.as_ref().map(|(name, hint)| (*name, hint.as_str()))
-    else {
-        return Err(failed(
-            "the backchannel login names nobody (Backchannel::per_request): a request names \
-             the person of its account with TokenParams::account and TokenParams::login_hint",
-        ));
-    };
     let expiry = ask.requested_expiry.map(|e| e.as_secs().to_string());
     let mut pairs: Vec<(&str, &str)> = vec![("scope", scope), (hint_name, hint)];
     if let Some(message) = &ask.binding_message {

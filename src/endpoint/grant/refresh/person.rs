@@ -206,13 +206,7 @@ impl Chain {
     /// names the account's person asks them; after a sign-out too, which
     /// the person approves again).
     pub(crate) fn logs_in_by_itself(&self) -> bool {
-        matches!(
-            self.owner,
-            Owner::Person {
-                automatic: true,
-                ..
-            } | Owner::Account { asks: true, .. }
-        )
+        self.person_logs_in_by_itself() || matches!(self.owner, Owner::Account { asks: true, .. })
     }
 
     /// Whether this is a person's chain whose login runs by itself: one the
