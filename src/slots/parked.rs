@@ -31,9 +31,24 @@ impl Parking for Parked {
         Box::pin(async move {
             let key = self.identity.backchannel_request(target);
             let sealing_key = self.sealing_key.as_ref();
-            (self.memory)
+            let kept = (self.memory)
                 .keep(self.store.as_deref(), &key, sealing_key, &record, ttl)
-                .await
+                .await;
+            // The person was asked already: a store that fails leaves the
+            // request in this layer's memory (read first), not lost.
+            match kept {
+                Err(why) if self.store.is_some() => {
+                    tracing::warn!(
+                        %why,
+                        "the token store could not keep a backchannel request; this replica \
+                         keeps it"
+                    );
+                    self.memory
+                        .keep(None, &key, sealing_key, &record, ttl)
+                        .await
+                }
+                kept => kept,
+            }
         })
     }
 

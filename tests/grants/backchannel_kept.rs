@@ -112,3 +112,51 @@ async fn a_request_kept_in_redis_is_continued_by_another_replica() {
     })
     .await;
 }
+
+/// A token store that keeps nothing it is given: every write fails.
+struct Failing;
+
+impl TokenStore for Failing {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a tower_oauth::store::FetchContext<'a>,
+    ) -> tower_oauth::BoxFuture<'a, Result<tower_oauth::store::StoredToken, tower_oauth::TokenError>>
+    {
+        Box::pin(ctx.fetch())
+    }
+
+    fn refused<'a>(
+        &'a self,
+        _identity: &'a str,
+        _token: &'a tower_oauth::AccessToken,
+    ) -> tower_oauth::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn keep_pending_login<'a>(
+        &'a self,
+        _key: &'a str,
+        _value: &'a str,
+        _ttl: std::time::Duration,
+    ) -> tower_oauth::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Err("the store is down".to_owned()) })
+    }
+}
+
+/// The person was asked, and the store fails to keep the request: the
+/// layer keeps it itself, the request says `ApprovalPending` (not a store
+/// error), and a later request gets the approval; the person is asked once.
+#[tokio::test]
+async fn a_request_the_store_fails_to_keep_is_kept_by_the_layer() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let before = asked(&base).await.len();
+    let oauth = replica(&base, alice(false), Failing);
+    let e = oauth.token().await.unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::ApprovalPending, "{e}");
+    until_decided(|| oauth.token()).await.unwrap();
+    assert_eq!(oauth.identity().await.unwrap().subject(), "alice");
+    assert_eq!(asked(&base).await.len(), before + 1, "alice asked twice");
+}
