@@ -116,9 +116,12 @@ impl ServerLogin<'_> {
                     match backchannel::log_in(self, server, asked, (&scope, parking), deadline)
                         .await
                     {
-                        // Not approved yet: the challenge stays for the
+                        // Not approved yet, or a failure of a moment (the
+                        // store, the network): the challenge stays for the
                         // request that asks again.
-                        Err(e) if e.kind() == TokenErrorKind::ApprovalPending => {
+                        Err(e)
+                            if e.kind() == TokenErrorKind::ApprovalPending || e.is_retryable() =>
+                        {
                             if let Some(asked) = reauth {
                                 chain.restore_reauthentication(asked.clone());
                             }

@@ -160,3 +160,75 @@ async fn a_request_the_store_fails_to_keep_is_kept_by_the_layer() {
     assert_eq!(oauth.identity().await.unwrap().subject(), "alice");
     assert_eq!(asked(&base).await.len(), before + 1, "alice asked twice");
 }
+
+/// A token store that keeps no pending request itself (the layer's memory
+/// does) and fails one read of them when told to.
+#[derive(Default)]
+struct FailsOneRead(std::sync::atomic::AtomicBool);
+
+impl TokenStore for FailsOneRead {
+    fn get_or_fetch<'a>(
+        &'a self,
+        ctx: &'a tower_oauth::store::FetchContext<'a>,
+    ) -> tower_oauth::BoxFuture<'a, Result<tower_oauth::store::StoredToken, tower_oauth::TokenError>>
+    {
+        Box::pin(ctx.fetch())
+    }
+
+    fn refused<'a>(
+        &'a self,
+        _identity: &'a str,
+        _token: &'a tower_oauth::AccessToken,
+    ) -> tower_oauth::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn take_pending_login<'a>(
+        &'a self,
+        _key: &'a str,
+    ) -> tower_oauth::BoxFuture<'a, Result<Option<String>, String>> {
+        let fails = self.0.swap(false, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            match fails {
+                true => Err("the store did not answer".to_owned()),
+                false => Ok(None),
+            }
+        })
+    }
+}
+
+/// An API asks for a stronger sign-in (RFC 9470), and the login that
+/// would ask for it fails for a moment (the store cannot be read): the
+/// challenge stays for the next request, whose login asks the person for
+/// it, instead of being dropped with the weaker token refreshed.
+#[tokio::test]
+async fn a_sign_in_challenge_outlives_a_login_that_failed_for_a_moment() {
+    let Some(provider) = provider() else {
+        return;
+    };
+    let base = provider.base.clone();
+    let before = asked(&base).await.len();
+    let store = std::sync::Arc::new(FailsOneRead::default());
+    let oauth = replica(&base, alice(true), std::sync::Arc::clone(&store));
+    oauth.token().await.unwrap();
+    let (url, _api) = super::reauthentication::api(false).await;
+    store.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = super::reauthentication::pay(&oauth, &url)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), TokenErrorKind::Transport, "{e}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match super::reauthentication::pay(&oauth, &url).await {
+            Ok(status) => break assert_eq!(status, 200),
+            Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let requests = asked(&base).await;
+    assert_eq!(requests.len(), before + 2, "{requests:?}");
+    assert_eq!(requests[before + 1]["acr_values"], "urn:gold");
+    assert_eq!(oauth.identity().await.unwrap().claims()["acr"], "urn:gold");
+}
